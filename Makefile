@@ -1,0 +1,77 @@
+# ssmprof set-up and everyday commands. `make install` first; everything else uses .venv/.
+PYTHON      ?= python3
+VENV        ?= .venv
+BIN         := $(VENV)/bin
+# Set WHEELHOUSE=wheelhouse on an offline host (filled by `make wheelhouse` on a connected one).
+WHEELHOUSE  ?=
+# The CPU build of torch used where no GPU is present (a CUDA build is several GB).
+CPU_TORCH   ?= torch==2.13.0
+# Python version / platform the wheelhouse is for (our H100 host runs Python 3.12).
+WHEEL_PY    ?= 3.12
+MAMBA_SSM   := mamba-ssm==2.3.2.post1
+CAUSAL_CONV := causal-conv1d==1.7.0
+PROFILE_ARGS ?= mamba2-lm --preset small
+# Extras of ssmprof to install (the GPU host brings its own pytest).
+EXTRAS      ?= dev
+
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+ifneq ($(WHEELHOUSE),)
+PIP_SOURCE := --no-index --find-links $(abspath $(WHEELHOUSE))
+endif
+# mamba-ssm / causal-conv1d: pure-Python install (their CUDA extensions come from `make kernels`);
+# FORCE_BUILD stops setup.py from downloading prebuilt binaries, --no-deps skips Mamba-3-only deps.
+SDIST_ENV := MAMBA_FORCE_BUILD=TRUE MAMBA_SKIP_CUDA_BUILD=TRUE \
+             CAUSAL_CONV1D_FORCE_BUILD=TRUE CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE
+
+.PHONY: install kernels wheelhouse test lint profile gpu-check clean
+
+install:
+ifeq ($(HAS_GPU),1)
+	@# Keep the host's CUDA build of torch/triton: the venv sees the host interpreter's packages,
+	@# also where that interpreter is itself a venv (--system-site-packages alone would skip those).
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PYTHON) -c "import site; print(*site.getsitepackages(), sep='\n')" \
+		> "$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/host-site-packages.pth"
+else
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q $(PIP_SOURCE) "$(CPU_TORCH)"
+endif
+	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation "setuptools>=61" wheel 2>/dev/null || true
+	$(SDIST_ENV) $(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation --no-deps --no-binary mamba-ssm,causal-conv1d \
+		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
+	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation -e ".$(if $(EXTRAS),[$(EXTRAS)])"
+	@$(BIN)/ssmprof doctor
+
+kernels:
+	$(BIN)/python -m ssmprof.kernel_build
+
+wheelhouse:
+	@# Run where the network is; needs `make install` first (torch is needed to read the sdists).
+	mkdir -p wheelhouse
+	$(SDIST_ENV) $(BIN)/pip download -q --no-deps --no-binary :all: --no-build-isolation -d wheelhouse \
+		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
+	$(BIN)/pip download -q --only-binary :all: --python-version $(WHEEL_PY) --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		--platform manylinux_2_25_x86_64 -d wheelhouse nvtx plotly ncu-report narwhals
+	@ls -la wheelhouse
+
+test:
+	$(BIN)/python -m pytest -q
+
+lint:
+	$(BIN)/ruff check ssmprof tests benchmarks
+
+profile:
+ifeq ($(HAS_GPU),1)
+	$(BIN)/ssmprof run $(PROFILE_ARGS)
+else
+	@echo "No NVIDIA GPU here: running the tiny preset on the CPU reference kernels (a smoke run, not a"
+	@echo "characterization). On a GPU host: make install && make kernels && make profile."
+	$(BIN)/ssmprof run mamba2-lm --preset tiny --device cpu --steps 2
+endif
+
+gpu-check:
+	bash scripts/gpu_check.sh
+
+clean:
+	rm -rf build .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Pure pandas analyses: DataFrame in, DataFrame out."""

@@ -1,0 +1,149 @@
+"""`ssmprof` command line. Thin: parse options, call the layers below, print. One error boundary."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ssmprof.errors import InvalidConfig, SsmprofError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Characterize how Mamba-based SSMs train on NVIDIA GPUs.")
+console = Console()
+err_console = Console(stderr=True)
+
+
+def error_boundary(command):
+    """Typed errors from below become one line on stderr and exit code 1, never a traceback."""
+
+    @functools.wraps(command)
+    def guarded(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except SsmprofError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err_console.print("[bold red]interrupted[/]")
+            raise typer.Exit(130) from None
+
+    return guarded
+
+
+@app.command()
+@error_boundary
+def workloads() -> None:
+    """List the workloads of the suite and their presets."""
+    from ssmprof.workloads.registry import WORKLOADS
+
+    table = Table(title="ssmprof workloads")
+    for column in ("workload", "preset", "batch x seq", "layers", "dtype", "notes"):
+        table.add_column(column)
+    for workload in WORKLOADS.values():
+        for i, (preset, cfg) in enumerate(workload.presets.items()):
+            table.add_row(workload.name if i == 0 else "", preset, f"{cfg.batch_size} x {cfg.seq_len}",
+                          str(cfg.layers), cfg.dtype, workload.preset_notes.get(preset, ""))
+        table.add_row("", "", "", "", "", f"[dim]{workload.description}[/]", end_section=True)
+    console.print(table)
+
+
+@app.command()
+@error_boundary
+def doctor() -> None:
+    """Show the software stack and which fused kernels are available here."""
+    from ssmprof.kernels import Availability, software_versions
+
+    versions = software_versions()
+    have = Availability.probe()
+    table = Table(title="ssmprof doctor", show_header=False)
+    for name, version in versions.items():
+        table.add_row(name, version or "[yellow]not installed[/]")
+    for name, ok in vars(have).items():
+        table.add_row(f"kernel: {name}", "[green]yes[/]" if ok else "[yellow]no[/]")
+    console.print(table)
+    if have.cuda and not (have.causal_conv1d and have.selective_scan):
+        console.print("[yellow]fused CUDA extensions missing: run `make kernels`[/]")
+
+
+def _parse_sets(pairs: list[str]) -> dict[str, str]:
+    parsed = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidConfig(f"--set expects KEY=VALUE, got '{pair}'")
+        parsed[key] = value
+    return parsed
+
+
+@app.command()
+@error_boundary
+def run(
+    workload: Annotated[str, typer.Argument(help="workload name (see `ssmprof workloads`)")],
+    preset: Annotated[str, typer.Option(help="tiny (CPU), small (one GPU) or paper")] = "small",
+    device: Annotated[str, typer.Option(help="auto, cuda or cpu")] = "auto",
+    steps: Annotated[int, typer.Option(help="timed training iterations")] = 10,
+    warmup: Annotated[int | None, typer.Option(help="untimed iterations first [default: 3 on GPU, 1 on CPU]")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="override the preset's batch size")] = None,
+    seq_len: Annotated[int | None, typer.Option(help="override the preset's sequence length")] = None,
+    layers: Annotated[int | None, typer.Option(help="override the preset's layer count")] = None,
+    dtype: Annotated[str | None, typer.Option(help="autocast dtype: bf16 or fp32")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="any other setting, KEY=VALUE")] = None,
+    allow_fallback: Annotated[bool, typer.Option(help="run on a GPU even if fused kernels are missing")] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="also write the result as JSON")] = None,
+) -> None:
+    """Train WORKLOAD for a few iterations and print step time, throughput, memory and kernels used."""
+    from ssmprof.kernels import plan_kernels
+    from ssmprof.profiler.harness import resolve_device, run_training
+    from ssmprof.profiler.markers import NvtxMarker
+    from ssmprof.workloads.registry import get_workload
+
+    chosen = get_workload(workload)
+    overrides = _parse_sets(set_ or [])
+    named = {"batch_size": batch_size, "seq_len": seq_len, "layers": layers, "dtype": dtype}
+    overrides.update({k: v for k, v in named.items() if v is not None})
+    cfg = chosen.config(preset, overrides)
+    target = resolve_device(device)
+    plan = plan_kernels(chosen.ops, target, allow_fallback, cfg.dtype)
+    if warmup is None:
+        warmup = 3 if target == "cuda" else 1
+    with _progress() as bar:
+        tasks: dict[str, int] = {}
+
+        def report(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        result = run_training(chosen, preset, cfg, plan, steps, warmup, NvtxMarker(), report)
+    _print_result(result)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result.to_dict(), indent=2))
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err_console, transient=True, disable=not sys.stderr.isatty())
+
+
+def _print_result(result) -> None:
+    times = result.step_times_ms
+    table = Table(title=f"{result.workload} --preset {result.preset} on {result.gpu.get('name', result.device)}",
+                  show_header=False)
+    table.add_row("step time (median)", f"{result.step_ms:.2f} ms  (min {min(times):.2f}, max {max(times):.2f}, "
+                  f"{len(times)} steps after {result.warmup} warm-up)")
+    table.add_row("throughput", f"{result.throughput:,.0f} {result.unit}/s")
+    peak = result.peak_memory_bytes
+    table.add_row("peak memory", f"{peak / 2**30:.2f} GiB" if peak is not None else "n/a (CPU)")
+    table.add_row("final loss", f"{result.final_loss:.4f}")
+    for op, impl in result.provenance.items():
+        table.add_row(f"kernel: {op}", impl)
+    console.print(table)

@@ -1,0 +1,33 @@
+"""Typed errors. Everything below the CLI raises these; `cli.py` turns them into one line and exit 1."""
+
+
+class SsmprofError(Exception):
+    """Base class: the message is the one line the user sees."""
+
+
+class UnknownWorkload(SsmprofError):
+    pass
+
+
+class UnknownPreset(SsmprofError):
+    pass
+
+
+class InvalidConfig(SsmprofError):
+    """An override the workload cannot accept (bad value, shape the model cannot take)."""
+
+
+class NoGpu(SsmprofError):
+    pass
+
+
+class KernelUnavailable(SsmprofError):
+    """A fused kernel (or mamba-ssm itself) that the run needs is not installed or not built."""
+
+
+class GpuOutOfMemory(SsmprofError):
+    pass
+
+
+class InputFileError(SsmprofError):
+    pass

@@ -1,0 +1,200 @@
+"""The kernel adapter: the one place that knows which real kernels exist and which one each op uses.
+
+mamba-ssm 2.3.2.post1 imports its compiled `selective_scan_cuda` extension unconditionally, so
+`import mamba_ssm` fails wherever `make kernels` has not run (every CPU machine, a fresh GPU host).
+`mamba_ssm()` makes the import work by standing a placeholder in for the missing extension; calling
+into the placeholder raises `KernelUnavailable` naming the fix. causal-conv1d needs nothing of the
+sort: mamba-ssm already treats its absence as "use torch's conv".
+
+`plan_kernels()` decides, per op, the implementation a run uses and records it as provenance. On a
+GPU a missing fused kernel is an error unless fallbacks are allowed, because a fallback changes what
+is being characterized. On the CPU every op takes its pure-torch reference and says so.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from dataclasses import dataclass, field
+
+import torch
+
+from ssmprof.errors import KernelUnavailable
+
+BUILD_HINT = "run `make kernels` (builds causal-conv1d and selective-scan for this GPU)"
+
+# The ops a workload can ask for, each with a one-line meaning (shown by `ssmprof doctor`).
+OPS = {
+    "ssd": "Mamba-2 SSD chain (chunk_cumsum/chunk_state/state_passing/bmm_chunk/chunk_scan)",
+    "conv1d": "causal depthwise conv1d of the Mamba blocks",
+    "selective_scan": "Mamba-1 selective scan",
+    "norm": "residual add + RMSNorm",
+    "attention": "causal / bidirectional self-attention",
+}
+
+
+class _MissingExtension(types.ModuleType):
+    """Stands in for a compiled extension that was not built; any use raises a clear error."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.__ssmprof_missing__ = True
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise KernelUnavailable(f"the CUDA extension `{self.__name__}` is not built: {BUILD_HINT}")
+
+
+def _extension_built(name: str) -> bool:
+    module = sys.modules.get(name)
+    if module is not None:
+        return not getattr(module, "__ssmprof_missing__", False)
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+def mamba_ssm():
+    """Import mamba_ssm whether or not its selective-scan extension is built."""
+    if not _extension_built("selective_scan_cuda"):
+        sys.modules["selective_scan_cuda"] = _MissingExtension("selective_scan_cuda")
+    try:
+        return importlib.import_module("mamba_ssm")
+    except ImportError as exc:
+        raise KernelUnavailable(f"mamba-ssm cannot be imported ({exc}): run `make install`") from exc
+
+
+def mamba_ssm_module(path: str):
+    """A submodule of mamba_ssm, e.g. `mamba_ssm_module("ops.triton.layer_norm")`, through `mamba_ssm()`."""
+    mamba_ssm()
+    return importlib.import_module(f"mamba_ssm.{path}")
+
+
+@dataclass(frozen=True)
+class Availability:
+    cuda: bool
+    triton: bool
+    causal_conv1d: bool
+    selective_scan: bool
+    sdpa_flash: bool
+    flash_attn: bool
+
+    @classmethod
+    def probe(cls) -> Availability:
+        cuda = torch.cuda.is_available()
+        return cls(
+            cuda=cuda,
+            triton=cuda and _importable("triton"),
+            causal_conv1d=_extension_built("causal_conv1d_cuda") and _importable("causal_conv1d"),
+            selective_scan=_extension_built("selective_scan_cuda"),
+            sdpa_flash=cuda
+            and torch.backends.cuda.flash_sdp_enabled()
+            and torch.cuda.get_device_capability()[0] >= 8,
+            flash_attn=cuda and _importable("flash_attn"),
+        )
+
+
+def _importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    op: str
+    impl: str
+    fused: bool  # the real fused GPU kernel (what a characterization is about)
+    note: str = ""
+
+    def describe(self) -> str:
+        return f"{self.impl}" + (f" ({self.note})" if self.note else "")
+
+
+@dataclass
+class KernelPlan:
+    device: str  # "cuda" or "cpu"
+    choices: dict[str, KernelChoice] = field(default_factory=dict)
+
+    def impl(self, op: str) -> str:
+        return self.choices[op].impl
+
+    def provenance(self) -> dict[str, str]:
+        return {op: choice.describe() for op, choice in self.choices.items()}
+
+    @property
+    def fallbacks(self) -> list[KernelChoice]:
+        return [c for c in self.choices.values() if not c.fused]
+
+
+def _cuda_choice(op: str, have: Availability, dtype: str) -> KernelChoice:
+    if op == "ssd":
+        if have.causal_conv1d:
+            return KernelChoice(op, "triton-fused", True, "mamba_split_conv1d_scan_combined")
+        return KernelChoice(op, "triton", False, "SSD chain without the fused conv: causal-conv1d not built")
+    if op == "conv1d":
+        if have.causal_conv1d:
+            return KernelChoice(op, "causal-conv1d-cuda", True)
+        return KernelChoice(op, "torch-conv1d", False, "causal-conv1d not built")
+    if op == "selective_scan":
+        if have.selective_scan:
+            return KernelChoice(op, "selective-scan-cuda", True)
+        return KernelChoice(op, "torch-reference", False, "selective_scan_cuda not built")
+    if op == "norm":
+        return KernelChoice(op, "triton-fused", True, "mamba_ssm layer_norm_fn, add+RMSNorm in one kernel")
+    if op == "attention":
+        if dtype == "fp32":
+            return KernelChoice(op, "sdpa", False, "flash attention needs bf16 or fp16; this run is fp32")
+        if have.flash_attn:
+            return KernelChoice(op, "flash-attn", True)
+        if have.sdpa_flash:
+            return KernelChoice(op, "sdpa-flash", True, "torch SDPA, flash backend only")
+        return KernelChoice(op, "sdpa", False, "flash backend unavailable")
+    raise KeyError(op)
+
+
+def plan_kernels(ops: tuple[str, ...], device: str, allow_fallback: bool = False,
+                 dtype: str = "bf16") -> KernelPlan:
+    """Choose an implementation for each op (`dtype`: the run's compute dtype); refuse GPU fallbacks
+    unless allowed."""
+    unknown = [op for op in ops if op not in OPS]
+    if unknown:
+        raise KeyError(f"unknown kernel ops {unknown}")
+    if device == "cpu":
+        return KernelPlan(
+            "cpu", {op: KernelChoice(op, "torch-reference", False, "CPU run") for op in ops}
+        )
+    have = Availability.probe()
+    if not have.triton:
+        raise KernelUnavailable("Triton cannot run here: the SSD and norm kernels need a CUDA GPU and triton")
+    plan = KernelPlan("cuda", {op: _cuda_choice(op, have, dtype) for op in ops})
+    if plan.fallbacks and not allow_fallback:
+        missing = ", ".join(f"{c.op}: {c.note}" for c in plan.fallbacks)
+        raise KernelUnavailable(
+            f"fused kernels unavailable ({missing}); {BUILD_HINT}, or pass --allow-fallback to "
+            "characterize the fallback path on purpose"
+        )
+    if any(op in ops for op in ("ssd", "norm", "selective_scan")):
+        mamba_ssm()
+    return plan
+
+
+def software_versions() -> dict[str, str | None]:
+    """Versions of the stack that decides which kernels run."""
+    versions: dict[str, str | None] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
+    for name in ("triton", "mamba_ssm", "causal_conv1d", "flash_attn"):
+        try:
+            module = mamba_ssm() if name == "mamba_ssm" else importlib.import_module(name)
+            versions[name] = getattr(module, "__version__", "unknown")
+        except (ImportError, KernelUnavailable):
+            versions[name] = None
+    return versions

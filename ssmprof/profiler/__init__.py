@@ -1,0 +1,1 @@
+"""Harness (warm-up, phases, NVTX, cudaProfilerStart/Stop) and collectors."""

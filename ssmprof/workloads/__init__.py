@@ -1,0 +1,1 @@
+"""Models, presets and synthetic batches of the suite; `registry.WORKLOADS` lists them."""

@@ -1,0 +1,99 @@
+"""What a workload is: a config dataclass, named presets, a model builder, a batch maker and a loss."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from ssmprof.errors import InvalidConfig, UnknownPreset
+from ssmprof.kernels import KernelPlan
+
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+@dataclasses.dataclass(frozen=True)
+class CommonConfig:
+    """Fields every workload has; `ssmprof run` exposes them as named options."""
+
+    batch_size: int
+    seq_len: int
+    layers: int
+    dtype: str  # autocast dtype; parameters and optimizer state stay fp32 (mixed precision)
+
+    def autocast_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise InvalidConfig(message)
+
+
+class Workload(ABC):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    unit: ClassVar[str]  # what throughput counts: "tokens" or "samples"
+    ops: ClassVar[tuple[str, ...]]  # kernel ops the model needs (see ssmprof.kernels.OPS)
+    presets: ClassVar[dict[str, CommonConfig]]
+    preset_notes: ClassVar[dict[str, str]] = {}
+
+    # ---- configuration -------------------------------------------------------------------------
+    def config(self, preset: str, overrides: dict[str, Any] | None = None) -> CommonConfig:
+        """The preset with overrides applied (values may be strings, as typed on the command line)."""
+        if preset not in self.presets:
+            raise UnknownPreset(f"unknown preset '{preset}' for {self.name}; choose from: {', '.join(self.presets)}")
+        base = self.presets[preset]
+        fields = {f.name: f for f in dataclasses.fields(base)}
+        changes = {}
+        for key, value in (overrides or {}).items():
+            key = key.replace("-", "_")
+            if key not in fields:
+                raise InvalidConfig(f"{self.name} has no setting '{key}'; settings: {', '.join(fields)}")
+            changes[key] = _coerce(key, value, fields[key], type(base))
+        cfg = dataclasses.replace(base, **changes)
+        self.validate(cfg)
+        return cfg
+
+    def validate(self, cfg: CommonConfig) -> None:
+        check(cfg.batch_size >= 1, f"batch size must be >= 1, got {cfg.batch_size}")
+        check(cfg.seq_len >= 1, f"sequence length must be >= 1, got {cfg.seq_len}")
+        check(cfg.layers >= 1, f"layers must be >= 1, got {cfg.layers}")
+        check(cfg.dtype in DTYPES, f"dtype must be one of {', '.join(DTYPES)}, got '{cfg.dtype}'")
+
+    # ---- the training iteration ----------------------------------------------------------------
+    @abstractmethod
+    def build(self, cfg: CommonConfig, plan: KernelPlan) -> nn.Module: ...
+
+    @abstractmethod
+    def batch(self, cfg: CommonConfig, device: torch.device, generator: torch.Generator) -> dict: ...
+
+    @abstractmethod
+    def loss(self, model: nn.Module, batch: dict) -> torch.Tensor: ...
+
+    @abstractmethod
+    def items_per_step(self, cfg: CommonConfig) -> int: ...
+
+
+def _coerce(key: str, value: Any, field: dataclasses.Field, owner: type) -> Any:
+    hint = typing.get_type_hints(owner)[field.name]
+    if not isinstance(value, str):
+        return value
+    try:
+        if hint is int:
+            return int(value)
+        if hint is float:
+            return float(value)
+        if hint is bool:
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(value)
+            return value.lower() in ("true", "1")
+    except ValueError:
+        raise InvalidConfig(f"setting '{key}' expects {getattr(hint, '__name__', hint)}, got '{value}'") from None
+    if value.lower() == "none" and type(None) in typing.get_args(hint):
+        return None
+    return value

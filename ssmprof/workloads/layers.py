@@ -1,0 +1,214 @@
+"""Building blocks shared by the workloads, each routed through the kernel plan.
+
+On the GPU every layer runs the real fused kernels (mamba-ssm's Mamba2 module on its memory-efficient
+path, mamba-ssm's Triton add+RMSNorm, SDPA flash attention). On the CPU the same parameters run through
+pure-torch references: mamba-ssm's `*_ref` functions composed the way the fused path composes its
+kernels. `tests/test_layers_gpu.py` checks the two against each other on a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange, repeat
+from torch import nn
+
+from ssmprof.kernels import KernelPlan, mamba_ssm, mamba_ssm_module
+
+
+def ssd_ref(x, dt, A, B, C, D, dt_bias, chunk_size):
+    """The SSD scan in pure torch: mamba-ssm's `ssd_minimal_discrete` (Listing 1 of the Mamba-2 paper)
+    plus the dt softplus, the D skip and padding to whole chunks.
+
+    mamba-ssm's `ssd_chunk_scan_combined_ref` is not used for training: it needs whole chunks, and its
+    backward turns to NaN once exp() of the masked-out decay overflows, which happens at realistic
+    dt and A. `ssd_minimal_discrete` masks with -inf before exp(), so its gradients stay finite.
+
+    x: (b, l, h, p); dt: (b, l, h); A, dt_bias: (h,); B, C: (b, l, g, n); D: (h,). Returns (b, l, h, p).
+    """
+    ssd_minimal_discrete = mamba_ssm_module("modules.ssd_minimal").ssd_minimal_discrete
+    seqlen, nheads = x.shape[1], x.shape[2]
+    # Like the fused kernels, keep the scan itself in (at least) fp32 whatever the input dtype.
+    compute = torch.promote_types(x.dtype, torch.float32)
+    x_in = x
+    x, dt, A, B, C, D, dt_bias = (t.to(compute) for t in (x, dt, A, B, C, D, dt_bias))
+    dt = F.softplus(dt + dt_bias)
+    B, C = (repeat(t, "b l g n -> b l (g r) n", r=nheads // t.shape[2]) for t in (B, C))
+    # Zero dt on the padding: no input enters the state there, and causality keeps real outputs exact.
+    pad = (0, 0, 0, 0, 0, -seqlen % chunk_size)
+    xdt, B, C = (F.pad(t, pad) for t in (x * dt.unsqueeze(-1), B, C))
+    y, _ = ssd_minimal_discrete(xdt, F.pad(A * dt, pad[2:]), B, C, chunk_size)
+    return (y[:, :seqlen].to(compute) + x * D.unsqueeze(-1)).to(x_in.dtype)
+
+
+def mamba2_mixer_ref(mixer: nn.Module, u: torch.Tensor) -> torch.Tensor:
+    """Pure-torch forward of a mamba_ssm `Mamba2` module (the composition its fused path computes)."""
+    rms_norm_ref = mamba_ssm_module("ops.triton.layernorm_gated").rms_norm_ref
+    seqlen = u.shape[1]
+    zxbcdt = mixer.in_proj(u)
+    xbc_dim = mixer.d_ssm + 2 * mixer.ngroups * mixer.d_state
+    z, xbc, dt = torch.split(zxbcdt, [mixer.d_ssm, xbc_dim, mixer.nheads], dim=-1)
+    # Causal depthwise conv: the module's conv1d pads both sides by d_conv-1; keep the causal part.
+    xbc = F.silu(mixer.conv1d(xbc.transpose(1, 2))[..., :seqlen]).transpose(1, 2)
+    x, B, C = torch.split(xbc, [mixer.d_ssm, mixer.ngroups * mixer.d_state, mixer.ngroups * mixer.d_state], -1)
+    y = ssd_ref(
+        rearrange(x, "b l (h p) -> b l h p", p=mixer.headdim),
+        dt,
+        -torch.exp(mixer.A_log.float()),
+        rearrange(B, "b l (g n) -> b l g n", g=mixer.ngroups),
+        rearrange(C, "b l (g n) -> b l g n", g=mixer.ngroups),
+        mixer.D,
+        mixer.dt_bias,
+        mixer.chunk_size,
+    )
+    y = rms_norm_ref(
+        rearrange(y, "b l h p -> b l (h p)"),
+        mixer.norm.weight,
+        None,
+        z=z,
+        eps=mixer.norm.eps,
+        group_size=mixer.d_ssm // mixer.ngroups,
+        norm_before_gate=mixer.norm_before_gate,
+    )
+    return mixer.out_proj(y.to(zxbcdt.dtype))
+
+
+class Mamba2Mixer(nn.Module):
+    """mamba-ssm's `Mamba2` (fused memory-efficient path on the GPU), reference forward on the CPU."""
+
+    def __init__(self, d_model: int, d_state: int, headdim: int, expand: int, ngroups: int,
+                 chunk_size: int, plan: KernelPlan, layer_idx: int):
+        super().__init__()
+        self.reference = plan.device == "cpu"
+        self.mamba = mamba_ssm().Mamba2(
+            d_model,
+            d_state=d_state,
+            d_conv=4,
+            expand=expand,
+            headdim=headdim,
+            ngroups=ngroups,
+            chunk_size=chunk_size,
+            # The fused split-conv1d-scan path needs causal-conv1d; without it (an allowed fallback)
+            # mamba-ssm runs torch's depthwise conv and the unfused SSD chain.
+            use_mem_eff_path=plan.impl("conv1d") == "causal-conv1d-cuda",
+            layer_idx=layer_idx,
+        )
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        return mamba2_mixer_ref(self.mamba, u) if self.reference else self.mamba(u)
+
+
+class AddRMSNorm(nn.Module):
+    """residual += x; x = RMSNorm(residual). One Triton kernel on the GPU (as mamba-ssm's Block does)."""
+
+    def __init__(self, dim: int, plan: KernelPlan, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+        self.fused = plan.device == "cuda"
+
+    def forward(self, x, residual=None, prenorm=True):
+        layer_norm = mamba_ssm_module("ops.triton.layer_norm")
+        if self.fused:
+            return layer_norm.layer_norm_fn(x, self.weight, None, residual=residual, eps=self.eps, prenorm=prenorm,
+                                            residual_in_fp32=True, is_rms_norm=True)
+        return layer_norm.rms_norm_ref(x, self.weight, None, residual=residual, eps=self.eps, prenorm=prenorm,
+                                       upcast=True)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head attention with grouped KV heads; flash attention on the GPU, no position embedding
+    (the Mamba-2 hybrids rely on the Mamba layers for position, as in Waleffe et al. 2024)."""
+
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, plan: KernelPlan, causal: bool = True):
+        super().__init__()
+        if d_model % n_heads or n_heads % n_kv_heads:
+            raise ValueError("d_model must divide into heads and heads into KV groups")
+        self.n_heads, self.n_kv_heads, self.causal = n_heads, n_kv_heads, causal
+        self.head_dim = d_model // n_heads
+        self.qkv = nn.Linear(d_model, (n_heads + 2 * n_kv_heads) * self.head_dim, bias=False)
+        self.out_proj = nn.Linear(d_model, d_model, bias=False)
+        self.impl = plan.impl("attention")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = torch.split(
+            self.qkv(x),
+            [self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim, self.n_kv_heads * self.head_dim],
+            dim=-1,
+        )
+        if self.impl == "flash-attn":
+            from flash_attn import flash_attn_func
+
+            shape = "b l (h d) -> b l h d"
+            out = flash_attn_func(rearrange(q, shape, d=self.head_dim), rearrange(k, shape, d=self.head_dim),
+                                  rearrange(v, shape, d=self.head_dim), causal=self.causal)
+            return self.out_proj(rearrange(out, "b l h d -> b l (h d)"))
+        q, k, v = (rearrange(t, "b l (h d) -> b h l d", d=self.head_dim) for t in (q, k, v))
+        if self.impl == "sdpa-flash":
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                out = self._sdpa(q, k, v)
+        else:
+            out = self._sdpa(q, k, v)
+        return self.out_proj(rearrange(out, "b h l d -> b l (h d)"))
+
+    def _sdpa(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal,
+                                              enable_gqa=self.n_kv_heads != self.n_heads)
+
+
+class MLP(nn.Module):
+    def __init__(self, d_model: int, hidden: int):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, hidden, bias=False)
+        self.fc2 = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
+class PreNormBlock(nn.Module):
+    """mixer(RMSNorm(x + residual)), carrying the residual stream separately (mamba-ssm's Block layout)."""
+
+    def __init__(self, d_model: int, mixer: nn.Module, plan: KernelPlan):
+        super().__init__()
+        self.norm = AddRMSNorm(d_model, plan)
+        self.mixer = mixer
+
+    def forward(self, hidden, residual=None):
+        hidden, residual = self.norm(hidden, residual, prenorm=True)
+        return self.mixer(hidden), residual
+
+
+class CausalLM(nn.Module):
+    """Token embedding, a stack of pre-norm blocks, final norm, tied LM head."""
+
+    def __init__(self, vocab_size: int, d_model: int, mixers: list[nn.Module], plan: KernelPlan):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.layers = nn.ModuleList(PreNormBlock(d_model, mixer, plan) for mixer in mixers)
+        self.norm_f = AddRMSNorm(d_model, plan)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.lm_head.weight = self.embedding.weight
+        _init_weights(self, len(mixers))
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        hidden, residual = self.embedding(input_ids), None
+        for layer in self.layers:
+            hidden, residual = layer(hidden, residual)
+        return self.lm_head(self.norm_f(hidden, residual, prenorm=False))
+
+
+def _init_weights(model: nn.Module, n_layers: int) -> None:
+    """GPT-2 style init with output projections scaled by depth (what mamba-ssm's LM does)."""
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear) and module.weight is not model.embedding.weight:
+            std = 0.02 / math.sqrt(2 * n_layers) if name.endswith(("out_proj", "fc2")) else 0.02
+            nn.init.normal_(module.weight, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=0.02)

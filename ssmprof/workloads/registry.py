@@ -1,0 +1,18 @@
+"""The suite: every workload by name."""
+
+from __future__ import annotations
+
+from ssmprof.errors import UnknownWorkload
+from ssmprof.workloads.base import Workload
+from ssmprof.workloads.lm import HybridLM, Mamba2LM
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (Mamba2LM(), HybridLM())}
+
+DEFAULT_WORKLOAD = "mamba2-lm"
+
+
+def get_workload(name: str) -> Workload:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise UnknownWorkload(f"unknown workload '{name}'; choose from: {', '.join(WORKLOADS)}") from None

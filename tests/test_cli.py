@@ -1,0 +1,89 @@
+"""The CLI through typer's CliRunner: real tiny runs on the CPU, and one clear line for bad input."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from ssmprof.cli import app
+from ssmprof.profiler import harness
+
+runner = CliRunner()
+
+
+def test_workloads_lists_every_workload_and_preset():
+    result = runner.invoke(app, ["workloads"])
+    assert result.exit_code == 0
+    for text in ("mamba2-lm", "hybrid", "tiny", "small", "paper"):
+        assert text in result.output
+
+
+def test_run_tiny_on_cpu_writes_result(tmp_path):
+    out = tmp_path / "r" / "result.json"
+    result = runner.invoke(app, ["run", "hybrid", "--preset", "tiny", "--device", "cpu", "--steps", "2",
+                                 "--seq-len", "32", "--set", "d_state=8", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "tokens/s" in result.output and "kernel: attention" in result.output
+    data = json.loads(out.read_text())
+    assert data["config"]["seq_len"] == 32 and data["config"]["d_state"] == 8
+    assert data["items_per_step"] == 2 * 32 and len(data["step_times_ms"]) == 2
+    assert data["provenance"]["ssd"].startswith("torch-reference")
+
+
+def test_run_emits_nvtx_start_end_ranges(monkeypatch):
+    """Phases are process-wide NVTX start/end ranges (push/pop would miss the autograd thread)."""
+    import nvtx
+
+    calls = []
+    monkeypatch.setattr(nvtx, "start_range", lambda message, domain: calls.append(("start", message, domain)) or 7)
+    monkeypatch.setattr(nvtx, "end_range", lambda handle: calls.append(("end", handle)))
+    monkeypatch.setattr(nvtx, "push_range", lambda *a, **k: pytest.fail("push/pop ranges are per thread"))
+    result = runner.invoke(app, ["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--steps", "1",
+                                 "--warmup", "0"])
+    assert result.exit_code == 0, result.output
+    starts = [c[1] for c in calls if c[0] == "start"]
+    assert starts == ["forward", "backward", "optimizer"] * 2
+    assert {c[2] for c in calls if c[0] == "start"} == {"ssmprof"}
+    assert sum(c[0] == "end" for c in calls) == len(starts)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "mamba3-lm"], "unknown workload 'mamba3-lm'"),
+        (["run", "mamba2-lm", "--preset", "huge"], "unknown preset 'huge'"),
+        (["run", "mamba2-lm", "--preset", "tiny", "--seq-len", "0"], "sequence length must be >= 1"),
+        (["run", "mamba2-lm", "--preset", "tiny", "--set", "chunk_size"], "--set expects KEY=VALUE"),
+        (["run", "mamba2-lm", "--preset", "tiny", "--set", "chunk_size=100"], "power of two"),
+        (["run", "hybrid", "--preset", "tiny", "--set", "n_heads=3"], "multiple of n_heads"),
+        (["run", "mamba2-lm", "--preset", "tiny", "--device", "tpu"], "device must be auto, cuda or cpu"),
+        (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--steps", "0"], "steps >= 1"),
+        (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--set", "text_file=/no/such/file"],
+         "cannot read text file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_1(args, message):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_cuda_without_gpu():
+    result = runner.invoke(app, ["run", "mamba2-lm", "--preset", "tiny", "--device", "cuda"])
+    assert result.exit_code == 1
+    assert "no CUDA GPU is visible" in result.output and "Traceback" not in result.output
+
+
+def test_out_of_memory_is_one_line(monkeypatch):
+    def exhausted(self):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
+    monkeypatch.setattr(harness.Trainer, "step", exhausted)
+    result = runner.invoke(app, ["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu"])
+    assert result.exit_code == 1
+    assert "GPU out of memory running mamba2-lm" in result.output and "lower --batch-size" in result.output
+    assert "Traceback" not in result.output
