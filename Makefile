@@ -59,7 +59,7 @@ test:
 	$(BIN)/python -m pytest -q
 
 lint:
-	$(BIN)/ruff check ssmprof tests benchmarks
+	$(BIN)/ruff check ssmprof tests benchmarks scripts
 
 profile:
 ifeq ($(HAS_GPU),1)

@@ -15,7 +15,7 @@ def test_mamba_ssm_imports_and_missing_extension_names_the_fix():
     if not getattr(sys.modules["selective_scan_cuda"], "__ssmprof_missing__", False):
         pytest.skip("selective_scan_cuda is built here")
     with pytest.raises(KernelUnavailable, match="make kernels"):
-        sys.modules["selective_scan_cuda"].fwd
+        sys.modules["selective_scan_cuda"].fwd()
 
 
 def test_cpu_plan_is_all_reference():
