@@ -15,15 +15,15 @@ import torch
 from torch import nn
 
 from ssmprof.kernels import mamba_ssm, plan_kernels
-from ssmprof.profiler.harness import Trainer
+from ssmprof.profiler.harness import Trainer, time_steps
 from ssmprof.profiler.markers import PhaseMarker
-from ssmprof.workloads.lm import LMConfig, Mamba2LM
+from ssmprof.workloads.lm import Mamba2Config, Mamba2LM
 
 
 class MambaSsmLM(Mamba2LM):
     """The same workload (batch, loss, optimizer) on mamba-ssm's reference model."""
 
-    def build(self, cfg: LMConfig, plan) -> nn.Module:
+    def build(self, cfg: Mamba2Config, plan) -> nn.Module:
         ssm = mamba_ssm()
         config = ssm.models.config_mamba.MambaConfig(
             d_model=cfg.d_model, n_layer=cfg.layers, d_intermediate=0, vocab_size=cfg.vocab_size,
@@ -41,19 +41,6 @@ class LogitsOnly(nn.Module):
 
     def forward(self, input_ids):
         return self.model(input_ids).logits
-
-
-def time_steps(trainer: Trainer, steps: int) -> list[float]:
-    """Milliseconds of each training step, CUDA events, one synchronize at the end."""
-    events = []
-    for _ in range(steps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        trainer.step()
-        end.record()
-        events.append((start, end))
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in events]
 
 
 def main() -> None:
@@ -83,7 +70,7 @@ def main() -> None:
     for _ in range(args.rounds):
         medians = {}
         for name, trainer in trainers.items():
-            step_ms = time_steps(trainer, args.steps)
+            _, step_ms = time_steps(trainer, args.steps)
             times[name] += step_ms
             medians[name] = statistics.median(step_ms)
         ours_ms, ref_ms = medians.values()

@@ -6,17 +6,27 @@ import pytest
 from typer.testing import CliRunner
 
 from ssmprof.cli import app
+from ssmprof.workloads.registry import WORKLOADS
 
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("workload", ["mamba2-lm", "hybrid"])
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
 def test_run_tiny_on_gpu_uses_fused_kernels(tmp_path, workload):
     out = tmp_path / "result.json"
     result = CliRunner().invoke(app, ["run", workload, "--preset", "tiny", "--device", "cuda", "--steps", "2",
                                       "--warmup", "1", "--dtype", "bf16", "--json", str(out)])
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
-    assert data["provenance"]["ssd"].startswith("triton-fused")
-    assert data["provenance"]["conv1d"].startswith("causal-conv1d-cuda")
+    assert data["provenance"] and all(not impl.startswith(("torch", "sdpa ")) for impl in data["provenance"].values())
+    expected = {"ssd": "triton-fused", "conv1d": "causal-conv1d-cuda", "selective_scan": "selective-scan-cuda",
+                "attention": "sdpa-flash", "norm": "triton-fused"}
+    for op, impl in data["provenance"].items():
+        assert impl.startswith(expected[op])
     assert data["peak_memory_bytes"] > 0 and data["gpu"]["sm_count"] > 0
+
+
+def test_fp32_attention_on_gpu_needs_fallback_flag():
+    result = CliRunner().invoke(app, ["run", "hybrid", "--preset", "tiny", "--device", "cuda", "--dtype", "fp32"])
+    assert result.exit_code == 1
+    assert "flash attention needs bf16" in result.output and "Traceback" not in result.output

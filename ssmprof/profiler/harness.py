@@ -130,13 +130,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        losses = []
-        timer = _StepTimer(cuda)
-        for i in range(steps):
-            with timer:
-                losses.append(trainer.step())
-            report("timed steps", i + 1, steps)
-        times_ms = timer.elapsed_ms()
+        losses, times_ms = time_steps(trainer, steps, lambda done: report("timed steps", done, steps))
         seconds["timed"] = time.perf_counter() - t0
 
         _sync(cuda)
@@ -172,35 +166,32 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
     )
 
 
-class _StepTimer:
-    """Per-step GPU time from CUDA events, read once at the end so the host can run ahead of the
-    GPU as it does in real training (a sync per step would add launch gaps to every step)."""
+def time_steps(trainer: Trainer, steps: int, on_step: Callable[[int], None] | None = None
+               ) -> tuple[list[torch.Tensor], list[float]]:
+    """Run `steps` training iterations; return their losses and per-step milliseconds.
 
-    def __init__(self, cuda: bool):
-        self.cuda = cuda
-        self.marks: list[tuple] = []
+    On the GPU each step is timed by CUDA events read once at the end, so the host runs ahead of the
+    GPU as in real training (a sync per step would add launch gaps to every step)."""
+    cuda = trainer.device.type == "cuda"
+    losses, marks = [], []
+    for i in range(steps):
+        start = _now(cuda)
+        losses.append(trainer.step())
+        marks.append((start, _now(cuda)))
+        if on_step:
+            on_step(i + 1)
+    if cuda:
+        torch.cuda.synchronize()
+        return losses, [start.elapsed_time(end) for start, end in marks]
+    return losses, [(end - start) * 1e3 for start, end in marks]
 
-    def __enter__(self):
-        if self.cuda:
-            start = torch.cuda.Event(enable_timing=True)
-            start.record()
-        else:
-            start = time.perf_counter()
-        self.marks.append((start,))
 
-    def __exit__(self, *exc):
-        if self.cuda:
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
-        else:
-            end = time.perf_counter()
-        self.marks[-1] += (end,)
-
-    def elapsed_ms(self) -> list[float]:
-        if self.cuda:
-            torch.cuda.synchronize()
-            return [start.elapsed_time(end) for start, end in self.marks]
-        return [(end - start) * 1e3 for start, end in self.marks]
+def _now(cuda: bool):
+    if not cuda:
+        return time.perf_counter()
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
 
 
 def _sync(cuda: bool) -> None:

@@ -100,6 +100,46 @@ class Mamba2Mixer(nn.Module):
         return mamba2_mixer_ref(self.mamba, u) if self.reference else self.mamba(u)
 
 
+def selective_scan(plan: KernelPlan, u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=True):
+    """Mamba-1 selective scan through the plan: the CUDA kernel, or mamba-ssm's pure-torch reference.
+    Shapes as mamba-ssm's `selective_scan_fn`: u, delta, z (b, d, l); A (d, n); B, C (b, n, l); D (d,)."""
+    interface = mamba_ssm_module("ops.selective_scan_interface")
+    scan = interface.selective_scan_fn if plan.impl("selective_scan") == "selective-scan-cuda" \
+        else interface.selective_scan_ref
+    return scan(u, delta, A, B, C, D, z=z, delta_bias=delta_bias, delta_softplus=delta_softplus)
+
+
+def mamba1_mixer_ref(mixer: nn.Module, u: torch.Tensor, plan: KernelPlan) -> torch.Tensor:
+    """Forward of a mamba_ssm `Mamba` (Mamba-1) module without its fused `mamba_inner_fn`: torch conv1d,
+    projections, then the selective scan the plan picks (mamba-ssm's slow path, step for step)."""
+    seqlen = u.shape[1]
+    x, z = rearrange(mixer.in_proj(u), "b l d -> b d l").chunk(2, dim=1)
+    x = F.silu(mixer.conv1d(x)[..., :seqlen])
+    x_dbl = mixer.x_proj(rearrange(x, "b d l -> (b l) d"))
+    dt, B, C = torch.split(x_dbl, [mixer.dt_rank, mixer.d_state, mixer.d_state], dim=-1)
+    dt = rearrange(mixer.dt_proj.weight @ dt.t(), "d (b l) -> b d l", l=seqlen)
+    B, C = (rearrange(t, "(b l) n -> b n l", l=seqlen).contiguous() for t in (B, C))
+    y = selective_scan(plan, x, dt, -torch.exp(mixer.A_log.float()), B, C, mixer.D.float(), z=z,
+                       delta_bias=mixer.dt_proj.bias.float())
+    return mixer.out_proj(rearrange(y, "b d l -> b l d"))
+
+
+class Mamba1Mixer(nn.Module):
+    """mamba-ssm's `Mamba` (Mamba-1). On the GPU its fused `mamba_inner_fn` (causal-conv1d + selective-scan
+    CUDA in one autograd function); otherwise the same math through `mamba1_mixer_ref`."""
+
+    def __init__(self, d_model: int, d_state: int, expand: int, plan: KernelPlan, layer_idx: int):
+        super().__init__()
+        self.plan = plan
+        self.fused = (plan.impl("selective_scan") == "selective-scan-cuda"
+                      and plan.impl("conv1d") == "causal-conv1d-cuda")
+        self.mamba = mamba_ssm().Mamba(d_model, d_state=d_state, d_conv=4, expand=expand, use_fast_path=True,
+                                       layer_idx=layer_idx)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        return self.mamba(u) if self.fused else mamba1_mixer_ref(self.mamba, u, self.plan)
+
+
 class AddRMSNorm(nn.Module):
     """residual += x; x = RMSNorm(residual). One Triton kernel on the GPU (as mamba-ssm's Block does)."""
 

@@ -22,26 +22,63 @@ from torch import nn
 from ssmprof.kernels import KernelPlan
 from ssmprof.workloads.base import CommonConfig, Workload, check
 from ssmprof.workloads.data import token_batch
-from ssmprof.workloads.layers import MLP, CausalLM, Mamba2Mixer, SelfAttention
+from ssmprof.workloads.layers import MLP, CausalLM, Mamba1Mixer, Mamba2Mixer, SelfAttention
 
 
 @dataclasses.dataclass(frozen=True)
 class LMConfig(CommonConfig):
     d_model: int = 1024
-    d_state: int = 128
-    headdim: int = 64
-    expand: int = 2
-    ngroups: int = 1
-    chunk_size: int = 256
     vocab_size: int = 50280
     text_file: str | None = None  # byte-level tokens from a local file instead of random tokens
 
 
 @dataclasses.dataclass(frozen=True)
-class HybridConfig(LMConfig):
+class Mamba2Config(LMConfig):
+    d_state: int = 128
+    headdim: int = 64
+    expand: int = 2
+    ngroups: int = 1
+    chunk_size: int = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class HybridConfig(Mamba2Config):
     n_heads: int = 16
     n_kv_heads: int = 4
     mlp_ratio: int = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig(LMConfig):
+    n_heads: int = 8
+    n_kv_heads: int = 8
+    mlp_ratio: int = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Mamba1Config(LMConfig):
+    d_state: int = 16
+    expand: int = 2
+
+
+def check_mamba2(cfg: Mamba2Config) -> None:
+    d_inner = cfg.expand * cfg.d_model
+    check(d_inner % cfg.headdim == 0, f"expand*d_model ({d_inner}) must be a multiple of headdim ({cfg.headdim})")
+    nheads = d_inner // cfg.headdim
+    check(cfg.ngroups >= 1 and nheads % cfg.ngroups == 0,
+          f"SSM heads ({nheads}) must be a multiple of ngroups ({cfg.ngroups})")
+    check(cfg.chunk_size >= 16 and cfg.chunk_size & (cfg.chunk_size - 1) == 0,
+          f"chunk_size must be a power of two >= 16, got {cfg.chunk_size}")
+    check(cfg.d_state >= 1, f"d_state must be >= 1, got {cfg.d_state}")
+
+
+def check_attention(cfg: HybridConfig | TransformerConfig) -> None:
+    check(cfg.n_heads >= 1 and cfg.d_model % cfg.n_heads == 0,
+          f"d_model ({cfg.d_model}) must be a multiple of n_heads ({cfg.n_heads})")
+    check(cfg.n_kv_heads >= 1 and cfg.n_heads % cfg.n_kv_heads == 0,
+          f"n_heads ({cfg.n_heads}) must be a multiple of n_kv_heads ({cfg.n_kv_heads})")
+    check(cfg.d_model // cfg.n_heads <= 256, "attention head size must be <= 256 (flash attention)")
+    check(cfg.mlp_ratio >= 1, f"mlp_ratio must be >= 1, got {cfg.mlp_ratio}")
 
 
 class LanguageModelWorkload(Workload):
@@ -49,19 +86,17 @@ class LanguageModelWorkload(Workload):
 
     def validate(self, cfg: LMConfig) -> None:
         super().validate(cfg)
-        d_inner = cfg.expand * cfg.d_model
-        check(d_inner % cfg.headdim == 0, f"expand*d_model ({d_inner}) must be a multiple of headdim ({cfg.headdim})")
-        nheads = d_inner // cfg.headdim
-        check(cfg.ngroups >= 1 and nheads % cfg.ngroups == 0,
-              f"SSM heads ({nheads}) must be a multiple of ngroups ({cfg.ngroups})")
-        check(cfg.chunk_size >= 16 and cfg.chunk_size & (cfg.chunk_size - 1) == 0,
-              f"chunk_size must be a power of two >= 16, got {cfg.chunk_size}")
-        check(cfg.d_state >= 1, f"d_state must be >= 1, got {cfg.d_state}")
+        check(cfg.d_model >= 1, f"d_model must be >= 1, got {cfg.d_model}")
         check(cfg.vocab_size >= 2, f"vocab_size must be >= 2, got {cfg.vocab_size}")
 
-    def mamba2(self, cfg: LMConfig, plan: KernelPlan, layer_idx: int) -> nn.Module:
+    def mamba2(self, cfg: Mamba2Config, plan: KernelPlan, layer_idx: int) -> nn.Module:
         return Mamba2Mixer(cfg.d_model, cfg.d_state, cfg.headdim, cfg.expand, cfg.ngroups, cfg.chunk_size,
                            plan, layer_idx)
+
+    def attention_mlp(self, cfg: HybridConfig | TransformerConfig, plan: KernelPlan, kind: str) -> nn.Module:
+        if kind == "A":
+            return SelfAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, plan)
+        return MLP(cfg.d_model, cfg.mlp_ratio * cfg.d_model)
 
     def batch(self, cfg: LMConfig, device: torch.device, generator: torch.Generator) -> dict:
         return token_batch(cfg.batch_size, cfg.seq_len, cfg.vocab_size, device, generator, cfg.text_file)
@@ -79,10 +114,10 @@ class Mamba2LM(LanguageModelWorkload):
     description = "Homogeneous Mamba-2 language model (mamba-ssm Mamba2 blocks, fused SSD path)"
     ops = ("ssd", "conv1d", "norm")
     presets = {
-        "tiny": LMConfig(batch_size=2, seq_len=64, layers=2, dtype="fp32", d_model=64, d_state=16,
+        "tiny": Mamba2Config(batch_size=2, seq_len=64, layers=2, dtype="fp32", d_model=64, d_state=16,
                          headdim=16, ngroups=2, chunk_size=16, vocab_size=256),
-        "small": LMConfig(batch_size=4, seq_len=2048, layers=4, dtype="bf16", d_model=1024),
-        "paper": LMConfig(batch_size=2, seq_len=4096, layers=14, dtype="bf16", d_model=4096, ngroups=8),
+        "small": Mamba2Config(batch_size=4, seq_len=2048, layers=4, dtype="bf16", d_model=1024),
+        "paper": Mamba2Config(batch_size=2, seq_len=4096, layers=14, dtype="bf16", d_model=4096, ngroups=8),
     }
     preset_notes = {
         "tiny": "CPU smoke test, seconds",
@@ -90,7 +125,11 @@ class Mamba2LM(LanguageModelWorkload):
         "paper": "8B Mamba-2 block shapes, 14 of 56 layers (fits 80 GB)",
     }
 
-    def build(self, cfg: LMConfig, plan: KernelPlan) -> nn.Module:
+    def validate(self, cfg: Mamba2Config) -> None:
+        super().validate(cfg)
+        check_mamba2(cfg)
+
+    def build(self, cfg: Mamba2Config, plan: KernelPlan) -> nn.Module:
         mixers = [self.mamba2(cfg, plan, i) for i in range(cfg.layers)]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
 
@@ -131,24 +170,69 @@ class HybridLM(LanguageModelWorkload):
 
     def validate(self, cfg: HybridConfig) -> None:
         super().validate(cfg)
+        check_mamba2(cfg)
+        check_attention(cfg)
         try:
             hybrid_pattern(cfg.layers)
         except ValueError as exc:
             check(False, str(exc))
-        check(cfg.n_heads >= 1 and cfg.d_model % cfg.n_heads == 0,
-              f"d_model ({cfg.d_model}) must be a multiple of n_heads ({cfg.n_heads})")
-        check(cfg.n_kv_heads >= 1 and cfg.n_heads % cfg.n_kv_heads == 0,
-              f"n_heads ({cfg.n_heads}) must be a multiple of n_kv_heads ({cfg.n_kv_heads})")
-        check(cfg.d_model // cfg.n_heads <= 256, "attention head size must be <= 256 (flash attention)")
-        check(cfg.mlp_ratio >= 1, f"mlp_ratio must be >= 1, got {cfg.mlp_ratio}")
 
     def build(self, cfg: HybridConfig, plan: KernelPlan) -> nn.Module:
-        def mixer(kind: str, i: int) -> nn.Module:
-            if kind == "M":
-                return self.mamba2(cfg, plan, i)
-            if kind == "A":
-                return SelfAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, plan)
-            return MLP(cfg.d_model, cfg.mlp_ratio * cfg.d_model)
+        mixers = [self.mamba2(cfg, plan, i) if kind == "M" else self.attention_mlp(cfg, plan, kind)
+                  for i, kind in enumerate(hybrid_pattern(cfg.layers))]
+        return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
 
-        mixers = [mixer(kind, i) for i, kind in enumerate(hybrid_pattern(cfg.layers))]
+
+class TransformerLM(LanguageModelWorkload):
+    """Baseline: quadratic attention where mamba2-lm has the linear-time SSD scan."""
+
+    name = "transformer"
+    description = "Decoder-only Transformer baseline at mamba2-lm's width (SDPA flash attention + MLP)"
+    ops = ("norm", "attention")
+    presets = {
+        "tiny": TransformerConfig(batch_size=2, seq_len=64, layers=2, dtype="fp32", d_model=64, vocab_size=256,
+                                  n_heads=4, n_kv_heads=4),
+        "small": TransformerConfig(batch_size=4, seq_len=2048, layers=4, dtype="bf16", d_model=1024),
+        "paper": TransformerConfig(batch_size=2, seq_len=4096, layers=8, dtype="bf16", d_model=4096, n_heads=32,
+                                   n_kv_heads=32),
+    }
+    preset_notes = {
+        "tiny": "CPU smoke test, seconds",
+        "small": "one GPU, under a minute; same shape as mamba2-lm small",
+        "paper": "width 4096, 32 heads; 8 layers = the parameters of mamba2-lm paper's 14",
+    }
+
+    def validate(self, cfg: TransformerConfig) -> None:
+        super().validate(cfg)
+        check_attention(cfg)
+
+    def build(self, cfg: TransformerConfig, plan: KernelPlan) -> nn.Module:
+        # Attention and MLP as separate pre-norm blocks: the layout the hybrid uses.
+        mixers = [self.attention_mlp(cfg, plan, kind) for _ in range(cfg.layers) for kind in "AF"]
+        return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
+
+
+class Mamba1LM(LanguageModelWorkload):
+    """Baseline: one fused selective-scan kernel per layer where Mamba-2 runs the SSD chain."""
+
+    name = "mamba1-lm"
+    description = "Mamba-1 language model (mamba-ssm Mamba blocks, fused selective-scan path)"
+    ops = ("selective_scan", "conv1d", "norm")
+    presets = {
+        "tiny": Mamba1Config(batch_size=2, seq_len=64, layers=2, dtype="fp32", d_model=64, vocab_size=256),
+        "small": Mamba1Config(batch_size=4, seq_len=2048, layers=4, dtype="bf16", d_model=1024),
+        "paper": Mamba1Config(batch_size=2, seq_len=4096, layers=14, dtype="bf16", d_model=4096),
+    }
+    preset_notes = {
+        "tiny": "CPU smoke test, seconds",
+        "small": "one GPU, under a minute; same shape as mamba2-lm small",
+        "paper": "mamba2-lm paper's width and depth, Mamba-1 blocks (d_state 16)",
+    }
+
+    def validate(self, cfg: Mamba1Config) -> None:
+        super().validate(cfg)
+        check(cfg.d_state >= 1 and cfg.expand >= 1, "d_state and expand must be >= 1")
+
+    def build(self, cfg: Mamba1Config, plan: KernelPlan) -> nn.Module:
+        mixers = [Mamba1Mixer(cfg.d_model, cfg.d_state, cfg.expand, plan, i) for i in range(cfg.layers)]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)

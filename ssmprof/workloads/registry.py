@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ssmprof.errors import UnknownWorkload
 from ssmprof.workloads.base import Workload
-from ssmprof.workloads.lm import HybridLM, Mamba2LM
+from ssmprof.workloads.lm import HybridLM, Mamba1LM, Mamba2LM, TransformerLM
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (Mamba2LM(), HybridLM())}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (Mamba2LM(), HybridLM(), TransformerLM(), Mamba1LM())}
 
 DEFAULT_WORKLOAD = "mamba2-lm"
 
