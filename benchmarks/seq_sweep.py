@@ -40,10 +40,15 @@ def main() -> None:
     parser.add_argument("--models", default="mamba2-lm,transformer")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--json")
+    parser.add_argument("--merge", help="JSON of an earlier sweep (other models, same lengths) to show alongside")
     args = parser.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
-    models = args.models.split(",")
-    results = {m: {L: step_ms(m, L, args.steps) for L in lengths} for m in models}
+    results = {m: {L: step_ms(m, L, args.steps) for L in lengths} for m in args.models.split(",")}
+    if args.merge:
+        with open(args.merge) as f:
+            earlier = json.load(f)["step_ms"]
+        results.update({m: {int(L): ms for L, ms in by_len.items()} for m, by_len in earlier.items()})
+    models = list(results)
 
     print(f"\nsequence sweep, batch 1, d_model 1024, 4 layers, bf16, {torch.cuda.get_device_name()}")
     columns = (f"{m + ' ms':>18}{'x vs ' + str(lengths[0]):>10}{'us/token':>10}" for m in models)

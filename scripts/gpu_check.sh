@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # `make gpu-check`: everything the GPU host has to show, logs and JSON under $OUT, a table last.
-# One device call is limited to 10 minutes, so the work comes in stages that a warm host chains:
-#   scripts/gpu_check.sh build      install from ./wheelhouse; build kernels; meanwhile warm Triton on
-#                                   the fallback path and run the baselines that need no extension
-#   scripts/gpu_check.sh tests      GPU tests, mamba2-lm vs MambaLMHeadModel benchmark, OOM check, Mamba-1
-#   scripts/gpu_check.sh suite      vision + graph workloads, sequence sweep, summary table
-#   scripts/gpu_check.sh            all three
-# Build outputs stay in ./build (ignored), so later stages on the same warm host reuse kernels and the
-# Triton cache.
+# One device call is limited to 10 minutes and the kernel build takes about 8 of them, so the work
+# comes in stages that a warm host chains (build outputs stay in ./build, which is ignored):
+#   scripts/gpu_check.sh build   install from ./wheelhouse and build the kernels; meanwhile the idle GPU
+#                                runs what needs no extension (transformer baseline and its sequence
+#                                sweep; mamba2-lm on the fallback path, which warms the Triton cache);
+#                                then fused-vs-reference layer tests
+#   scripts/gpu_check.sh runs    mamba2-lm vs MambaLMHeadModel benchmark, the workloads that need the
+#                                extensions, the Mamba-2 half of the sweep, summary table
+#   scripts/gpu_check.sh extra   paper presets of the selective-scan workloads, CLI GPU tests, real OOM
+#   scripts/gpu_check.sh         all of them
 set -uo pipefail
 OUT=${OUT:-build/gpu-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR="$PWD/build/triton-cache"
 stage=${1:-all}
 BIN=.venv/bin
+LENGTHS=1024,4096,16384
 log() { echo "[$(date +%T)] $*"; }
 ssmrun() {  # ssmrun WORKLOAD PRESET [extra args]: one run, JSON + log kept
   local name=$1 preset=$2
@@ -24,47 +27,45 @@ ssmrun() {  # ssmrun WORKLOAD PRESET [extra args]: one run, JSON + log kept
 }
 
 if [[ $stage == build || $stage == all ]]; then
-  log "install"
-  make install WHEELHOUSE=wheelhouse EXTRAS= >"$OUT/install.log" 2>&1 || { tail -40 "$OUT/install.log"; exit 1; }
-  log "make kernels (background)"
-  (time make kernels) >"$OUT/kernels.log" 2>&1 &
+  # The kernel build is the long pole: start it with the host interpreter while `make install` runs;
+  # `make kernels` afterwards only finds the finished build and puts it on the venv's import path.
+  log "kernel build (background) + install"
+  (time PYTHONPATH="$PWD" python3 -m ssmprof.kernel_build) >"$OUT/kernels.log" 2>&1 &
   kernels_pid=$!
-  # The GPU is idle while nvcc runs: run what needs no extension (Triton SSD chain on the fallback
-  # path warms the Triton cache for the fused runs; the transformer uses no Mamba extension).
-  for preset in small paper; do
-    $BIN/ssmprof run mamba2-lm --preset "$preset" --allow-fallback --steps 5 \
-      --json "$OUT/fallback-mamba2-lm-$preset.json" >>"$OUT/fallback.log" 2>&1 || log "fallback $preset failed"
-  done
+  make install WHEELHOUSE=wheelhouse EXTRAS= >"$OUT/install.log" 2>&1 || { tail -40 "$OUT/install.log"; exit 1; }
+  $BIN/ssmprof run mamba2-lm --preset small --allow-fallback --steps 5 \
+    --json "$OUT/fallback-mamba2-lm-small.json" >>"$OUT/fallback.log" 2>&1 || log "fallback run failed"
   ssmrun transformer small
   ssmrun transformer paper
+  log "sequence sweep, transformer half"
+  $BIN/python benchmarks/seq_sweep.py --models transformer --lengths $LENGTHS --json "$OUT/sweep-transformer.json" \
+    >"$OUT/sweep-transformer.log" 2>&1 || tail -5 "$OUT/sweep-transformer.log"
   wait $kernels_pid
   kernels_rc=$?
   tail -4 "$OUT/kernels.log"
   [[ $kernels_rc == 0 ]] || exit 1
+  make kernels
+  log "GPU layer tests (fused vs reference)"
+  $BIN/python -m pytest -q -p no:warnings tests/test_layers_gpu.py -k "300 or mamba1 or norm or attention" 2>&1 \
+    | tee "$OUT/gpu-layer-tests.log" | tail -4
 fi
 
-if [[ $stage == tests || $stage == all ]]; then
-  $BIN/ssmprof doctor | grep -E "causal|selective|sdpa"
-  log "GPU tests"
-  $BIN/python -m pytest -m gpu -q -p no:warnings tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -8
+if [[ $stage == runs || $stage == all ]]; then
   log "benchmark: mamba2-lm vs MambaLMHeadModel"
-  $BIN/python benchmarks/bench_lm_vs_mamba_ssm.py --preset small --json "$OUT/bench-small.json" 2>&1 \
+  $BIN/python benchmarks/bench_lm_vs_mamba_ssm.py --preset small --rounds 8 --json "$OUT/bench-small.json" 2>&1 \
     | tee "$OUT/bench.log" | tail -5
-  $BIN/python benchmarks/bench_lm_vs_mamba_ssm.py --preset paper --layers 4 --rounds 6 \
-    --json "$OUT/bench-paper4.json" 2>&1 | tee -a "$OUT/bench.log" | tail -5
+  for name in mamba1-lm mamba-vision graph-mamba; do ssmrun $name small; done
+  log "sequence sweep, Mamba-2 half"
+  $BIN/python benchmarks/seq_sweep.py --models mamba2-lm --lengths $LENGTHS --merge "$OUT/sweep-transformer.json" \
+    --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" | tail -9
+  $BIN/python scripts/summarize_runs.py "$OUT"
+fi
+
+if [[ $stage == extra || $stage == all ]]; then
+  for name in mamba1-lm mamba-vision graph-mamba; do ssmrun $name paper; done
+  $BIN/python -m pytest -q -p no:warnings tests/test_run_gpu.py 2>&1 | tee "$OUT/gpu-run-tests.log" | tail -4
   log "out of memory, on purpose"
   $BIN/ssmprof run mamba2-lm --preset paper --batch-size 256 --steps 1 --warmup 0 2>&1 | tail -3
   echo "exit code $?"
-  ssmrun mamba1-lm small
-  ssmrun mamba1-lm paper
-fi
-
-if [[ $stage == suite || $stage == all ]]; then
-  for name in mamba-vision graph-mamba; do
-    ssmrun $name small
-    ssmrun $name paper
-  done
-  log "sequence sweep"
-  $BIN/python benchmarks/seq_sweep.py --json "$OUT/seq-sweep.json" 2>&1 | tee "$OUT/seq-sweep.log" | tail -9
   $BIN/python scripts/summarize_runs.py "$OUT"
 fi
