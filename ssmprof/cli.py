@@ -50,9 +50,12 @@ def workloads() -> None:
     for workload in WORKLOADS.values():
         for i, (preset, cfg) in enumerate(workload.presets.items()):
             table.add_row(workload.name if i == 0 else "", preset, f"{cfg.batch_size} x {cfg.seq_len}",
-                          str(cfg.layers), cfg.dtype, workload.preset_notes.get(preset, ""))
-        table.add_row("", "", "", "", "", f"[dim]{workload.description}[/]", end_section=True)
+                          str(cfg.layers), cfg.dtype, workload.preset_notes.get(preset, ""),
+                          end_section=i == len(workload.presets) - 1)
     console.print(table)
+    for workload in WORKLOADS.values():
+        console.print(f"[bold]{workload.name}[/] ({workload.unit}/s; kernels: {', '.join(workload.ops)}): "
+                      f"{workload.description}", highlight=False)
 
 
 @app.command()
