@@ -31,3 +31,7 @@ class GpuOutOfMemory(SsmprofError):
 
 class InputFileError(SsmprofError):
     pass
+
+
+class CorruptRun(SsmprofError):
+    """A run directory that is missing, incomplete, failed, or does not match the data contract."""
