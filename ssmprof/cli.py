@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -86,26 +87,22 @@ def _parse_sets(pairs: list[str]) -> dict[str, str]:
     return parsed
 
 
-@app.command()
-@error_boundary
-def run(
-    workload: Annotated[str, typer.Argument(help="workload name (see `ssmprof workloads`)")],
-    preset: Annotated[str, typer.Option(help="tiny (CPU), small (one GPU) or paper")] = "small",
-    device: Annotated[str, typer.Option(help="auto, cuda or cpu")] = "auto",
-    steps: Annotated[int, typer.Option(help="timed training iterations")] = 10,
-    warmup: Annotated[int | None, typer.Option(help="untimed iterations first [default: 3 on GPU, 1 on CPU]")] = None,
-    batch_size: Annotated[int | None, typer.Option(help="override the preset's batch size")] = None,
-    seq_len: Annotated[int | None, typer.Option(help="override the preset's sequence length")] = None,
-    layers: Annotated[int | None, typer.Option(help="override the preset's layer count")] = None,
-    dtype: Annotated[str | None, typer.Option(help="autocast dtype: bf16 or fp32")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="any other setting, KEY=VALUE")] = None,
-    allow_fallback: Annotated[bool, typer.Option(help="run on a GPU even if fused kernels are missing")] = False,
-    json_out: Annotated[Path | None, typer.Option("--json", help="also write the result as JSON")] = None,
-) -> None:
-    """Train WORKLOAD for a few iterations and print step time, throughput, memory and kernels used."""
+PresetOpt = Annotated[str, typer.Option(help="tiny (CPU), small (one GPU) or paper")]
+DeviceOpt = Annotated[str, typer.Option(help="auto, cuda or cpu")]
+StepsOpt = Annotated[int, typer.Option(help="timed training iterations")]
+WarmupOpt = Annotated[int | None, typer.Option(help="untimed iterations first [default: 3 on GPU, 1 on CPU]")]
+BatchOpt = Annotated[int | None, typer.Option(help="override the preset's batch size")]
+SeqOpt = Annotated[int | None, typer.Option(help="override the preset's sequence length")]
+LayersOpt = Annotated[int | None, typer.Option(help="override the preset's layer count")]
+DtypeOpt = Annotated[str | None, typer.Option(help="autocast dtype: bf16 or fp32")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="any other setting, KEY=VALUE")]
+FallbackOpt = Annotated[bool, typer.Option(help="run on a GPU even if fused kernels are missing")]
+
+
+def _prepare(workload, preset, device, warmup, batch_size, seq_len, layers, dtype, set_, allow_fallback):
+    """Workload, preset config with overrides, kernel plan and warm-up count from the shared options."""
     from ssmprof.kernels import plan_kernels
-    from ssmprof.profiler.harness import resolve_device, run_training
-    from ssmprof.profiler.markers import NvtxMarker
+    from ssmprof.profiler.harness import resolve_device
     from ssmprof.workloads.registry import get_workload
 
     chosen = get_workload(workload)
@@ -115,16 +112,32 @@ def run(
     cfg = chosen.config(preset, overrides)
     target = resolve_device(device)
     plan = plan_kernels(chosen.ops, target, allow_fallback, cfg.dtype)
-    if warmup is None:
-        warmup = 3 if target == "cuda" else 1
-    with _progress() as bar:
-        tasks: dict[str, int] = {}
+    return chosen, cfg, plan, overrides, (3 if target == "cuda" else 1) if warmup is None else warmup
 
-        def report(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done)
 
+@app.command()
+@error_boundary
+def run(
+    workload: Annotated[str, typer.Argument(help="workload name (see `ssmprof workloads`)")],
+    preset: PresetOpt = "small",
+    device: DeviceOpt = "auto",
+    steps: StepsOpt = 10,
+    warmup: WarmupOpt = None,
+    batch_size: BatchOpt = None,
+    seq_len: SeqOpt = None,
+    layers: LayersOpt = None,
+    dtype: DtypeOpt = None,
+    set_: SetOpt = None,
+    allow_fallback: FallbackOpt = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="also write the result as JSON")] = None,
+) -> None:
+    """Train WORKLOAD for a few iterations and print step time, throughput, memory and kernels used."""
+    from ssmprof.profiler.harness import run_training
+    from ssmprof.profiler.markers import NvtxMarker
+
+    chosen, cfg, plan, _, warmup = _prepare(workload, preset, device, warmup, batch_size, seq_len, layers, dtype,
+                                            set_, allow_fallback)
+    with _progress() as report:
         result = run_training(chosen, preset, cfg, plan, steps, warmup, NvtxMarker(), report)
     _print_result(result)
     if json_out is not None:
@@ -132,9 +145,45 @@ def run(
         json_out.write_text(json.dumps(result.to_dict(), indent=2))
 
 
-def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err_console, transient=True, disable=not sys.stderr.isatty())
+@app.command()
+@error_boundary
+def profile(
+    workload: Annotated[str, typer.Argument(help="workload name (see `ssmprof workloads`)")],
+    out: Annotated[Path, typer.Option(help="folder the run directory is created in")] = Path("runs"),
+    preset: PresetOpt = "small",
+    steps: StepsOpt = 10,
+    warmup: WarmupOpt = None,
+    batch_size: BatchOpt = None,
+    seq_len: SeqOpt = None,
+    layers: LayersOpt = None,
+    dtype: DtypeOpt = None,
+    set_: SetOpt = None,
+    allow_fallback: FallbackOpt = False,
+) -> None:
+    """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
+    from ssmprof.profiler.collect import profile_run
+
+    chosen, cfg, plan, overrides, warmup = _prepare(workload, preset, "auto", warmup, batch_size, seq_len, layers,
+                                                    dtype, set_, allow_fallback)
+    with _progress() as report:
+        path = profile_run(chosen, preset, cfg, plan, overrides, out, steps, warmup, report)
+    console.print(f"run directory: {path}")
+
+
+@contextlib.contextmanager
+def _progress():
+    """A rich progress bar (on a terminal); yields the `report(stage, done, total)` callback."""
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=err_console, transient=True, disable=not sys.stderr.isatty())
+    tasks: dict[str, int] = {}
+
+    def report(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(stage, total=total)
+        bar.update(tasks[stage], completed=done)
+
+    with bar:
+        yield report
 
 
 def _print_result(result) -> None:

@@ -30,3 +30,18 @@ def test_fp32_attention_on_gpu_needs_fallback_flag():
     result = CliRunner().invoke(app, ["run", "hybrid", "--preset", "tiny", "--device", "cuda", "--dtype", "fp32"])
     assert result.exit_code == 1
     assert "flash attention needs bf16" in result.output and "Traceback" not in result.output
+
+
+def test_profile_writes_a_run_directory_with_backward_kernels(tmp_path):
+    from ssmprof.schema import read_run
+
+    result = CliRunner().invoke(app, ["profile", "mamba2-lm", "--preset", "tiny", "--dtype", "bf16", "--steps", "2",
+                                      "--warmup", "1", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (path,) = tmp_path.iterdir()
+    run = read_run(path)
+    kernels = run.kernels
+    assert set(kernels["phase"]) >= {"forward", "backward", "optimizer"}
+    assert kernels["kernel_name"].str.startswith("_chunk_scan_bwd").any()  # backward SSD kernels are there
+    assert run.info["coverage"]["phase_time_fraction"] >= 0.99
+    assert (kernels["duration_ns"] > 0).all() and (kernels["grid_x"] > 0).all()

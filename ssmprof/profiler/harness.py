@@ -9,6 +9,7 @@ Mixed precision as in real training: fp32 parameters and AdamW state, autocast c
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -109,7 +110,9 @@ class Trainer:
 
 def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, steps: int,
                  warmup: int, marker: PhaseMarker | None = None, progress: Progress | None = None,
-                 seed: int = 0) -> RunResult:
+                 seed: int = 0, capture: contextlib.AbstractContextManager | None = None) -> RunResult:
+    """Build, warm up, time `steps` iterations, then run the profiled iteration (inside `capture`, e.g. a
+    timeline collector, and cudaProfilerStart/Stop for Nsight Compute)."""
     if steps < 1 or warmup < 0:
         raise InvalidConfig(f"need steps >= 1 and warmup >= 0, got steps={steps} warmup={warmup}")
     report = progress or (lambda stage, done, total: None)
@@ -136,8 +139,9 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         _sync(cuda)
         if cuda:
             torch.cuda.profiler.start()  # cudaProfilerStart: the profiled iteration begins
-        losses.append(trainer.step())
-        _sync(cuda)
+        with capture or contextlib.nullcontext():
+            losses.append(trainer.step())
+            _sync(cuda)
         if cuda:
             torch.cuda.profiler.stop()
         peak = torch.cuda.max_memory_allocated() if cuda else None

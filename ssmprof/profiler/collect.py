@@ -1,0 +1,93 @@
+"""`ssmprof profile`: run the harness with the collectors and write one run directory (the data contract)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from ssmprof import schema
+from ssmprof.errors import NoGpu
+from ssmprof.kernels import KernelPlan, software_versions
+from ssmprof.profiler.harness import Progress, RunResult, run_training
+from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.profiler.timeline import TimelineCapture, kernel_table
+from ssmprof.workloads.base import CommonConfig, Workload
+
+
+def coverage(kernels: pd.DataFrame) -> dict:
+    """How much of the iteration's kernel time the collectors account for."""
+    total = kernels["duration_ns"].sum()
+    phased = kernels.loc[kernels["phase"] != "other", "duration_ns"].sum()
+    countered = kernels.loc[kernels["ncu_duration_ns"].notna(), "duration_ns"].sum() if total else 0
+    return {
+        "launches": len(kernels),
+        "kernel_time_ns": int(total),
+        "phase_time_fraction": float(phased / total) if total else 0.0,
+        "counter_time_fraction": float(countered / total) if total else 0.0,
+    }
+
+
+def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.DataFrame) -> dict:
+    return {
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "workload": {"name": result.workload, "preset": result.preset, "config": result.config,
+                     "overrides": overrides},
+        "gpu": {**result.gpu, "clocks": gpu_clocks()},
+        "versions": software_versions(),
+        "provenance": result.provenance,
+        "harness": {
+            "step_ms": result.step_ms,
+            "step_times_ms": result.step_times_ms,
+            "throughput": result.throughput,
+            "unit": result.unit,
+            "items_per_step": result.items_per_step,
+            "peak_memory_bytes": result.peak_memory_bytes,
+            "warmup": result.warmup,
+            "final_loss": result.final_loss,
+            "seconds": result.harness_seconds,
+        },
+        "collectors": collectors,
+        "coverage": coverage(kernels),
+    }
+
+
+def gpu_clocks() -> dict:
+    """SM and memory clocks as found (MHz), read through NVML; never changed."""
+    try:
+        import pynvml
+    except ImportError:
+        return {"note": "nvidia-ml-py not installed"}
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return {
+            "sm_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "sm_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "memory_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            "memory_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        }
+    except pynvml.NVMLError as exc:
+        return {"note": f"NVML: {exc}"}
+
+
+def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
+                out: Path, steps: int, warmup: int, progress: Progress | None = None) -> Path:
+    """Timeline-profile one training iteration and write the run directory under `out`; returns its path."""
+    if plan.device != "cuda":
+        raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
+                    "exercises the CPU reference path)")
+    capture = TimelineCapture(cuda=True)
+    started = time.perf_counter()
+    result = run_training(workload, preset, cfg, plan, steps, warmup, NvtxMarker(), progress, capture=capture)
+    kernels = schema.conform_kernels(kernel_table(capture.trace))
+    collectors = {
+        "harness": {"wall_s": time.perf_counter() - started},
+        "timeline": {"tool": "torch.profiler", "wall_s": capture.wall_s},
+        "counters": {"mode": "none"},
+    }
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = Path(out) / f"{workload.name}-{preset}-{stamp}"
+    return schema.write_run(path, run_info(result, overrides, collectors, kernels), kernels)

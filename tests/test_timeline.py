@@ -1,0 +1,77 @@
+"""Timeline collector: kernel names, phase attribution by time, and the run directory it feeds."""
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from ssmprof.cli import app
+from ssmprof.kernels import plan_kernels
+from ssmprof.profiler.collect import coverage
+from ssmprof.profiler.harness import run_training
+from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.profiler.timeline import TimelineCapture, kernel_table, phase_at, phase_ranges, short_kernel_name
+from ssmprof.schema import KERNEL_COLUMNS, conform_kernels
+from ssmprof.workloads.registry import get_workload
+
+
+@pytest.mark.parametrize(
+    ("full", "short"),
+    [
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+         "(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)", "vectorized_elementwise_kernel"),
+        ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+         "TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>>(...)",
+         "multi_tensor_apply_kernel"),
+        ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::"
+         "BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > >(at::"
+         "TensorIteratorBase&, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::"
+         "MulFunctor<float> > const&)::{lambda(int)#1}>(int, {lambda(int)#1})", "elementwise_kernel"),
+        ("void causal_conv1d_fwd_kernel<Causal_conv1d_fwd_kernel_traits<128, 4, true, c10::BFloat16, "
+         "c10::BFloat16> >(ConvParamsBase)", "causal_conv1d_fwd_kernel"),
+        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
+         "cutlass::bfloat16_t, Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true, "
+         "false, false, false, true, false, false>(pytorch_flash::Flash_fwd_params)", "flash_fwd_kernel"),
+        ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel"),  # Triton kernels keep their Python name
+        ("nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_NNT", "nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_NNT"),
+    ],
+)
+def test_short_kernel_names(full, short):
+    assert short_kernel_name(full) == short
+
+
+@pytest.fixture(scope="module")
+def cpu_trace():
+    """A real torch.profiler trace of one tiny training iteration with the harness's phase labels."""
+    workload = get_workload("mamba2-lm")
+    capture = TimelineCapture(cuda=False)
+    run_training(workload, "tiny", workload.config("tiny"), plan_kernels(workload.ops, "cpu"), steps=1, warmup=0,
+                 marker=NvtxMarker(), capture=capture)
+    return capture.trace
+
+
+def test_phase_ranges_follow_the_iteration(cpu_trace):
+    events = [e for e in cpu_trace["traceEvents"] if e.get("ph") == "X"]
+    ranges = phase_ranges(events)
+    assert [phase for _, _, phase in ranges] == ["forward", "backward", "optimizer"]
+    assert all(end <= next_start for (_, end, _), (next_start, _, _) in zip(ranges, ranges[1:], strict=False))
+    ops = {e["name"]: e["ts"] for e in events if e.get("cat") == "cpu_op"}
+    assert phase_at(ranges, ops["aten::embedding"]) == "forward"
+    adam_updates = [e["ts"] for e in events if e.get("cat") == "cpu_op" and "addcdiv" in e["name"]]
+    assert adam_updates and {phase_at(ranges, ts) for ts in adam_updates} == {"optimizer"}
+    backward_ops = [e["ts"] for e in events if e.get("cat") == "cpu_op" and "Backward" in e["name"]]
+    assert backward_ops and {phase_at(ranges, ts) for ts in backward_ops} == {"backward"}
+    assert phase_at(ranges, ranges[0][0] - 1) == "other"
+
+
+def test_cpu_trace_has_no_kernels_and_still_fits_the_contract(cpu_trace):
+    table = conform_kernels(kernel_table(cpu_trace))
+    assert table.empty and list(table.columns)[: len(KERNEL_COLUMNS)] == list(KERNEL_COLUMNS)
+    assert coverage(table) == {"launches": 0, "kernel_time_ns": 0, "phase_time_fraction": 0.0,
+                               "counter_time_fraction": 0.0}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_profile_without_gpu_is_one_line(tmp_path):
+    result = CliRunner().invoke(app, ["profile", "mamba2-lm", "--preset", "tiny", "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "needs a CUDA GPU" in result.output and "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []
