@@ -65,8 +65,10 @@ fi
 if [[ $stage == extra || $stage == all ]]; then
   for name in mamba1-lm mamba-vision graph-mamba; do ssmrun $name paper; done
   $BIN/python -m pytest -q -p no:warnings tests/test_run_gpu.py 2>&1 | tee "$OUT/gpu-run-tests.log" | tail -4
-  log "timeline profile into a run directory"
+  log "profile (timeline + sampled ncu counters) into a run directory"
   $BIN/ssmprof profile mamba2-lm --preset small --out "$OUT/runs" 2>&1 | tail -2
+  $BIN/python -c "import json,glob; d=json.load(open(sorted(glob.glob('$OUT/runs/*/run.json'))[-1])); \
+print(d['coverage'], d['collectors'])"
   log "out of memory, on purpose"
   $BIN/ssmprof run mamba2-lm --preset paper --batch-size 256 --steps 1 --warmup 0 2>&1 | tail -3
   echo "exit code $?"

@@ -159,14 +159,21 @@ def profile(
     dtype: DtypeOpt = None,
     set_: SetOpt = None,
     allow_fallback: FallbackOpt = False,
+    counters: Annotated[str, typer.Option(help="Nsight Compute counters: sampled (one launch per launch "
+                                          "configuration), all (every launch) or none (timeline only)")] = "sampled",
+    keep_report: Annotated[bool, typer.Option(help="keep the .ncu-rep in the run directory")] = False,
+    ncu_timeout: Annotated[float, typer.Option(help="seconds the Nsight Compute child may take")] = 1800,
 ) -> None:
     """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
     from ssmprof.profiler.collect import profile_run
 
+    if counters not in ("sampled", "all", "none"):
+        raise InvalidConfig(f"--counters must be sampled, all or none, got '{counters}'")
     chosen, cfg, plan, overrides, warmup = _prepare(workload, preset, "auto", warmup, batch_size, seq_len, layers,
                                                     dtype, set_, allow_fallback)
     with _progress() as report:
-        path = profile_run(chosen, preset, cfg, plan, overrides, out, steps, warmup, report)
+        path = profile_run(chosen, preset, cfg, plan, overrides, out, steps, warmup, counters, allow_fallback,
+                           keep_report, ncu_timeout, report)
     console.print(f"run directory: {path}")
 
 

@@ -150,8 +150,9 @@ def _has(info: dict, dotted: str) -> bool:
     return True
 
 
-def write_run(path: Path, info: dict, kernels: pd.DataFrame, overwrite: bool = False) -> Path:
-    """Write a complete run directory atomically; returns its path."""
+def write_run(path: Path, info: dict, kernels: pd.DataFrame, overwrite: bool = False,
+              extra_files: dict[str, Path] | None = None) -> Path:
+    """Write a complete run directory atomically (with `extra_files` copied in by name); returns its path."""
     path = Path(path)
     info = {**info, "schema_version": SCHEMA_VERSION, "status": "complete"}
     check_info(info)
@@ -164,6 +165,8 @@ def write_run(path: Path, info: dict, kernels: pd.DataFrame, overwrite: bool = F
     try:
         staging.mkdir()
         table.to_parquet(staging / KERNELS_PARQUET, index=False)
+        for name, source in (extra_files or {}).items():
+            shutil.copyfile(source, staging / name)
         (staging / RUN_JSON).write_text(json.dumps(info, indent=2, default=str))
         if path.exists():
             shutil.rmtree(path)

@@ -36,7 +36,7 @@ def test_profile_writes_a_run_directory_with_backward_kernels(tmp_path):
     from ssmprof.schema import read_run
 
     result = CliRunner().invoke(app, ["profile", "mamba2-lm", "--preset", "tiny", "--dtype", "bf16", "--steps", "2",
-                                      "--warmup", "1", "--out", str(tmp_path)])
+                                      "--warmup", "1", "--counters", "none", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     (path,) = tmp_path.iterdir()
     run = read_run(path)
@@ -45,3 +45,18 @@ def test_profile_writes_a_run_directory_with_backward_kernels(tmp_path):
     assert kernels["kernel_name"].str.startswith("_chunk_scan_bwd").any()  # backward SSD kernels are there
     assert run.info["coverage"]["phase_time_fraction"] >= 0.99
     assert (kernels["duration_ns"] > 0).all() and (kernels["grid_x"] > 0).all()
+
+
+def test_profile_with_sampled_counters_covers_the_iteration(tmp_path):
+    from ssmprof.schema import read_run
+
+    result = CliRunner().invoke(app, ["profile", "mamba2-lm", "--preset", "tiny", "--dtype", "bf16", "--steps", "1",
+                                      "--warmup", "1", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (path,) = tmp_path.iterdir()
+    run = read_run(path)
+    assert run.info["coverage"]["counter_time_fraction"] >= 0.95
+    kernels = run.kernels
+    gemms = kernels[kernels["tensor_ops_bf16"] > 0]
+    assert not gemms.empty  # bf16 matmuls run on the tensor path
+    assert kernels.loc[kernels["phase"] == "backward", "dram_read_bytes"].notna().any()

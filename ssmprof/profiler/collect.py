@@ -1,18 +1,27 @@
-"""`ssmprof profile`: run the harness with the collectors and write one run directory (the data contract)."""
+"""`ssmprof profile`: run the harness with the collectors and write one run directory (the data contract).
+
+Order: the timeline run in this process (it also gives the harness numbers), then Nsight Compute on the
+same iteration in a child process; the run directory is written only when both succeeded."""
 
 from __future__ import annotations
 
 import datetime as dt
+import gc
+import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from ssmprof import schema
 from ssmprof.errors import NoGpu
 from ssmprof.kernels import KernelPlan, software_versions
+from ssmprof.profiler.counters import attach_counters, child_command, run_ncu
 from ssmprof.profiler.harness import Progress, RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.profiler.ncu import counter_metrics
+from ssmprof.profiler.ncu_extract import read_report
 from ssmprof.profiler.timeline import TimelineCapture, kernel_table
 from ssmprof.workloads.base import CommonConfig, Workload
 
@@ -74,11 +83,14 @@ def gpu_clocks() -> dict:
 
 
 def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
-                out: Path, steps: int, warmup: int, progress: Progress | None = None) -> Path:
-    """Timeline-profile one training iteration and write the run directory under `out`; returns its path."""
+                out: Path, steps: int, warmup: int, counters: str = "sampled", allow_fallback: bool = False,
+                keep_report: bool = False, ncu_timeout_s: float = 1800, progress: Progress | None = None) -> Path:
+    """Profile one training iteration (timeline, then Nsight Compute counters unless `counters` is "none")
+    and write the run directory under `out`; returns its path. Nothing is written if a collector fails."""
     if plan.device != "cuda":
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
                     "exercises the CPU reference path)")
+    tell = progress or (lambda stage, done, total: None)
     capture = TimelineCapture(cuda=True)
     started = time.perf_counter()
     result = run_training(workload, preset, cfg, plan, steps, warmup, NvtxMarker(), progress, capture=capture)
@@ -86,8 +98,25 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
     collectors = {
         "harness": {"wall_s": time.perf_counter() - started},
         "timeline": {"tool": "torch.profiler", "wall_s": capture.wall_s},
-        "counters": {"mode": "none"},
+        "counters": {"mode": counters},
     }
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = Path(out) / f"{workload.name}-{preset}-{stamp}"
-    return schema.write_run(path, run_info(result, overrides, collectors, kernels), kernels)
+    # The child needs the GPU memory this process used for the model.
+    gc.collect()
+    torch.cuda.empty_cache()
+    with tempfile.TemporaryDirectory() as scratch:
+        extra = {}
+        if counters != "none":
+            report_path = Path(scratch) / "counters.ncu-rep"
+            configs = kernels.groupby(["kernel_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"])
+            total = configs.ngroups if counters == "sampled" else len(kernels)
+            wall = run_ncu(child_command(workload.name, preset, overrides, warmup, allow_fallback), report_path,
+                           counters, ncu_timeout_s, lambda done: tell("counters (ncu)", done, total))
+            measured = read_report(report_path)
+            kernels = schema.conform_kernels(attach_counters(kernels, measured, counters))
+            collectors["counters"].update({"tool": "ncu", "wall_s": wall, "kernels_profiled": len(measured),
+                                           "report_bytes": report_path.stat().st_size, "metrics": counter_metrics()})
+            if keep_report:
+                extra["counters.ncu-rep"] = report_path
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        path = Path(out) / f"{workload.name}-{preset}-{stamp}"
+        return schema.write_run(path, run_info(result, overrides, collectors, kernels), kernels, extra_files=extra)

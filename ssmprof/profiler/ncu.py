@@ -19,19 +19,21 @@ from ssmprof.schema import COUNTER_METRICS
 # Kernel names ncu must skip: everything but NCCL (ncu matches names with ECMAScript regexes).
 NOT_NCCL = "regex:^(?!nccl)"
 MODES = ("sampled", "all")
+# Launch configuration of each profiled kernel, to join the report to the timeline.
+LAUNCH_METRICS = ("launch__grid_size", "launch__block_size")
 
 
 def counter_metrics() -> list[str]:
-    """The curated metric list: exactly what kernels.parquet has columns for."""
-    return [metric for metric, _, _ in COUNTER_METRICS.values()]
+    """The curated metric list: what kernels.parquet has columns for, plus the launch configuration."""
+    return [metric for metric, _, _ in COUNTER_METRICS.values()] + list(LAUNCH_METRICS)
 
 
 def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics: Iterable[str] | None = None,
              ncu: str = "ncu") -> list[str]:
     """argv that profiles the cudaProfilerStart/Stop-bracketed iteration of `target` into `report`.
 
-    mode "sampled": the first launch of each kernel name (`--kernel-id` invocation 1), weighted back to
-    every launch by timeline durations; mode "all": every launch of the iteration.
+    mode "sampled": the first launch of each launch configuration (kernel, grid, block), weighted back
+    to every launch of that configuration by the timeline; mode "all": every launch of the iteration.
     """
     if mode not in MODES:
         raise ValueError(f"counter mode must be one of {MODES}, got {mode!r}")
@@ -41,11 +43,10 @@ def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics
         "--nvtx",
         "--clock-control", "none",
         "--metrics", ",".join(metrics if metrics is not None else counter_metrics()),
+        "--kernel-name", NOT_NCCL,
         "--export", str(report),
         "--force-overwrite",
     ]
     if mode == "sampled":
-        argv += ["--kernel-id", f"::{NOT_NCCL}:1"]
-    else:
-        argv += ["--kernel-name", NOT_NCCL]
+        argv += ["--filter-mode", "per-launch-config", "--launch-count", "1"]
     return argv + list(target)

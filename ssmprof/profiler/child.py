@@ -1,0 +1,35 @@
+"""The process Nsight Compute profiles: the same training iteration as the parent's, nothing else.
+
+    python -m ssmprof.profiler.child WORKLOAD PRESET OVERRIDES_JSON WARMUP [--allow-fallback]
+
+Same workload, config, seed and warm-up as the timeline run, so the bracketed iteration launches the
+same kernels with the same launch configurations; one timed step (cheap: ncu is off outside the bracket).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ssmprof.errors import SsmprofError
+from ssmprof.kernels import plan_kernels
+from ssmprof.profiler.harness import run_training
+from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.workloads.registry import get_workload
+
+
+def main(argv: list[str]) -> int:
+    name, preset, overrides, warmup = argv[0], argv[1], json.loads(argv[2]), int(argv[3])
+    try:
+        workload = get_workload(name)
+        cfg = workload.config(preset, overrides)
+        plan = plan_kernels(workload.ops, "cuda", "--allow-fallback" in argv, cfg.dtype)
+        run_training(workload, preset, cfg, plan, steps=1, warmup=warmup, marker=NvtxMarker())
+    except SsmprofError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
