@@ -8,8 +8,8 @@
 #                                then fused-vs-reference layer tests
 #   scripts/gpu_check.sh runs    mamba2-lm vs MambaLMHeadModel benchmark, the workloads that need the
 #                                extensions, the Mamba-2 half of the sweep, summary table
-#   scripts/gpu_check.sh extra   paper presets of the selective-scan workloads, CLI GPU tests, a timeline
-#                                profile, a real OOM
+#   scripts/gpu_check.sh extra   paper presets of the selective-scan workloads, CLI GPU tests (profile,
+#                                calibrate), calibrate, a profile with counters, a real OOM
 #   scripts/gpu_check.sh         all of them
 set -uo pipefail
 OUT=${OUT:-build/gpu-check}
@@ -65,6 +65,8 @@ fi
 if [[ $stage == extra || $stage == all ]]; then
   for name in mamba1-lm mamba-vision graph-mamba; do ssmrun $name paper; done
   $BIN/python -m pytest -q -p no:warnings tests/test_run_gpu.py 2>&1 | tee "$OUT/gpu-run-tests.log" | tail -4
+  log "calibrate"
+  $BIN/ssmprof calibrate --out "$OUT/device-profile.json" 2>&1 | tail -14
   log "profile (timeline + sampled ncu counters) into a run directory"
   $BIN/ssmprof profile mamba2-lm --preset small --out "$OUT/runs" 2>&1 | tail -2
   $BIN/python -c "import json,glob; d=json.load(open(sorted(glob.glob('$OUT/runs/*/run.json'))[-1])); \

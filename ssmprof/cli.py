@@ -177,6 +177,44 @@ def profile(
     console.print(f"run directory: {path}")
 
 
+@app.command()
+@error_boundary
+def calibrate(
+    out: Annotated[Path | None, typer.Option(help="device profile to write [default: runs/device-<gpu>.json]")] = None,
+    ncu_timeout: Annotated[float, typer.Option(help="seconds the Nsight Compute child may take")] = 900,
+) -> None:
+    """Check the counter formulas on kernels of known work and measure this GPU's ceilings."""
+    from ssmprof.profiler.calibrate import run_calibration
+    from ssmprof.profiler.gpu_specs import spec_for
+    from ssmprof.profiler.harness import gpu_info
+
+    with console.status("calibrating (ceilings, then Nsight Compute on known kernels)"):
+        checks, ceilings, ncu_wall = run_calibration(ncu_timeout)
+    gpu = gpu_info()
+    spec = spec_for(gpu["name"])
+    table = Table(title=f"calibration on {gpu['name']}")
+    for column in ("check", "kernel", "expected", "measured", "error %", "result"):
+        table.add_column(column)
+    for row in checks.itertuples():
+        table.add_row(row.check, row.kernel, f"{row.expected:.4g}", f"{row.measured:.4g}", f"{row.error_pct:.3f}",
+                      "[green]pass[/]" if row.passed else "[red]FAIL[/]")
+    console.print(table)
+    datasheet = {"dram_gb_s": spec.dram_tb_s * 1e3, "bf16_tensor_tflops": spec.bf16_tflops,
+                 "fp32_tflops": spec.fp32_tflops} if spec else {}
+    for key, value in ceilings.items():
+        if key != "source":
+            share = f" ({value / datasheet[key]:.0%} of datasheet)" if key in datasheet else ""
+            console.print(f"{key}: {value:,.1f}{share}")
+    path = out or Path("runs") / f"device-{(spec.key if spec else gpu['name']).replace(' ', '_')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"gpu": gpu, "measured": ceilings, "datasheet": datasheet,
+                                "checks": checks.to_dict("records"), "ncu_wall_s": ncu_wall}, indent=2))
+    console.print(f"device profile: {path}")
+    if not checks["passed"].all():
+        failed = ", ".join(checks.loc[~checks["passed"], "check"])
+        raise SsmprofError(f"calibration checks failed: {failed}")
+
+
 @contextlib.contextmanager
 def _progress():
     """A rich progress bar (on a terminal); yields the `report(stage, done, total)` callback."""

@@ -60,3 +60,12 @@ def test_profile_with_sampled_counters_covers_the_iteration(tmp_path):
     gemms = kernels[kernels["tensor_ops_bf16"] > 0]
     assert not gemms.empty  # bf16 matmuls run on the tensor path
     assert kernels.loc[kernels["phase"] == "backward", "dram_read_bytes"].notna().any()
+
+
+def test_calibrate_passes_on_this_gpu(tmp_path):
+    out = tmp_path / "device.json"
+    result = CliRunner().invoke(app, ["calibrate", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    profile = json.loads(out.read_text())
+    assert all(check["passed"] for check in profile["checks"])
+    assert profile["measured"]["dram_gb_s"] > 100 and profile["measured"]["bf16_tensor_tflops"] > 10

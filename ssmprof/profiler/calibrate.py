@@ -1,0 +1,182 @@
+"""`ssmprof calibrate`: check our counter formulas on kernels whose work we know, and measure ceilings.
+
+Checks (Nsight Compute on a child process, like the counter collector):
+- a bf16 GEMM of M x N x K: tensor-path ops must equal 2*M*N*K within 1 % (a tensor-path "op" is one FLOP);
+- a Triton kernel of ITERS chained fp32 multiply-adds on each of N elements: fadd + fmul + 2*ffma must
+  equal 2*N*ITERS within 1 %;
+- a copy kernel over S bytes: DRAM bytes read + written must equal 2*S within 2 %.
+Ceilings (CUDA events, in this process, median of repeats): DRAM GB/s (a copy far larger than L2),
+L2 GB/s (a copy that fits in L2, repeated), bf16 tensor TFLOP/s (a large GEMM), fp32 TFLOP/s (the FMA
+chain). They are written to a device profile that rooflines use instead of datasheet numbers.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ssmprof.errors import NoGpu
+from ssmprof.profiler.counters import run_ncu
+from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.profiler.ncu_extract import read_report
+
+GEMM_MNK = (4096, 4096, 4096)
+FMA_ELEMENTS, FMA_ITERS = 1 << 24, 256
+COPY_BYTES = 1 << 30  # 1 GiB: 20x the H100's L2, so the copy streams through DRAM
+L2_COPY_BYTES = 8 << 20  # 8 MiB source + 8 MiB destination fit in a 50 MB L2
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    kernel: str  # regex on the short kernel name that identifies the launch in the report
+    expected: float
+    tolerance_pct: float
+    unit: str
+
+
+CHECKS = (
+    Check("tensor FLOPs (bf16 GEMM)", r"^(nvjet|sm90|cutlass|ampere|gemm)",
+          2.0 * GEMM_MNK[0] * GEMM_MNK[1] * GEMM_MNK[2], 1.0, "FLOP"),
+    Check("vector FLOPs (fp32 FMA chain)", r"^fma_chain$", 2.0 * FMA_ELEMENTS * FMA_ITERS, 1.0, "FLOP"),
+    Check("DRAM bytes (copy kernel)", r"elementwise", 2.0 * COPY_BYTES, 2.0, "bytes"),
+)
+
+
+def _measured(check: Check, row: pd.Series) -> float:
+    if check.unit == "bytes":
+        return row["dram_read_bytes"] + row["dram_write_bytes"]
+    if check.name.startswith("tensor"):
+        return row["tensor_ops_bf16"]
+    return row["inst_fadd"] + row["inst_fmul"] + 2 * row["inst_ffma"]
+
+
+def evaluate(report: pd.DataFrame) -> pd.DataFrame:
+    """One row per check: expected, measured, error %, pass (a check whose kernel is missing fails)."""
+    rows = []
+    for check in CHECKS:
+        found = report[report["kernel_name"].str.contains(check.kernel, regex=True)]
+        measured = float(_measured(check, found.iloc[0])) if len(found) else float("nan")
+        error = abs(measured - check.expected) / check.expected * 100
+        rows.append({"check": check.name, "kernel": found["kernel_name"].iloc[0] if len(found) else "(not found)",
+                     "expected": check.expected, "measured": measured, "unit": check.unit, "error_pct": error,
+                     "tolerance_pct": check.tolerance_pct, "passed": bool(error <= check.tolerance_pct)})
+    return pd.DataFrame(rows)
+
+
+def _fma_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def fma_chain(x_ptr, out_ptr, a, b, ITERS: tl.constexpr, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets)
+        for _ in range(ITERS):
+            x = x * a + b  # one FFMA per element per iteration (Triton contracts mul+add)
+        tl.store(out_ptr + offsets, x)
+
+    return fma_chain
+
+
+def fma_chain(x: torch.Tensor, out: torch.Tensor, iters: int) -> None:
+    block = 1024
+    _fma_kernel()[(x.numel() // block,)](x, out, 1.0001, 0.5, ITERS=iters, BLOCK=block)
+
+
+def known_work() -> list:
+    """The three calibration launches, as closures over preallocated buffers (random data, never zeros)."""
+    m, n, k = GEMM_MNK
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    x, y = torch.randn(FMA_ELEMENTS, device="cuda"), torch.empty(FMA_ELEMENTS, device="cuda")
+    src = torch.randn(COPY_BYTES // 4, device="cuda")
+    dst = torch.empty_like(src)
+    return [lambda: a @ b, lambda: fma_chain(x, y, FMA_ITERS), lambda: copy_kernel(src, dst)]
+
+
+def copy_kernel(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """A copy done by a kernel (reads S, writes S): `copy_` would be a cudaMemcpy, which ncu does not profile."""
+    torch.mul(src, 1.0, out=dst)
+
+
+def child() -> int:
+    """Run under ncu: warm each launch up outside the profiled bracket, then launch each once inside it."""
+    launches = known_work()
+    for launch in launches:
+        launch()
+    torch.cuda.synchronize()
+    marker = NvtxMarker()
+    torch.cuda.profiler.start()
+    with marker.phase("forward"):
+        for launch in launches:
+            launch()
+        torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    return 0
+
+
+def _median_ms(launch, repeats: int = 20) -> float:
+    launch()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def _copy_gb_s(nbytes: int, copies: int) -> float:
+    """Bytes moved (read + write) per second by `copies` back-to-back copy kernels over `nbytes`."""
+    src = torch.randn(nbytes // 4, device="cuda")
+    dst = torch.empty_like(src)
+
+    def launch():
+        for _ in range(copies):
+            copy_kernel(src, dst)
+
+    return copies * 2 * nbytes / (_median_ms(launch, 10) / 1e3) / 1e9
+
+
+def _gemm_tflops(size: int = 8192) -> float:
+    a, b = (torch.randn(size, size, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    return 2 * size**3 / (_median_ms(lambda: a @ b) / 1e3) / 1e12
+
+
+def _fma_tflops(iters: int = 4096) -> float:
+    x, y = torch.randn(FMA_ELEMENTS, device="cuda"), torch.empty(FMA_ELEMENTS, device="cuda")
+    return 2 * FMA_ELEMENTS * iters / (_median_ms(lambda: fma_chain(x, y, iters), 5) / 1e3) / 1e12
+
+
+def measure_ceilings() -> dict:
+    """Achievable rates on this GPU (what rooflines should use), each from a kernel built to hit it:
+    DRAM from one copy 20x larger than L2, L2 from 50 copies of a buffer that fits in it."""
+    return {"dram_gb_s": _copy_gb_s(COPY_BYTES, 1), "l2_gb_s": _copy_gb_s(L2_COPY_BYTES, 50),
+            "bf16_tensor_tflops": _gemm_tflops(), "fp32_tflops": _fma_tflops(),
+            "source": "measured by ssmprof calibrate"}
+
+
+def run_calibration(ncu_timeout_s: float = 900) -> tuple[pd.DataFrame, dict, float]:
+    """(checks, measured ceilings, ncu wall seconds) on the visible GPU."""
+    if not torch.cuda.is_available():
+        raise NoGpu("calibrate measures a GPU: no CUDA GPU is visible")
+    ceilings = measure_ceilings()
+    torch.cuda.empty_cache()  # the ncu child needs the memory
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "calibrate.ncu-rep"
+        wall = run_ncu([sys.executable, "-m", "ssmprof.profiler.calibrate", "child"], report, "all", ncu_timeout_s)
+        return evaluate(read_report(report)), ceilings, wall
+
+
+if __name__ == "__main__":
+    raise SystemExit(child() if sys.argv[1:] == ["child"] else 2)

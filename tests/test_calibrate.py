@@ -1,0 +1,51 @@
+"""Calibration checks: what passes, what fails, and the no-GPU path."""
+
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from ssmprof.cli import app
+from ssmprof.profiler.calibrate import COPY_BYTES, FMA_ELEMENTS, FMA_ITERS, GEMM_MNK, evaluate
+
+GEMM_FLOPS = 2.0 * GEMM_MNK[0] * GEMM_MNK[1] * GEMM_MNK[2]
+FMA_FLOPS = 2.0 * FMA_ELEMENTS * FMA_ITERS
+
+
+def report(tensor_ops=GEMM_FLOPS, ffma=FMA_FLOPS / 2, dram=2.0 * COPY_BYTES, gemm="nvjet_hsh_256x128_64x4_2x1_v"):
+    nan = float("nan")
+    rows = [
+        {"kernel_name": gemm, "tensor_ops_bf16": tensor_ops, "inst_fadd": 0, "inst_fmul": 0, "inst_ffma": 0,
+         "dram_read_bytes": 1e8, "dram_write_bytes": 3e7},
+        {"kernel_name": "fma_chain", "tensor_ops_bf16": 0, "inst_fadd": 0, "inst_fmul": 0, "inst_ffma": ffma,
+         "dram_read_bytes": 6.7e7, "dram_write_bytes": 6.7e7},
+        {"kernel_name": "vectorized_elementwise_kernel", "tensor_ops_bf16": 0, "inst_fadd": nan, "inst_fmul": nan,
+         "inst_ffma": nan, "dram_read_bytes": dram / 2, "dram_write_bytes": dram / 2},
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    ("frame", "passed"),
+    [
+        (report(), [True, True, True]),
+        (report(tensor_ops=GEMM_FLOPS / 2), [False, True, True]),  # counting FMAs instead of FLOPs would do this
+        (report(tensor_ops=GEMM_FLOPS * 1.009), [True, True, True]),
+        (report(ffma=FMA_FLOPS / 2 * 1.02), [True, False, True]),
+        (report(dram=2.0 * COPY_BYTES * 1.019), [True, True, True]),
+        (report(dram=2.0 * COPY_BYTES * 1.05), [True, True, False]),
+        (report(gemm="some_other_kernel"), [False, True, True]),  # the GEMM was not found in the report
+    ],
+)
+def test_checks(frame, passed):
+    result = evaluate(frame)
+    assert result["passed"].tolist() == passed
+    assert result["check"].tolist() == ["tensor FLOPs (bf16 GEMM)", "vector FLOPs (fp32 FMA chain)",
+                                        "DRAM bytes (copy kernel)"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_calibrate_without_gpu(tmp_path):
+    result = CliRunner().invoke(app, ["calibrate", "--out", str(tmp_path / "d.json")])
+    assert result.exit_code == 1 and "no CUDA GPU" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "d.json").exists()
