@@ -1,0 +1,64 @@
+"""Kernel categories: one ordered rule table from kernel (and launching-op) names to what the kernel does.
+
+First matching rule wins, so specific rules come before general ones (an implicit-GEMM convolution is a
+convolution, not a GEMM; a copy done by an elementwise kernel is memory traffic, not arithmetic).
+Names are the contract's short kernel names; `launch_op` disambiguates the generic elementwise kernels.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pandas as pd
+
+CATEGORIES = ("GEMM", "SSM scan", "convolution", "attention", "normalization", "elementwise/activation",
+              "reduction/loss", "memory", "optimizer", "communication", "graph gather/scatter", "other")
+
+# (category, regex on the short kernel name, regex on the launching op or None); case-insensitive.
+RULES: tuple[tuple[str, str, str | None], ...] = (
+    ("communication", r"^nccl", None),
+    ("SSM scan", r"^_?(chunk_cumsum|chunk_state|state_passing|bmm_chunk|chunk_scan)|selective_scan", None),
+    ("convolution", r"causal_conv1d|conv_depthwise|convolution|implicit_gemm|fprop|dgrad|wgrad|winograd|"
+                    r"nchwtonhwc|nhwctonchw|cudnn", None),
+    ("attention", r"flash_(fwd|bwd)|fmha|attention", None),
+    ("optimizer", r"multi_tensor_apply|fused_adam|adamw?_|_sgd_", None),
+    ("normalization", r"layer_norm|rms_norm|rmsnorm|batch_norm|group_norm|welford|_norm_", None),
+    ("GEMM", r"^nvjet|gemm|cutlass|^sm\d+_xmma|cublas|splitkreduce|gemv", None),
+    ("reduction/loss", r"cross_entropy|nll_loss|softmax|reduce_kernel|logsumexp", None),
+    ("memory", r".", r"aten::embedding"),  # token embedding gathers and their backward scatter-adds
+    ("graph gather/scatter", r"scatter|gather|index_select|indexselect|index_add|indexfunc|segment_", None),
+    ("memory", r"memcpy|memset|copy|fill|catarraybatched|transpose|permute|contiguous", None),
+    ("memory", r"elementwise", r"aten::(copy_|fill_|zero_|clone|contiguous|to|_to_copy|cat|stack|pad)$"),
+    ("elementwise/activation", r"elementwise|silu|swiglu|gelu|relu|sigmoid|softplus|tanh|pointwise|triton_poi|"
+                               r"_swiglu", None),
+)
+_COMPILED = tuple((category, re.compile(name, re.I), re.compile(op, re.I) if op else None)
+                  for category, name, op in RULES)
+
+
+def categorize(kernel_name: str, launch_op: str = "") -> str:
+    for category, name, op in _COMPILED:
+        if name.search(kernel_name) and (op is None or op.search(launch_op or "")):
+            return category
+    return "other"
+
+
+def with_categories(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The kernel table with a `category` column."""
+    pairs = kernels[["kernel_name", "launch_op"]].drop_duplicates()
+    lookup = {(n, o): categorize(n, o) for n, o in pairs.itertuples(index=False)}
+    return kernels.assign(category=[lookup[(n, o)] for n, o in zip(kernels["kernel_name"], kernels["launch_op"],
+                                                                     strict=True)])
+
+
+# Composable filters in HTA's style: each takes the kernel frame and returns a boolean mask.
+KernelFilter = Callable[[pd.DataFrame], pd.Series]
+
+
+def phase_is(*phases: str) -> KernelFilter:
+    return lambda kernels: kernels["phase"].isin(phases)
+
+
+def category_is(*categories: str) -> KernelFilter:
+    return lambda kernels: kernels["category"].isin(categories)

@@ -1,0 +1,110 @@
+"""Kernel categories and the time breakdown, table-driven."""
+
+import pandas as pd
+import pytest
+
+from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
+from ssmprof.analysis.categories import CATEGORIES, categorize, category_is, phase_is, with_categories
+
+# Every Triton kernel of mamba-ssm 2.3.2.post1's ops/triton (names as defined in its source).
+MAMBA_SSM_TRITON = {
+    "_bmm_chunk_bwd_kernel": "SSM scan", "_bmm_chunk_fwd_kernel": "SSM scan", "_chunk_cumsum_bwd_kernel": "SSM scan",
+    "_chunk_cumsum_fwd_kernel": "SSM scan", "_chunk_scan_bwd_dc_kernel": "SSM scan",
+    "_chunk_scan_bwd_dcb_kernel": "SSM scan", "_chunk_scan_bwd_dstates_kernel": "SSM scan",
+    "_chunk_scan_bwd_dx_kernel": "SSM scan", "_chunk_scan_bwd_dz_kernel": "SSM scan",
+    "_chunk_scan_chunk_state_bwd_dx_kernel": "SSM scan", "_chunk_scan_fwd_kernel": "SSM scan",
+    "_chunk_state_bwd_db_kernel": "SSM scan", "_chunk_state_bwd_dx_kernel": "SSM scan",
+    "_chunk_state_fwd_kernel": "SSM scan", "_chunk_state_varlen_kernel": "SSM scan",
+    "_chunk_scan_bwd_ddAcs_stable_kernel": "SSM scan", "_chunk_state_bwd_ddAcs_stable_kernel": "SSM scan",
+    "_chunk_scan_bwd_ddAcs_prev_kernel": "SSM scan", "_state_passing_bwd_kernel": "SSM scan",
+    "_state_passing_fwd_kernel": "SSM scan", "_selective_scan_update_kernel": "SSM scan",
+    "_layer_norm_bwd_kernel": "normalization", "_layer_norm_fwd_1pass_kernel": "normalization",
+    "_swiglu_bwd_kernel": "elementwise/activation", "_swiglu_fwd_kernel": "elementwise/activation",
+}
+# CUDA kernels of causal-conv1d 1.7.0 and mamba-ssm's selective scan (their __global__ functions).
+EXTENSIONS = {
+    "causal_conv1d_fwd_kernel": "convolution", "causal_conv1d_bwd_kernel": "convolution",
+    "causal_conv1d_channellast_fwd_kernel": "convolution", "causal_conv1d_update_kernel": "convolution",
+    "selective_scan_fwd_kernel": "SSM scan", "selective_scan_bwd_kernel": "SSM scan",
+}
+
+
+@pytest.mark.parametrize(("name", "category"), sorted({**MAMBA_SSM_TRITON, **EXTENSIONS}.items()))
+def test_fused_kernels_of_the_suite(name, category):
+    assert categorize(name) == category
+
+
+@pytest.mark.parametrize(
+    ("name", "op", "category"),
+    [
+        ("nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_NNT", "aten::mm", "GEMM"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "aten::addmm", "GEMM"),
+        ("splitKreduce_kernel", "aten::mm", "GEMM"),
+        ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc", "aten::cudnn_convolution",
+         "convolution"),
+        ("conv_depthwise2d_forward_kernel", "aten::_conv_depthwise2d", "convolution"),
+        ("flash_fwd_kernel", "aten::_flash_attention_forward", "attention"),
+        ("flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel", "aten::_flash_attention_backward", "attention"),
+        ("multi_tensor_apply_kernel", "aten::_fused_adamw_", "optimizer"),
+        ("batch_norm_collect_statistics_kernel", "aten::native_batch_norm", "normalization"),
+        ("cunn_SoftMaxForward", "aten::_log_softmax", "reduction/loss"),
+        ("nll_loss_forward_reduce_cuda_kernel_2d", "aten::nll_loss_forward", "reduction/loss"),
+        ("reduce_kernel", "aten::sum", "reduction/loss"),
+        ("vectorized_elementwise_kernel", "aten::copy_", "memory"),
+        ("vectorized_elementwise_kernel", "aten::fill_", "memory"),
+        ("vectorized_elementwise_kernel", "aten::mul", "elementwise/activation"),
+        ("vectorized_elementwise_kernel", "aten::gelu", "elementwise/activation"),
+        ("CatArrayBatchedCopy", "aten::cat", "memory"),
+        ("indexSelectLargeIndex", "aten::embedding", "memory"),
+        ("indexSelectLargeIndex", "aten::index_select", "graph gather/scatter"),
+        ("_scatter_gather_elementwise_kernel", "aten::scatter_add_", "graph gather/scatter"),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "", "communication"),
+        ("some_new_kernel", "", "other"),
+    ],
+)
+def test_library_kernels(name, op, category):
+    assert categorize(name, op) == category
+
+
+def test_rules_only_name_known_categories():
+    from ssmprof.analysis.categories import RULES
+
+    assert {category for category, _, _ in RULES} <= set(CATEGORIES)
+
+
+def kernels():
+    rows = [  # (name, op, phase, duration_ns)
+        ("_chunk_scan_fwd_kernel", "", "forward", 121_000),
+        ("nvjet_hsh_128x256", "aten::mm", "forward", 90_000),
+        ("_chunk_scan_chunk_state_bwd_dx_kernel", "", "backward", 310_000),
+        ("nvjet_hsh_128x256", "aten::mm", "backward", 180_000),
+        ("multi_tensor_apply_kernel", "aten::_fused_adamw_", "optimizer", 60_000),
+        ("mystery_kernel", "", "other", 39_000),
+    ]
+    return pd.DataFrame({"launch_idx": range(len(rows)), "kernel_name": [r[0] for r in rows],
+                         "launch_op": [r[1] for r in rows], "phase": [r[2] for r in rows],
+                         "duration_ns": [r[3] for r in rows]})
+
+
+def test_breakdown_by_category_and_phase():
+    table = breakdown(kernels())
+    assert table["share"].sum() == pytest.approx(1.0)
+    row = table[(table["category"] == "SSM scan") & (table["phase"] == "backward")].iloc[0]
+    assert row["time_ms"] == pytest.approx(0.31) and row["share"] == pytest.approx(0.31 / 0.8)
+    totals = by_category(kernels()).set_index("category")["time_ms"]
+    assert totals["GEMM"] == pytest.approx(0.27) and totals.index[0] == "SSM scan"
+
+
+def test_filters_compose():
+    frame = with_categories(kernels())
+    backward_gemm = breakdown(frame, lambda k: phase_is("backward")(k) & category_is("GEMM")(k))
+    assert backward_gemm["time_ms"].tolist() == pytest.approx([0.18]) and backward_gemm["share"].tolist() == [1.0]
+
+
+def test_top_kernels_and_other_warning():
+    top = top_kernels(kernels(), 2)
+    assert top["kernel_name"].tolist() == ["_chunk_scan_chunk_state_bwd_dx_kernel", "nvjet_hsh_128x256"]
+    assert other_share_warning(kernels()) is None  # 39 us of 800 us: under 5 %
+    louder = kernels().assign(duration_ns=lambda k: k["duration_ns"].where(k["kernel_name"] != "mystery_kernel",
+                                                                             200_000))
+    assert "mystery_kernel" in other_share_warning(louder)
