@@ -1,0 +1,78 @@
+"""Hierarchical roofline: per kernel, intensity at DRAM/L2/L1, achieved FLOP/s, and what bounds it.
+
+Ceilings come from a device profile measured by `ssmprof calibrate` when one is given, else from the
+datasheet table; the returned frame says which (`ceiling_source`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ssmprof.analysis.categories import with_categories
+from ssmprof.analysis.derived import derive
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    dram_gb_s: float
+    l2_gb_s: float | None
+    bf16_tensor_tflops: float
+    fp32_tflops: float
+    source: str  # "measured by ssmprof calibrate" or "datasheet"
+
+    @classmethod
+    def from_profile(cls, measured: dict) -> Ceilings:
+        return cls(measured["dram_gb_s"], measured.get("l2_gb_s"), measured["bf16_tensor_tflops"],
+                   measured["fp32_tflops"], measured.get("source", "measured"))
+
+    @classmethod
+    def from_datasheet(cls, spec) -> Ceilings:
+        return cls(spec.dram_tb_s * 1e3, None, spec.bf16_tflops, spec.fp32_tflops, "datasheet")
+
+
+def roofline(kernels: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
+    """Per kernel: category, path (tensor/vector), AIs, achieved FLOP/s, the roof at its intensity,
+    % of that roof, and the verdict (memory-bound / compute-bound / no counters)."""
+    frame = derive(kernels if "category" in kernels.columns else with_categories(kernels))
+    tensor = frame["flops_tensor"].fillna(0) > frame["flops_vector"].fillna(0)
+    peak = np.where(tensor, ceilings.bf16_tensor_tflops, ceilings.fp32_tflops) * 1e12
+    bandwidth = ceilings.dram_gb_s * 1e9
+    frame["path"] = np.where(tensor, "tensor", "vector")
+    frame["peak_flop_per_s"] = peak
+    frame["ridge_ai"] = peak / bandwidth
+    frame["roof_flop_per_s"] = np.minimum(peak, frame["ai_dram"] * bandwidth)
+    # % of the roof at the kernel's intensity; undefined for kernels that do no arithmetic (copies), whose
+    # measure is % of DRAM peak.
+    frame["pct_of_roof"] = (100 * frame["flop_per_s"] / frame["roof_flop_per_s"]).where(frame["flops"] > 0)
+    frame["pct_of_dram_peak"] = 100 * frame["dram_bytes_per_s"] / bandwidth
+    frame["verdict"] = np.select(
+        [frame["ai_dram"].isna(), frame["ai_dram"] < frame["ridge_ai"]],
+        ["no counters", "memory-bound"], "compute-bound")
+    frame["ceiling_source"] = ceilings.source
+    return frame
+
+
+def roofline_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Time-weighted by category: share of time memory- vs compute-bound, mean % of roof and of DRAM peak."""
+    rows = []
+    for category, group in frame.groupby("category"):
+        weight = group["duration_ns"]
+        measured = group["verdict"] != "no counters"
+        rows.append({
+            "category": category,
+            "time_ms": weight.sum() / 1e6,
+            "memory_bound_share": weight[group["verdict"] == "memory-bound"].sum() / weight.sum(),
+            "compute_bound_share": weight[group["verdict"] == "compute-bound"].sum() / weight.sum(),
+            "pct_of_roof": _weighted(group.loc[measured, "pct_of_roof"], weight[measured]),
+            "pct_of_dram_peak": _weighted(group.loc[measured, "pct_of_dram_peak"], weight[measured]),
+        })
+    return pd.DataFrame(rows).sort_values("time_ms", ascending=False, ignore_index=True)
+
+
+def _weighted(values: pd.Series, weights: pd.Series) -> float:
+    valid = values.notna()
+    total = weights[valid].sum()
+    return float((values[valid] * weights[valid]).sum() / total) if total else float("nan")

@@ -1,0 +1,95 @@
+"""Roofline, tensor-vs-vector classification and cache summaries on kernels with known work."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from ssmprof.analysis.caches import cache_summary
+from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
+from ssmprof.analysis.tensor_vector import class_summary, classify
+from ssmprof.profiler.gpu_specs import SPECS
+from ssmprof.schema import conform_kernels
+
+GEMM_FLOPS = 2.0 * 4096**3
+NAN = math.nan
+
+
+def kernels():
+    """(name, phase, duration_ns, bf16 tensor ops, ffma, dram bytes, l2 hit %, ncu duration)."""
+    rows = [
+        ("nvjet_hsh_256x128", "forward", 200_000, GEMM_FLOPS, 0, 1e8, 60.0, 200_000),
+        ("_chunk_scan_fwd_kernel", "forward", 100_000, 5e9, 5e8, 5e7, 80.0, 100_000),
+        ("_chunk_scan_bwd_dx_kernel", "backward", 300_000, 1e3, 5e8, 4e8, 40.0, 300_000),
+        ("vectorized_elementwise_kernel", "backward", 1_000_000, 0, 0, 2 * 2**30, 10.0, 1_000_000),
+        ("_chunk_state_fwd_kernel", "forward", 50_000, NAN, NAN, NAN, NAN, NAN),  # no counters
+    ]
+    frame = pd.DataFrame({
+        "launch_idx": range(len(rows)), "kernel_name": [r[0] for r in rows], "kernel_name_full": [r[0] for r in rows],
+        "phase": [r[1] for r in rows], "launch_op": ["aten::mm", "", "", "aten::copy_", ""], "stream": 7,
+        "grid_x": 1, "grid_y": 1, "grid_z": 1, "block_x": 128, "block_y": 1, "block_z": 1,
+        "start_ns": range(len(rows)), "duration_ns": [r[2] for r in rows],
+        "tensor_ops_bf16": [r[3] for r in rows], "inst_ffma": [r[4] for r in rows],
+        "dram_read_bytes": [r[5] / 2 for r in rows], "dram_write_bytes": [r[5] / 2 for r in rows],
+        "l2_hit_rate_pct": [r[6] for r in rows], "ncu_duration_ns": [r[7] for r in rows],
+    })
+    for column in ("inst_fadd", "inst_fmul", "inst_hadd", "inst_hmul", "inst_hfma", "inst_dadd", "inst_dmul",
+                   "inst_dfma", "tensor_ops_fp16", "tensor_ops_tf32", "tensor_ops_fp64", "tensor_ops_fp8"):
+        frame[column] = [0.0 if not math.isnan(r[3]) else NAN for r in rows]
+    return conform_kernels(frame)
+
+
+H100 = Ceilings.from_datasheet(SPECS["h100-sxm"])
+
+
+def test_roofline_verdicts_and_rates():
+    frame = roofline(kernels(), H100).set_index("kernel_name")
+    gemm = frame.loc["nvjet_hsh_256x128"]
+    assert gemm["path"] == "tensor" and gemm["verdict"] == "compute-bound"
+    assert gemm["ai_dram"] == pytest.approx(GEMM_FLOPS / 1e8)
+    assert gemm["flop_per_s"] == pytest.approx(GEMM_FLOPS / 200e-6)
+    assert gemm["pct_of_roof"] == pytest.approx(100 * GEMM_FLOPS / 200e-6 / 989.4e12)
+    scan = frame.loc["_chunk_scan_fwd_kernel"]
+    assert scan["ai_dram"] == pytest.approx((5e9 + 1e9) / 5e7)  # 120 FLOP/B: under the 295 ridge
+    assert scan["verdict"] == "memory-bound"
+    assert scan["roof_flop_per_s"] == pytest.approx(120 * 3.35e12)
+    copy = frame.loc["vectorized_elementwise_kernel"]
+    assert copy["verdict"] == "memory-bound" and math.isnan(copy["pct_of_roof"])
+    assert copy["pct_of_dram_peak"] == pytest.approx(100 * 2 * 2**30 / 1e-3 / 3.35e12)
+    assert frame.loc["_chunk_state_fwd_kernel", "verdict"] == "no counters"
+    assert set(frame["ceiling_source"]) == {"datasheet"}
+
+
+def test_measured_ceilings_replace_the_datasheet():
+    measured = Ceilings.from_profile({"dram_gb_s": 3000.0, "l2_gb_s": 9000.0, "bf16_tensor_tflops": 800.0,
+                                      "fp32_tflops": 50.0, "source": "measured by ssmprof calibrate"})
+    frame = roofline(kernels(), measured).set_index("kernel_name")
+    assert frame.loc["nvjet_hsh_256x128", "ridge_ai"] == pytest.approx(800e12 / 3000e9)
+    assert set(frame["ceiling_source"]) == {"measured by ssmprof calibrate"}
+
+
+def test_roofline_summary_is_time_weighted():
+    summary = roofline_summary(roofline(kernels(), H100)).set_index("category")
+    ssm = summary.loc["SSM scan"]
+    assert ssm["time_ms"] == pytest.approx(0.45)
+    assert ssm["memory_bound_share"] == pytest.approx(0.4 / 0.45)  # the no-counter launch is neither
+    assert summary.loc["GEMM", "compute_bound_share"] == 1.0
+
+
+def test_tensor_vector_classes():
+    classified = classify(kernels()).set_index("kernel_name")["class"]
+    assert classified["nvjet_hsh_256x128"] == "TensorOnly"
+    assert classified["_chunk_scan_fwd_kernel"] == "Tensor+Vector"  # 5e9 tensor vs 1e9 vector FLOPs
+    assert classified["_chunk_scan_bwd_dx_kernel"] == "VectorOnly"  # a thousand stray tensor ops don't count
+    assert classified["vectorized_elementwise_kernel"] == "NoFLOPs"
+    assert "_chunk_state_fwd_kernel" not in classified.index  # no counters, no class
+    summary = class_summary(classify(kernels())).set_index(["phase", "class"])
+    assert summary.loc[("forward", "Tensor+Vector"), "kernels"] == 1
+    assert summary.loc[("backward", "VectorOnly"), "time_share"] == 1.0
+
+
+def test_cache_summary_weights_by_time():
+    summary = cache_summary(kernels()).set_index("category")
+    # SSM scan: 80 % over 100 us and 40 % over 300 us (the no-counter launch is left out)
+    assert summary.loc["SSM scan", "l2_hit_rate_pct"] == pytest.approx((80 * 100 + 40 * 300) / 400)
+    assert summary.loc["memory", "l2_hit_rate_pct"] == 10.0
