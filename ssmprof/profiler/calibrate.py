@@ -42,7 +42,7 @@ class Check:
 
 
 CHECKS = (
-    Check("tensor FLOPs (bf16 GEMM)", r"^(nvjet|sm90|cutlass|ampere|gemm)",
+    Check("tensor FLOPs (bf16 GEMM)", r"^(?:nvjet|sm90|cutlass|ampere|gemm)",
           2.0 * GEMM_MNK[0] * GEMM_MNK[1] * GEMM_MNK[2], 1.0, "FLOP"),
     Check("vector FLOPs (fp32 FMA chain)", r"^fma_chain$", 2.0 * FMA_ELEMENTS * FMA_ITERS, 1.0, "FLOP"),
     Check("DRAM bytes (copy kernel)", r"elementwise", 2.0 * COPY_BYTES, 2.0, "bytes"),
