@@ -215,6 +215,51 @@ def calibrate(
         raise SsmprofError(f"calibration checks failed: {failed}")
 
 
+@app.command()
+@error_boundary
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="run directories written by `ssmprof profile`")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: print]")] = None,
+    format_: Annotated[str, typer.Option("--format", help="html or md")] = "html",
+    csv: Annotated[Path | None, typer.Option(help="also write every table as CSV into this folder")] = None,
+    device_profile: Annotated[Path | None, typer.Option(help="ceilings measured by `ssmprof calibrate` "
+                                                        "[default: the GPU's datasheet]")] = None,
+) -> None:
+    """Analyze run directories and write the report (HTML with charts, or markdown)."""
+    from ssmprof.analysis.roofline import Ceilings
+    from ssmprof.analysis.summary import analyze, warnings_for
+    from ssmprof.profiler.gpu_specs import spec_for
+    from ssmprof.reports.render import render_html, render_markdown, write_csv
+    from ssmprof.schema import read_run
+
+    if format_ not in ("html", "md"):
+        raise InvalidConfig(f"--format must be html or md, got '{format_}'")
+    measured = _read_device_profile(device_profile) if device_profile else None
+    analyzed = []
+    for index, path in enumerate(runs):
+        run = read_run(path)
+        spec = spec_for(run.info["gpu"]["name"])
+        ceilings = Ceilings.from_profile(measured) if measured else Ceilings.from_datasheet(spec) if spec else None
+        tables = analyze(run, ceilings)
+        if csv is not None:
+            write_csv(tables, csv, f"{index}-" if len(runs) > 1 else "")
+        analyzed.append((run.info, tables, warnings_for(run)))
+    text = render_html(analyzed) if format_ == "html" else render_markdown(analyzed)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text)
+        console.print(f"report: {output}")
+
+
+def _read_device_profile(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())["measured"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise InvalidConfig(f"cannot read device profile {path}: {exc}") from None
+
+
 @contextlib.contextmanager
 def _progress():
     """A rich progress bar (on a terminal); yields the `report(stage, done, total)` callback."""

@@ -2,42 +2,13 @@
 
 import math
 
-import pandas as pd
 import pytest
+from known_work import GEMM_FLOPS, kernels
 
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.tensor_vector import class_summary, classify
 from ssmprof.profiler.gpu_specs import SPECS
-from ssmprof.schema import conform_kernels
-
-GEMM_FLOPS = 2.0 * 4096**3
-NAN = math.nan
-
-
-def kernels():
-    """(name, phase, duration_ns, bf16 tensor ops, ffma, dram bytes, l2 hit %, ncu duration)."""
-    rows = [
-        ("nvjet_hsh_256x128", "forward", 200_000, GEMM_FLOPS, 0, 1e8, 60.0, 200_000),
-        ("_chunk_scan_fwd_kernel", "forward", 100_000, 5e9, 5e8, 5e7, 80.0, 100_000),
-        ("_chunk_scan_bwd_dx_kernel", "backward", 300_000, 1e3, 5e8, 4e8, 40.0, 300_000),
-        ("vectorized_elementwise_kernel", "backward", 1_000_000, 0, 0, 2 * 2**30, 10.0, 1_000_000),
-        ("_chunk_state_fwd_kernel", "forward", 50_000, NAN, NAN, NAN, NAN, NAN),  # no counters
-    ]
-    frame = pd.DataFrame({
-        "launch_idx": range(len(rows)), "kernel_name": [r[0] for r in rows], "kernel_name_full": [r[0] for r in rows],
-        "phase": [r[1] for r in rows], "launch_op": ["aten::mm", "", "", "aten::copy_", ""], "stream": 7,
-        "grid_x": 1, "grid_y": 1, "grid_z": 1, "block_x": 128, "block_y": 1, "block_z": 1,
-        "start_ns": range(len(rows)), "duration_ns": [r[2] for r in rows],
-        "tensor_ops_bf16": [r[3] for r in rows], "inst_ffma": [r[4] for r in rows],
-        "dram_read_bytes": [r[5] / 2 for r in rows], "dram_write_bytes": [r[5] / 2 for r in rows],
-        "l2_hit_rate_pct": [r[6] for r in rows], "ncu_duration_ns": [r[7] for r in rows],
-    })
-    for column in ("inst_fadd", "inst_fmul", "inst_hadd", "inst_hmul", "inst_hfma", "inst_dadd", "inst_dmul",
-                   "inst_dfma", "tensor_ops_fp16", "tensor_ops_tf32", "tensor_ops_fp64", "tensor_ops_fp8"):
-        frame[column] = [0.0 if not math.isnan(r[3]) else NAN for r in rows]
-    return conform_kernels(frame)
-
 
 H100 = Ceilings.from_datasheet(SPECS["h100-sxm"])
 

@@ -1,0 +1,49 @@
+"""Every analysis of one run, as named summary frames (what reports draw and what `--csv` writes)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
+from ssmprof.analysis.caches import cache_summary
+from ssmprof.analysis.categories import with_categories
+from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
+from ssmprof.analysis.ssd_model import SsdShape, analytic_vs_measured
+from ssmprof.analysis.tensor_vector import class_summary, classify
+from ssmprof.schema import Run
+
+
+def analyze(run: Run, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
+    kernels = with_categories(run.kernels)
+    tables = {
+        "breakdown": breakdown(kernels),
+        "by_category": by_category(kernels),
+        "top_kernels": top_kernels(kernels),
+        "caches": cache_summary(kernels),
+    }
+    has_counters = kernels["ncu_duration_ns"].notna().any()
+    if has_counters and ceilings is not None:
+        per_kernel = roofline(kernels, ceilings)
+        tables["roofline"] = per_kernel[["launch_idx", "kernel_name", "phase", "category", "path", "duration_ns",
+                                         "flops", "ai_dram", "ai_l2", "ai_l1", "flop_per_s", "pct_of_roof",
+                                         "pct_of_dram_peak", "verdict", "peak_flop_per_s", "ridge_ai",
+                                         "ceiling_source"]]
+        tables["roofline_summary"] = roofline_summary(per_kernel)
+    if has_counters:
+        classified = classify(kernels)
+        tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_share", "flops_tensor",
+                                              "flops_vector", "duration_ns"]]
+        tables["tensor_vector_ssm"] = class_summary(classified)
+        config = run.info["workload"]["config"]
+        if {"d_state", "chunk_size", "headdim"} <= set(config):
+            tables["ssd_analytic_vs_measured"] = analytic_vs_measured(kernels, SsdShape.from_config(config))
+    return tables
+
+
+def warnings_for(run: Run) -> list[str]:
+    warning = other_share_warning(run.kernels)
+    notes = [warning] if warning else []
+    if run.info["coverage"]["counter_time_fraction"] < 0.95:
+        notes.append(f"counters cover {run.info['coverage']['counter_time_fraction']:.0%} of kernel time "
+                     "(profile with --counters sampled or all for the roofline and cache views)")
+    return notes

@@ -1,0 +1,90 @@
+"""Assemble reports from analysis frames: one self-contained offline HTML page, markdown, CSV files."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pandas as pd
+import plotly.io as pio
+
+from ssmprof.reports import figures
+
+TABLE_TITLES = {
+    "by_category": "Kernel time by category",
+    "top_kernels": "Top kernels",
+    "roofline_summary": "Roofline by category (time-weighted)",
+    "caches": "Cache hit rates and DRAM throughput (time-weighted)",
+    "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
+    "ssd_analytic_vs_measured": "SSD forward kernels: analytic vs measured (per launch)",
+}
+
+
+def _title(info: dict) -> str:
+    workload = info["workload"]
+    return f"{workload['name']} --preset {workload['preset']} on {info['gpu']['name']}"
+
+
+def _figures(info: dict, tables: dict[str, pd.DataFrame]):
+    name = _title(info)
+    yield figures.breakdown_bars(tables["breakdown"], f"Where the time goes: {name}")
+    if "roofline" in tables:
+        yield figures.roofline_scatter(tables["roofline"], f"Roofline: {name}")
+    if tables["caches"][["l1_hit_rate_pct", "l2_hit_rate_pct"]].notna().any().any():
+        yield figures.rate_bars(tables["caches"], f"Caches and DRAM: {name}")
+    if "tensor_vector_ssm" in tables:
+        yield figures.class_bars(tables["tensor_vector_ssm"], f"Tensor vs vector, SSM kernels: {name}")
+
+
+def render_html(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]]) -> str:
+    """One page for all runs; plotly.js is embedded once, so the file works offline."""
+    parts, first = [], True
+    for info, tables, notes in runs:
+        parts.append(f"<h2>{html.escape(_title(info))}</h2>")
+        parts += [f'<p class="warning">{html.escape(note)}</p>' for note in notes]
+        harness = info["harness"]
+        parts.append(f"<p>step {harness['step_ms']:.2f} ms, {harness['throughput']:,.0f} {harness['unit']}/s, "
+                     f"{info['coverage']['launches']} kernel launches; kernels: "
+                     f"{html.escape(', '.join(f'{k}={v}' for k, v in info['provenance'].items()))}</p>")
+        for figure in _figures(info, tables):
+            parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=first))
+            first = False
+        for key, title in TABLE_TITLES.items():
+            if key in tables:
+                parts.append(f"<h3>{html.escape(title)}</h3>")
+                parts.append(tables[key].to_html(index=False, escape=True, float_format=lambda v: f"{v:.4g}"))
+    style = "body{font-family:sans-serif;margin:2em} table{border-collapse:collapse} td,th{padding:2px 8px}" \
+            " .warning{color:#a40}"
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ssmprof report</title><style>{style}"
+            f"</style></head><body><h1>ssmprof report</h1>{''.join(parts)}</body></html>")
+
+
+def render_markdown(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]]) -> str:
+    lines = ["# ssmprof report"]
+    for info, tables, notes in runs:
+        lines += ["", f"## {_title(info)}", ""] + [f"> {note}" for note in notes]
+        for key, title in TABLE_TITLES.items():
+            if key in tables:
+                lines += ["", f"### {title}", "", _markdown_table(tables[key])]
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_table(table: pd.DataFrame) -> str:
+    def cell(value) -> str:
+        text = f"{value:.4g}" if isinstance(value, float) else str(value)
+        return text.replace("|", "\\|")
+
+    header = "| " + " | ".join(map(str, table.columns)) + " |"
+    rule = "|" + "---|" * len(table.columns)
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+def write_csv(tables: dict[str, pd.DataFrame], folder: Path, prefix: str) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for key, table in tables.items():
+        path = folder / f"{prefix}{key}.csv"
+        table.to_csv(path, index=False)
+        paths.append(path)
+    return paths

@@ -1,0 +1,69 @@
+"""`ssmprof report`: HTML with charts (self-contained, names escaped), markdown, CSV, and bad input."""
+
+import re
+
+import pandas as pd
+import pytest
+from known_work import kernels
+from typer.testing import CliRunner
+
+from ssmprof import schema
+from ssmprof.cli import app
+
+runner = CliRunner()
+NASTY = "gemm<script>alert(1)</script>"  # a kernel name that would break the page if not escaped
+
+
+def write_run(folder, gemm_name="nvjet_hsh_256x128", counter_fraction=0.95):
+    info = {
+        "workload": {"name": "mamba2-lm", "preset": "small",
+                     "config": {"batch_size": 4, "seq_len": 2048, "d_model": 1024, "expand": 2, "headdim": 64,
+                                "d_state": 128, "ngroups": 1, "chunk_size": 256, "dtype": "bf16"}},
+        "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "versions": {}, "provenance": {"ssd": "triton-fused"},
+        "harness": {"step_ms": 30.0, "throughput": 273284.0, "unit": "tokens"}, "collectors": {},
+        "coverage": {"launches": 5, "phase_time_fraction": 1.0, "counter_time_fraction": counter_fraction},
+    }
+    return schema.write_run(folder, info, kernels(gemm_name))
+
+
+def test_html_report_is_self_contained_with_charts(tmp_path):
+    run = write_run(tmp_path / "run", gemm_name=NASTY)
+    out = tmp_path / "report.html"
+    result = runner.invoke(app, ["report", str(run), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert "<script src=" not in page  # nothing fetched: works offline
+    assert page.count("Plotly.newPlot(") == 4  # breakdown, roofline, caches, tensor/vector
+    assert len(re.findall(r"plotly\.js v\d", page)) == 1  # the library embedded once
+    assert "<script>alert(1)" not in page  # escaped in tables and in the chart data
+    assert "gemm&lt;script&gt;" in page
+    assert "Roofline by category" in page and "datasheet" in page
+
+
+def test_markdown_and_csv(tmp_path):
+    run = write_run(tmp_path / "run", counter_fraction=0.5)
+    result = runner.invoke(app, ["report", str(run), "--format", "md", "--csv", str(tmp_path / "csv")])
+    assert result.exit_code == 0, result.output
+    assert "## mamba2-lm --preset small on NVIDIA H100 80GB HBM3" in result.output
+    assert "| category | launches | time_ms | share |" in result.output
+    assert "counters cover 50% of kernel time" in result.output
+    tensor_vector = pd.read_csv(tmp_path / "csv" / "tensor_vector.csv")
+    assert {"kernel_name", "phase", "class"} <= set(tensor_vector.columns)
+    assert dict(zip(tensor_vector["kernel_name"], tensor_vector["class"], strict=True))[
+        "_chunk_scan_fwd_kernel"] == "Tensor+Vector"
+    assert (tmp_path / "csv" / "ssd_analytic_vs_measured.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["report", "{missing}"], "is not a run directory"),
+        (["report", "{run}", "--format", "pdf"], "--format must be html or md"),
+        (["report", "{run}", "--device-profile", "{missing}"], "cannot read device profile"),
+    ],
+)
+def test_bad_input(tmp_path, args, message):
+    run = write_run(tmp_path / "run")
+    args = [a.format(run=run, missing=tmp_path / "nope") for a in args]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
