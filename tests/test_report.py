@@ -1,6 +1,8 @@
 """`ssmprof report`: HTML with charts (self-contained, names escaped), markdown, CSV, and bad input."""
 
 import re
+import shutil
+import subprocess
 
 import pandas as pd
 import pytest
@@ -67,3 +69,23 @@ def test_bad_input(tmp_path, args, message):
     args = [a.format(run=run, missing=tmp_path / "nope") for a in args]
     result = runner.invoke(app, args)
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (installed by .ci/run)")
+def test_report_draws_in_headless_chromium(tmp_path):
+    """The page as a browser sees it: every chart drawn (plotly renders 3 svg layers per chart), no script error."""
+    write_run(tmp_path / "run", gemm_name=NASTY)
+    out = tmp_path / "report.html"
+    assert runner.invoke(app, ["report", str(tmp_path / "run"), "-o", str(out)]).exit_code == 0
+    browser = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0",
+         "--dump-dom", out.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert browser.stdout.count('class="main-svg"') == 4 * 3
+    assert "Uncaught" not in browser.stderr  # no script error on the page
+    assert "<script>alert(1)" not in browser.stdout  # the hostile kernel name stayed text
