@@ -66,8 +66,9 @@ if [[ $stage == extra || $stage == all ]]; then
   for name in mamba1-lm mamba-vision graph-mamba; do ssmrun $name paper; done
   $BIN/python -m pytest -q -p no:warnings tests/test_run_gpu.py 2>&1 | tee "$OUT/gpu-run-tests.log" | tail -4
   log "calibrate"
-  $BIN/ssmprof calibrate --out "$OUT/device-profile.json" 2>&1 | tail -14
+  $BIN/ssmprof calibrate --out "$OUT/device-profile.json" --keep-report "$OUT/calibrate.ncu-rep" 2>&1 | tail -14
   log "profile (timeline + sampled ncu counters) into a run directory"
+  # Also the fixture for tests/data (parquet + run.json, no .ncu-rep).
   $BIN/ssmprof profile mamba2-lm --preset small --out "$OUT/runs" 2>&1 | tail -2
   $BIN/python -c "import json,glob; d=json.load(open(sorted(glob.glob('$OUT/runs/*/run.json'))[-1])); \
 print(d['coverage'], d['collectors'])"

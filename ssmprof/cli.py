@@ -182,6 +182,7 @@ def profile(
 def calibrate(
     out: Annotated[Path | None, typer.Option(help="device profile to write [default: runs/device-<gpu>.json]")] = None,
     ncu_timeout: Annotated[float, typer.Option(help="seconds the Nsight Compute child may take")] = 900,
+    keep_report: Annotated[Path | None, typer.Option(help="copy the calibration .ncu-rep here")] = None,
 ) -> None:
     """Check the counter formulas on kernels of known work and measure this GPU's ceilings."""
     from ssmprof.profiler.calibrate import run_calibration
@@ -189,7 +190,7 @@ def calibrate(
     from ssmprof.profiler.harness import gpu_info
 
     with console.status("calibrating (ceilings, then Nsight Compute on known kernels)"):
-        checks, ceilings, ncu_wall = run_calibration(ncu_timeout)
+        checks, ceilings, ncu_wall = run_calibration(ncu_timeout, keep_report)
     gpu = gpu_info()
     spec = spec_for(gpu["name"])
     table = Table(title=f"calibration on {gpu['name']}")

@@ -12,6 +12,7 @@ chain). They are written to a device profile that rooflines use instead of datas
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import sys
 import tempfile
@@ -166,8 +167,9 @@ def measure_ceilings() -> dict:
             "source": "measured by ssmprof calibrate"}
 
 
-def run_calibration(ncu_timeout_s: float = 900) -> tuple[pd.DataFrame, dict, float]:
-    """(checks, measured ceilings, ncu wall seconds) on the visible GPU."""
+def run_calibration(ncu_timeout_s: float = 900, keep_report: Path | None = None) -> tuple[pd.DataFrame, dict, float]:
+    """(checks, measured ceilings, ncu wall seconds) on the visible GPU; the three-kernel report is copied to
+    `keep_report` if given (small: the test fixture for report extraction)."""
     if not torch.cuda.is_available():
         raise NoGpu("calibrate measures a GPU: no CUDA GPU is visible")
     ceilings = measure_ceilings()
@@ -175,6 +177,8 @@ def run_calibration(ncu_timeout_s: float = 900) -> tuple[pd.DataFrame, dict, flo
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "calibrate.ncu-rep"
         wall = run_ncu([sys.executable, "-m", "ssmprof.profiler.calibrate", "child"], report, "all", ncu_timeout_s)
+        if keep_report is not None:
+            shutil.copyfile(report, keep_report)
         return evaluate(read_report(report)), ceilings, wall
 
 
