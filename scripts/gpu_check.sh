@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make gpu-check`: everything the GPU host has to show, logs and JSON under $OUT, a table last.
+# `make gpu-check`: everything the GPU host has to show, logs and JSON under build/gpu-check, a table last.
 # One device call is limited to 10 minutes and the kernel build takes about 8 of them, so the work
 # comes in stages that a warm host chains (build outputs stay in ./build, which is ignored):
 #   scripts/gpu_check.sh build   install from ./wheelhouse and build the kernels; meanwhile the idle GPU
@@ -16,7 +16,7 @@ set -uo pipefail
 # $OUT brings files back but only a few, each stage ends by packing that folder into one archive there.
 LOGS=build/gpu-check
 mkdir -p "$LOGS"
-pack() { [[ -n ${OUT:-} && $OUT != "$LOGS" ]] && tar czf "$LOGS/gpu-check-$stage.tgz" -C build gpu-check; }
+pack() { [[ -n ${OUT:-} && $OUT != "$LOGS" ]] && tar czf "$OUT/gpu-check-$stage.tgz" -C build gpu-check; }
 trap pack EXIT
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR="$PWD/build/triton-cache"
 stage=${1:-all}
