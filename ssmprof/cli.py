@@ -245,13 +245,93 @@ def report(
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(runs) > 1 else "")
         analyzed.append((run.info, tables, warnings_for(run)))
-    text = render_html(analyzed) if format_ == "html" else render_markdown(analyzed)
+    _emit(render_html(analyzed) if format_ == "html" else render_markdown(analyzed), output)
+
+
+@app.command()
+@error_boundary
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="run directory A")],
+    run_b: Annotated[Path, typer.Argument(help="run directory B")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: print]")] = None,
+    format_: Annotated[str, typer.Option("--format", help="html or md")] = "md",
+) -> None:
+    """Compare two runs of one workload (e.g. H100 vs H200): categories and kernels matched by launch config."""
+    from ssmprof.analysis.compare import check_comparable, compare_categories, compare_kernels
+    from ssmprof.reports.render import render_compare
+    from ssmprof.schema import read_run
+
+    if format_ not in ("html", "md"):
+        raise InvalidConfig(f"--format must be html or md, got '{format_}'")
+    a, b = read_run(run_a), read_run(run_b)
+    notes = check_comparable(a.info, b.info)
+    text = render_compare(a.info, b.info, compare_categories(a.kernels, b.kernels),
+                          compare_kernels(a.kernels, b.kernels), notes, format_)
+    _emit(text, output)
+
+
+@app.command()
+@error_boundary
+def baseline(
+    runs: Annotated[list[Path], typer.Argument(help="repeated runs of one configuration")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="baseline file to write")] = Path("baseline.json"),
+) -> None:
+    """Build a noise-aware kernel-efficiency baseline from repeated runs."""
+    from ssmprof.analysis.compare import check_comparable
+    from ssmprof.analysis.regress import build_baseline, save_baseline
+    from ssmprof.schema import read_run
+
+    loaded = [read_run(path) for path in runs]
+    for other in loaded[1:]:
+        check_comparable(loaded[0].info, other.info)
+    table = build_baseline([run.kernels for run in loaded])
+    save_baseline(table, loaded[0].info, output)
+    console.print(f"baseline of {len(loaded)} runs, {len(table)} kernel metrics: {output}")
+
+
+@app.command()
+@error_boundary
+def regress(
+    runs: Annotated[list[Path], typer.Argument(help="run directories to check")],
+    baseline_file: Annotated[Path, typer.Option("--baseline", help="from `ssmprof baseline`")],
+    junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML summary here")] = None,
+    summary: Annotated[Path | None, typer.Option(help="also write the markdown summary here")] = None,
+    min_effect: Annotated[float, typer.Option(help="smallest relative change that counts")] = 0.05,
+    sigmas: Annotated[float, typer.Option(help="noise band, in baseline standard deviations")] = 3.0,
+) -> None:
+    """Exit 1 if any kernel got less efficient than the baseline allows (markdown on stdout)."""
+    import pandas as pd
+
+    from ssmprof.analysis.regress import load_baseline, regressions
+    from ssmprof.reports.gate import gate_junit, gate_markdown
+    from ssmprof.schema import read_run
+
+    table, document = load_baseline(baseline_file)
+    results = []
+    for path in runs:
+        run = read_run(path)
+        if run.info["workload"]["name"] != document["workload"]["name"]:
+            raise InvalidConfig(f"{path} is a {run.info['workload']['name']} run, the baseline is of "
+                                f"{document['workload']['name']}")
+        results.append(regressions(table, run.kernels, min_effect, sigmas))
+    checked = pd.concat(results, ignore_index=True)
+    text = gate_markdown(checked)
+    sys.stdout.write(text)
+    if summary is not None:
+        summary.write_text(text)
+    if junit is not None:
+        junit.write_text(gate_junit(checked))
+    if checked["regressed"].any():
+        raise typer.Exit(1)
+
+
+def _emit(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)
-        console.print(f"report: {output}")
+        console.print(f"written: {output}")
 
 
 def _read_device_profile(path: Path) -> dict:

@@ -53,3 +53,12 @@ def class_bars(classes: pd.DataFrame, title: str) -> go.Figure:
                        customdata=rows["kernels"], hovertemplate="%{x}: %{y:.1f} % (%{customdata} kernels)")
     figure.update_layout(barmode="stack", title=title, yaxis={"title": "% of SSM kernel time"})
     return figure
+
+
+def compare_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Figure:
+    """Kernel time per category, run A beside run B."""
+    figure = go.Figure()
+    figure.add_bar(name=label_a, x=categories["category"], y=categories["time_ms_a"])
+    figure.add_bar(name=label_b, x=categories["category"], y=categories["time_ms_b"])
+    figure.update_layout(barmode="group", title="Kernel time by category", yaxis_title="ms")
+    return figure

@@ -59,6 +59,31 @@ def render_html(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]]) -> 
             f"</style></head><body><h1>ssmprof report</h1>{''.join(parts)}</body></html>")
 
 
+COMPARE_COLUMNS = ["kernel_name", "phase", "match", "launches_a", "launches_b", "time_ns_a", "time_ns_b", "speedup",
+                   "dram_throughput_pct_a", "dram_throughput_pct_b", "flop_per_s_a", "flop_per_s_b",
+                   "l2_hit_rate_pct_a", "l2_hit_rate_pct_b", "ai_shift"]
+
+
+def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels: pd.DataFrame, notes: list[str],
+                   fmt: str, top: int = 30) -> str:
+    """Run A against run B: categories and the top kernels (by A's time), as HTML or markdown."""
+    title = f"{_title(info_a)}  vs  {_title(info_b)}"
+    kernels = kernels[COMPARE_COLUMNS].head(top)
+    if fmt == "md":
+        lines = [f"# ssmprof compare: {title}", ""] + [f"> {note}" for note in notes]
+        lines += ["", "## By category", "", _markdown_table(categories), "", "## Kernels", "",
+                  _markdown_table(kernels)]
+        return "\n".join(lines) + "\n"
+    figure = figures.compare_bars(categories, f"A: {info_a['gpu']['name']}", f"B: {info_b['gpu']['name']}")
+    parts = [f"<h1>ssmprof compare</h1><h2>{html.escape(title)}</h2>"]
+    parts += [f'<p class="warning">{html.escape(note)}</p>' for note in notes]
+    parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=True))
+    for heading, table in (("By category", categories), ("Kernels (top by time in A)", kernels)):
+        parts.append(f"<h3>{heading}</h3>" + table.to_html(index=False, escape=True, float_format=lambda v: f"{v:.4g}"))
+    return f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ssmprof compare</title></head><body>" \
+           f"{''.join(parts)}</body></html>"
+
+
 def render_markdown(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]]) -> str:
     lines = ["# ssmprof report"]
     for info, tables, notes in runs:

@@ -1,0 +1,63 @@
+"""Two runs side by side: per category and per kernel (matched by name, launch configuration and phase)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ssmprof.analysis.breakdown import by_category
+from ssmprof.analysis.derived import derive
+from ssmprof.errors import SsmprofError
+
+KEY = ["kernel_name", "phase", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+
+
+class IncomparableRuns(SsmprofError):
+    pass
+
+
+def check_comparable(info_a: dict, info_b: dict) -> list[str]:
+    """Refuse runs of different workloads; return notes on other differences (config, GPU)."""
+    a, b = info_a["workload"], info_b["workload"]
+    if a["name"] != b["name"]:
+        raise IncomparableRuns(f"runs are of different workloads ({a['name']} vs {b['name']}): compare, project "
+                               "and regress need the same workload")
+    notes = []
+    if a["config"] != b["config"]:
+        changed = sorted(k for k in set(a["config"]) | set(b["config"]) if a["config"].get(k) != b["config"].get(k))
+        notes.append(f"configs differ in: {', '.join(changed)}")
+    if info_a["gpu"]["name"] != info_b["gpu"]["name"]:
+        notes.append(f"GPUs: {info_a['gpu']['name']} vs {info_b['gpu']['name']}")
+    return notes
+
+
+def per_kernel(kernels: pd.DataFrame) -> pd.DataFrame:
+    """One row per (kernel, launch configuration, phase): launches, time and time-weighted rates."""
+    frame = derive(kernels)
+    frame["weight"] = frame["duration_ns"]
+    weighted = ["dram_throughput_pct", "l2_hit_rate_pct", "l1_hit_rate_pct", "ai_dram"]
+    for column in weighted:
+        frame[f"w_{column}"] = frame[column] * frame["weight"]
+    grouped = frame.groupby(KEY, as_index=False).agg(
+        launches=("launch_idx", "size"), time_ns=("duration_ns", "sum"), flops=("flops", "sum"),
+        seconds=("seconds", "sum"), **{f"w_{c}": (f"w_{c}", "sum") for c in weighted})
+    for column in weighted:
+        grouped[column] = grouped.pop(f"w_{column}") / grouped["time_ns"]
+    grouped["flop_per_s"] = grouped["flops"] / grouped["seconds"]
+    return grouped.drop(columns=["flops", "seconds"])
+
+
+def compare_kernels(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFrame:
+    """Outer join of the per-kernel rows; `match` is both / only_a / only_b; speedup = time_a / time_b."""
+    merged = per_kernel(kernels_a).merge(per_kernel(kernels_b), on=KEY, how="outer", suffixes=("_a", "_b"),
+                                         indicator="match")
+    merged["match"] = merged["match"].map({"both": "both", "left_only": "only_a", "right_only": "only_b"})
+    merged["speedup"] = merged["time_ns_a"] / merged["time_ns_b"]
+    merged["ai_shift"] = merged["ai_dram_b"] / merged["ai_dram_a"]
+    return merged.sort_values("time_ns_a", ascending=False, na_position="last", ignore_index=True)
+
+
+def compare_categories(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFrame:
+    a, b = by_category(kernels_a), by_category(kernels_b)
+    merged = a.merge(b, on="category", how="outer", suffixes=("_a", "_b")).fillna({"time_ms_a": 0, "time_ms_b": 0})
+    merged["speedup"] = merged["time_ms_a"] / merged["time_ms_b"]
+    return merged.sort_values("time_ms_a", ascending=False, ignore_index=True)

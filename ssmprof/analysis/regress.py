@@ -1,0 +1,86 @@
+"""Kernel-efficiency regression gate: baselines from repeated runs, noise-aware thresholds.
+
+For each kernel (name, launch configuration, phase) and metric, a baseline keeps the median over the
+baseline runs and their spread (median absolute deviation, scaled to a standard deviation). A current
+value is a regression when it is worse than the median by more than max(`min_effect` x median,
+`sigmas` x spread): the minimum effect keeps perfectly repeatable kernels from alarming on tiny changes,
+the spread keeps noisy kernels from alarming on noise.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ssmprof.analysis.compare import KEY, per_kernel
+from ssmprof.errors import SsmprofError
+
+# metric -> the direction that is worse
+METRICS = {"time_per_launch_ns": "higher", "dram_throughput_pct": "lower", "flop_per_s": "lower",
+           "l2_hit_rate_pct": "lower", "l1_hit_rate_pct": "lower"}
+BASELINE_VERSION = 1
+MAD_TO_SIGMA = 1.4826
+
+
+class BadBaseline(SsmprofError):
+    pass
+
+
+def efficiency(kernels: pd.DataFrame) -> pd.DataFrame:
+    table = per_kernel(kernels)
+    table["time_per_launch_ns"] = table["time_ns"] / table["launches"]
+    return table[KEY + list(METRICS)]
+
+
+def build_baseline(runs: list[pd.DataFrame]) -> pd.DataFrame:
+    """Long frame: KEY + metric, median, spread, runs (how many runs had the kernel)."""
+    if len(runs) < 2:
+        raise SsmprofError("a baseline needs at least 2 runs of the same configuration, to know the noise")
+    long = pd.concat([efficiency(k).assign(run=i) for i, k in enumerate(runs)]).melt(
+        id_vars=KEY + ["run"], value_vars=list(METRICS), var_name="metric").dropna(subset=["value"])
+    grouped = long.groupby(KEY + ["metric"])["value"]
+    baseline = grouped.median().rename("median").to_frame()
+    baseline["spread"] = grouped.apply(lambda v: MAD_TO_SIGMA * np.median(np.abs(v - np.median(v))))
+    baseline["runs"] = grouped.size()
+    return baseline.reset_index()
+
+
+def regressions(baseline: pd.DataFrame, current: pd.DataFrame, min_effect: float = 0.05,
+                sigmas: float = 3.0) -> pd.DataFrame:
+    """Every baseline row with the current value, the allowed band and `regressed`; kernels missing from
+    the current run are reported with `missing=True` (not as regressions)."""
+    now = efficiency(current).melt(id_vars=KEY, value_vars=list(METRICS), var_name="metric", value_name="current")
+    table = baseline.merge(now, on=KEY + ["metric"], how="left")
+    table["allowed"] = np.maximum(min_effect * table["median"].abs(), sigmas * table["spread"])
+    worse_if_higher = table["metric"].map(METRICS) == "higher"
+    delta = np.where(worse_if_higher, table["current"] - table["median"], table["median"] - table["current"])
+    table["worse_by"] = delta
+    table["regressed"] = (delta > table["allowed"]) & table["current"].notna()
+    table["missing"] = table["current"].isna()
+    return table
+
+
+def save_baseline(baseline: pd.DataFrame, info: dict, path: Path) -> None:
+    document = {"version": BASELINE_VERSION, "workload": info["workload"], "gpu": info["gpu"]["name"],
+                "rows": baseline.to_dict("records")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=1))
+
+
+def load_baseline(path: Path) -> tuple[pd.DataFrame, dict]:
+    try:
+        document = json.loads(Path(path).read_text())
+        if document.get("version") != BASELINE_VERSION:
+            raise BadBaseline(f"baseline {path} has version {document.get('version')}, expected {BASELINE_VERSION}")
+        table = pd.DataFrame(document["rows"])
+        missing = [c for c in KEY + ["metric", "median", "spread", "runs"] if c not in table.columns]
+        if missing:
+            raise BadBaseline(f"baseline {path} lacks columns: {', '.join(missing)}")
+        return table, document
+    except OSError as exc:
+        raise BadBaseline(f"cannot read baseline {path}: {exc.strerror}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BadBaseline(f"baseline {path} is not a valid ssmprof baseline ({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,121 @@
+"""compare, baseline and regress on run directories: matching, noise-aware gating, and bad input."""
+
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from known_work import kernels
+from typer.testing import CliRunner
+
+from ssmprof import schema
+from ssmprof.analysis.compare import compare_categories, compare_kernels
+
+runner = CliRunner()
+
+
+def info(workload="mamba2-lm", gpu="NVIDIA H100 80GB HBM3"):
+    return {"workload": {"name": workload, "preset": "small", "config": {"seq_len": 2048}}, "gpu": {"name": gpu},
+            "versions": {}, "provenance": {}, "harness": {"step_ms": 30.0, "throughput": 1.0, "unit": "tokens"},
+            "collectors": {}, "coverage": {"launches": 5, "phase_time_fraction": 1.0, "counter_time_fraction": 1.0}}
+
+
+def jittered(seed, scale=None):
+    """The known-work kernels with +-1 % timing noise; `scale` multiplies chosen kernels' durations."""
+    frame = kernels()
+    noise = np.random.default_rng(seed).uniform(0.99, 1.01, len(frame))
+    frame["duration_ns"] = (frame["duration_ns"] * noise).round().astype("int64")
+    frame["ncu_duration_ns"] = frame["ncu_duration_ns"] * noise
+    for name, factor in (scale or {}).items():
+        hit = frame["kernel_name"] == name
+        frame.loc[hit, "duration_ns"] = (frame.loc[hit, "duration_ns"] * factor).round().astype("int64")
+        frame.loc[hit, "ncu_duration_ns"] = frame.loc[hit, "ncu_duration_ns"] * factor
+    return frame
+
+
+def test_compare_matches_kernels_and_reports_the_unmatched():
+    a = kernels()
+    b = kernels().assign(duration_ns=lambda k: k["duration_ns"] // 2)
+    b.loc[len(b)] = b.iloc[0].copy()
+    b.loc[len(b) - 1, ["kernel_name", "launch_idx"]] = ["new_kernel_only_in_b", 99]
+    table = compare_kernels(a, b)
+    assert table.set_index("kernel_name").loc["_chunk_scan_fwd_kernel", "speedup"] == pytest.approx(2.0)
+    assert table.set_index("kernel_name").loc["new_kernel_only_in_b", "match"] == "only_b"
+    assert (table["match"] == "both").sum() == 5
+    categories = compare_categories(a, b).set_index("category")
+    assert categories.loc["SSM scan", "speedup"] == pytest.approx(2.0, rel=1e-3)
+
+
+def test_compare_cli_and_workload_mismatch(tmp_path):
+    from ssmprof.cli import app
+
+    a = schema.write_run(tmp_path / "a", info(), kernels())
+    b = schema.write_run(tmp_path / "b", info(gpu="NVIDIA H200"), jittered(1))
+    result = runner.invoke(app, ["compare", str(a), str(b)])
+    assert result.exit_code == 0, result.output
+    assert "GPUs: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in result.output and "## By category" in result.output
+    other = schema.write_run(tmp_path / "c", info(workload="hybrid"), kernels())
+    result = runner.invoke(app, ["compare", str(a), str(other)])
+    assert result.exit_code == 1 and "different workloads (mamba2-lm vs hybrid)" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.fixture
+def baseline_file(tmp_path):
+    from ssmprof.cli import app
+
+    runs = [schema.write_run(tmp_path / f"base{i}", info(), jittered(i)) for i in range(3)]
+    path = tmp_path / "baseline.json"
+    result = runner.invoke(app, ["baseline", *map(str, runs), "-o", str(path)])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def test_no_false_alarms_on_reruns(tmp_path, baseline_file):
+    from ssmprof.cli import app
+
+    for seed in range(10, 15):  # five reruns of the same configuration
+        run = schema.write_run(tmp_path / f"rerun{seed}", info(), jittered(seed))
+        result = runner.invoke(app, ["regress", str(run), "--baseline", str(baseline_file)])
+        assert result.exit_code == 0, result.output
+        assert "PASS" in result.output
+
+
+def test_planted_regression_is_caught(tmp_path, baseline_file):
+    from ssmprof.cli import app
+
+    run = schema.write_run(tmp_path / "slow", info(), jittered(20, {"_chunk_scan_fwd_kernel": 1.3}))
+    junit = tmp_path / "gate.xml"
+    result = runner.invoke(app, ["regress", str(run), "--baseline", str(baseline_file), "--junit", str(junit)])
+    assert result.exit_code == 1
+    assert "FAIL" in result.output and "_chunk_scan_fwd_kernel [forward" in result.output
+    suite = ET.parse(junit).getroot()
+    failed = {case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None}
+    assert failed == {"time_per_launch_ns", "flop_per_s"}  # slower, so fewer FLOP/s too
+    assert int(suite.get("failures")) == 2
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "is not a valid ssmprof baseline"),
+        ('{"version": 1, "rows": [{"kernel_name": "x"}]}', "lacks columns"),
+        ('{"version": 7, "rows": []}', "has version 7"),
+        ("[1, 2]", "is not a valid ssmprof baseline"),
+    ],
+)
+def test_corrupt_baseline_is_one_line(tmp_path, content, message):
+    from ssmprof.cli import app
+
+    run = schema.write_run(tmp_path / "run", info(), kernels())
+    bad = tmp_path / "baseline.json"
+    bad.write_text(content)
+    result = runner.invoke(app, ["regress", str(run), "--baseline", str(bad)])
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+
+
+def test_baseline_needs_repeats(tmp_path):
+    from ssmprof.cli import app
+
+    run = schema.write_run(tmp_path / "run", info(), kernels())
+    result = runner.invoke(app, ["baseline", str(run), "-o", str(tmp_path / "b.json")])
+    assert result.exit_code == 1 and "at least 2 runs" in result.output
