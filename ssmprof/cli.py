@@ -325,6 +325,44 @@ def regress(
         raise typer.Exit(1)
 
 
+@app.command()
+@error_boundary
+def project(
+    run: Annotated[Path, typer.Argument(help="a measured run directory")],
+    to: Annotated[str, typer.Option(help="target GPU: a key of the datasheet table (h100-sxm, h200, a100-80gb, ...)")],
+    check: Annotated[Path | None, typer.Option(help="a run of the same workload measured on the target: "
+                                               "report the projection's error per category")] = None,
+) -> None:
+    """Project a run's per-kernel and per-category time onto another GPU (a projection, labelled as such)."""
+    from ssmprof.analysis.categories import with_categories
+    from ssmprof.analysis.compare import check_comparable
+    from ssmprof.analysis.project import project as project_run
+    from ssmprof.analysis.project import project_categories, projection_error
+    from ssmprof.analysis.roofline import Ceilings
+    from ssmprof.profiler.gpu_specs import SPECS, spec_for
+    from ssmprof.reports.render import markdown_table
+    from ssmprof.schema import read_run
+
+    if to not in SPECS:
+        raise InvalidConfig(f"unknown target GPU '{to}'; choose from: {', '.join(SPECS)}")
+    measured = read_run(run)
+    source = spec_for(measured.info["gpu"]["name"])
+    if source is None:
+        raise InvalidConfig(f"no datasheet entry for the measured GPU ({measured.info['gpu']['name']})")
+    table = project_categories(project_run(measured.kernels, Ceilings.from_datasheet(source),
+                                           Ceilings.from_datasheet(SPECS[to])))
+    lines = [f"# PROJECTION (not a measurement): {measured.info['workload']['name']} from "
+             f"{measured.info['gpu']['name']} to {SPECS[to].name}", "",
+             "Roofline-bounded, each kernel at its measured efficiency; datasheet ceilings.", "",
+             markdown_table(table)]
+    if check is not None:
+        target = read_run(check)
+        check_comparable(measured.info, target.info)
+        errors = projection_error(table, with_categories(target.kernels))
+        lines += ["", f"## Against the run measured on {target.info['gpu']['name']}", "", markdown_table(errors)]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
 def _emit(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)

@@ -71,8 +71,8 @@ def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels
     kernels = kernels[COMPARE_COLUMNS].head(top)
     if fmt == "md":
         lines = [f"# ssmprof compare: {title}", ""] + [f"> {note}" for note in notes]
-        lines += ["", "## By category", "", _markdown_table(categories), "", "## Kernels", "",
-                  _markdown_table(kernels)]
+        lines += ["", "## By category", "", markdown_table(categories), "", "## Kernels", "",
+                  markdown_table(kernels)]
         return "\n".join(lines) + "\n"
     figure = figures.compare_bars(categories, f"A: {info_a['gpu']['name']}", f"B: {info_b['gpu']['name']}")
     parts = [f"<h1>ssmprof compare</h1><h2>{html.escape(title)}</h2>"]
@@ -90,11 +90,11 @@ def render_markdown(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]])
         lines += ["", f"## {_title(info)}", ""] + [f"> {note}" for note in notes]
         for key, title in TABLE_TITLES.items():
             if key in tables:
-                lines += ["", f"### {title}", "", _markdown_table(tables[key])]
+                lines += ["", f"### {title}", "", markdown_table(tables[key])]
     return "\n".join(lines) + "\n"
 
 
-def _markdown_table(table: pd.DataFrame) -> str:
+def markdown_table(table: pd.DataFrame) -> str:
     def cell(value) -> str:
         text = f"{value:.4g}" if isinstance(value, float) else str(value)
         return text.replace("|", "\\|")

@@ -1,0 +1,50 @@
+"""Projection onto another GPU: memory-bound kernels follow bandwidth, compute-bound ones the FLOP rate."""
+
+import pytest
+from known_work import kernels
+from typer.testing import CliRunner
+
+from ssmprof import schema
+from ssmprof.analysis.project import project, project_categories, projection_error
+from ssmprof.analysis.roofline import Ceilings
+from ssmprof.profiler.gpu_specs import SPECS
+
+H100, H200, A100 = (Ceilings.from_datasheet(SPECS[k]) for k in ("h100-sxm", "h200", "a100-80gb"))
+
+
+def test_h100_to_h200_speeds_up_memory_bound_kernels_only():
+    projected = project(kernels(), H100, H200).set_index("kernel_name")
+    bandwidth_ratio = 3.35 / 4.8
+    copy = projected.loc["vectorized_elementwise_kernel"]
+    assert copy["projected_ns"] == pytest.approx(copy["duration_ns"] * bandwidth_ratio)
+    gemm = projected.loc["nvjet_hsh_256x128"]  # compute-bound; same tensor peak on both
+    assert gemm["projected_ns"] == pytest.approx(gemm["duration_ns"])
+    scan = projected.loc["_chunk_state_fwd_kernel"]  # no counters
+    assert scan["projected_ns"] == scan["duration_ns"] and scan["method"].startswith("no counters")
+
+
+def test_round_trip_is_identity():
+    there = project(kernels(), H100, A100)
+    back = project(kernels().assign(duration_ns=there["projected_ns"].round().astype("int64")), A100, H100)
+    assert back["projected_ns"].to_numpy() == pytest.approx(kernels()["duration_ns"].to_numpy(), rel=1e-5)
+
+
+def test_projection_error_against_a_measured_target():
+    table = project_categories(project(kernels(), H100, H200))
+    measured_on_h200 = project(kernels(), H100, H200).assign(duration_ns=lambda k: k["projected_ns"] * 1.1)
+    errors = projection_error(table, measured_on_h200).set_index("category")
+    assert errors["error_pct"].to_numpy() == pytest.approx(100 * (1 / 1.1 - 1))
+
+
+def test_project_cli(tmp_path):
+    from ssmprof.cli import app
+
+    info = {"workload": {"name": "mamba2-lm", "preset": "small", "config": {}},
+            "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "versions": {}, "provenance": {}, "harness": {"step_ms": 1.0, "throughput": 1.0}, "collectors": {},
+            "coverage": {"launches": 5, "phase_time_fraction": 1.0, "counter_time_fraction": 0.9}}
+    run = schema.write_run(tmp_path / "run", info, kernels())
+    result = CliRunner().invoke(app, ["project", str(run), "--to", "h200"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("# PROJECTION (not a measurement)") and "| memory |" in result.output
+    bad = CliRunner().invoke(app, ["project", str(run), "--to", "b300"])
+    assert bad.exit_code == 1 and "unknown target GPU 'b300'" in bad.output
