@@ -40,7 +40,8 @@ def test_project_cli(tmp_path):
     from ssmprof.cli import app
 
     info = {"workload": {"name": "mamba2-lm", "preset": "small", "config": {}},
-            "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "versions": {}, "provenance": {}, "harness": {"step_ms": 1.0, "throughput": 1.0}, "collectors": {},
+            "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "versions": {}, "provenance": {},
+            "harness": {"step_ms": 1.0, "throughput": 1.0}, "collectors": {},
             "coverage": {"launches": 5, "phase_time_fraction": 1.0, "counter_time_fraction": 0.9}}
     run = schema.write_run(tmp_path / "run", info, kernels())
     result = CliRunner().invoke(app, ["project", str(run), "--to", "h200"])
