@@ -4,19 +4,13 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from known_work import kernels
+from known_work import kernels, run_info
 from typer.testing import CliRunner
 
 from ssmprof import schema
 from ssmprof.analysis.compare import compare_categories, compare_kernels
 
 runner = CliRunner()
-
-
-def info(workload="mamba2-lm", gpu="NVIDIA H100 80GB HBM3"):
-    return {"workload": {"name": workload, "preset": "small", "config": {"seq_len": 2048}}, "gpu": {"name": gpu},
-            "versions": {}, "provenance": {}, "harness": {"step_ms": 30.0, "throughput": 1.0, "unit": "tokens"},
-            "collectors": {}, "coverage": {"launches": 5, "phase_time_fraction": 1.0, "counter_time_fraction": 1.0}}
 
 
 def jittered(seed, scale=None):
@@ -48,12 +42,12 @@ def test_compare_matches_kernels_and_reports_the_unmatched():
 def test_compare_cli_and_workload_mismatch(tmp_path):
     from ssmprof.cli import app
 
-    a = schema.write_run(tmp_path / "a", info(), kernels())
-    b = schema.write_run(tmp_path / "b", info(gpu="NVIDIA H200"), jittered(1))
+    a = schema.write_run(tmp_path / "a", run_info(), kernels())
+    b = schema.write_run(tmp_path / "b", run_info(gpu="NVIDIA H200"), jittered(1))
     result = runner.invoke(app, ["compare", str(a), str(b)])
     assert result.exit_code == 0, result.output
     assert "GPUs: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in result.output and "## By category" in result.output
-    other = schema.write_run(tmp_path / "c", info(workload="hybrid"), kernels())
+    other = schema.write_run(tmp_path / "c", run_info(workload="hybrid"), kernels())
     result = runner.invoke(app, ["compare", str(a), str(other)])
     assert result.exit_code == 1 and "different workloads (mamba2-lm vs hybrid)" in result.output
     assert "Traceback" not in result.output
@@ -63,7 +57,7 @@ def test_compare_cli_and_workload_mismatch(tmp_path):
 def baseline_file(tmp_path):
     from ssmprof.cli import app
 
-    runs = [schema.write_run(tmp_path / f"base{i}", info(), jittered(i)) for i in range(3)]
+    runs = [schema.write_run(tmp_path / f"base{i}", run_info(), jittered(i)) for i in range(3)]
     path = tmp_path / "baseline.json"
     result = runner.invoke(app, ["baseline", *map(str, runs), "-o", str(path)])
     assert result.exit_code == 0, result.output
@@ -74,7 +68,7 @@ def test_no_false_alarms_on_reruns(tmp_path, baseline_file):
     from ssmprof.cli import app
 
     for seed in range(10, 15):  # five reruns of the same configuration
-        run = schema.write_run(tmp_path / f"rerun{seed}", info(), jittered(seed))
+        run = schema.write_run(tmp_path / f"rerun{seed}", run_info(), jittered(seed))
         result = runner.invoke(app, ["regress", str(run), "--baseline", str(baseline_file)])
         assert result.exit_code == 0, result.output
         assert "PASS" in result.output
@@ -83,7 +77,7 @@ def test_no_false_alarms_on_reruns(tmp_path, baseline_file):
 def test_planted_regression_is_caught(tmp_path, baseline_file):
     from ssmprof.cli import app
 
-    run = schema.write_run(tmp_path / "slow", info(), jittered(20, {"_chunk_scan_fwd_kernel": 1.3}))
+    run = schema.write_run(tmp_path / "slow", run_info(), jittered(20, {"_chunk_scan_fwd_kernel": 1.3}))
     junit = tmp_path / "gate.xml"
     result = runner.invoke(app, ["regress", str(run), "--baseline", str(baseline_file), "--junit", str(junit)])
     assert result.exit_code == 1
@@ -106,7 +100,7 @@ def test_planted_regression_is_caught(tmp_path, baseline_file):
 def test_corrupt_baseline_is_one_line(tmp_path, content, message):
     from ssmprof.cli import app
 
-    run = schema.write_run(tmp_path / "run", info(), kernels())
+    run = schema.write_run(tmp_path / "run", run_info(), kernels())
     bad = tmp_path / "baseline.json"
     bad.write_text(content)
     result = runner.invoke(app, ["regress", str(run), "--baseline", str(bad)])
@@ -116,6 +110,6 @@ def test_corrupt_baseline_is_one_line(tmp_path, content, message):
 def test_baseline_needs_repeats(tmp_path):
     from ssmprof.cli import app
 
-    run = schema.write_run(tmp_path / "run", info(), kernels())
+    run = schema.write_run(tmp_path / "run", run_info(), kernels())
     result = runner.invoke(app, ["baseline", str(run), "-o", str(tmp_path / "b.json")])
     assert result.exit_code == 1 and "at least 2 runs" in result.output

@@ -1,7 +1,7 @@
 """Projection onto another GPU: memory-bound kernels follow bandwidth, compute-bound ones the FLOP rate."""
 
 import pytest
-from known_work import kernels
+from known_work import kernels, run_info
 from typer.testing import CliRunner
 
 from ssmprof import schema
@@ -39,11 +39,7 @@ def test_projection_error_against_a_measured_target():
 def test_project_cli(tmp_path):
     from ssmprof.cli import app
 
-    info = {"workload": {"name": "mamba2-lm", "preset": "small", "config": {}},
-            "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "versions": {}, "provenance": {},
-            "harness": {"step_ms": 1.0, "throughput": 1.0}, "collectors": {},
-            "coverage": {"launches": 5, "phase_time_fraction": 1.0, "counter_time_fraction": 0.9}}
-    run = schema.write_run(tmp_path / "run", info, kernels())
+    run = schema.write_run(tmp_path / "run", run_info(counter_fraction=0.9), kernels())
     result = CliRunner().invoke(app, ["project", str(run), "--to", "h200"])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("# PROJECTION (not a measurement)") and "| memory |" in result.output

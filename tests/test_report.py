@@ -6,7 +6,7 @@ import subprocess
 
 import pandas as pd
 import pytest
-from known_work import kernels
+from known_work import kernels, run_info
 from typer.testing import CliRunner
 
 from ssmprof import schema
@@ -17,14 +17,9 @@ NASTY = "gemm<script>alert(1)</script>"  # a kernel name that would break the pa
 
 
 def write_run(folder, gemm_name="nvjet_hsh_256x128", counter_fraction=0.95):
-    info = {
-        "workload": {"name": "mamba2-lm", "preset": "small",
-                     "config": {"batch_size": 4, "seq_len": 2048, "d_model": 1024, "expand": 2, "headdim": 64,
-                                "d_state": 128, "ngroups": 1, "chunk_size": 256, "dtype": "bf16"}},
-        "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "versions": {}, "provenance": {"ssd": "triton-fused"},
-        "harness": {"step_ms": 30.0, "throughput": 273284.0, "unit": "tokens"}, "collectors": {},
-        "coverage": {"launches": 5, "phase_time_fraction": 1.0, "counter_time_fraction": counter_fraction},
-    }
+    config = {"batch_size": 4, "seq_len": 2048, "d_model": 1024, "expand": 2, "headdim": 64, "d_state": 128,
+              "ngroups": 1, "chunk_size": 256, "dtype": "bf16"}
+    info = run_info(config=config, counter_fraction=counter_fraction)
     return schema.write_run(folder, info, kernels(gemm_name))
 
 
