@@ -111,7 +111,8 @@ def kernel_table(trace: dict) -> pd.DataFrame:
             "launch_idx": index,
             "kernel_name": short_kernel_name(kernel["name"]),
             "kernel_name_full": kernel["name"],
-            "phase": phase_at(ranges, launch["ts"]) if launch else "other",
+            # A kernel whose launch call was not recorded is placed by its own start (later than its launch).
+            "phase": phase_at(ranges, launch["ts"] if launch else kernel["ts"]),
             "launch_op": ops.get(launch["args"].get("External id"), "") if launch else "",
             "stream": args.get("stream", -1),
             "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
