@@ -76,6 +76,8 @@ if [[ $stage == extra || $stage == all ]]; then
   $BIN/ssmprof profile mamba2-lm --preset small --out "$LOGS/runs" 2>&1 | tail -2
   $BIN/python -c "import json,glob; d=json.load(open(sorted(glob.glob('$LOGS/runs/*/run.json'))[-1])); \
 print(d['coverage'], d['collectors'])"
+  log "suite (small presets, sampled counters)"
+  (time $BIN/ssmprof suite --preset small --out "$LOGS/suite") 2>&1 | tail -4
   log "out of memory, on purpose"
   $BIN/ssmprof run mamba2-lm --preset paper --batch-size 256 --steps 1 --warmup 0 2>&1 | tail -3
   echo "exit code $?"

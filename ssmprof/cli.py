@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ssmprof.errors import InvalidConfig, SsmprofError
+from ssmprof.errors import InvalidConfig, NoGpu, SsmprofError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Characterize how Mamba-based SSMs train on NVIDIA GPUs.")
@@ -175,6 +175,40 @@ def profile(
         path = profile_run(chosen, preset, cfg, plan, overrides, out, steps, warmup, counters, allow_fallback,
                            keep_report, ncu_timeout, report)
     console.print(f"run directory: {path}")
+
+
+@app.command()
+@error_boundary
+def suite(
+    out: Annotated[Path, typer.Option(help="folder for the run directories and the combined report")] = Path("runs"),
+    preset: PresetOpt = "paper",
+    workloads_: Annotated[str | None, typer.Option("--workloads", help="comma-separated subset "
+                                                   "[default: the whole suite]")] = None,
+    counters: Annotated[str, typer.Option(help="sampled, all or none")] = "sampled",
+    steps: StepsOpt = 5,
+) -> None:
+    """Profile every workload of the suite and write one combined report (suite-report.html)."""
+    import time
+
+    from ssmprof.kernels import plan_kernels
+    from ssmprof.profiler.collect import profile_run
+    from ssmprof.profiler.harness import resolve_device
+    from ssmprof.workloads.registry import SUITE, get_workload
+
+    chosen = [get_workload(name.strip()) for name in workloads_.split(",")] if workloads_ else list(SUITE)
+    if counters not in ("sampled", "all", "none"):
+        raise InvalidConfig(f"--counters must be sampled, all or none, got '{counters}'")
+    if resolve_device("auto") != "cuda":
+        raise NoGpu("the suite profiles GPU kernels: no CUDA GPU is visible")
+    started, paths = time.perf_counter(), []
+    for workload in chosen:
+        cfg = workload.config(preset)
+        plan = plan_kernels(workload.ops, "cuda", False, cfg.dtype)
+        console.print(f"[bold]{workload.name}[/] --preset {preset}")
+        with _progress() as tell:
+            paths.append(profile_run(workload, preset, cfg, plan, {}, out, steps, 3, counters, progress=tell))
+    report(paths, output=out / "suite-report.html", format_="html", csv=out / "suite-csv", device_profile=None)
+    console.print(f"suite of {len(paths)} workloads in {time.perf_counter() - started:.0f} s")
 
 
 @app.command()

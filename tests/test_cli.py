@@ -87,3 +87,22 @@ def test_out_of_memory_is_one_line(monkeypatch):
     assert result.exit_code == 1
     assert "GPU out of memory running mamba2-lm" in result.output and "lower --batch-size" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["suite", "--workloads", "mamba2-lm,foo"], "unknown workload 'foo'"),
+        (["suite", "--counters", "some"], "--counters must be sampled, all or none"),
+    ],
+)
+def test_suite_bad_input(args, message):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_suite_without_gpu(tmp_path):
+    result = runner.invoke(app, ["suite", "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "no CUDA GPU" in result.output
+    assert list(tmp_path.iterdir()) == []
