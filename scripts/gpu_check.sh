@@ -8,8 +8,9 @@
 #                                then fused-vs-reference layer tests
 #   scripts/gpu_check.sh runs    mamba2-lm vs MambaLMHeadModel benchmark, the workloads that need the
 #                                extensions, the Mamba-2 half of the sweep, summary table
-#   scripts/gpu_check.sh extra   paper presets of the selective-scan workloads, CLI GPU tests (profile,
-#                                calibrate), calibrate, a profile with counters, a real OOM
+#   scripts/gpu_check.sh extra   paper presets of the selective-scan workloads, a real OOM
+#   scripts/gpu_check.sh profiler calibrate, a profile with counters (the tests/data fixture), the CLI
+#                                GPU tests (run, profile, calibrate), the suite at small presets
 #   scripts/gpu_check.sh         all of them
 set -uo pipefail
 # Everything goes to build/gpu-check (kept while the host stays warm); on the lent device host, where
@@ -68,7 +69,13 @@ fi
 
 if [[ $stage == extra || $stage == all ]]; then
   for name in mamba1-lm mamba-vision graph-mamba; do ssmrun $name paper; done
-  $BIN/python -m pytest -q -p no:warnings tests/test_run_gpu.py 2>&1 | tee "$LOGS/gpu-run-tests.log" | tail -4
+  log "out of memory, on purpose"
+  $BIN/ssmprof run mamba2-lm --preset paper --batch-size 256 --steps 1 --warmup 0 2>&1 | tail -3
+  echo "exit code $?"
+  $BIN/python scripts/summarize_runs.py "$LOGS"
+fi
+
+if [[ $stage == profiler || $stage == all ]]; then
   log "calibrate"
   $BIN/ssmprof calibrate --out "$LOGS/device-profile.json" --keep-report "$LOGS/calibrate.ncu-rep" 2>&1 | tail -14
   log "profile (timeline + sampled ncu counters) into a run directory"
@@ -76,10 +83,7 @@ if [[ $stage == extra || $stage == all ]]; then
   $BIN/ssmprof profile mamba2-lm --preset small --out "$LOGS/runs" 2>&1 | tail -2
   $BIN/python -c "import json,glob; d=json.load(open(sorted(glob.glob('$LOGS/runs/*/run.json'))[-1])); \
 print(d['coverage'], d['collectors'])"
+  $BIN/python -m pytest -q -p no:warnings tests/test_run_gpu.py 2>&1 | tee "$LOGS/gpu-run-tests.log" | tail -4
   log "suite (small presets, sampled counters)"
   (time $BIN/ssmprof suite --preset small --out "$LOGS/suite") 2>&1 | tail -4
-  log "out of memory, on purpose"
-  $BIN/ssmprof run mamba2-lm --preset paper --batch-size 256 --steps 1 --warmup 0 2>&1 | tail -3
-  echo "exit code $?"
-  $BIN/python scripts/summarize_runs.py "$LOGS"
 fi
