@@ -374,7 +374,7 @@ def project(
     from ssmprof.analysis.project import project_categories, projection_error
     from ssmprof.analysis.roofline import Ceilings
     from ssmprof.profiler.gpu_specs import SPECS, spec_for
-    from ssmprof.reports.render import markdown_table
+    from ssmprof.reports.render import render_projection
     from ssmprof.schema import read_run
 
     if to not in SPECS:
@@ -385,16 +385,12 @@ def project(
         raise InvalidConfig(f"no datasheet entry for the measured GPU ({measured.info['gpu']['name']})")
     table = project_categories(project_run(measured.kernels, Ceilings.from_datasheet(source),
                                            Ceilings.from_datasheet(SPECS[to])))
-    lines = [f"# PROJECTION (not a measurement): {measured.info['workload']['name']} from "
-             f"{measured.info['gpu']['name']} to {SPECS[to].name}", "",
-             "Roofline-bounded, each kernel at its measured efficiency; datasheet ceilings.", "",
-             markdown_table(table)]
+    checked = None
     if check is not None:
         target = read_run(check)
         check_comparable(measured.info, target.info)
-        errors = projection_error(table, with_categories(target.kernels))
-        lines += ["", f"## Against the run measured on {target.info['gpu']['name']}", "", markdown_table(errors)]
-    sys.stdout.write("\n".join(lines) + "\n")
+        checked = (target.info, projection_error(table, with_categories(target.kernels)))
+    sys.stdout.write(render_projection(measured.info, SPECS[to].name, table, checked))
 
 
 def _emit(text: str, output: Path | None) -> None:

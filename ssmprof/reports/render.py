@@ -84,6 +84,18 @@ def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels
            f"{''.join(parts)}</body></html>"
 
 
+def render_projection(info: dict, target_gpu: str, categories: pd.DataFrame,
+                      checked: tuple[dict, pd.DataFrame] | None = None) -> str:
+    """Markdown of a projection, headed as one; with the error against a run measured on the target."""
+    lines = [f"# PROJECTION (not a measurement): {info['workload']['name']} from {info['gpu']['name']} to "
+             f"{target_gpu}", "", "Roofline-bounded, each kernel at its measured efficiency; datasheet ceilings.",
+             "", markdown_table(categories)]
+    if checked is not None:
+        target_info, errors = checked
+        lines += ["", f"## Against the run measured on {target_info['gpu']['name']}", "", markdown_table(errors)]
+    return "\n".join(lines) + "\n"
+
+
 def render_markdown(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]]) -> str:
     lines = ["# ssmprof report"]
     for info, tables, notes in runs:
