@@ -40,9 +40,10 @@ def top_kernels(kernels: pd.DataFrame, n: int = 20) -> pd.DataFrame:
 
 def other_share_warning(kernels: pd.DataFrame) -> str | None:
     """A warning when uncategorized kernels take more than 5 % of the time (the rule table needs a rule)."""
-    table = by_category(kernels)
+    frame = kernels if "category" in kernels.columns else with_categories(kernels)
+    table = by_category(frame)
     share = table.loc[table["category"] == "other", "share"].sum()
     if share > OTHER_WARNING_SHARE:
-        names = top_kernels(kernels[with_categories(kernels)["category"] == "other"], 3)["kernel_name"]
+        names = top_kernels(frame[frame["category"] == "other"], 3)["kernel_name"]
         return f"{share:.0%} of kernel time is uncategorized ('other'), e.g. {', '.join(names)}"
     return None
