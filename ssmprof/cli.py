@@ -219,12 +219,14 @@ def calibrate(
     keep_report: Annotated[Path | None, typer.Option(help="copy the calibration .ncu-rep here")] = None,
 ) -> None:
     """Check the counter formulas on kernels of known work and measure this GPU's ceilings."""
-    from ssmprof.profiler.calibrate import run_calibration
+    from ssmprof.analysis.calibration import evaluate
+    from ssmprof.profiler.calibrate import KNOWN_WORK, run_calibration
     from ssmprof.profiler.gpu_specs import spec_for
     from ssmprof.profiler.harness import gpu_info
 
     with console.status("calibrating (ceilings, then Nsight Compute on known kernels)"):
-        checks, ceilings, ncu_wall = run_calibration(ncu_timeout, keep_report)
+        measured, ceilings, ncu_wall = run_calibration(ncu_timeout, keep_report)
+    checks = evaluate(measured, KNOWN_WORK)
     gpu = gpu_info()
     spec = spec_for(gpu["name"])
     table = Table(title=f"calibration on {gpu['name']}")

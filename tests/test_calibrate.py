@@ -5,8 +5,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from ssmprof.analysis.calibration import evaluate
 from ssmprof.cli import app
-from ssmprof.profiler.calibrate import COPY_BYTES, FMA_ELEMENTS, FMA_ITERS, GEMM_MNK, evaluate
+from ssmprof.profiler.calibrate import COPY_BYTES, FMA_ELEMENTS, FMA_ITERS, GEMM_MNK, KNOWN_WORK
 
 GEMM_FLOPS = 2.0 * GEMM_MNK[0] * GEMM_MNK[1] * GEMM_MNK[2]
 FMA_FLOPS = 2.0 * FMA_ELEMENTS * FMA_ITERS
@@ -38,7 +39,7 @@ def report(tensor_ops=GEMM_FLOPS, ffma=FMA_FLOPS / 2, dram=2.0 * COPY_BYTES, gem
     ],
 )
 def test_checks(frame, passed):
-    result = evaluate(frame)
+    result = evaluate(frame, KNOWN_WORK)
     assert result["passed"].tolist() == passed
     assert result["check"].tolist() == ["tensor FLOPs (bf16 GEMM)", "vector FLOPs (fp32 FMA chain)",
                                         "DRAM bytes (copy kernel)"]
