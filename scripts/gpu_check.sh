@@ -1,28 +1,34 @@
 #!/usr/bin/env bash
 # `make gpu-check`: everything the GPU host has to show, logs and JSON under build/gpu-check, a table last.
-# One device call is limited to 10 minutes and the kernel build takes about 8 of them, so the work
-# comes in stages that a warm host chains (build outputs stay in ./build, which is ignored):
-#   scripts/gpu_check.sh build   install from ./wheelhouse and build the kernels; meanwhile the idle GPU
-#                                runs what needs no extension (transformer baseline and its sequence
-#                                sweep; mamba2-lm on the fallback path, which warms the Triton cache);
-#                                then fused-vs-reference layer tests
-#   scripts/gpu_check.sh runs    mamba2-lm vs MambaLMHeadModel benchmark, the workloads that need the
-#                                extensions, the Mamba-2 half of the sweep, summary table
-#   scripts/gpu_check.sh extra   paper presets of the selective-scan workloads, a real OOM
-#   scripts/gpu_check.sh profiler calibrate, a profile with counters (the tests/data fixture), the CLI
-#                                GPU tests (run, profile, calibrate), the suite at small presets
-#   scripts/gpu_check.sh         all of them
+# One device call is limited to 10 minutes and the kernel build takes about 7 of them, so the work comes
+# in stages. The `build` stage sends the built extensions and the Triton cache back ($OUT); carried back
+# in build/carry/, they let any later stage start on a fresh host of the same architecture (sm_90: H100
+# and H200) without rebuilding:
+#   scripts/gpu_check.sh build     install and build the kernels; meanwhile the GPU checks the profiler on
+#                                  what needs no extension (calibrate, a fallback-path profile); then the
+#                                  fused mamba2-lm small profile (the tests/data fixture)
+#   scripts/gpu_check.sh runs      mamba2-lm vs MambaLMHeadModel benchmark, the other workloads at small
+#   scripts/gpu_check.sh profile   mamba2-lm profiles (small: the fixture; paper), the small iteration under a
+#                                  naive `ncu --set full` (cost comparison), the sequence sweep, a real OOM
+#   scripts/gpu_check.sh suite     calibrate, then `ssmprof suite --preset paper` (timed; the paper presets of
+#                                  every workload, with counters)
 set -uo pipefail
-# Everything goes to build/gpu-check (kept while the host stays warm); on the lent device host, where
-# $OUT brings files back but only a few, each stage ends by packing that folder into one archive there.
 LOGS=build/gpu-check
 mkdir -p "$LOGS"
-pack() { [[ -n ${OUT:-} && $OUT != "$LOGS" ]] && tar czf "$OUT/gpu-check-$stage.tgz" -C build gpu-check; }
+stage=${1:-all}
+pack() {  # on the lent device host $OUT brings back only a few files: one archive per stage
+  [[ -n ${OUT:-} && $OUT != "$LOGS" ]] || return 0
+  tar czf "$OUT/gpu-check-$stage.tgz" -C build gpu-check
+  if [[ $stage == build ]]; then
+    ls build/kernels/*/*/*.so >/dev/null 2>&1 && tar cf - build/kernels/*/*/*.so | xz -T0 -6 | split -b 15M - "$OUT/kernels.tar.xz."
+    tar cf - build/triton-cache | xz -T0 -6 >"$OUT/triton-cache.tar.xz"
+    ls -la "$OUT"
+  fi
+}
 trap pack EXIT
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR="$PWD/build/triton-cache"
-stage=${1:-all}
 BIN=.venv/bin
-LENGTHS=1024,4096,16384
+LENGTHS=2048,4096,8192,16384,32768
 log() { echo "[$(date +%T)] $*"; }
 ssmrun() {  # ssmrun WORKLOAD PRESET [extra args]: one run, JSON + log kept
   local name=$1 preset=$2
@@ -31,59 +37,77 @@ ssmrun() {  # ssmrun WORKLOAD PRESET [extra args]: one run, JSON + log kept
   $BIN/ssmprof run "$name" --preset "$preset" --json "$LOGS/run-$name-$preset.json" "$@" 2>&1 \
     | tee -a "$LOGS/runs.log" | grep -E "step time|throughput|peak|error" || true
 }
+profile() {  # profile LIMIT_S WORKLOAD [args]: one run directory under $LOGS/runs, coverage printed
+  local limit=$1
+  shift
+  log "ssmprof profile $*"
+  (time timeout "$limit" $BIN/ssmprof profile "$@" --out "$LOGS/runs") >>"$LOGS/profile.log" 2>&1
+  echo "exit $?"; tail -3 "$LOGS/profile.log"
+  $BIN/python -c "import json,glob,os; d=json.load(open(max(glob.glob('$LOGS/runs/*/run.json'), key=os.path.getmtime))); \
+print(d['workload']['name'], d['workload']['preset'], d['coverage'], {k: round(v.get('wall_s', 0), 1) for k, v in d['collectors'].items()})"
+}
+restore() {  # a fresh host: install, and unpack what an earlier `build` stage sent back
+  if [[ ! -x $BIN/ssmprof ]]; then
+    log "install"
+    make install WHEELHOUSE=wheelhouse EXTRAS= >"$LOGS/install.log" 2>&1 || { tail -40 "$LOGS/install.log"; exit 1; }
+  fi
+  if ! ls build/kernels/*/selective_scan_cuda/selective_scan_cuda.so >/dev/null 2>&1 && ls build/carry/kernels.tar.xz.* >/dev/null 2>&1; then
+    log "unpack carried kernels"; cat build/carry/kernels.tar.xz.* | xz -d | tar xf -
+  fi
+  [[ -d build/triton-cache || ! -f build/carry/triton-cache.tar.xz ]] || xz -d <build/carry/triton-cache.tar.xz | tar xf -
+  make kernels 2>&1 | tail -1
+}
 
-if [[ $stage == build || $stage == all ]]; then
-  # The kernel build is the long pole: start it with the host interpreter while `make install` runs;
-  # `make kernels` afterwards only finds the finished build and puts it on the venv's import path.
+if [[ $stage == build ]]; then
+  # The kernel build is the long pole: start it with the host interpreter while `make install` runs.
   log "kernel build (background) + install"
   (time PYTHONPATH="$PWD" python3 -m ssmprof.kernel_build) >"$LOGS/kernels.log" 2>&1 &
   kernels_pid=$!
   make install WHEELHOUSE=wheelhouse EXTRAS= >"$LOGS/install.log" 2>&1 || { tail -40 "$LOGS/install.log"; exit 1; }
-  $BIN/ssmprof run mamba2-lm --preset small --allow-fallback --steps 5 \
-    --json "$LOGS/fallback-mamba2-lm-small.json" >>"$LOGS/fallback.log" 2>&1 || log "fallback run failed"
-  ssmrun transformer small
-  ssmrun transformer paper
-  log "sequence sweep, transformer half"
-  $BIN/python benchmarks/seq_sweep.py --models transformer --lengths $LENGTHS --json "$LOGS/sweep-transformer.json" \
-    >"$LOGS/sweep-transformer.log" 2>&1 || tail -5 "$LOGS/sweep-transformer.log"
+  log "calibrate"
+  timeout 200 $BIN/ssmprof calibrate --out "$LOGS/device-profile.json" --keep-report "$LOGS/calibrate.ncu-rep" 2>&1 \
+    | tee "$LOGS/calibrate.log" | tail -16
+  ls -la "$LOGS/calibrate.ncu-rep"
+  profile 240 mamba2-lm --preset small --allow-fallback --steps 5
   wait $kernels_pid
   kernels_rc=$?
   tail -4 "$LOGS/kernels.log"
   [[ $kernels_rc == 0 ]] || exit 1
   make kernels
-  log "GPU layer tests (fused vs reference)"
-  $BIN/python -m pytest -q -p no:warnings tests/test_layers_gpu.py -k "300 or mamba1 or norm or attention" 2>&1 \
-    | tee "$LOGS/gpu-layer-tests.log" | tail -4
+  profile 200 mamba2-lm --preset small
 fi
 
 if [[ $stage == runs || $stage == all ]]; then
+  restore
   log "benchmark: mamba2-lm vs MambaLMHeadModel"
   $BIN/python benchmarks/bench_lm_vs_mamba_ssm.py --preset small --rounds 8 --json "$LOGS/bench-small.json" 2>&1 \
     | tee "$LOGS/bench.log" | tail -5
   for name in mamba1-lm mamba-vision graph-mamba; do ssmrun $name small; done
-  log "sequence sweep, Mamba-2 half"
-  $BIN/python benchmarks/seq_sweep.py --models mamba2-lm --lengths $LENGTHS --merge "$LOGS/sweep-transformer.json" \
-    --json "$LOGS/sweep.json" 2>&1 | tee "$LOGS/sweep.log" | tail -9
   $BIN/python scripts/summarize_runs.py "$LOGS"
 fi
 
-if [[ $stage == extra || $stage == all ]]; then
-  for name in mamba1-lm mamba-vision graph-mamba; do ssmrun $name paper; done
+if [[ $stage == profile || $stage == all ]]; then
+  restore
+  profile 200 mamba2-lm --preset small
+  profile 240 mamba2-lm --preset paper --steps 5
+  log "naive: the same small iteration under ncu --set full (cost comparison, capped at 120 s)"
+  (time timeout 120 ncu --profile-from-start off --nvtx --clock-control none --set full \
+    --kernel-name 'regex:^(?!nccl)' --export build/full.ncu-rep --force-overwrite \
+    $BIN/python -m ssmprof.profiler.child mamba2-lm small '{}' 3) >"$LOGS/ncu-full.log" 2>&1
+  echo "exit $? kernels profiled: $(grep -c '==PROF== Profiling' "$LOGS/ncu-full.log")"; tail -4 "$LOGS/ncu-full.log"
+  log "sequence sweep"
+  timeout 200 $BIN/python benchmarks/seq_sweep.py --models mamba2-lm,transformer --lengths $LENGTHS \
+    --json "$LOGS/sweep.json" 2>&1 | tee "$LOGS/sweep.log" | tail -9
   log "out of memory, on purpose"
   $BIN/ssmprof run mamba2-lm --preset paper --batch-size 256 --steps 1 --warmup 0 2>&1 | tail -3
-  echo "exit code $?"
-  $BIN/python scripts/summarize_runs.py "$LOGS"
+  echo "exit code ${PIPESTATUS[0]}"
 fi
 
-if [[ $stage == profiler || $stage == all ]]; then
+if [[ $stage == suite || $stage == all ]]; then
+  restore
   log "calibrate"
-  $BIN/ssmprof calibrate --out "$LOGS/device-profile.json" --keep-report "$LOGS/calibrate.ncu-rep" 2>&1 | tail -14
-  log "profile (timeline + sampled ncu counters) into a run directory"
-  # Also the fixture for tests/data (parquet + run.json, no .ncu-rep).
-  $BIN/ssmprof profile mamba2-lm --preset small --out "$LOGS/runs" 2>&1 | tail -2
-  $BIN/python -c "import json,glob; d=json.load(open(sorted(glob.glob('$LOGS/runs/*/run.json'))[-1])); \
-print(d['coverage'], d['collectors'])"
-  $BIN/python -m pytest -q -p no:warnings tests/test_run_gpu.py 2>&1 | tee "$LOGS/gpu-run-tests.log" | tail -4
-  log "suite (small presets, sampled counters)"
-  (time $BIN/ssmprof suite --preset small --out "$LOGS/suite") 2>&1 | tail -4
+  $BIN/ssmprof calibrate --out "$LOGS/device-profile.json" 2>&1 | tail -8
+  log "suite --preset paper, sampled counters"
+  (time timeout 500 $BIN/ssmprof suite --preset paper --out "$LOGS/suite") 2>&1 | tee "$LOGS/suite.log" | tail -12
+  $BIN/python scripts/summarize_runs.py "$LOGS"
 fi

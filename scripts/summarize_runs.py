@@ -6,7 +6,7 @@ from pathlib import Path
 
 folder = Path(sys.argv[1])
 print(f"{'run':<34}{'step ms':>10}{'throughput':>16}{'peak GiB':>10}  kernels")
-for path in sorted(folder.glob("*.json")):
+for path in sorted(folder.glob("run-*.json")):
     data = json.loads(path.read_text())
     if "step_ms" not in data:
         continue

@@ -9,7 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from ssmprof.cli import app
-from ssmprof.profiler.counters import PERMISSION_HINT, CounterCollectionError, attach_counters, run_ncu
+from ssmprof.profiler.counters import (
+    PERMISSION_HINT,
+    CounterCollectionError,
+    attach_counters,
+    run_ncu,
+    unmatched_profiled,
+)
 from ssmprof.schema import conform_kernels
 
 NAN = math.nan
@@ -55,6 +61,14 @@ def test_attach_counters(mode, report_rows, expected):
     assert joined["launch_idx"].tolist() == list(range(5))  # timeline order kept
     assert joined["dram_read_bytes"].tolist() == pytest.approx(expected, nan_ok=True)
     assert joined["l2_hit_rate_pct"].isna().all()
+
+
+def test_unmatched_profiled_names_counters_the_timeline_never_ran():
+    # the child autotuned _chunk_scan_fwd_kernel to 4 warps where the timeline ran 8 (256 threads)
+    profiled = report([("nvjet_hsh_128x256", 66, 384, 1e6), ("_chunk_scan_fwd_kernel", 512, 128, 5e6),
+                       ("nvjet_hsh_128x256", 132, 384, 2e6)])
+    assert unmatched_profiled(timeline(), profiled) == ["_chunk_scan_fwd_kernel grid 512 block 128"]
+    assert unmatched_profiled(timeline(), profiled.iloc[[0, 2]]) == []
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
 """The process Nsight Compute profiles: the same training iteration as the parent's, nothing else.
 
-    python -m ssmprof.profiler.child WORKLOAD PRESET OVERRIDES_JSON WARMUP [--allow-fallback]
+    python -m ssmprof.profiler.child WORKLOAD PRESET OVERRIDES_JSON WARMUP [--allow-fallback] [--autotune FILE]
 
-Same workload, config, seed and warm-up as the timeline run, so the bracketed iteration launches the
-same kernels with the same launch configurations; one timed step (cheap: ncu is off outside the bracket).
+Same workload, config, seed and warm-up as the timeline run, and the timeline run's Triton autotuning
+choices pinned (FILE), so the bracketed iteration launches the same kernels with the same launch
+configurations; one timed step (cheap: ncu is off outside the bracket).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 
 from ssmprof.errors import SsmprofError
 from ssmprof.kernels import plan_kernels
+from ssmprof.profiler import autotune
 from ssmprof.profiler.harness import run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.workloads.registry import get_workload
@@ -24,6 +26,9 @@ def main(argv: list[str]) -> int:
         workload = get_workload(name)
         cfg = workload.config(preset, overrides)
         plan = plan_kernels(workload.ops, "cuda", "--allow-fallback" in argv, cfg.dtype)
+        if "--autotune" in argv:
+            with open(argv[argv.index("--autotune") + 1]) as f:
+                autotune.pin(json.load(f))
         run_training(workload, preset, cfg, plan, steps=1, warmup=warmup, marker=NvtxMarker())
     except SsmprofError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +18,8 @@ import torch
 from ssmprof import schema
 from ssmprof.errors import NoGpu
 from ssmprof.kernels import KernelPlan, software_versions
-from ssmprof.profiler.counters import attach_counters, child_command, run_ncu
+from ssmprof.profiler import autotune
+from ssmprof.profiler.counters import attach_counters, child_command, run_ncu, unmatched_profiled
 from ssmprof.profiler.harness import Progress, RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.ncu import counter_metrics
@@ -39,7 +41,8 @@ def coverage(kernels: pd.DataFrame) -> dict:
     }
 
 
-def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.DataFrame) -> dict:
+def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.DataFrame,
+             triton_choices: dict) -> dict:
     return {
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "workload": {"name": result.workload, "preset": result.preset, "config": result.config,
@@ -47,6 +50,7 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
         "gpu": {**result.gpu, "clocks": gpu_clocks()},
         "versions": software_versions(),
         "provenance": result.provenance,
+        "triton_autotune": triton_choices,
         "harness": {
             "step_ms": result.step_ms,
             "step_times_ms": result.step_times_ms,
@@ -95,6 +99,7 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
     started = time.perf_counter()
     result = run_training(workload, preset, cfg, plan, steps, warmup, NvtxMarker(), progress, capture=capture)
     kernels = schema.conform_kernels(kernel_table(capture.trace))
+    triton_choices = autotune.snapshot()
     collectors = {
         "harness": {"wall_s": time.perf_counter() - started},
         "timeline": {"tool": "torch.profiler", "wall_s": capture.wall_s},
@@ -107,16 +112,20 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
         extra = {}
         if counters != "none":
             report_path = Path(scratch) / "counters.ncu-rep"
+            choices_path = Path(scratch) / "autotune.json"
+            choices_path.write_text(json.dumps(triton_choices))
             configs = kernels.groupby(["kernel_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"])
             total = configs.ngroups if counters == "sampled" else len(kernels)
-            wall = run_ncu(child_command(workload.name, preset, overrides, warmup, allow_fallback), report_path,
-                           counters, ncu_timeout_s, lambda done: tell("counters (ncu)", done, total))
+            wall = run_ncu(child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path),
+                           report_path, counters, ncu_timeout_s, lambda done: tell("counters (ncu)", done, total))
             measured = read_report(report_path)
             kernels = schema.conform_kernels(attach_counters(kernels, measured, counters))
             collectors["counters"].update({"tool": "ncu", "wall_s": wall, "kernels_profiled": len(measured),
+                                           "profiled_not_on_timeline": unmatched_profiled(kernels, measured),
                                            "report_bytes": report_path.stat().st_size, "metrics": counter_metrics()})
             if keep_report:
                 extra["counters.ncu-rep"] = report_path
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = Path(out) / f"{workload.name}-{preset}-{stamp}"
-        return schema.write_run(path, run_info(result, overrides, collectors, kernels), kernels, extra_files=extra)
+        info = run_info(result, overrides, collectors, kernels, triton_choices)
+        return schema.write_run(path, info, kernels, extra_files=extra)

@@ -88,9 +88,12 @@ def _last_message(lines) -> str:
     return meaningful[-1].strip() if meaningful else "no output"
 
 
-def child_command(workload: str, preset: str, overrides: dict, warmup: int, allow_fallback: bool) -> list[str]:
+def child_command(workload: str, preset: str, overrides: dict, warmup: int, allow_fallback: bool,
+                  autotune_file: Path | None = None) -> list[str]:
+    """The child's argv; `autotune_file` holds the parent's Triton autotuning choices (`autotune.snapshot`)."""
     command = [sys.executable, "-m", "ssmprof.profiler.child", workload, preset, json.dumps(overrides), str(warmup)]
-    return command + (["--allow-fallback"] if allow_fallback else [])
+    command += ["--allow-fallback"] if allow_fallback else []
+    return command + (["--autotune", str(autotune_file)] if autotune_file else [])
 
 
 def attach_counters(timeline: pd.DataFrame, counters: pd.DataFrame, mode: str) -> pd.DataFrame:
@@ -109,3 +112,16 @@ def attach_counters(timeline: pd.DataFrame, counters: pd.DataFrame, mode: str) -
         report = report.drop_duplicates(key)
     merged = timeline.drop(columns=columns).merge(report, on=key, how="left", validate="many_to_one")
     return merged.drop(columns=[c for c in ("grid_size", "block_size", "ordinal") if c in merged.columns])
+
+
+def unmatched_profiled(timeline: pd.DataFrame, counters: pd.DataFrame) -> list[str]:
+    """Profiled launch configurations the timeline never ran ("name grid block"): counters that found no
+    launch to join to. Empty when the child repeated the parent's iteration exactly."""
+    key = ["kernel_name", "grid_size", "block_size"]
+    ran = pd.DataFrame({"kernel_name": timeline["kernel_name"],
+                        "grid_size": timeline["grid_x"] * timeline["grid_y"] * timeline["grid_z"],
+                        "block_size": timeline["block_x"] * timeline["block_y"] * timeline["block_z"]})
+    profiled = counters[key].astype({"grid_size": "int64", "block_size": "int64"}).drop_duplicates()
+    missing = profiled.merge(ran.drop_duplicates(), on=key, how="left", indicator=True)
+    missing = missing[missing["_merge"] == "left_only"]
+    return [f"{r.kernel_name} grid {r.grid_size} block {r.block_size}" for r in missing.itertuples()]
