@@ -10,8 +10,9 @@
 #   scripts/gpu_check.sh runs      mamba2-lm vs MambaLMHeadModel benchmark, the other workloads at small
 #   scripts/gpu_check.sh profile   mamba2-lm profiles (small: the fixture; paper), the small iteration under a
 #                                  naive `ncu --set full` (cost comparison), the sequence sweep, a real OOM
-#   scripts/gpu_check.sh suite     calibrate, then `ssmprof suite --preset paper` (timed; the paper presets of
-#                                  every workload, with counters)
+#   scripts/gpu_check.sh suite     `ssmprof suite --preset paper` (timed; the paper presets of every workload,
+#                                  with counters; SUITE_WORKLOADS=a,b for a part)
+#   scripts/gpu_check.sh oom       a real GPU out-of-memory: one line, exit 1
 set -uo pipefail
 LOGS=build/gpu-check
 mkdir -p "$LOGS"
@@ -54,7 +55,10 @@ restore() {  # a fresh host: install, and unpack what an earlier `build` stage s
   if ! ls build/kernels/*/selective_scan_cuda/selective_scan_cuda.so >/dev/null 2>&1 && ls build/carry/kernels.tar.xz.* >/dev/null 2>&1; then
     log "unpack carried kernels"; cat build/carry/kernels.tar.xz.* | xz -d | tar xf -
   fi
-  [[ -d build/triton-cache || ! -f build/carry/triton-cache.tar.xz ]] || xz -d <build/carry/triton-cache.tar.xz | tar xf -
+  if [[ ! -d build/triton-cache && -f build/carry/triton-cache.tar.xz ]]; then
+    # compiled kernels only: autotuning choices belong to the GPU that made them
+    xz -d <build/carry/triton-cache.tar.xz | tar xf - && find build/triton-cache -name '*.autotune.json' -delete
+  fi
   make kernels 2>&1 | tail -1
 }
 
@@ -98,16 +102,24 @@ if [[ $stage == profile || $stage == all ]]; then
   log "sequence sweep"
   timeout 200 $BIN/python benchmarks/seq_sweep.py --models mamba2-lm,transformer --lengths $LENGTHS \
     --json "$LOGS/sweep.json" 2>&1 | tee "$LOGS/sweep.log" | tail -9
-  log "out of memory, on purpose"
-  $BIN/ssmprof run mamba2-lm --preset paper --batch-size 256 --steps 1 --warmup 0 2>&1 | tail -3
-  echo "exit code ${PIPESTATUS[0]}"
 fi
 
 if [[ $stage == suite || $stage == all ]]; then
+  # SUITE_WORKLOADS picks a part of the suite (one call holds about half of it on a fresh host)
   restore
-  log "calibrate"
-  $BIN/ssmprof calibrate --out "$LOGS/device-profile.json" 2>&1 | tail -8
-  log "suite --preset paper, sampled counters"
-  (time timeout 500 $BIN/ssmprof suite --preset paper --out "$LOGS/suite") 2>&1 | tee "$LOGS/suite.log" | tail -12
-  $BIN/python scripts/summarize_runs.py "$LOGS"
+  log "suite --preset paper ${SUITE_WORKLOADS:+--workloads $SUITE_WORKLOADS}, sampled counters"
+  (time timeout 500 $BIN/ssmprof suite --preset paper --out "$LOGS/suite" ${SUITE_WORKLOADS:+--workloads $SUITE_WORKLOADS}) \
+    2>&1 | tee "$LOGS/suite.log" | grep -E "preset|suite of|real|error"
+  for run in "$LOGS"/suite/*/run.json; do
+    $BIN/python -c "import json; d=json.load(open('$run')); h=d['harness']; print(d['workload']['name'], \
+round(h['step_ms'], 2), 'ms', round(h['throughput']), d['harness']['unit'], round(h['peak_memory_bytes'] / 2**30, 2), \
+'GiB', {k: round(v.get('wall_s', 0)) for k, v in d['collectors'].items()}, d['provenance'])"
+  done
+fi
+
+if [[ $stage == oom || $stage == all ]]; then
+  restore
+  log "out of memory, on purpose (paper width, 48 layers)"
+  $BIN/ssmprof run mamba2-lm --preset paper --layers 48 --steps 1 --warmup 0 2>&1 | tail -3
+  echo "exit code ${PIPESTATUS[0]}"
 fi

@@ -29,6 +29,10 @@ class GpuOutOfMemory(SsmprofError):
     pass
 
 
+class GpuKernelFault(SsmprofError):
+    """A CUDA error inside a kernel (illegal address, launch failure): the CUDA context is lost."""
+
+
 class InputFileError(SsmprofError):
     pass
 

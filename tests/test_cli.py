@@ -78,14 +78,25 @@ def test_cuda_without_gpu():
     assert "no CUDA GPU is visible" in result.output and "Traceback" not in result.output
 
 
-def test_out_of_memory_is_one_line(monkeypatch):
-    def exhausted(self):
-        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+@pytest.mark.parametrize(
+    ("failure", "message"),
+    [
+        (torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB"),
+         "GPU out of memory running mamba2-lm"),
+        # what torch raised on our H100 for mamba2-lm paper at batch 256 (32-bit index overflow)
+        (RuntimeError("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
+                      "asynchronously reported at some other API call"),
+         "a CUDA kernel failed running mamba2-lm (batch 2, seq_len 64): an illegal memory access was encountered"),
+    ],
+)
+def test_gpu_failures_are_one_line(monkeypatch, failure, message):
+    def fail(self):
+        raise failure
 
-    monkeypatch.setattr(harness.Trainer, "step", exhausted)
+    monkeypatch.setattr(harness.Trainer, "step", fail)
     result = runner.invoke(app, ["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu"])
     assert result.exit_code == 1
-    assert "GPU out of memory running mamba2-lm" in result.output and "lower --batch-size" in result.output
+    assert message in result.output and "lower --batch-size" in result.output
     assert "Traceback" not in result.output
 
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ssmprof.errors import GpuOutOfMemory, InvalidConfig, NoGpu
+from ssmprof.errors import GpuKernelFault, GpuOutOfMemory, InvalidConfig, NoGpu
 from ssmprof.kernels import KernelPlan
 from ssmprof.profiler.markers import PhaseMarker
 from ssmprof.workloads.base import CommonConfig, Workload
@@ -149,6 +149,17 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         raise GpuOutOfMemory(
             f"GPU out of memory running {workload.name} (batch {cfg.batch_size}, seq_len {cfg.seq_len}, "
             f"{cfg.layers} layers): lower --batch-size, --seq-len or --layers"
+        ) from None
+    except RuntimeError as exc:
+        # Seen on our H100: mamba2-lm paper at batch 256 (256 x 4096 x 8192 > 2^31 elements per tensor)
+        # dies with an illegal memory access, not an OOM: kernels index with 32-bit integers.
+        if "CUDA error" not in str(exc):
+            raise
+        reason = str(exc).split("CUDA error:", 1)[-1].strip().splitlines()[0]
+        raise GpuKernelFault(
+            f"a CUDA kernel failed running {workload.name} (batch {cfg.batch_size}, seq_len {cfg.seq_len}): "
+            f"{reason}; tensors beyond 2^31 elements overflow 32-bit kernel indexing, so lower --batch-size "
+            f"or --seq-len"
         ) from None
     final_loss = float(losses[-1])
     if not math.isfinite(final_loss):
