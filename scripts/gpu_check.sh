@@ -108,7 +108,7 @@ if [[ $stage == suite || $stage == all ]]; then
   # SUITE_WORKLOADS picks a part of the suite (one call holds about half of it on a fresh host)
   restore
   log "suite --preset paper ${SUITE_WORKLOADS:+--workloads $SUITE_WORKLOADS}, sampled counters"
-  (time timeout 500 $BIN/ssmprof suite --preset paper --out "$LOGS/suite" ${SUITE_WORKLOADS:+--workloads $SUITE_WORKLOADS}) \
+  (time timeout ${SUITE_TIMEOUT:-500} $BIN/ssmprof suite --preset paper --out "$LOGS/suite" ${SUITE_WORKLOADS:+--workloads $SUITE_WORKLOADS}) \
     2>&1 | tee "$LOGS/suite.log" | grep -E "preset|suite of|real|error"
   for run in "$LOGS"/suite/*/run.json; do
     $BIN/python -c "import json; d=json.load(open('$run')); h=d['harness']; print(d['workload']['name'], \
