@@ -12,6 +12,7 @@
 #                                  naive `ncu --set full` (cost comparison), the sequence sweep, a real OOM
 #   scripts/gpu_check.sh suite     `ssmprof suite --preset paper` (timed; the paper presets of every workload,
 #                                  with counters; SUITE_WORKLOADS=a,b for a part)
+#   scripts/gpu_check.sh regress   reruns of mamba2-lm small and a planted regression, for baseline/regress
 #   scripts/gpu_check.sh oom       a real GPU out-of-memory: one line, exit 1
 set -uo pipefail
 LOGS=build/gpu-check
@@ -115,6 +116,24 @@ if [[ $stage == suite || $stage == all ]]; then
 round(h['step_ms'], 2), 'ms', round(h['throughput']), d['harness']['unit'], round(h['peak_memory_bytes'] / 2**30, 2), \
 'GiB', {k: round(v.get('wall_s', 0)) for k, v in d['collectors'].items()}, d['provenance'])"
   done
+fi
+
+if [[ $stage == regress || $stage == all ]]; then
+  # Reruns of one configuration (timeline only: kernel durations) for the regression gate's noise model,
+  # then a planted regression (a worse SSD chunk size); REGRESS_UNTIL: stop starting reruns after that second
+  restore
+  for i in 1 2 3 4 5 6 7 8; do
+    (( SECONDS < ${REGRESS_UNTIL:-9999} )) || break
+    log "rerun $i"; $BIN/ssmprof profile mamba2-lm --preset small --counters none --out "$LOGS/regress" 2>&1 | tail -1
+  done
+  log "planted: chunk_size 64"
+  $BIN/ssmprof profile mamba2-lm --preset small --counters none --set chunk_size=64 --out "$LOGS/regress-planted" 2>&1 | tail -1
+fi
+
+if [[ $stage == calibrate || $stage == all ]]; then
+  restore
+  log "calibrate"
+  $BIN/ssmprof calibrate --out "$LOGS/device-profile.json" --keep-report "$LOGS/calibrate.ncu-rep" 2>&1 | tail -8
 fi
 
 if [[ $stage == oom || $stage == all ]]; then

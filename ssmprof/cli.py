@@ -340,6 +340,9 @@ def regress(
     summary: Annotated[Path | None, typer.Option(help="also write the markdown summary here")] = None,
     min_effect: Annotated[float, typer.Option(help="smallest relative change that counts")] = 0.05,
     sigmas: Annotated[float, typer.Option(help="noise band, in baseline standard deviations")] = 3.0,
+    min_time_ns: Annotated[float, typer.Option(help="smallest change of time per launch that counts (ns)")] = 1000,
+    min_impact: Annotated[float, typer.Option(help="smallest share of the iteration's kernel time a slower "
+                                              "kernel must cost")] = 0.001,
 ) -> None:
     """Exit 1 if any kernel got less efficient than the baseline allows (markdown on stdout)."""
     import pandas as pd
@@ -355,7 +358,7 @@ def regress(
         if run.info["workload"]["name"] != document["workload"]["name"]:
             raise InvalidConfig(f"{path} is a {run.info['workload']['name']} run, the baseline is of "
                                 f"{document['workload']['name']}")
-        results.append(regressions(table, run.kernels, min_effect, sigmas))
+        results.append(regressions(table, run.kernels, min_effect, sigmas, min_time_ns, min_impact))
     checked = pd.concat(results, ignore_index=True)
     text = gate_markdown(checked)
     sys.stdout.write(text)

@@ -66,6 +66,28 @@ def test_library_kernels(name, op, category):
     assert categorize(name, op) == category
 
 
+# Short names that say nothing, from the H100 suite runs: the full (demangled) name decides.
+@pytest.mark.parametrize(
+    ("name", "full", "category"),
+    [
+        ("Kernel2", "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_32x3_tn_align2>"
+                    "(cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_32x3_tn_align2::Params)", "GEMM"),
+        ("Kernel", "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816dgrad_optimized_bf16_256x64_32x4_"
+                   "nhwc_align8>(cutlass_tensorop_bf16_s16816dgrad_optimized_bf16_256x64_32x4_nhwc_align8::Params)",
+         "convolution"),
+        ("GammaBetaBackwardCUDAKernelTemplate", "void at::native::(anonymous namespace)::GammaBetaBackwardCUDA"
+         "KernelTemplate<float, float, 32u, 32u, 256u, false, true, false>(long, long, float const*)", "normalization"),
+        ("DeviceRadixSortOnesweepKernel", "void at_cuda_detail::cub::detail::radix_sort::DeviceRadixSortOnesweep"
+         "Kernel<at_cuda_detail::cub::detail::radix::policy_hub<long>::Policy1000>()", "sort/scan"),
+        ("tensor_kernel_scan_innermost_dim", "void at::native::tensor_kernel_scan_innermost_dim<float, "
+         "std::plus<float> >(float*, float const*, unsigned int, unsigned int, unsigned int, float)", "sort/scan"),
+        ("Kernel", "void mystery::Kernel<int>(int)", "other"),
+    ],
+)
+def test_full_name_decides_for_wrapper_kernels(name, full, category):
+    assert categorize(name, "", full) == category
+
+
 def test_rules_only_name_known_categories():
     from ssmprof.analysis.categories import RULES
 

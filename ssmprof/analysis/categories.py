@@ -3,6 +3,8 @@
 First matching rule wins, so specific rules come before general ones (an implicit-GEMM convolution is a
 convolution, not a GEMM; a copy done by an elementwise kernel is memory traffic, not arithmetic).
 Names are the contract's short kernel names; `launch_op` disambiguates the generic elementwise kernels.
+Where the short name says nothing (template wrappers such as `cutlass::Kernel2<...gemm...>`, whose short
+name is `Kernel2`), the demangled full name is tried before settling on `other`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable
 import pandas as pd
 
 CATEGORIES = ("GEMM", "SSM scan", "convolution", "attention", "normalization", "elementwise/activation",
-              "reduction/loss", "memory", "optimizer", "communication", "graph gather/scatter", "other")
+              "reduction/loss", "sort/scan", "memory", "optimizer", "communication", "graph gather/scatter", "other")
 
 # (category, regex on the short kernel name, regex on the launching op or None); case-insensitive.
 RULES: tuple[tuple[str, str, str | None], ...] = (
@@ -23,9 +25,11 @@ RULES: tuple[tuple[str, str, str | None], ...] = (
                     r"nchwtonhwc|nhwctonchw|cudnn", None),
     ("attention", r"flash_(fwd|bwd)|fmha|attention", None),
     ("optimizer", r"multi_tensor_apply|fused_adam|adamw?_|_sgd_", None),
-    ("normalization", r"layer_norm|rms_norm|rmsnorm|batch_norm|group_norm|welford|_norm_", None),
+    ("normalization", r"layer_norm|rms_norm|rmsnorm|batch_norm|group_norm|welford|_norm_|gammabeta", None),
     ("GEMM", r"^nvjet|gemm|cutlass|^sm\d+_xmma|cublas|splitkreduce|gemv", None),
     ("reduction/loss", r"cross_entropy|nll_loss|softmax|reduce_kernel|logsumexp", None),
+    # cub radix sorts (graph node ordering), cumsum/cumprod scans
+    ("sort/scan", r"radixsort|devicescan|segmentedsort|mergesort|bitonic|kernel_scan_|cumsum", None),
     ("memory", r".", r"aten::embedding"),  # token embedding gathers and their backward scatter-adds
     ("graph gather/scatter", r"scatter|gather|index_select|indexselect|index_add|indexfunc|segment_", None),
     ("memory", r"memcpy|memset|copy|fill|catarraybatched|transpose|permute|contiguous", None),
@@ -37,19 +41,20 @@ _COMPILED = tuple((category, re.compile(name, re.I), re.compile(op, re.I) if op 
                   for category, name, op in RULES)
 
 
-def categorize(kernel_name: str, launch_op: str = "") -> str:
-    for category, name, op in _COMPILED:
-        if name.search(kernel_name) and (op is None or op.search(launch_op or "")):
-            return category
+def categorize(kernel_name: str, launch_op: str = "", full_name: str = "") -> str:
+    for name in (kernel_name, full_name) if full_name else (kernel_name,):
+        for category, pattern, op in _COMPILED:
+            if pattern.search(name) and (op is None or op.search(launch_op or "")):
+                return category
     return "other"
 
 
 def with_categories(kernels: pd.DataFrame) -> pd.DataFrame:
     """The kernel table with a `category` column."""
-    pairs = kernels[["kernel_name", "launch_op"]].drop_duplicates()
-    lookup = {(n, o): categorize(n, o) for n, o in pairs.itertuples(index=False)}
-    return kernels.assign(category=[lookup[(n, o)] for n, o in zip(kernels["kernel_name"], kernels["launch_op"],
-                                                                     strict=True)])
+    full = kernels["kernel_name_full"] if "kernel_name_full" in kernels.columns else pd.Series("", kernels.index)
+    keys = list(zip(kernels["kernel_name"], kernels["launch_op"], full, strict=True))
+    lookup = {key: categorize(*key) for key in set(keys)}
+    return kernels.assign(category=[lookup[key] for key in keys])
 
 
 # Composable filters in HTA's style: each takes the kernel frame and returns a boolean mask.

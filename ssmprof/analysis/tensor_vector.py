@@ -42,4 +42,4 @@ def class_summary(classified: pd.DataFrame, category: str | None = "SSM scan") -
             members = group[group["class"] == name]
             rows.append({"phase": phase, "class": name, "kernels": members["kernel_name"].nunique(),
                          "time_share": members["duration_ns"].sum() / total if total else 0.0})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["phase", "class", "kernels", "time_share"])  # no SSM kernels: no rows
