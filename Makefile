@@ -23,7 +23,7 @@ endif
 SDIST_ENV := MAMBA_FORCE_BUILD=TRUE MAMBA_SKIP_CUDA_BUILD=TRUE \
              CAUSAL_CONV1D_FORCE_BUILD=TRUE CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE
 
-.PHONY: install kernels wheelhouse test lint profile gpu-check clean
+.PHONY: install kernels wheelhouse test lint profile results gpu-check clean
 
 install:
 ifeq ($(HAS_GPU),1)
@@ -63,12 +63,14 @@ lint:
 
 profile:
 ifeq ($(HAS_GPU),1)
-	$(BIN)/ssmprof run $(PROFILE_ARGS)
+	$(BIN)/ssmprof profile $(PROFILE_ARGS) --out runs --report runs/report.html
 else
-	@echo "No NVIDIA GPU here: running the tiny preset on the CPU reference kernels (a smoke run, not a"
-	@echo "characterization). On a GPU host: make install && make kernels && make profile."
-	$(BIN)/ssmprof run mamba2-lm --preset tiny --device cpu --steps 2
+	@echo "No NVIDIA GPU here: rendering the reference runs bundled with ssmprof (H100 and H200), not this machine."
+	$(BIN)/ssmprof reference --out runs/reference
 endif
+
+results:
+	$(BIN)/ssmprof results --readme README.md
 
 gpu-check:
 	bash scripts/gpu_check.sh

@@ -169,6 +169,7 @@ def profile(
                                           "configuration), all (every launch) or none (timeline only)")] = "sampled",
     keep_report: Annotated[bool, typer.Option(help="keep the .ncu-rep in the run directory")] = False,
     ncu_timeout: Annotated[float, typer.Option(help="seconds the Nsight Compute child may take")] = 1800,
+    report_file: Annotated[Path | None, typer.Option("--report", help="also write the HTML report here")] = None,
 ) -> None:
     """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
     from ssmprof.profiler.collect import profile_run
@@ -181,6 +182,10 @@ def profile(
         path = profile_run(chosen, preset, cfg, plan, overrides, out, steps, warmup, counters, allow_fallback,
                            keep_report, ncu_timeout, report)
     console.print(f"run directory: {path}")
+    if report_file is not None:
+        from ssmprof.reports.render import render_html
+
+        _emit(render_html(_analyze_runs([path], None)[0]), report_file)
 
 
 @app.command()
@@ -268,26 +273,122 @@ def report(
     device_profile: Annotated[Path | None, typer.Option(help="ceilings measured by `ssmprof calibrate` "
                                                         "[default: the GPU's datasheet]")] = None,
 ) -> None:
-    """Analyze run directories and write the report (HTML with charts, or markdown)."""
-    from ssmprof.analysis.roofline import Ceilings
-    from ssmprof.analysis.summary import analyze, warnings_for
-    from ssmprof.profiler.gpu_specs import spec_for
-    from ssmprof.reports.render import render_html, render_markdown, write_csv
-    from ssmprof.schema import read_run
+    """Analyze run directories and write the report (HTML with charts, or markdown); several runs get a
+    suite overview first (category shares per workload, the SSM kernels of all of them)."""
+    from ssmprof.reports.render import render_html, render_markdown
 
     if format_ not in ("html", "md"):
         raise InvalidConfig(f"--format must be html or md, got '{format_}'")
+    analyzed, overview = _analyze_runs(runs, device_profile, csv)
+    text = render_html(analyzed, overview) if format_ == "html" else render_markdown(analyzed, overview)
+    _emit(text, output)
+
+
+def _analyze_runs(paths: list[Path], device_profile: Path | None, csv: Path | None = None):
+    """(info, tables, warnings) per run, and the suite overview where there are several runs."""
+    from ssmprof.analysis import suite
+    from ssmprof.analysis.roofline import Ceilings
+    from ssmprof.analysis.summary import analyze, warnings_for
+    from ssmprof.profiler.gpu_specs import spec_for
+    from ssmprof.reports.render import write_csv
+    from ssmprof.schema import read_run
+
     measured = _read_device_profile(device_profile) if device_profile else None
-    analyzed = []
-    for index, path in enumerate(runs):
+    analyzed, kernels, infos, ceilings = [], {}, {}, {}
+    for index, path in enumerate(paths):
         run = read_run(path)
         spec = spec_for(run.info["gpu"]["name"])
-        ceilings = Ceilings.from_profile(measured) if measured else Ceilings.from_datasheet(spec) if spec else None
-        tables = analyze(run, ceilings)
+        limits = Ceilings.from_profile(measured) if measured else Ceilings.from_datasheet(spec) if spec else None
+        tables = analyze(run, limits)
         if csv is not None:
-            write_csv(tables, csv, f"{index}-" if len(runs) > 1 else "")
+            write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
         analyzed.append((run.info, tables, warnings_for(run)))
-    _emit(render_html(analyzed) if format_ == "html" else render_markdown(analyzed), output)
+        label = run.info["workload"]["name"]
+        label = label if label not in kernels else f"{label} ({run.info['gpu']['name']}, #{index})"
+        kernels[label], infos[label], ceilings[label] = run.kernels, run.info, limits
+    if len(paths) < 2:
+        return analyzed, None
+    measured_roofs = {label: limits for label, limits in ceilings.items() if limits is not None}
+    overview = {"step_times": suite.step_times(infos), "category_shares": suite.category_shares(kernels),
+                "ssm_kernels": suite.ssm_kernels({k: kernels[k] for k in measured_roofs}, measured_roofs),
+                "ssm_roofline": suite.ssm_roofline({k: kernels[k] for k in measured_roofs}, measured_roofs)}
+    if csv is not None:
+        write_csv({k: v for k, v in overview.items() if k != "ssm_roofline"}, csv, "suite-")
+    return analyzed, overview
+
+
+@app.command()
+@error_boundary
+def reference(
+    out: Annotated[Path, typer.Option(help="folder for the reports")] = Path("runs/reference"),
+) -> None:
+    """Render the reference runs bundled with ssmprof (the paper suite on an H100 and an H200): one suite
+    report per GPU and an H100-vs-H200 comparison per workload. Needs no GPU."""
+    from ssmprof import bundled
+    from ssmprof.analysis.compare import check_comparable, compare_categories, compare_kernels
+    from ssmprof.reports.render import render_compare, render_html
+    from ssmprof.schema import read_run
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for gpu in bundled.GPUS:
+        analyzed, overview = _analyze_runs(bundled.runs(gpu), bundled.device_profile(gpu))
+        written.append(out / f"suite-{gpu}.html")
+        written[-1].write_text(render_html(analyzed, overview))
+    first, second = bundled.GPUS
+    for path_a, path_b in zip(bundled.runs(first), bundled.runs(second), strict=True):
+        a, b = read_run(path_a), read_run(path_b)
+        written.append(out / f"compare-{path_a.name}-{first}-vs-{second}.html")
+        written[-1].write_text(render_compare(a.info, b.info, compare_categories(a.kernels, b.kernels),
+                                              compare_kernels(a.kernels, b.kernels), check_comparable(a.info, b.info),
+                                              "html"))
+    console.print(f"These are BUNDLED measurements (paper suite on an {bundled.GPUS[first]} and an "
+                  f"{bundled.GPUS[second]}, shipped in {bundled.REFERENCE}), not measurements of this machine.")
+    console.print("To profile your own GPU: make install && make kernels && make profile "
+                  "(or: ssmprof suite --preset paper).")
+    for path in written:
+        console.print(f"written: {path}")
+
+
+@app.command()
+@error_boundary
+def results(
+    readme: Annotated[Path | None, typer.Option(help="replace the Results section of this README in place "
+                                                "[default: print it]")] = None,
+) -> None:
+    """The README's Results section, generated from the bundled reference runs."""
+    import pandas as pd
+
+    from ssmprof import bundled
+    from ssmprof.analysis import suite
+    from ssmprof.analysis.roofline import Ceilings
+    from ssmprof.profiler.gpu_specs import SPECS
+    from ssmprof.reports.render import RESULTS_END, RESULTS_START, render_results
+    from ssmprof.schema import read_run
+
+    first, second = bundled.GPUS
+    loaded = {gpu: {path.name: read_run(path) for path in bundled.runs(gpu)} for gpu in bundled.GPUS}
+    kernels = {gpu: {w: run.kernels for w, run in loaded[gpu].items()} for gpu in loaded}
+    infos = {gpu: {w: run.info for w, run in loaded[gpu].items()} for gpu in loaded}
+    measured = Ceilings.from_profile(_read_device_profile(bundled.device_profile(first)))
+    datasheet = {gpu: Ceilings.from_datasheet(SPECS[gpu]) for gpu in bundled.GPUS}
+    steps = pd.concat([suite.step_times(infos[gpu]).assign(gpu=bundled.GPUS[gpu]) for gpu in bundled.GPUS],
+                      ignore_index=True)
+    text = render_results(
+        (bundled.GPUS[first], bundled.GPUS[second]), steps,
+        suite.category_shares(kernels[first]),
+        suite.ssm_kernels(kernels[first], dict.fromkeys(kernels[first], measured)),
+        suite.gpu_pair(kernels[first], kernels[second], infos[first], infos[second]),
+        suite.projection_errors(kernels[first], kernels[second], datasheet[first], datasheet[second]))
+    if readme is None:
+        sys.stdout.write(text)
+        return
+    current = readme.read_text()
+    if RESULTS_START not in current or RESULTS_END not in current:
+        raise InvalidConfig(f"{readme} has no {RESULTS_START} ... {RESULTS_END} section to replace")
+    head, rest = current.split(RESULTS_START, 1)
+    readme.write_text(head + text + rest.split(RESULTS_END, 1)[1].lstrip("\n"))
+    console.print(f"results written into {readme}")
 
 
 @app.command()

@@ -16,15 +16,16 @@ def breakdown_bars(breakdown: pd.DataFrame, title: str) -> go.Figure:
     return figure
 
 
-def roofline_scatter(roofline: pd.DataFrame, title: str) -> go.Figure:
-    """Achieved FLOP/s against DRAM arithmetic intensity, log-log, with the roofs the verdicts used."""
+def roofline_scatter(roofline: pd.DataFrame, title: str, color_by: str = "category") -> go.Figure:
+    """Achieved FLOP/s against DRAM arithmetic intensity, log-log, with the roofs the verdicts used;
+    one colour per value of `color_by` (category, or workload for a suite's SSM kernels)."""
     figure = go.Figure()
     measured = roofline[roofline["ai_dram"].notna() & (roofline["flops"] > 0)]
-    for category, rows in measured.groupby("category"):
+    for group, rows in measured.groupby(color_by, sort=False):
         figure.add_scatter(
-            x=rows["ai_dram"], y=rows["flop_per_s"], mode="markers", name=category,
-            customdata=rows[["kernel_name", "phase", "verdict"]].to_numpy(),
-            hovertemplate="%{customdata[0]}<br>%{customdata[1]}, " + category
+            x=rows["ai_dram"], y=rows["flop_per_s"], mode="markers", name=group,
+            customdata=rows[["kernel_name", "phase", "verdict", "category"]].to_numpy(),
+            hovertemplate="%{customdata[0]}<br>%{customdata[1]}, %{customdata[3]}"
             + "<br>AI %{x:.3g} FLOP/B<br>%{y:.3g} FLOP/s<br>%{customdata[2]}<extra></extra>")
     for path, rows in roofline.groupby("path"):
         peak, ridge = rows["peak_flop_per_s"].iloc[0], rows["ridge_ai"].iloc[0]
@@ -61,4 +62,14 @@ def compare_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Fig
     figure.add_bar(name=label_a, x=categories["category"], y=categories["time_ms_a"])
     figure.add_bar(name=label_b, x=categories["category"], y=categories["time_ms_b"])
     figure.update_layout(barmode="group", title="Kernel time by category", yaxis_title="ms")
+    return figure
+
+
+def share_bars(shares: pd.DataFrame, title: str) -> go.Figure:
+    """Stacked bars: % of kernel time per category, one bar per workload."""
+    figure = go.Figure()
+    for category in shares.columns.drop("workload"):
+        figure.add_bar(name=category, x=shares["workload"], y=shares[category],
+                       hovertemplate="%{x}<br>" + category + ": %{y:.1f} %<extra></extra>")
+    figure.update_layout(barmode="stack", title=title, yaxis={"title": "% of kernel time", "range": [0, 100]})
     return figure

@@ -1,0 +1,107 @@
+"""Across the workloads of a suite: where each one's time goes, and how its SSM kernels use the GPU."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ssmprof.analysis.caches import cache_summary
+from ssmprof.analysis.categories import CATEGORIES, with_categories
+from ssmprof.analysis.project import project, project_categories, projection_error
+from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
+from ssmprof.analysis.tensor_vector import class_summary, classify
+
+SSM = "SSM scan"
+
+
+def category_shares(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per workload (in the given order): % of its kernel time in each category."""
+    shares = {}
+    for workload, kernels in runs.items():
+        frame = with_categories(kernels)
+        shares[workload] = 100 * frame.groupby("category")["duration_ns"].sum() / frame["duration_ns"].sum()
+    table = pd.DataFrame(shares).T.fillna(0.0)
+    table = table[[c for c in CATEGORIES if c in table.columns]].rename_axis("workload").reset_index()
+    table.columns.name = None
+    return table
+
+
+def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) -> pd.DataFrame:
+    """One row per workload with SSM kernels: their share of kernel time, time-weighted DRAM % of peak,
+    L1/L2 hit rates and % of roof, and the share of forward / backward SSM time per tensor/vector class."""
+    rows = []
+    for workload, kernels in runs.items():
+        frame = with_categories(kernels)
+        ssm = frame[frame["category"] == SSM]
+        if ssm.empty:
+            continue
+        caches = cache_summary(ssm).iloc[0]
+        roof = roofline_summary(roofline(ssm, ceilings[workload])).iloc[0]
+        row = {"workload": workload, "ssm_time_pct": 100 * ssm["duration_ns"].sum() / frame["duration_ns"].sum(),
+               "dram_pct_of_peak": caches["dram_throughput_pct"], "l1_hit_pct": caches["l1_hit_rate_pct"],
+               "l2_hit_pct": caches["l2_hit_rate_pct"], "pct_of_roof": roof["pct_of_roof"],
+               "memory_bound_pct": 100 * roof["memory_bound_share"]}
+        classes = class_summary(classify(ssm))
+        for phase in ("forward", "backward"):
+            for name in ("TensorOnly", "Tensor+Vector", "VectorOnly"):
+                hit = classes[(classes["phase"] == phase) & (classes["class"] == name)]
+                row[f"{phase} {name} %"] = 100 * float(hit["time_share"].iloc[0]) if len(hit) else 0.0
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def ssm_roofline(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) -> pd.DataFrame:
+    """Every SSM kernel launch with counters of every workload, on its GPU's roofline."""
+    frames = []
+    for workload, kernels in runs.items():
+        frame = with_categories(kernels)
+        ssm = frame[(frame["category"] == SSM) & frame["ncu_duration_ns"].notna()]
+        if len(ssm):
+            frames.append(roofline(ssm, ceilings[workload]).assign(workload=workload))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def step_times(infos: dict[str, dict]) -> pd.DataFrame:
+    """Harness numbers and profiling cost of each run: step time, throughput, peak memory, collector wall."""
+    rows = []
+    for workload, info in infos.items():
+        harness, collectors = info["harness"], info["collectors"]
+        rows.append({"workload": workload, "gpu": info["gpu"]["name"], "step_ms": harness["step_ms"],
+                     "throughput": harness["throughput"], "unit": f"{harness['unit']}/s",
+                     "peak_gib": (harness["peak_memory_bytes"] or 0) / 2**30,
+                     "launches": info["coverage"]["launches"],
+                     "counter_coverage_pct": 100 * info["coverage"]["counter_time_fraction"],
+                     "profile_wall_s": collectors["harness"]["wall_s"] + collectors["counters"].get("wall_s", 0.0)})
+    return pd.DataFrame(rows)
+
+
+def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], infos_a: dict[str, dict],
+             infos_b: dict[str, dict]) -> pd.DataFrame:
+    """Per workload measured on both GPUs: step time on each, speedup of the step and of its SSM and GEMM
+    kernel time (A's time over B's)."""
+    rows = []
+    for workload in [w for w in runs_a if w in runs_b]:
+        a, b = with_categories(runs_a[workload]), with_categories(runs_b[workload])
+        row = {"workload": workload, "step_ms_a": infos_a[workload]["harness"]["step_ms"],
+               "step_ms_b": infos_b[workload]["harness"]["step_ms"]}
+        row["step_speedup"] = row["step_ms_a"] / row["step_ms_b"]
+        for category in (SSM, "GEMM"):
+            time_a = a.loc[a["category"] == category, "duration_ns"].sum()
+            time_b = b.loc[b["category"] == category, "duration_ns"].sum()
+            row[f"{category} speedup"] = time_a / time_b if time_b else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def projection_errors(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], ceilings_a: Ceilings,
+                      ceilings_b: Ceilings, min_share: float = 0.05) -> pd.DataFrame:
+    """Per workload measured on both GPUs: the largest |error| of the per-category projection A -> B and
+    B -> A against the measured run, over categories above `min_share` of the target's kernel time."""
+    rows = []
+    for workload in [w for w in runs_a if w in runs_b]:
+        a, b = with_categories(runs_a[workload]), with_categories(runs_b[workload])
+        there = projection_error(project_categories(project(a, ceilings_a, ceilings_b)), b, min_share)
+        back = projection_error(project_categories(project(b, ceilings_b, ceilings_a)), a, min_share)
+        rows.append({"workload": workload, "categories": len(there),
+                     "max_error_a_to_b_pct": there["error_pct"].abs().max(),
+                     "max_error_b_to_a_pct": back["error_pct"].abs().max()})
+    return pd.DataFrame(rows)

@@ -1,0 +1,25 @@
+"""Reference runs inside the package: the paper-preset suite profiled on an H100 and an H200 (2026-11-22).
+
+Each was written by `ssmprof suite --preset paper` (sampled counters) through `scripts/gpu_check.sh suite`;
+only run.json + kernels.parquet are kept, with each GPU's `ssmprof calibrate` device profile. `make profile`
+on a machine without a GPU renders them (`ssmprof reference`), and `ssmprof results` writes the README's
+Results section from them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ssmprof.workloads.registry import SUITE
+
+REFERENCE = Path(__file__).parent / "reference"
+GPUS = {"h100-sxm": "H100", "h200": "H200"}  # folder (a key of the datasheet table) -> short label
+
+
+def runs(gpu: str) -> list[Path]:
+    """The run directories measured on `gpu`, in suite order."""
+    return [REFERENCE / gpu / w.name for w in SUITE if (REFERENCE / gpu / w.name / "run.json").exists()]
+
+
+def device_profile(gpu: str) -> Path:
+    return REFERENCE / gpu / "device-profile.json"

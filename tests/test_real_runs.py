@@ -1,0 +1,102 @@
+"""The toolkit on real GPU data: runs recorded on our H100/H200 (tests/data, and the bundled reference runs)."""
+
+import json
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ssmprof import bundled, schema
+from ssmprof.analysis import suite
+from ssmprof.analysis.calibration import evaluate
+from ssmprof.analysis.categories import with_categories
+from ssmprof.analysis.roofline import Ceilings
+from ssmprof.analysis.tensor_vector import class_summary, classify
+from ssmprof.cli import app
+from ssmprof.profiler.calibrate import KNOWN_WORK
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+
+
+def test_profiled_mamba2_small_iteration_is_complete():
+    """`ssmprof profile mamba2-lm --preset small` on the H100 (sampled counters)."""
+    run = schema.read_run(DATA / "mamba2-lm-small-h100")
+    kernels = with_categories(run.kernels)
+    assert len(kernels) == run.info["coverage"]["launches"] == 310
+    assert run.info["coverage"]["phase_time_fraction"] == 1.0  # every launch in forward/backward/optimizer
+    assert run.info["coverage"]["counter_time_fraction"] == 1.0
+    assert run.info["collectors"]["counters"]["profiled_not_on_timeline"] == []
+    backward = set(kernels.loc[kernels["phase"] == "backward", "kernel_name"])
+    assert {"_chunk_scan_bwd_dstates_kernel", "_chunk_scan_bwd_dc_kernel", "_chunk_scan_bwd_ddAcs_stable_kernel",
+            "_chunk_scan_chunk_state_bwd_dx_kernel", "_chunk_state_bwd_db_kernel",
+            "_state_passing_bwd_kernel", "_bmm_chunk_bwd_kernel"} <= backward
+    shares = kernels.groupby("category")["duration_ns"].sum() / kernels["duration_ns"].sum()
+    assert shares.get("other", 0.0) < 0.05
+    classes = class_summary(classify(kernels)).set_index(["phase", "class"])["time_share"]
+    # the SSD chain mixes tensor and vector work, forward and backward
+    assert classes[("forward", "Tensor+Vector")] > 0.5 and classes[("backward", "Tensor+Vector")] > 0.5
+
+
+def test_calibration_report_extracts_and_passes(tmp_path):
+    """The three known-work kernels of `ssmprof calibrate` on the H100, read back through ncu_report."""
+    pytest.importorskip("ncu_report")
+    from ssmprof.profiler.ncu_extract import read_report
+
+    report = tmp_path / "calibrate.ncu-rep"
+    with lzma.open(DATA / "calibrate-h100" / "calibrate.ncu-rep.xz") as packed, open(report, "wb") as out:
+        shutil.copyfileobj(packed, out)
+    frame = read_report(report)
+    assert len(frame) == 3 and set(frame["phase"]) == {"forward"}
+    checks = evaluate(frame, KNOWN_WORK).set_index("check")
+    assert checks["passed"].all(), checks
+    assert checks.loc["tensor FLOPs (bf16 GEMM)", "error_pct"] == pytest.approx(0.0, abs=1e-9)
+
+
+def regress_run(name: str) -> str:
+    return str(DATA / "regress-reruns-h200" / name)
+
+
+def test_regress_on_real_reruns(tmp_path):
+    """mamba2-lm small on the H200, timeline only: a baseline of 4 runs, 5 other reruns, a worse chunk size."""
+    baseline = tmp_path / "baseline.json"
+    result = runner.invoke(app, ["baseline", *(regress_run(f"baseline-{i}") for i in range(1, 5)), "-o", str(baseline)])
+    assert result.exit_code == 0, result.output
+    for i in range(1, 6):
+        result = runner.invoke(app, ["regress", regress_run(f"rerun-{i}"), "--baseline", str(baseline)])
+        assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["regress", regress_run("planted-chunk64"), "--baseline", str(baseline)])
+    assert result.exit_code == 1
+    assert "_state_passing_fwd_kernel [forward" in result.output and "_state_passing_bwd_kernel" in result.output
+
+
+def test_bundled_suites_overview():
+    kernels = {path.name: schema.read_run(path).kernels for path in bundled.runs("h100-sxm")}
+    assert list(kernels) == ["mamba2-lm", "hybrid", "mamba-vision", "graph-mamba", "transformer", "mamba1-lm"]
+    profile = json.loads(bundled.device_profile("h100-sxm").read_text())
+    ceilings = dict.fromkeys(kernels, Ceilings.from_profile(profile["measured"]))
+    shares = suite.category_shares(kernels).set_index("workload")
+    assert shares.sum(axis=1).to_numpy() == pytest.approx(100.0)
+    assert (shares["other"] < 5).all()
+    ssm = suite.ssm_kernels(kernels, ceilings).set_index("workload")
+    assert "transformer" not in ssm.index
+    # Mamba-1's selective scan is vector work only; Mamba-2's SSD chunk kernels mostly mix in tensor work
+    assert ssm.loc["mamba1-lm", "forward VectorOnly %"] == 100.0
+    assert ssm.loc["mamba2-lm", "forward Tensor+Vector %"] > 50
+
+
+def test_readme_results_are_generated_from_the_bundled_runs():
+    result = runner.invoke(app, ["results"])
+    assert result.exit_code == 0, result.output
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert result.output in readme, "README's Results section is stale: run `make results`"
+
+
+def test_reference_renders_without_a_gpu(tmp_path):
+    result = runner.invoke(app, ["reference", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "BUNDLED measurements" in result.output
+    assert (tmp_path / "suite-h100-sxm.html").stat().st_size > 1e6  # plotly.js embedded: works offline
+    assert len(list(tmp_path.glob("compare-*-h100-sxm-vs-h200.html"))) == 6
