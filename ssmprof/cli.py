@@ -341,7 +341,7 @@ def reference(
         written.append(out / f"compare-{path_a.name}-{first}-vs-{second}.html")
         written[-1].write_text(render_compare(a.info, b.info, compare_categories(a.kernels, b.kernels),
                                               compare_kernels(a.kernels, b.kernels), check_comparable(a.info, b.info),
-                                              "html"))
+                                              "html", rooflines=_rooflines(a, b)))
     console.print(f"These are BUNDLED measurements (paper suite on an {bundled.GPUS[first]} and an "
                   f"{bundled.GPUS[second]}, shipped in {bundled.REFERENCE}), not measurements of this machine.")
     console.print("To profile your own GPU: make install && make kernels && make profile "
@@ -409,8 +409,20 @@ def compare(
     a, b = read_run(run_a), read_run(run_b)
     notes = check_comparable(a.info, b.info)
     text = render_compare(a.info, b.info, compare_categories(a.kernels, b.kernels),
-                          compare_kernels(a.kernels, b.kernels), notes, format_)
+                          compare_kernels(a.kernels, b.kernels), notes, format_, rooflines=_rooflines(a, b))
     _emit(text, output)
+
+
+def _rooflines(*runs):
+    """Each run's per-kernel roofline on its own GPU's datasheet ceilings; None unless all have counters
+    and known GPUs."""
+    from ssmprof.analysis.roofline import Ceilings, roofline
+    from ssmprof.profiler.gpu_specs import spec_for
+
+    specs = [spec_for(run.info["gpu"]["name"]) for run in runs]
+    if None in specs or not all(run.kernels["ncu_duration_ns"].notna().any() for run in runs):
+        return None
+    return tuple(roofline(run.kernels, Ceilings.from_datasheet(spec)) for run, spec in zip(runs, specs, strict=True))
 
 
 @app.command()

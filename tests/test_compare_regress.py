@@ -47,6 +47,8 @@ def test_compare_cli_and_workload_mismatch(tmp_path):
     result = runner.invoke(app, ["compare", str(a), str(b)])
     assert result.exit_code == 0, result.output
     assert "GPUs: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in result.output and "## By category" in result.output
+    html = runner.invoke(app, ["compare", str(a), str(b), "--format", "html"])
+    assert html.exit_code == 0 and "Roofline: both runs, each on its own GPU" in html.output
     other = schema.write_run(tmp_path / "c", run_info(workload="hybrid"), kernels())
     result = runner.invoke(app, ["compare", str(a), str(other)])
     assert result.exit_code == 1 and "different workloads (mamba2-lm vs hybrid)" in result.output

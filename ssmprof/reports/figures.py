@@ -73,3 +73,21 @@ def share_bars(shares: pd.DataFrame, title: str) -> go.Figure:
                        hovertemplate="%{x}<br>" + category + ": %{y:.1f} %<extra></extra>")
     figure.update_layout(barmode="stack", title=title, yaxis={"title": "% of kernel time", "range": [0, 100]})
     return figure
+
+
+def roofline_overlay(rooflines: dict[str, pd.DataFrame], title: str) -> go.Figure:
+    """Two (or more) runs on one log-log roofline, each with its kernels and its own GPU's roofs."""
+    figure = go.Figure()
+    for label, roofline in rooflines.items():
+        measured = roofline[roofline["ai_dram"].notna() & (roofline["flops"] > 0)]
+        figure.add_scatter(x=measured["ai_dram"], y=measured["flop_per_s"], mode="markers", name=label,
+                           customdata=measured[["kernel_name", "phase", "category"]].to_numpy(),
+                           hovertemplate="%{customdata[0]}<br>%{customdata[1]}, %{customdata[2]}<br>AI %{x:.3g} "
+                           "FLOP/B<br>%{y:.3g} FLOP/s<extra>" + label + "</extra>")
+        for path, rows in roofline.groupby("path"):
+            peak, ridge = rows["peak_flop_per_s"].iloc[0], rows["ridge_ai"].iloc[0]
+            figure.add_scatter(x=[ridge / 1e3, ridge, ridge * 1e3], y=[peak / 1e3, peak, peak], mode="lines",
+                               name=f"{label} roof ({path})", line={"dash": "dot"})
+    figure.update_layout(title=title, xaxis={"type": "log", "title": "arithmetic intensity at DRAM (FLOP/byte)"},
+                         yaxis={"type": "log", "title": "achieved FLOP/s"})
+    return figure

@@ -89,8 +89,9 @@ COMPARE_COLUMNS = ["kernel_name", "phase", "match", "launches_a", "launches_b", 
 
 
 def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels: pd.DataFrame, notes: list[str],
-                   fmt: str, top: int = 30) -> str:
-    """Run A against run B: categories and the top kernels (by A's time), as HTML or markdown."""
+                   fmt: str, top: int = 30, rooflines: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
+    """Run A against run B: categories and the top kernels (by A's time), as HTML or markdown; in HTML also
+    both runs on one roofline, each on its own GPU's ceilings (`rooflines`, where both have counters)."""
     title = f"{_title(info_a)}  vs  {_title(info_b)}"
     kernels = kernels[COMPARE_COLUMNS].head(top)
     if fmt == "md":
@@ -102,6 +103,11 @@ def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels
     parts = [f"<h1>ssmprof compare</h1><h2>{html.escape(title)}</h2>"]
     parts += [f'<p class="warning">{html.escape(note)}</p>' for note in notes]
     parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=True))
+    if rooflines is not None:
+        overlay = figures.roofline_overlay({f"A: {info_a['gpu']['name']}": rooflines[0],
+                                            f"B: {info_b['gpu']['name']}": rooflines[1]},
+                                           "Roofline: both runs, each on its own GPU's ceilings")
+        parts.append(pio.to_html(overlay, full_html=False, include_plotlyjs=False))
     for heading, table in (("By category", categories), ("Kernels (top by time in A)", kernels)):
         parts.append(f"<h3>{heading}</h3>" + table.to_html(index=False, escape=True, float_format=lambda v: f"{v:.4g}"))
     return f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ssmprof compare</title></head><body>" \
