@@ -6,9 +6,10 @@ values in canonical units, NaN where not collected), each documented below with 
 add columns (e.g. `category`) to the frames they return; the file holds measurements only.
 
 `run.json` says who, what and where: GPU and clocks as found, software versions, workload, preset and
-config, kernel provenance, harness numbers, collector costs and coverage, and `status`: "complete", or
-"failed: <why>". Run directories are written atomically (a hidden `.NAME.partial-PID` sibling renamed into
-place at the end), so an interrupted run never looks like a good one.
+config, kernel provenance, the Triton autotuning choices of the profiled process (`triton_autotune`, optional),
+harness numbers, collector costs and coverage, and `status`: "complete", or "failed: <why>". Run
+directories are written atomically (a hidden `.NAME.partial-PID` sibling renamed into place at the end), so
+an interrupted run never looks like a good one.
 """
 
 from __future__ import annotations
