@@ -16,24 +16,47 @@ def breakdown_bars(breakdown: pd.DataFrame, title: str) -> go.Figure:
     return figure
 
 
+def _add_kernels(figure: go.Figure, roofline: pd.DataFrame, name: str) -> None:
+    """One scatter trace of the launches with FLOPs and a DRAM intensity (hover: kernel, phase, category)."""
+    rows = roofline[roofline["ai_dram"].notna() & (roofline["flops"] > 0)]
+    figure.add_scatter(
+        x=rows["ai_dram"], y=rows["flop_per_s"], mode="markers", name=name,
+        customdata=rows[["kernel_name", "phase", "verdict", "category"]].to_numpy(),
+        hovertemplate="%{customdata[0]}<br>%{customdata[1]}, %{customdata[3]}"
+        + "<br>AI %{x:.3g} FLOP/B<br>%{y:.3g} FLOP/s<br>%{customdata[2]}<extra>" + name + "</extra>")
+
+
+def _add_roofs(figure: go.Figure, roofline: pd.DataFrame, prefix: str = "") -> None:
+    """The roofs (tensor and/or vector path) the verdicts of `roofline` were made against, dotted."""
+    for path, rows in roofline.groupby("path"):
+        peak, ridge = rows["peak_flop_per_s"].iloc[0], rows["ridge_ai"].iloc[0]
+        figure.add_scatter(x=[ridge / 1e3, ridge, ridge * 1e3], y=[peak / 1e3, peak, peak], mode="lines",
+                           name=f"{prefix}roof ({path}, {rows['ceiling_source'].iloc[0]})", line={"dash": "dot"})
+
+
+def _log_axes(figure: go.Figure, title: str) -> go.Figure:
+    figure.update_layout(title=title, xaxis={"type": "log", "title": "arithmetic intensity at DRAM (FLOP/byte)"},
+                         yaxis={"type": "log", "title": "achieved FLOP/s"})
+    return figure
+
+
 def roofline_scatter(roofline: pd.DataFrame, title: str, color_by: str = "category") -> go.Figure:
     """Achieved FLOP/s against DRAM arithmetic intensity, log-log, with the roofs the verdicts used;
     one colour per value of `color_by` (category, or workload for a suite's SSM kernels)."""
     figure = go.Figure()
-    measured = roofline[roofline["ai_dram"].notna() & (roofline["flops"] > 0)]
-    for group, rows in measured.groupby(color_by, sort=False):
-        figure.add_scatter(
-            x=rows["ai_dram"], y=rows["flop_per_s"], mode="markers", name=group,
-            customdata=rows[["kernel_name", "phase", "verdict", "category"]].to_numpy(),
-            hovertemplate="%{customdata[0]}<br>%{customdata[1]}, %{customdata[3]}"
-            + "<br>AI %{x:.3g} FLOP/B<br>%{y:.3g} FLOP/s<br>%{customdata[2]}<extra></extra>")
-    for path, rows in roofline.groupby("path"):
-        peak, ridge = rows["peak_flop_per_s"].iloc[0], rows["ridge_ai"].iloc[0]
-        figure.add_scatter(x=[ridge / 1e3, ridge, ridge * 1e3], y=[peak / 1e3, peak, peak], mode="lines",
-                           name=f"roof ({path}, {rows['ceiling_source'].iloc[0]})", line={"dash": "dot"})
-    figure.update_layout(title=title, xaxis={"type": "log", "title": "arithmetic intensity at DRAM (FLOP/byte)"},
-                         yaxis={"type": "log", "title": "achieved FLOP/s"})
-    return figure
+    for group, rows in roofline.groupby(color_by, sort=False):
+        _add_kernels(figure, rows, str(group))
+    _add_roofs(figure, roofline)
+    return _log_axes(figure, title)
+
+
+def roofline_overlay(rooflines: dict[str, pd.DataFrame], title: str) -> go.Figure:
+    """Two (or more) runs on one log-log roofline, each with its kernels and its own GPU's roofs."""
+    figure = go.Figure()
+    for label, roofline in rooflines.items():
+        _add_kernels(figure, roofline, label)
+        _add_roofs(figure, roofline, f"{label} ")
+    return _log_axes(figure, title)
 
 
 def rate_bars(caches: pd.DataFrame, title: str) -> go.Figure:
@@ -72,22 +95,4 @@ def share_bars(shares: pd.DataFrame, title: str) -> go.Figure:
         figure.add_bar(name=category, x=shares["workload"], y=shares[category],
                        hovertemplate="%{x}<br>" + category + ": %{y:.1f} %<extra></extra>")
     figure.update_layout(barmode="stack", title=title, yaxis={"title": "% of kernel time", "range": [0, 100]})
-    return figure
-
-
-def roofline_overlay(rooflines: dict[str, pd.DataFrame], title: str) -> go.Figure:
-    """Two (or more) runs on one log-log roofline, each with its kernels and its own GPU's roofs."""
-    figure = go.Figure()
-    for label, roofline in rooflines.items():
-        measured = roofline[roofline["ai_dram"].notna() & (roofline["flops"] > 0)]
-        figure.add_scatter(x=measured["ai_dram"], y=measured["flop_per_s"], mode="markers", name=label,
-                           customdata=measured[["kernel_name", "phase", "category"]].to_numpy(),
-                           hovertemplate="%{customdata[0]}<br>%{customdata[1]}, %{customdata[2]}<br>AI %{x:.3g} "
-                           "FLOP/B<br>%{y:.3g} FLOP/s<extra>" + label + "</extra>")
-        for path, rows in roofline.groupby("path"):
-            peak, ridge = rows["peak_flop_per_s"].iloc[0], rows["ridge_ai"].iloc[0]
-            figure.add_scatter(x=[ridge / 1e3, ridge, ridge * 1e3], y=[peak / 1e3, peak, peak], mode="lines",
-                               name=f"{label} roof ({path})", line={"dash": "dot"})
-    figure.update_layout(title=title, xaxis={"type": "log", "title": "arithmetic intensity at DRAM (FLOP/byte)"},
-                         yaxis={"type": "log", "title": "achieved FLOP/s"})
     return figure
