@@ -20,11 +20,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ssmprof.errors import CorruptRun, SsmprofError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: launch_shapes, shared_mem_bytes, counter_status, counter_lender; run.json `checks`
 RUN_JSON = "run.json"
 KERNELS_PARQUET = "kernels.parquet"
 PHASE_VALUES = ("forward", "backward", "optimizer", "other")
@@ -50,9 +51,20 @@ KERNEL_COLUMNS: dict[str, Column] = {
     "block_x": Column("int64", "threads", "block size, x"),
     "block_y": Column("int64", "threads", "block size, y"),
     "block_z": Column("int64", "threads", "block size, z"),
+    "shared_mem_bytes": Column("int64", "bytes", "shared memory per block, static + dynamic (-1: not recorded); with "
+                               "name, grid and block the launch configuration Nsight Compute counts invocations by"),
+    "launch_shapes": Column("string", "", "input shapes of the launching op as torch.profiler records them (JSON), "
+                            "empty if unknown: with the op, what identifies the problem a library kernel solves"),
     "start_ns": Column("int64", "ns", "start on the timeline, relative to the iteration's first kernel"),
     "duration_ns": Column("int64", "ns", "duration on the timeline (torch.profiler/CUPTI): the time base"),
+    "counter_status": Column("string", "", "where this row's counters come from: measured (this launch was "
+                             "profiled), lent (from a profiled launch of the same configuration and problem), "
+                             "rejected: <check> (counters failed a self-check and were removed), unmatched (no "
+                             "profiled launch of its problem), not collected, or unchecked (schema 1 runs)"),
+    "counter_lender": Column("int64", "", "launch_idx of the launch whose counters this row carries (its own when "
+                             "measured), -1 when none"),
 }
+COUNTER_STATUSES = ("measured", "lent", "unmatched", "not collected", "unchecked")  # plus "rejected: <check>"
 
 # Canonical counter column -> Nsight Compute metric (Hopper names; ncu 2025.3). Units are canonical:
 # bytes, percent, counts. FLOPs are derived in analysis (fp32 = fadd + fmul + 2 * ffma; a tensor-path op
@@ -64,6 +76,7 @@ COUNTER_METRICS: dict[str, tuple[str, str, str]] = {
     "dram_throughput_pct": ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "%", "DRAM throughput, % of peak"),
     "l2_bytes": ("lts__t_bytes.sum", "bytes", "bytes requested from L2"),
     "l2_hit_rate_pct": ("lts__t_sector_hit_rate.pct", "%", "L2 sector hit rate"),
+    "l2_throughput_pct": ("lts__t_bytes.avg.pct_of_peak_sustained_elapsed", "%", "L2 bytes, % of peak"),
     "l1_bytes": ("l1tex__t_bytes.sum", "bytes", "bytes requested from L1/TEX"),
     "l1_hit_rate_pct": ("l1tex__t_sector_hit_rate.pct", "%", "L1/TEX sector hit rate"),
     "sm_throughput_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "%", "SM throughput, % of peak"),
@@ -136,6 +149,14 @@ def conform_kernels(frame: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+def _from_schema_1(kernels: pd.DataFrame) -> pd.DataFrame:
+    """A schema-1 kernel table with the columns schema 2 added: its counters were joined by (short name, grid
+    size, block size), which lends one problem's counters to another, and never checked: `unchecked`."""
+    counted = kernels["ncu_duration_ns"].notna() if "ncu_duration_ns" in kernels.columns else False
+    return kernels.assign(shared_mem_bytes=-1, launch_shapes="", counter_lender=-1,
+                          counter_status=np.where(counted, "unchecked", "not collected"))
+
+
 def check_info(info: dict) -> None:
     missing = [key for key in REQUIRED_RUN_KEYS if not _has(info, key)]
     if missing:
@@ -193,12 +214,13 @@ def read_run(path: Path) -> Run:
     status = info.get("status")
     if status != "complete":
         raise CorruptRun(f"{path} is not a complete run (status: {status})")
-    if info.get("schema_version") != SCHEMA_VERSION:
-        raise CorruptRun(f"{path} has schema version {info.get('schema_version')}, this ssmprof reads {SCHEMA_VERSION}")
+    version = info.get("schema_version")
+    if version not in (1, SCHEMA_VERSION):
+        raise CorruptRun(f"{path} has schema version {version}, this ssmprof reads 1 and {SCHEMA_VERSION}")
     try:
         check_info(info)
         kernels = pd.read_parquet(path / KERNELS_PARQUET)
-        kernels = conform_kernels(kernels)
+        kernels = conform_kernels(kernels if version == SCHEMA_VERSION else _from_schema_1(kernels))
     except SchemaError as exc:
         raise CorruptRun(f"{path}: {exc}") from None
     except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on a damaged file

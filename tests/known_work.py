@@ -22,8 +22,9 @@ def kernels(gemm_name: str = "nvjet_hsh_256x128"):
     frame = pd.DataFrame({
         "launch_idx": range(len(rows)), "kernel_name": [r[0] for r in rows], "kernel_name_full": [r[0] for r in rows],
         "phase": [r[1] for r in rows], "launch_op": ["aten::mm", "", "", "aten::copy_", ""], "stream": 7,
-        "grid_x": 1, "grid_y": 1, "grid_z": 1, "block_x": 128, "block_y": 1, "block_z": 1,
-        "start_ns": range(len(rows)), "duration_ns": [r[2] for r in rows],
+        "grid_x": 1, "grid_y": 1, "grid_z": 1, "block_x": 128, "block_y": 1, "block_z": 1, "shared_mem_bytes": 0,
+        "launch_shapes": "", "start_ns": range(len(rows)), "duration_ns": [r[2] for r in rows],
+        "counter_status": ["measured"] * 4 + ["unmatched"], "counter_lender": [0, 1, 2, 3, -1],
         "tensor_ops_bf16": [r[3] for r in rows], "inst_ffma": [r[4] for r in rows],
         "dram_read_bytes": [r[5] / 2 for r in rows], "dram_write_bytes": [r[5] / 2 for r in rows],
         "l2_hit_rate_pct": [r[6] for r in rows], "ncu_duration_ns": [r[7] for r in rows],

@@ -12,63 +12,105 @@ from ssmprof.cli import app
 from ssmprof.profiler.counters import (
     PERMISSION_HINT,
     CounterCollectionError,
+    SamplingPlan,
     attach_counters,
     run_ncu,
-    unmatched_profiled,
 )
 from ssmprof.schema import conform_kernels
 
 NAN = math.nan
 
 
+GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+SHAPES_A, SHAPES_B = "[[8192,4096],[4096,16384]]", "[[8192,16384],[16384,4096]]"
+
+
 def timeline():
-    """Launches as the timeline records them: two configurations of one GEMM, a scan kernel twice."""
-    rows = [
-        ("nvjet_hsh_128x256", 66, 384, "forward"),
-        ("_chunk_scan_fwd_kernel", 512, 256, "forward"),
-        ("nvjet_hsh_128x256", 132, 384, "backward"),
-        ("_chunk_scan_fwd_kernel", 512, 256, "backward"),  # recomputed in backward: same configuration
-        ("nvjet_hsh_128x256", 66, 384, "backward"),
+    """Launches as the timeline records them: one persistent GEMM configuration (grid 2x66) solving two
+    problems (in- and out-projection shapes) twice each, a scan kernel in forward and recomputed in backward,
+    and two template instances of one short name under one launch configuration."""
+    rows = [  # name, full name, grid_x, op, shapes, phase, duration
+        (GEMM, GEMM, 2, "aten::mm", SHAPES_A, "forward", 1500),
+        ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, "Fn", "", "forward", 200),
+        (GEMM, GEMM, 2, "aten::mm", SHAPES_B, "forward", 4000),
+        (GEMM, GEMM, 2, "aten::mm", SHAPES_A, "forward", 1510),
+        ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, "FnBackward", "", "backward", 210),
+        (GEMM, GEMM, 2, "aten::mm", SHAPES_B, "backward", 4020),
+        ("Kernel", "cutlass::Kernel<Conv>", 8, "aten::cudnn_convolution", "[[1]]", "forward", 117),
+        ("Kernel", "cutlass::Kernel<Gemm>", 8, "aten::cudnn_convolution", "[[2]]", "backward", 213),
     ]
     frame = pd.DataFrame({
-        "launch_idx": range(len(rows)), "kernel_name": [r[0] for r in rows], "kernel_name_full": [r[0] for r in rows],
-        "phase": [r[3] for r in rows], "launch_op": "", "stream": 7,
-        "grid_x": [r[1] for r in rows], "grid_y": 1, "grid_z": 1, "block_x": [r[2] for r in rows], "block_y": 1,
-        "block_z": 1, "start_ns": range(0, 5000, 1000), "duration_ns": [100, 200, 300, 400, 500],
+        "launch_idx": range(len(rows)), "kernel_name": [r[0] for r in rows], "kernel_name_full": [r[1] for r in rows],
+        "phase": [r[5] for r in rows], "launch_op": [r[3] for r in rows], "launch_shapes": [r[4] for r in rows],
+        "stream": 7, "grid_x": [r[2] for r in rows], "grid_y": 66, "grid_z": 1, "block_x": 384, "block_y": 1,
+        "block_z": 1, "shared_mem_bytes": 1024, "start_ns": range(0, 8000, 1000),
+        "duration_ns": [r[6] for r in rows], "counter_status": "not collected", "counter_lender": -1,
     })
     return conform_kernels(frame)
 
 
 def report(rows):
-    return pd.DataFrame(rows, columns=["kernel_name", "grid_size", "block_size", "dram_read_bytes"])
+    """Report rows (name, full name, grid_x, dram bytes) in profiling order, in the timeline's configurations."""
+    frame = pd.DataFrame(rows, columns=["kernel_name", "kernel_name_full", "grid_x", "dram_read_bytes"])
+    return frame.assign(grid_y=66, grid_z=1, block_x=384, block_y=1, block_z=1, shared_mem_bytes=1024)
+
+
+def test_plan_targets_the_first_launch_of_each_further_problem_in_a_configuration():
+    plan = SamplingPlan.of(timeline())
+    # GEMM: problem B first appears as the 2nd launch of its configuration; cutlass Kernel<Gemm> as the 2nd of its.
+    # The scan kernel recomputed in backward is one problem (a custom kernel: its configuration is its problem).
+    assert plan.targets == {GEMM: [2], "Kernel": [2]}
+    assert len(plan.ambiguous) == 2 and plan.ordinals.tolist() == [0, 0, 1, 2, 1, 3, 0, 1]
+
+
+PASS_1 = [(GEMM, GEMM, 2, 1e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, 5e6),
+          ("Kernel", "cutlass::Kernel<Conv>", 8, 7e6)]
+PASS_2 = [(GEMM, GEMM, 2, 3e6), ("Kernel", "cutlass::Kernel<Gemm>", 8, 9e6)]
 
 
 @pytest.mark.parametrize(
-    ("mode", "report_rows", "expected"),
+    ("scenario", "passes", "dram", "status"),
     [
-        # sampled: one profiled launch per configuration lends its counters to all launches of it
-        ("sampled", [("nvjet_hsh_128x256", 66, 384, 1e6), ("_chunk_scan_fwd_kernel", 512, 256, 5e6)],
-         [1e6, 5e6, NAN, 5e6, 1e6]),
-        # all: the k-th launch of a configuration in the report is the k-th on the timeline
-        ("all", [("nvjet_hsh_128x256", 66, 384, 1e6), ("_chunk_scan_fwd_kernel", 512, 256, 5e6),
-                 ("nvjet_hsh_128x256", 132, 384, 2e6), ("_chunk_scan_fwd_kernel", 512, 256, 6e6),
-                 ("nvjet_hsh_128x256", 66, 384, 3e6)],
-         [1e6, 5e6, 2e6, 6e6, 3e6]),
+        ("sampled: pass 1 alone lends one problem's counters to no other problem",
+         [(PASS_1, {"first": True})], [1e6, 5e6, NAN, 1e6, 5e6, NAN, 7e6, NAN],
+         ["measured", "measured", "unmatched", "lent", "lent", "unmatched", "measured", "unmatched"]),
+        ("sampled: the targeted pass measures the second problem of each ambiguous configuration",
+         [(PASS_1, {"first": True}), (PASS_2, {"invocations": [2]})], [1e6, 5e6, 3e6, 1e6, 5e6, 3e6, 7e6, 9e6],
+         ["measured", "measured", "measured", "lent", "lent", "lent", "measured", "measured"]),
+        ("all: the k-th launch of a configuration in the report is the k-th on the timeline",
+         [([(GEMM, GEMM, 2, 1e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, 5e6),
+            (GEMM, GEMM, 2, 3e6), (GEMM, GEMM, 2, 2e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, 6e6),
+            (GEMM, GEMM, 2, 4e6), ("Kernel", "cutlass::Kernel<Conv>", 8, 7e6),
+            ("Kernel", "cutlass::Kernel<Gemm>", 8, 9e6)], {"all": True})],
+         [1e6, 5e6, 3e6, 2e6, 6e6, 4e6, 7e6, 9e6], ["measured"] * 8),
+        ("a report row whose full name differs from the launch at its place is not that launch's",
+         [([(GEMM, GEMM, 2, 1e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, 5e6),
+            ("Kernel", "cutlass::Kernel<Gemm>", 8, 9e6)], {"first": True})],
+         [1e6, 5e6, NAN, 1e6, 5e6, NAN, NAN, NAN],
+         ["measured", "measured", "unmatched", "lent", "lent", "unmatched", "unmatched", "unmatched"]),
     ],
 )
-def test_attach_counters(mode, report_rows, expected):
-    joined = conform_kernels(attach_counters(timeline(), report(report_rows), mode))
-    assert joined["launch_idx"].tolist() == list(range(5))  # timeline order kept
-    assert joined["dram_read_bytes"].tolist() == pytest.approx(expected, nan_ok=True)
-    assert joined["l2_hit_rate_pct"].isna().all()
+def test_attach_counters(scenario, passes, dram, status):
+    plan = SamplingPlan.of(timeline())
+    joined, notes = attach_counters(timeline(), [(report(rows), expected) for rows, expected in passes], plan)
+    joined = conform_kernels(joined)
+    assert joined["launch_idx"].tolist() == list(range(8)), scenario  # timeline order kept
+    assert joined["dram_read_bytes"].tolist() == pytest.approx(dram, nan_ok=True), scenario
+    assert joined["counter_status"].tolist() == status, scenario
+    lent = joined["counter_status"] == "lent"
+    assert (joined.loc[lent, "counter_lender"] < joined.loc[lent, "launch_idx"]).all()
+    assert notes["profiled_not_on_timeline"] == [] and notes["ordinal_mismatch"] == []
 
 
-def test_unmatched_profiled_names_counters_the_timeline_never_ran():
-    # the child autotuned _chunk_scan_fwd_kernel to 4 warps where the timeline ran 8 (256 threads)
-    profiled = report([("nvjet_hsh_128x256", 66, 384, 1e6), ("_chunk_scan_fwd_kernel", 512, 128, 5e6),
-                       ("nvjet_hsh_128x256", 132, 384, 2e6)])
-    assert unmatched_profiled(timeline(), profiled) == ["_chunk_scan_fwd_kernel grid 512 block 128"]
-    assert unmatched_profiled(timeline(), profiled.iloc[[0, 2]]) == []
+def test_rows_that_cannot_be_placed_are_named():
+    # the child autotuned _chunk_scan_fwd_kernel to another grid; pass 2 returned two rows where one was asked
+    rows = report([(GEMM, GEMM, 2, 1e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 256, 5e6)])
+    extra = report([(GEMM, GEMM, 2, 3e6), (GEMM, GEMM, 2, 3e6)])
+    plan = SamplingPlan.of(timeline())
+    joined, notes = attach_counters(timeline(), [(rows, {"first": True}), (extra, {"invocations": [2]})], plan)
+    assert notes["profiled_not_on_timeline"] == ["_chunk_scan_fwd_kernel grid 256x66x1 block 384x1x1 smem 1024"]
+    assert notes["ordinal_mismatch"] == [f"{GEMM} grid 2x66x1 block 384x1x1 smem 1024"]
+    assert joined["counter_status"].tolist()[:3] == ["measured", "unmatched", "unmatched"]
 
 
 @pytest.fixture

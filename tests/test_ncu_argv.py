@@ -1,7 +1,24 @@
+import gzip
+from pathlib import Path
+
 import pytest
 
-from ssmprof.profiler.ncu import counter_metrics, ncu_argv
+from ssmprof.profiler.ncu import (
+    CHIPS,
+    LAUNCH_METRICS,
+    UnknownMetric,
+    check_metrics,
+    chip_for,
+    column_metrics,
+    counter_metrics,
+    ncu_argv,
+    parse_query_metrics,
+    targeted_kernel_id,
+)
 from ssmprof.schema import COUNTER_METRICS
+
+# `ncu --query-metrics --chip CHIP` of Nsight Compute 2025.3.1, beside the checkout (CI has it; see shared/README)
+QUERY_LISTS = Path(__file__).resolve().parents[2] / "shared" / "ncu"
 
 TARGET = ["python", "-m", "ssmprof.cli", "run", "mamba2-lm", "--preset", "small"]
 
@@ -19,7 +36,7 @@ def test_every_invocation_carries_the_flags_we_learnt_we_need(tmp_path, mode):
     assert "--nvtx" in argv and "--set" not in argv and "--section" not in argv
     assert option(argv, "--export") == str(tmp_path / "it.ncu-rep")
     assert option(argv, "--metrics").split(",") == counter_metrics()
-    assert len(counter_metrics()) == len(COUNTER_METRICS) + 2  # + grid and block size, for the join
+    assert len(counter_metrics()) == len(COUNTER_METRICS) + len(LAUNCH_METRICS)  # + 3-D grid, block, smem
     assert option(argv, "--kernel-name") == "regex:^(?!nccl)"  # NCCL kernels are never replayed
 
 
@@ -33,3 +50,39 @@ def test_sampled_profiles_one_launch_per_launch_config_and_all_profiles_every_la
 def test_unknown_mode_is_refused(tmp_path):
     with pytest.raises(ValueError, match="counter mode"):
         ncu_argv(TARGET, tmp_path / "r", "some")
+
+
+def test_targeted_pass_asks_for_the_union_of_invocations_of_the_named_functions(tmp_path):
+    argv = ncu_argv(TARGET, tmp_path / "r", "sampled", targets={"nvjet_a": [2, 15], "Kernel": [2]})
+    assert option(argv, "--kernel-id") == "::regex:^(Kernel|nvjet_a)$:^(2|15)$"
+    assert "--filter-mode" not in argv and "--kernel-name" not in argv
+    assert targeted_kernel_id({"a.b": [3]}) == "::regex:^(a\\.b)$:^(3)$"
+
+
+@pytest.mark.parametrize("chip", sorted(set(CHIPS.values())))
+def test_every_chip_metric_set_exists_in_that_chips_query_list(chip):
+    listing = QUERY_LISTS / f"{chip}-metrics-ncu2025.3.1.txt.gz"
+    if not listing.exists():
+        pytest.skip(f"{listing} is not beside this checkout")
+    available = parse_query_metrics(gzip.open(listing, "rt").read())
+    check_metrics(counter_metrics(chip), available, chip)  # raises on any unknown metric
+    # what Hopper alone has is mapped or dropped on the others, never asked for
+    if chip != "gh100":
+        with pytest.raises(UnknownMetric, match="sm__ops_path_tensor_"):
+            check_metrics(counter_metrics("gh100"), available, chip)
+
+
+def test_a100_collects_what_it_has_and_says_what_it_lacks():
+    a100 = column_metrics(chip_for("8.0"))
+    assert a100["tensor_ops_bf16"] == "sm__ops_path_tensor_src_bf16_dst_fp32.sum"
+    assert a100["tensor_ops_fp16"].count("+") == 1  # fp16 in with fp16 or fp32 accumulation
+    assert [c for c, m in a100.items() if m is None] == ["tensor_ops_fp8", "tensor_ops_bf16_wgmma",
+                                                         "tensor_ops_bf16_mma"]
+
+
+def test_unknown_chip_and_unknown_metric_are_one_line_errors():
+    with pytest.raises(UnknownMetric, match="compute capability 7.5"):
+        chip_for("7.5")
+    with pytest.raises(UnknownMetric, match="dram__bytes_sideways.sum on gh100"):
+        check_metrics(["dram__bytes_read.sum", "dram__bytes_sideways.sum", "launch__grid_dim_x"],
+                      {"dram__bytes_read"}, "gh100")

@@ -22,8 +22,10 @@ def kernel_rows():
         "launch_idx": range(5), "kernel_name": names, "kernel_name_full": names, "phase": phases,
         "launch_op": ["", "", "", "aten::mm", "aten::_fused_adamw_"], "stream": [7] * 5,
         "grid_x": [16, 128, 128, 66, 540], "grid_y": [8, 8, 8, 1, 1], "grid_z": [4, 4, 4, 1, 1],
-        "block_x": [128, 256, 256, 384, 512], "block_y": [1] * 5, "block_z": [1] * 5,
+        "block_x": [128, 256, 256, 384, 512], "block_y": [1] * 5, "block_z": [1] * 5, "shared_mem_bytes": [0] * 5,
+        "launch_shapes": ["", "", "", "[[8192,4096],[4096,16384]]", ""],
         "start_ns": [0, 5_000, 400_000, 900_000, 1_500_000], "duration_ns": [4_500, 121_000, 310_000, 90_000, 60_000],
+        "counter_status": ["measured", "measured", "unmatched", "measured", "lent"], "counter_lender": [0, 1, -1, 3, 3],
         "dram_read_bytes": [1.0e6, 2.5e7, float("nan"), 3.0e7, 8.0e7],
     })
 

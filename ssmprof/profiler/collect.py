@@ -1,7 +1,9 @@
 """`ssmprof profile`: run the harness with the collectors and write one run directory (the data contract).
 
 Order: the timeline run in this process (it also gives the harness numbers), then Nsight Compute on the
-same iteration in a child process; the run directory is written only when both succeeded."""
+same iteration in a child process (two passes in sampled mode where one launch configuration holds several
+problems, see `ncu`), the join (`counters`), and the self-checks of every launch's counters
+(`analysis.checks`, recorded in run.json `checks`); the run directory is written only when all succeeded."""
 
 from __future__ import annotations
 
@@ -16,13 +18,15 @@ import pandas as pd
 import torch
 
 from ssmprof import schema
+from ssmprof.analysis.checks import Peaks, check_counters
 from ssmprof.errors import NoGpu
 from ssmprof.kernels import KernelPlan, software_versions
 from ssmprof.profiler import autotune
-from ssmprof.profiler.counters import attach_counters, child_command, run_ncu, unmatched_profiled
+from ssmprof.profiler.counters import SamplingPlan, attach_counters, available_metrics, child_command, run_ncu
+from ssmprof.profiler.gpu_specs import spec_for
 from ssmprof.profiler.harness import Progress, RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
-from ssmprof.profiler.ncu import counter_metrics
+from ssmprof.profiler.ncu import check_metrics, chip_for, column_metrics, counter_metrics
 from ssmprof.profiler.ncu_extract import read_report
 from ssmprof.profiler.timeline import TimelineCapture, kernel_table
 from ssmprof.workloads.base import CommonConfig, Workload
@@ -109,23 +113,49 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
     gc.collect()
     torch.cuda.empty_cache()
     with tempfile.TemporaryDirectory() as scratch:
-        extra = {}
+        extra, checks = {}, {}
         if counters != "none":
-            report_path = Path(scratch) / "counters.ncu-rep"
+            chip = chip_for(result.gpu["compute_capability"])
+            metrics = counter_metrics(chip)
+            check_metrics(metrics, available_metrics(chip), chip)
             choices_path = Path(scratch) / "autotune.json"
             choices_path.write_text(json.dumps(triton_choices))
-            configs = kernels.groupby(["kernel_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"])
-            total = configs.ngroups if counters == "sampled" else len(kernels)
-            wall = run_ncu(child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path),
-                           report_path, counters, ncu_timeout_s, lambda done: tell("counters (ncu)", done, total))
-            measured = read_report(report_path)
-            kernels = schema.conform_kernels(attach_counters(kernels, measured, counters))
-            collectors["counters"].update({"tool": "ncu", "wall_s": wall, "kernels_profiled": len(measured),
-                                           "profiled_not_on_timeline": unmatched_profiled(kernels, measured),
-                                           "report_bytes": report_path.stat().st_size, "metrics": counter_metrics()})
-            if keep_report:
-                extra["counters.ncu-rep"] = report_path
+            command = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path)
+            plan = SamplingPlan.of(kernels)
+            passes = [(counters, None)]
+            if counters == "sampled" and plan.targets:
+                passes.append(("sampled", plan.targets))
+            reports, walls = [], []
+            for number, (mode, targets) in enumerate(passes, start=1):
+                report_path = Path(scratch) / f"counters-{number}.ncu-rep"
+                total = (sum(len(t) for t in targets.values()) if targets else
+                         plan.ordinals.eq(0).sum() if mode == "sampled" else len(kernels))
+                walls.append(run_ncu(command, report_path, mode, ncu_timeout_s,
+                                     lambda done, n=number, t=total: tell(f"counters (ncu pass {n})", done, t),
+                                     metrics=metrics, targets=targets))
+                expected = ({"all": True} if mode == "all" else
+                            {"invocations": sorted({n for v in targets.values() for n in v})} if targets else
+                            {"first": True})
+                reports.append((read_report(report_path, chip), expected))
+                if keep_report:
+                    extra[report_path.name] = report_path
+            kernels, notes = attach_counters(kernels, reports, plan)
+            kernels, checks = check_counters(schema.conform_kernels(kernels), peaks_for(result.gpu["name"]))
+            collectors["counters"].update({"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls,
+                                           **notes, "metrics": metrics,
+                                           "columns_not_on_chip": [c for c, m in column_metrics(chip).items()
+                                                                   if m is None]})
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = Path(out) / f"{workload.name}-{preset}-{stamp}"
         info = run_info(result, overrides, collectors, kernels, triton_choices)
+        info["checks"] = checks
         return schema.write_run(path, info, kernels, extra_files=extra)
+
+
+def peaks_for(gpu_name: str) -> Peaks | None:
+    """Datasheet peaks for the counter checks (None for a GPU not in the table: rates go unchecked)."""
+    spec = spec_for(gpu_name)
+    if spec is None:
+        return None
+    return Peaks(dram_bytes=spec.dram_tb_s * 1e12, bf16_flops=spec.bf16_tflops * 1e12,
+                 tf32_flops=spec.tf32_tflops * 1e12, fp32_flops=spec.fp32_tflops * 1e12)

@@ -1,4 +1,4 @@
-"""Nsight Compute command lines for the counter collector (building them is pure; nothing runs here).
+"""Nsight Compute command lines and metric sets for the counter collector (pure; nothing runs here).
 
 What every invocation needs, each learnt on our H100 (gpu-facts.md):
 - `--profile-from-start off`: only the iteration the harness brackets with cudaProfilerStart/Stop is
@@ -7,33 +7,101 @@ What every invocation needs, each learnt on our H100 (gpu-facts.md):
 - `--clock-control none`: measure the GPU at the clocks it runs training at; never lock or change them.
 - `--metrics` with a curated list, not `--set full`: each section adds replay passes.
 - NCCL kernels are never replayed (replaying a collective deadlocks or corrupts it).
+
+Sampling (`--counters sampled`) takes two passes over the same iteration. The first profiles the first
+launch of every launch configuration (ncu's per-launch-config filter: kernel function name, grid, block and
+shared memory). That is each launch's own work only where the configuration determines the problem; it
+does not for library kernels whose grid ignores the shapes (cuBLAS's persistent `nvjet` GEMMs run grid 132
+for every shape) nor for template instances that share a function name. For those configurations the
+collector plans a second, targeted pass: `--kernel-id` with the configurations' function names and the
+invocation numbers (counted per launch configuration by ncu) of the first launch of each problem.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ssmprof.errors import SsmprofError
 from ssmprof.schema import COUNTER_METRICS
 
 # Kernel names ncu must skip: everything but NCCL (ncu matches names with ECMAScript regexes).
 NOT_NCCL = "regex:^(?!nccl)"
 MODES = ("sampled", "all")
-# Launch configuration of each profiled kernel, to join the report to the timeline.
-LAUNCH_METRICS = ("launch__grid_size", "launch__block_size")
+# Launch attributes read back for the join; ncu records them for every profiled kernel at no extra pass.
+LAUNCH_METRICS = ("launch__grid_dim_x", "launch__grid_dim_y", "launch__grid_dim_z", "launch__block_dim_x",
+                  "launch__block_dim_y", "launch__block_dim_z", "launch__shared_mem_per_block_static",
+                  "launch__shared_mem_per_block_dynamic")
+
+# Compute capability -> the chip name Nsight Compute uses for its metric lists.
+CHIPS = {"8.0": "ga100", "9.0": "gh100", "10.0": "gb100"}
+# Where a chip names a counter differently from Hopper (gh100, the names in schema.COUNTER_METRICS), from
+# `ncu --query-metrics --chip CHIP` (shared/ncu): another metric, a sum of metrics ("a+b"), or None where the
+# chip has no such counter (the column stays NaN, and run.json lists it). A100 has no fp8 and no wgmma; its
+# fp16 tensor ops are split by accumulator type; Blackwell's tensor work is tcgen05, not wgmma.
+_FP16_BY_ACCUMULATOR = "sm__ops_path_tensor_src_fp16_dst_fp16.sum+sm__ops_path_tensor_src_fp16_dst_fp32.sum"
+CHIP_OVERRIDES: dict[str, dict[str, str | None]] = {
+    "gh100": {},
+    "ga100": {"tensor_ops_fp16": _FP16_BY_ACCUMULATOR, "tensor_ops_fp8": None, "tensor_ops_bf16_wgmma": None,
+              "tensor_ops_bf16_mma": None},
+    "gb100": {"tensor_ops_fp16": _FP16_BY_ACCUMULATOR,
+              "tensor_ops_fp8": "sm__ops_path_tensor_src_fp4_fp6_fp8_dst_fp16.sum"
+                                "+sm__ops_path_tensor_src_fp4_fp6_fp8_dst_fp32.sum",
+              "tensor_ops_bf16_wgmma": None},
+}
 
 
-def counter_metrics() -> list[str]:
-    """The curated metric list: what kernels.parquet has columns for, plus the launch configuration."""
-    return [metric for metric, _, _ in COUNTER_METRICS.values()] + list(LAUNCH_METRICS)
+class UnknownMetric(SsmprofError):
+    pass
+
+
+def chip_for(compute_capability: str) -> str:
+    chip = CHIPS.get(compute_capability)
+    if chip is None:
+        raise UnknownMetric(f"no Nsight Compute metric set for compute capability {compute_capability} "
+                            f"(known: {', '.join(f'{cc} = {c}' for cc, c in CHIPS.items())}); use --counters none")
+    return chip
+
+
+def column_metrics(chip: str) -> dict[str, str | None]:
+    """Counter column -> the metric expression collected for it on `chip` ("a+b" sums; None: not on this chip)."""
+    overrides = CHIP_OVERRIDES[chip]
+    return {column: overrides.get(column, metric) for column, (metric, _, _) in COUNTER_METRICS.items()}
+
+
+def counter_metrics(chip: str = "gh100") -> list[str]:
+    """The metric names passed to ncu on `chip`: every counter column's metrics plus the launch attributes."""
+    names = [name for expression in column_metrics(chip).values() if expression for name in expression.split("+")]
+    return list(dict.fromkeys(names)) + list(LAUNCH_METRICS)
+
+
+def check_metrics(metrics: Iterable[str], available: set[str], chip: str) -> None:
+    """Refuse, naming it, any counter metric whose base name `ncu --query-metrics --chip CHIP` does not list:
+    ncu would otherwise profile without it and every row would read NaN."""
+    unknown = [m for m in metrics if not m.startswith("launch__") and m.split(".")[0] not in available]
+    if unknown:
+        raise UnknownMetric(f"Nsight Compute does not know {', '.join(unknown)} on {chip}: "
+                            "ssmprof's metric set for this chip needs updating (or use --counters none)")
+
+
+def parse_query_metrics(text: str) -> set[str]:
+    """Base metric names from the table `ncu --query-metrics --chip CHIP` prints."""
+    names = set()
+    for line in text.splitlines():
+        first = line.split(maxsplit=1)[0] if line.strip() else ""
+        if "__" in first:
+            names.add(first)
+    return names
 
 
 def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics: Iterable[str] | None = None,
-             ncu: str = "ncu") -> list[str]:
+             ncu: str = "ncu", targets: dict[str, list[int]] | None = None) -> list[str]:
     """argv that profiles the cudaProfilerStart/Stop-bracketed iteration of `target` into `report`.
 
-    mode "sampled": the first launch of each launch configuration (kernel, grid, block), weighted back
-    to every launch of that configuration by the timeline; mode "all": every launch of the iteration.
+    mode "sampled": the first launch of each launch configuration; "all": every launch of the iteration.
+    `targets` (function name -> 1-based invocation numbers within its launch configurations) turns it into
+    the second, targeted pass of sampled mode.
     """
     if mode not in MODES:
         raise ValueError(f"counter mode must be one of {MODES}, got {mode!r}")
@@ -43,10 +111,22 @@ def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics
         "--nvtx",
         "--clock-control", "none",
         "--metrics", ",".join(metrics if metrics is not None else counter_metrics()),
-        "--kernel-name", NOT_NCCL,
         "--export", str(report),
         "--force-overwrite",
     ]
-    if mode == "sampled":
-        argv += ["--filter-mode", "per-launch-config", "--launch-count", "1"]
+    if targets:
+        argv += ["--kernel-id", targeted_kernel_id(targets)]
+    else:
+        argv += ["--kernel-name", NOT_NCCL]
+        if mode == "sampled":
+            argv += ["--filter-mode", "per-launch-config", "--launch-count", "1"]
     return argv + list(target)
+
+
+def targeted_kernel_id(targets: dict[str, list[int]]) -> str:
+    """`::regex:NAMES:INVOCATIONS` for ncu's --kernel-id: the named functions, at the union of the invocation
+    numbers (ncu counts invocations per launch configuration). The union over-selects a little where two
+    configurations need different numbers; the join keeps only the launches it asked for."""
+    names = "|".join(re.escape(name) for name in sorted(targets))
+    numbers = sorted({n for wanted in targets.values() for n in wanted})
+    return f"::regex:^({names})$:^({'|'.join(map(str, numbers))})$"

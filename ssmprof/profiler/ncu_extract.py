@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
 
 from ssmprof.errors import SsmprofError
 from ssmprof.profiler.markers import NVTX_DOMAIN, PHASES
-from ssmprof.profiler.ncu import LAUNCH_METRICS
+from ssmprof.profiler.ncu import column_metrics
 from ssmprof.profiler.timeline import short_kernel_name
-from ssmprof.schema import COUNTER_METRICS
 
 
-def read_report(path: Path) -> pd.DataFrame:
-    """One row per profiled kernel, in profiling order: name, phase, grid/block size, counter columns."""
+def read_report(path: Path, chip: str = "gh100") -> pd.DataFrame:
+    """One row per profiled kernel, in profiling order: names, phase, 3-D grid and block, shared memory per
+    block, and the counter columns (`ncu.column_metrics(chip)`; NaN only for columns the chip has no counter
+    for). A metric the report lacks is an error, not NaN: it means the report was collected with another
+    metric set."""
     try:
         import ncu_report
     except ImportError as exc:
@@ -24,29 +25,37 @@ def read_report(path: Path) -> pd.DataFrame:
         context = ncu_report.load_report(str(path))
     except Exception as exc:  # the SWIG binding raises plain Exceptions for unreadable files
         raise SsmprofError(f"cannot read Nsight Compute report {path}: {exc}") from None
+    expressions = column_metrics(chip)
     rows = []
     for r in range(context.num_ranges()):
         profiled_range = context.range_by_idx(r)
         for a in range(profiled_range.num_actions()):
             action = profiled_range.action_by_idx(a)
+            value = _reader(action, path)
             full = action.name(ncu_report.IAction.NameBase_DEMANGLED)
             row = {
                 "kernel_name": short_kernel_name(full),
                 "kernel_name_full": full,
                 "phase": _phase(action.nvtx_state()),
-                "grid_size": _value(action, LAUNCH_METRICS[0]),
-                "block_size": _value(action, LAUNCH_METRICS[1]),
+                **{f"grid_{d}": int(value(f"launch__grid_dim_{d}")) for d in "xyz"},
+                **{f"block_{d}": int(value(f"launch__block_dim_{d}")) for d in "xyz"},
+                "shared_mem_bytes": int(value("launch__shared_mem_per_block_static")
+                                        + value("launch__shared_mem_per_block_dynamic")),
             }
-            row.update({column: _value(action, metric) for column, (metric, _, _) in COUNTER_METRICS.items()})
+            row.update({column: sum(value(m) for m in expression.split("+")) if expression else float("nan")
+                        for column, expression in expressions.items()})
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _value(action, metric: str) -> float:
-    found = action.metric_by_name(metric)
-    if found is None:
-        return math.nan
-    return float(found.as_double())
+def _reader(action, path: Path):
+    def value(metric: str) -> float:
+        found = action.metric_by_name(metric)
+        if found is None:
+            raise SsmprofError(f"{path}: metric {metric} is not in the report (collected with another metric set)")
+        return float(found.as_double())
+
+    return value
 
 
 def _phase(state) -> str:

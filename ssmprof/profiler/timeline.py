@@ -35,7 +35,9 @@ class TimelineCapture:
         if cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         self.cuda = cuda
-        self._profile = torch.profiler.profile(activities=activities)
+        # Input shapes name the problem a library kernel solves: cuBLAS's persistent GEMMs launch one grid for
+        # every shape, so (name, grid, block) alone cannot say which GEMM a launch is.
+        self._profile = torch.profiler.profile(activities=activities, record_shapes=True)
         self.trace: dict = {}
         self.wall_s = 0.0
 
@@ -97,7 +99,7 @@ def kernel_table(trace: dict) -> pd.DataFrame:
     ranges = phase_ranges(events)
     launches = {e["args"]["correlation"]: e for e in events
                 if e.get("cat") in _LAUNCH_CATEGORIES and "correlation" in e.get("args", {})}
-    ops = {e["args"]["External id"]: e["name"] for e in events
+    ops = {e["args"]["External id"]: (e["name"], _shapes(e["args"])) for e in events
            if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
     kernels = sorted((e for e in events if e.get("cat") == "kernel"),
                      key=lambda e: (launches.get(e["args"].get("correlation"), e)["ts"], e["ts"]))
@@ -106,6 +108,7 @@ def kernel_table(trace: dict) -> pd.DataFrame:
     for index, kernel in enumerate(kernels):
         args = kernel["args"]
         launch = launches.get(args.get("correlation"))
+        op, shapes = ops.get(launch["args"].get("External id"), ("", "")) if launch else ("", "")
         grid, block = args.get("grid", [0, 0, 0]), args.get("block", [0, 0, 0])
         rows.append({
             "launch_idx": index,
@@ -113,11 +116,21 @@ def kernel_table(trace: dict) -> pd.DataFrame:
             "kernel_name_full": kernel["name"],
             # A kernel whose launch call was not recorded is placed by its own start (later than its launch).
             "phase": phase_at(ranges, launch["ts"] if launch else kernel["ts"]),
-            "launch_op": ops.get(launch["args"].get("External id"), "") if launch else "",
+            "launch_op": op,
+            "launch_shapes": shapes,
             "stream": args.get("stream", -1),
             "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
             "block_x": block[0], "block_y": block[1], "block_z": block[2],
+            "shared_mem_bytes": args.get("shared memory", -1),
             "start_ns": round((kernel["ts"] - first_start) * 1e3),
             "duration_ns": round(kernel.get("dur", 0) * 1e3),
+            "counter_status": "not collected",
+            "counter_lender": -1,
         })
     return pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
+
+
+def _shapes(op_args: dict) -> str:
+    """The op's recorded input shapes as compact JSON ("" when shapes were not recorded)."""
+    dims = op_args.get("Input Dims")
+    return json.dumps(dims, separators=(",", ":")) if dims is not None else ""

@@ -1,0 +1,150 @@
+"""Self-checks of every launch's counters: what fails is removed, counted and named, never silently used.
+
+Run by the profiler on the joined kernel table before the run directory is written (pure: frame in, frame
+and summary out). Per launch with counters (`measured` or `lent`):
+
+- duration: the Nsight Compute duration the counters were measured over against this launch's timeline
+  duration. Tolerance, chosen on the 12 paper runs bundled before schema 2 (H100 + H200, 1,242 profiled
+  launches compared with themselves): the two collectors differ by up to 4.2 us on kernels under 10 us
+  (p99; ncu replays with flushed caches and adds launch overhead) and within 0.85-1.27x (p5-p95) above
+  10 us. A launch passes within DURATION_FLOOR_NS or within DURATION_RATIO either way; 98.4 % of those
+  launches pass, while counters lent across problems (a 360 us launch carrying a 4 ms GEMM's) fail.
+- rates, on the counters' own duration: DRAM bytes/s, tensor and fp32 FLOP/s at most the GPU's datasheet
+  peak; L2 throughput at most 100 % of ncu's peak. A rate past the hardware means the counters and the
+  duration describe different work.
+- hit rates within 0-100 %: ncu's sector accounting reads up to ~0.2 % over 100 on tiny kernels
+  (gpu-facts); values up to HIT_RATE_SLACK over are clipped to 100, beyond that the launch fails.
+- GEMMs: tensor FLOPs against 2*M*N*K (times the batch) from the launching op's input shapes; a launch
+  outside GEMM_RATIO_BAND fails (padding to tiles costs a few %, another problem's counters far more).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ssmprof.analysis.derived import derive
+from ssmprof.schema import COUNTER_COLUMNS
+
+DURATION_FLOOR_NS = 4000
+DURATION_RATIO = 1.5
+HIT_RATE_SLACK = 1.0
+GEMM_RATIO_BAND = (0.8, 1.25)
+# Ops whose input shapes give a GEMM's work, and where M, K, N stand in the shapes ([batch,] rows, inner).
+_GEMM_OPS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
+             "aten::addbmm": (1, 2)}
+WITH_COUNTERS = ("measured", "lent")
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Datasheet peaks of the GPU the counters come from (dense, per second)."""
+
+    dram_bytes: float
+    bf16_flops: float
+    tf32_flops: float
+    fp32_flops: float
+
+
+def gemm_flops(launch_op: str, launch_shapes: str) -> float:
+    """2*M*N*K (x batch) of a GEMM op from its recorded input shapes; NaN where the op or shapes say nothing."""
+    where = _GEMM_OPS.get(launch_op)
+    if where is None or not launch_shapes:
+        return float("nan")
+    try:
+        shapes = json.loads(launch_shapes)
+        a, b = shapes[where[0]], shapes[where[1]]
+    except (ValueError, IndexError, TypeError):
+        return float("nan")
+    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        return float("nan")
+    batch = float(np.prod(a[:-2])) if len(a) > 2 else 1.0
+    return 2.0 * batch * a[-2] * a[-1] * b[-1]
+
+
+def check_counters(kernels: pd.DataFrame, peaks: Peaks | None) -> tuple[pd.DataFrame, dict]:
+    """(the table with failing launches' counters removed and `counter_status` = "rejected: <check>",
+    the summary for run.json)."""
+    frame = derive(kernels)
+    counted = kernels["counter_status"].isin(WITH_COUNTERS) & kernels["ncu_duration_ns"].notna()
+    ncu, timeline = kernels["ncu_duration_ns"], kernels["duration_ns"].astype(float)
+    ratio = ncu / timeline.replace(0, np.nan)
+    duration_ok = ((ncu - timeline).abs() <= DURATION_FLOOR_NS) | ratio.between(1 / DURATION_RATIO, DURATION_RATIO)
+    fractions = _fractions_of_peak(frame, peaks)
+    rate_ok = ~(fractions > 1).any(axis=1)
+    hit = kernels[["l1_hit_rate_pct", "l2_hit_rate_pct"]]
+    hit_ok = ~((hit < 0) | (hit > 100 + HIT_RATE_SLACK)).any(axis=1)
+    analytic = pd.Series([gemm_flops(op, shapes) for op, shapes in zip(kernels["launch_op"], kernels["launch_shapes"],
+                                                                       strict=True)], index=kernels.index)
+    gemm = analytic.notna() & (frame["flops_tensor"] > 0)
+    gemm_ratio = frame["flops_tensor"] / analytic
+    gemm_ok = ~gemm | gemm_ratio.between(*GEMM_RATIO_BAND)
+    reason = np.select([~duration_ok, ~rate_ok, ~hit_ok, ~gemm_ok],
+                       ["rejected: duration", "rejected: rate above peak", "rejected: hit rate",
+                        "rejected: GEMM FLOPs"], "")
+    rejected = counted & (reason != "")
+    out = kernels.copy()
+    out.loc[rejected, list(COUNTER_COLUMNS)] = np.nan
+    out.loc[rejected, "counter_status"] = reason[rejected.to_numpy()]
+    for column in ("l1_hit_rate_pct", "l2_hit_rate_pct"):
+        out[column] = out[column].clip(upper=100)
+    kept = counted & ~rejected
+    summary = {
+        "duration_tolerance": {"floor_ns": DURATION_FLOOR_NS, "ratio": DURATION_RATIO},
+        "status_time_fraction": _time_shares(out),
+        "status_launches": {k: int(v) for k, v in out["counter_status"].value_counts().items()},
+        "rejected": _rejected_table(out[rejected]),
+        "max_fraction_of_peak": ({k: _max(v[kept]) for k, v in fractions.items()} if peaks else
+                                 "GPU not in the datasheet table: rates not checked"),
+        "hit_rates_clipped": int((hit[kept] > 100).any(axis=1).sum()),
+        "gemm_flops": _gemm_summary(kernels[kept & gemm], frame["flops_tensor"][kept & gemm], analytic[kept & gemm]),
+    }
+    return out, summary
+
+
+def _fractions_of_peak(frame: pd.DataFrame, peaks: Peaks | None) -> pd.DataFrame:
+    """Per launch, each rate as a fraction of its peak (on the counters' own duration)."""
+    if peaks is None:
+        return pd.DataFrame(index=frame.index)
+    seconds = frame["ncu_duration_ns"] / 1e9
+    tensor_time = ((frame["tensor_ops_bf16"].fillna(0) + frame["tensor_ops_fp16"].fillna(0)) / peaks.bf16_flops
+                   + frame["tensor_ops_tf32"].fillna(0) / peaks.tf32_flops
+                   + frame["tensor_ops_fp8"].fillna(0) / (2 * peaks.bf16_flops))
+    return pd.DataFrame({
+        "dram": frame["dram_bytes"] / seconds / peaks.dram_bytes,
+        "tensor": tensor_time / seconds,
+        "fp32": frame["flops_fp32"] / seconds / peaks.fp32_flops,
+        "l2": frame["l2_throughput_pct"] / 100,
+    })
+
+
+def _time_shares(kernels: pd.DataFrame) -> dict:
+    status = kernels["counter_status"].where(~kernels["counter_status"].str.startswith("rejected"), "rejected")
+    total = kernels["duration_ns"].sum()
+    return {k: float(v / total) for k, v in kernels.groupby(status)["duration_ns"].sum().items()} if total else {}
+
+
+def _rejected_table(rejected: pd.DataFrame, limit: int = 40) -> list[dict]:
+    grouped = (rejected.groupby(["kernel_name", "phase", "counter_status"], as_index=False)
+               .agg(launches=("launch_idx", "size"), time_ns=("duration_ns", "sum"))
+               .sort_values("time_ns", ascending=False).head(limit))
+    return [{"kernel_name": r.kernel_name, "phase": r.phase, "check": r.counter_status.removeprefix("rejected: "),
+             "launches": int(r.launches), "time_ns": int(r.time_ns)} for r in grouped.itertuples()]
+
+
+def _gemm_summary(gemms: pd.DataFrame, measured: pd.Series, analytic: pd.Series) -> dict:
+    out = {}
+    for phase in ("forward", "backward"):
+        mask = gemms["phase"] == phase
+        if mask.any():
+            out[phase] = {"launches": int(mask.sum()), "measured_flops": float(measured[mask].sum()),
+                          "analytic_flops": float(analytic[mask].sum()),
+                          "ratio": float(measured[mask].sum() / analytic[mask].sum())}
+    return out
+
+
+def _max(values: pd.Series) -> float | None:
+    return None if values.dropna().empty else float(values.max())
