@@ -167,7 +167,8 @@ def profile(
     allow_fallback: FallbackOpt = False,
     counters: Annotated[str, typer.Option(help="Nsight Compute counters: sampled (one launch per launch "
                                           "configuration), all (every launch) or none (timeline only)")] = "sampled",
-    keep_report: Annotated[bool, typer.Option(help="keep the .ncu-rep in the run directory")] = False,
+    keep_report: Annotated[bool, typer.Option(help="keep the Nsight Compute reports and the "
+                                                          "timeline's trace in the run directory")] = False,
     ncu_timeout: Annotated[float, typer.Option(help="seconds the Nsight Compute child may take")] = 1800,
     report_file: Annotated[Path | None, typer.Option("--report", help="also write the HTML report here")] = None,
 ) -> None:

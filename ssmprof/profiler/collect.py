@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import gzip
 import json
 import tempfile
 import time
@@ -114,6 +115,10 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
     torch.cuda.empty_cache()
     with tempfile.TemporaryDirectory() as scratch:
         extra, checks = {}, {}
+        if keep_report:  # the raw inputs of the join, for inspection and as test fixtures
+            extra["trace.json.gz"] = Path(scratch) / "trace.json.gz"
+            with gzip.open(extra["trace.json.gz"], "wt") as f:
+                json.dump(capture.trace, f)
         if counters != "none":
             chip = chip_for(result.gpu["compute_capability"])
             metrics = counter_metrics(chip)
