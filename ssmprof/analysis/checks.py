@@ -148,3 +148,12 @@ def _gemm_summary(gemms: pd.DataFrame, measured: pd.Series, analytic: pd.Series)
 
 def _max(values: pd.Series) -> float | None:
     return None if values.dropna().empty else float(values.max())
+
+
+def status_table(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per counter status (measured, lent, rejected: <check>, unmatched, ...): launches and share of kernel time."""
+    total = kernels["duration_ns"].sum()
+    table = (kernels.groupby("counter_status", as_index=False)
+             .agg(launches=("launch_idx", "size"), time_ns=("duration_ns", "sum")))
+    table["time_share"] = table["time_ns"] / total if total else np.nan
+    return table.sort_values("time_ns", ascending=False, ignore_index=True)

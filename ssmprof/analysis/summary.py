@@ -7,6 +7,7 @@ import pandas as pd
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.categories import with_categories
+from ssmprof.analysis.checks import status_table
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.ssd_model import SsdShape, analytic_vs_measured
 from ssmprof.analysis.tensor_vector import class_summary, classify
@@ -20,6 +21,7 @@ def analyze(run: Run, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
         "by_category": by_category(kernels),
         "top_kernels": top_kernels(kernels),
         "caches": cache_summary(kernels),
+        "counter_checks": status_table(kernels),
     }
     has_counters = kernels["ncu_duration_ns"].notna().any()
     if has_counters and ceilings is not None:
@@ -43,7 +45,16 @@ def analyze(run: Run, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
 def warnings_for(run: Run) -> list[str]:
     warning = other_share_warning(run.kernels)
     notes = [warning] if warning else []
+    status = run.kernels["counter_status"]
+    if (status == "unchecked").any():
+        notes.append("counters unchecked: a schema-1 run, whose counters were joined by short name, grid and block "
+                     "size and may belong to another launch; profile again for checked counters")
     if run.info["coverage"]["counter_time_fraction"] < 0.95:
         notes.append(f"counters cover {run.info['coverage']['counter_time_fraction']:.0%} of kernel time "
                      "(profile with --counters sampled or all for the roofline and cache views)")
+    rejected = run.info.get("checks", {}).get("rejected", [])
+    if rejected:
+        worst = ", ".join(f"{r['kernel_name']} ({r['phase']}, {r['check']})" for r in rejected[:3])
+        notes.append(f"self-checks removed the counters of {sum(r['launches'] for r in rejected)} launches "
+                     f"({sum(r['time_ns'] for r in rejected) / 1e6:.2f} ms), e.g. {worst}")
     return notes

@@ -17,6 +17,7 @@ TABLE_TITLES = {
     "caches": "Cache hit rates and DRAM throughput (time-weighted)",
     "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
     "ssd_analytic_vs_measured": "SSD forward kernels: analytic vs measured (per launch)",
+    "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
 }
 
 
