@@ -24,8 +24,8 @@ from ssmprof.workloads.base import CommonConfig, Workload
 from ssmprof.workloads.registry import SUITE, get_workload
 
 COUNTER_MODES = ("sampled", "all", "none")
-# Untimed iterations before the timed ones: on a GPU, Triton compiles and autotunes in the first and the
-# clocks and caches settle over the next; on the CPU one is enough to load everything.
+# Untimed iterations before the timed ones where `--warmup` is not given (Triton compiles and autotunes in
+# them: see `profiler.harness`); profile and suite share it, so a suite run is a profile run.
 WARMUP = {"cuda": 3, "cpu": 1}
 
 
