@@ -52,7 +52,7 @@ wheelhouse:
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
 	$(BIN)/pip download -q --only-binary :all: --python-version $(WHEEL_PY) --implementation cp \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-		--platform manylinux_2_25_x86_64 -d wheelhouse nvtx plotly ncu-report narwhals
+		--platform manylinux_2_25_x86_64 -d wheelhouse nvtx plotly ncu-report narwhals pydantic
 	@ls -la wheelhouse
 
 test:

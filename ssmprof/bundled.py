@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ssmprof.workloads.registry import SUITE
-
 REFERENCE = Path(__file__).parent / "reference"
 GPUS = {"h100-sxm": "H100", "h200": "H200"}  # folder (a key of the datasheet table) -> short label
 
 
 def runs(gpu: str) -> list[Path]:
     """The run directories measured on `gpu`, in suite order."""
+    from ssmprof.workloads.registry import SUITE  # imports torch, which reports need not load
+
     return [REFERENCE / gpu / w.name for w in SUITE if (REFERENCE / gpu / w.name / "run.json").exists()]
 
 

@@ -39,3 +39,8 @@ class InputFileError(SsmprofError):
 
 class CorruptRun(SsmprofError):
     """A run directory that is missing, incomplete, failed, or does not match the data contract."""
+
+
+class CorruptFile(SsmprofError):
+    """A device profile, baseline or suite manifest that is missing, unreadable, of another version, or not of
+    the data contract."""

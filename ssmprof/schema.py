@@ -1,4 +1,6 @@
-"""The data contract: a run directory = `run.json` + `kernels.parquet`. Everything downstream reads only this.
+"""The data contract: every file ssmprof writes is defined, versioned, read and written here, and only here.
+
+A run directory = `run.json` + `kernels.parquet`; everything downstream reads only this.
 
 `kernels.parquet` has one row per kernel launch of the profiled training iteration. Its columns are
 `KERNEL_COLUMNS` (identity, context, time; always present) and `COUNTER_COLUMNS` (raw Nsight Compute
@@ -9,7 +11,12 @@ add columns (e.g. `category`) to the frames they return; the file holds measurem
 config, kernel provenance, the Triton autotuning choices of the profiled process (`triton_autotune`, optional),
 harness numbers, collector costs and coverage, and `status`: "complete", or "failed: <why>". Run
 directories are written atomically (a hidden `.NAME.partial-PID` sibling renamed into place at the end), so
-an interrupted run never looks like a good one.
+an interrupted run never looks like a good one. `RunInfo` types the keys readers rely on and keeps any others.
+
+Beside runs: the device profile (`DeviceProfile`, by `ssmprof calibrate`), the regression baseline
+(`Baseline`, by `ssmprof baseline`) and the suite manifest (`SuiteManifest`, by `ssmprof suite`): pydantic
+models with a `version`, written by `write_document` and read by `read_document`, which turns a missing,
+unreadable, other-version or malformed file into one `CorruptFile` line.
 """
 
 from __future__ import annotations
@@ -19,11 +26,13 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ssmprof.errors import CorruptRun, SsmprofError
+from ssmprof.errors import CorruptFile, CorruptRun, SsmprofError
 
 SCHEMA_VERSION = 2  # 2: launch_shapes, shared_mem_bytes, counter_status, counter_lender; run.json `checks`
 RUN_JSON = "run.json"
@@ -109,16 +118,51 @@ COUNTER_COLUMNS: dict[str, Column] = {
 }
 ALL_COLUMNS: dict[str, Column] = {**KERNEL_COLUMNS, **COUNTER_COLUMNS}
 
-# run.json: required keys (dotted paths) that readers rely on.
-REQUIRED_RUN_KEYS = (
-    "schema_version", "status", "workload.name", "workload.preset", "workload.config", "gpu.name", "versions",
-    "provenance", "harness.step_ms", "harness.throughput", "collectors", "coverage.launches",
-    "coverage.phase_time_fraction", "coverage.counter_time_fraction",
-)
-
 
 class SchemaError(SsmprofError):
     pass
+
+
+class _Open(BaseModel):
+    """A run.json section: the keys readers rely on are typed, any others are kept (run.json grows new
+    sections and keys, e.g. `triton_autotune`, without a schema version bump)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class WorkloadSection(_Open):
+    name: str
+    preset: str
+    config: dict[str, Any]
+
+
+class GpuSection(_Open):
+    name: str
+
+
+class HarnessSection(_Open):
+    step_ms: float
+    throughput: float
+
+
+class CoverageSection(_Open):
+    launches: int
+    phase_time_fraction: float
+    counter_time_fraction: float
+
+
+class RunInfo(_Open):
+    """What readers of run.json rely on; validated on every write and read, the dict itself is passed on."""
+
+    schema_version: int
+    status: str
+    workload: WorkloadSection
+    gpu: GpuSection
+    versions: dict[str, Any]
+    provenance: dict[str, Any]
+    harness: HarnessSection
+    collectors: dict[str, Any]
+    coverage: CoverageSection
 
 
 @dataclass
@@ -158,18 +202,32 @@ def _from_schema_1(kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 def check_info(info: dict) -> None:
-    missing = [key for key in REQUIRED_RUN_KEYS if not _has(info, key)]
-    if missing:
-        raise SchemaError(f"run.json lacks: {', '.join(missing)}")
+    try:
+        RunInfo.model_validate(info)
+    except ValidationError as exc:
+        raise SchemaError(f"run.json {_defects(exc)}") from None
 
 
-def _has(info: dict, dotted: str) -> bool:
-    node = info
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
+def _defects(exc: ValidationError, shown: int = 6) -> str:
+    """A pydantic validation error as one line: missing keys, unknown keys (dotted paths), then wrong values."""
+    errors = exc.errors()
+    missing = [_dotted(e["loc"]) for e in errors if e["type"] == "missing"]
+    unknown = [_dotted(e["loc"]) for e in errors if e["type"] == "extra_forbidden"]
+    wrong = [f"{_dotted(e['loc']) or 'document'}: {e['msg']}" for e in errors
+             if e["type"] not in ("missing", "extra_forbidden")]
+    parts = [f"lacks: {_first(missing, shown)}"] if missing else []
+    parts += [f"unknown keys: {_first(unknown, shown)}"] if unknown else []
+    parts += [_first(wrong, shown, "; ")] if wrong else []
+    return "; ".join(parts)
+
+
+def _dotted(loc: tuple) -> str:
+    return ".".join(map(str, loc))
+
+
+def _first(items: list[str], shown: int, sep: str = ", ") -> str:
+    more = f"{sep}... ({len(items) - shown} more)" if len(items) > shown else ""
+    return sep.join(items[:shown]) + more
 
 
 def write_run(path: Path, info: dict, kernels: pd.DataFrame, overwrite: bool = False,
@@ -226,3 +284,147 @@ def read_run(path: Path) -> Run:
     except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on a damaged file
         raise CorruptRun(f"{path / KERNELS_PARQUET} cannot be read ({exc})") from None
     return Run(info, kernels, path)
+
+
+
+# --- The other files ssmprof writes: device profile, baseline, suite manifest. Each is a versioned model,
+# written only by `write_document` and read only by `read_document`, which turns any defect into one line.
+
+
+class _Closed(BaseModel):
+    """Part of a file only ssmprof writes: unknown keys are refused (a misspelt key must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Versioned(_Closed):
+    """A whole file. `VERSION` is what this ssmprof writes and reads; `WHAT` names the file in messages."""
+
+    VERSION: ClassVar[int]
+    WHAT: ClassVar[str]
+    version: int
+
+
+class MeasuredCeilings(_Closed):
+    dram_gb_s: float
+    l2_gb_s: float | None = None  # None where the measurement was not trustworthy (the profile's note says why)
+    bf16_tensor_tflops: float
+    fp32_tflops: float
+    source: str = "measured by ssmprof calibrate"
+
+
+class CalibrationCheck(_Closed):
+    """One known-work check of `ssmprof calibrate` (see `profiler/calibrate.KNOWN_WORK`)."""
+
+    check: str
+    kernel: str
+    expected: float
+    measured: float | None  # None (NaN when computed) where the check's kernel was not found
+    unit: str
+    error_pct: float | None
+    tolerance_pct: float
+    passed: bool
+
+
+class DeviceProfile(_Versioned):
+    """`ssmprof calibrate`'s output: ceilings measured on one GPU (`gpu.name`), which rooflines of runs from
+    that GPU use instead of the datasheet's, beside the checks that vouch for the counter formulas."""
+
+    VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "device profile"
+    # Profiles written before the field existed have none; their format is version 1.
+    version: int = 1
+    gpu: GpuSection
+    measured: MeasuredCeilings
+    datasheet: dict[str, float]
+    checks: list[CalibrationCheck]
+    ncu_wall_s: float
+    note: str | None = None
+
+
+class BaselineRow(_Closed):
+    """One kernel (name, phase, launch configuration) and metric over the baseline's runs."""
+
+    kernel_name: str
+    phase: str
+    grid_x: int
+    grid_y: int
+    grid_z: int
+    block_x: int
+    block_y: int
+    block_z: int
+    metric: str
+    median: float
+    spread: float  # median absolute deviation scaled to a standard deviation
+    runs: int  # how many of the baseline's runs had this kernel
+
+
+class Baseline(_Versioned):
+    """`ssmprof baseline`'s output, the reference `ssmprof regress` gates runs of the same workload on."""
+
+    VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "baseline"
+    workload: WorkloadSection
+    gpu: str
+    rows: list[BaselineRow]
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([row.model_dump() for row in self.rows], columns=list(BaselineRow.model_fields))
+
+
+class SuiteManifest(_Versioned):
+    """What `ssmprof suite` wrote into its folder (`SUITE_MANIFEST`): the runs (directory names beside the
+    manifest, in suite order) of one preset, and how long the suite took."""
+
+    VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "suite manifest"
+    preset: str
+    counters: str
+    steps: int
+    workloads: list[str]
+    runs: list[str]
+    wall_s: float
+
+
+SUITE_MANIFEST = "suite.json"
+Document = TypeVar("Document", bound=_Versioned)
+
+
+def make_document(kind: type[Document], **fields) -> Document:
+    """A document of this ssmprof's version, validated now (a defect is a bug here, not in a file)."""
+    try:
+        return kind.model_validate({"version": kind.VERSION, **fields})
+    except ValidationError as exc:
+        raise SchemaError(f"{kind.WHAT} {_defects(exc)}") from None
+
+
+def write_document(document: _Versioned, path: Path) -> Path:
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(document.model_dump_json(indent=2) + "\n")
+    except OSError as exc:
+        raise SsmprofError(f"cannot write {document.WHAT} {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def read_document(kind: type[Document], path: Path) -> Document:
+    """Read and validate a device profile, baseline or suite manifest; any defect is one `CorruptFile` line."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptFile(f"cannot read {kind.WHAT} {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise CorruptFile(f"{kind.WHAT} {path} is not valid JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise CorruptFile(f"{kind.WHAT} {path} is not a JSON object")
+    found = document.get("version", kind.model_fields["version"].default)
+    if found != kind.VERSION:
+        raise CorruptFile(f"{kind.WHAT} {path} has version {found}, this ssmprof reads {kind.VERSION}")
+    try:
+        return kind.model_validate(document)
+    except ValidationError as exc:
+        raise CorruptFile(f"{kind.WHAT} {path} is not a valid {kind.WHAT}: {_defects(exc)}") from None

@@ -93,10 +93,11 @@ def test_planted_regression_is_caught(tmp_path, baseline_file):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{not json", "is not a valid ssmprof baseline"),
-        ('{"version": 1, "rows": [{"kernel_name": "x"}]}', "lacks columns"),
-        ('{"version": 7, "rows": []}', "has version 7"),
-        ("[1, 2]", "is not a valid ssmprof baseline"),
+        ("{not json", "is not valid JSON"),
+        ('{"version": 1, "rows": [{"kernel_name": "x"}]}',
+         "is not a valid baseline: lacks: workload, gpu, rows.0.phase"),
+        ('{"version": 7, "rows": []}', "has version 7, this ssmprof reads 1"),
+        ("[1, 2]", "is not a JSON object"),
     ],
 )
 def test_corrupt_baseline_is_one_line(tmp_path, content, message):
@@ -107,6 +108,7 @@ def test_corrupt_baseline_is_one_line(tmp_path, content, message):
     bad.write_text(content)
     result = runner.invoke(app, ["regress", str(run), "--baseline", str(bad)])
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
 
 
 def test_baseline_needs_repeats(tmp_path):

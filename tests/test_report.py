@@ -51,6 +51,19 @@ def test_markdown_and_csv(tmp_path):
     assert (tmp_path / "csv" / "ssd_analytic_vs_measured.csv").exists()
 
 
+def test_device_profile_of_another_gpu_is_not_applied(tmp_path):
+    """An H200 profile given for an H100 run: the run keeps its datasheet roof, and the report says why."""
+    from ssmprof import bundled
+
+    run = write_run(tmp_path / "run")
+    result = runner.invoke(app, ["report", str(run), "--format", "md", "--csv", str(tmp_path / "csv"),
+                                 "--device-profile", str(bundled.device_profile("h200"))])
+    assert result.exit_code == 0, result.output
+    assert "> the device profile was measured on NVIDIA H200, this run on NVIDIA H100 80GB HBM3: using the " \
+           "datasheet ceilings" in result.output
+    assert set(pd.read_csv(tmp_path / "csv" / "roofline.csv")["ceiling_source"]) == {"datasheet"}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -2,13 +2,14 @@
 
 import gzip
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from ssmprof import schema
-from ssmprof.errors import CorruptRun, SsmprofError
+from ssmprof import bundled, schema
+from ssmprof.errors import CorruptFile, CorruptRun, SsmprofError
 
 GH100_METRICS = Path(__file__).resolve().parents[2] / "shared" / "ncu" / "gh100-metrics-ncu2025.3.1.txt.gz"
 
@@ -132,3 +133,122 @@ def test_every_counter_metric_exists_on_gh100():
     for column, (metric, _, _) in schema.COUNTER_METRICS.items():
         base = metric.split(".")[0]
         assert base in known, f"{column}: {base} is not a gh100 metric"
+
+
+def test_run_json_keeps_keys_it_does_not_know(tmp_path):
+    """run.json grows sections (e.g. `checks`) without a schema version bump; readers keep them."""
+    path = schema.write_run(tmp_path / "run", run_info(checks={"timeline_vs_ncu": "passed"}), kernel_rows())
+    assert schema.read_run(path).info["checks"] == {"timeline_vs_ncu": "passed"}
+
+
+def test_run_json_with_a_wrong_type_is_one_line(tmp_path):
+    path = schema.write_run(tmp_path / "run", run_info(), kernel_rows())
+    info = json.loads((path / schema.RUN_JSON).read_text())
+    info["coverage"]["launches"] = "many"
+    (path / schema.RUN_JSON).write_text(json.dumps(info))
+    with pytest.raises(CorruptRun, match="run.json coverage.launches: Input should be a valid integer") as caught:
+        schema.read_run(path)
+    assert "\n" not in str(caught.value)
+
+
+def device_profile_fields(**changes):
+    fields = {
+        "gpu": {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132},
+        "measured": {"dram_gb_s": 2960.2, "l2_gb_s": 4718.4, "bf16_tensor_tflops": 771.7, "fp32_tflops": 25.0},
+        "datasheet": {"dram_gb_s": 3350.0}, "ncu_wall_s": 11.0,
+        "checks": [{"check": "DRAM bytes (copy kernel)", "kernel": "(not found)", "expected": 2.0, "measured": math.nan,
+                    "unit": "bytes", "error_pct": math.nan, "tolerance_pct": 2.0, "passed": False}],
+    }
+    return {**fields, **changes}
+
+
+def test_device_profile_round_trip(tmp_path):
+    written = schema.make_document(schema.DeviceProfile, **device_profile_fields())
+    path = schema.write_document(written, tmp_path / "sub" / "device.json")
+    read = schema.read_document(schema.DeviceProfile, path)
+    assert read.version == schema.DeviceProfile.VERSION and read.gpu.name == "NVIDIA H100 80GB HBM3"
+    assert read.gpu.model_extra == {"sm_count": 132} and read.measured.source == "measured by ssmprof calibrate"
+    assert read.checks[0].measured is None  # NaN (kernel not found) is written as null
+
+
+def test_bundled_device_profiles_are_valid():
+    for gpu in bundled.GPUS:
+        profile = schema.read_document(schema.DeviceProfile, bundled.device_profile(gpu))
+        assert profile.measured.dram_gb_s > 1000 and all(check.passed for check in profile.checks)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read device profile"),
+        ("{", "is not valid JSON"),
+        ("[]", "is not a JSON object"),
+        ({"version": 0}, "has version 0, this ssmprof reads 1"),
+        ({"version": 2}, "has version 2, this ssmprof reads 1"),
+        ({"measured": {"dram_gb_s": 1.0}}, "lacks: measured.bf16_tensor_tflops, measured.fp32_tflops"),
+        ({"measured": {"dram_gb_s": "fast", "bf16_tensor_tflops": 1, "fp32_tflops": 1}},
+         "measured.dram_gb_s: Input should be a valid number"),
+        ({"ceilings": {}}, "unknown keys: ceilings"),
+        ({"gpu": {}}, "lacks: gpu.name"),
+    ],
+)
+def test_bad_device_profile_is_one_line(tmp_path, content, message):
+    path = tmp_path / "device.json"
+    if content is not None:
+        path.write_text(content if isinstance(content, str) else json.dumps({**device_profile_fields(), **content}))
+    with pytest.raises(CorruptFile) as caught:
+        schema.read_document(schema.DeviceProfile, path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def baseline_rows():
+    from ssmprof.analysis.regress import build_baseline
+
+    frame = schema.conform_kernels(kernel_rows())
+    return build_baseline([frame, frame.assign(duration_ns=frame["duration_ns"] * 2)])
+
+
+def test_baseline_round_trip_and_row_columns(tmp_path):
+    from ssmprof.analysis.compare import KEY
+
+    table = baseline_rows()
+    assert list(schema.BaselineRow.model_fields) == KEY + ["metric", "median", "spread", "runs"] == list(table.columns)
+    document = schema.make_document(schema.Baseline, workload=run_info()["workload"], gpu="NVIDIA H100 80GB HBM3",
+                                    rows=table.to_dict("records"))
+    read = schema.read_document(schema.Baseline, schema.write_document(document, tmp_path / "baseline.json"))
+    pd.testing.assert_frame_equal(read.table(), table, check_dtype=False)
+    assert read.workload.name == "mamba2-lm"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"version": 2}, "has version 2, this ssmprof reads 1"),
+        ({"version": None}, "has version None"),
+        ({"rows": [{"kernel_name": "x"}]}, "lacks: rows.0.phase, rows.0.grid_x"),
+        ({"rows": "all of them"}, "rows: Input should be a valid list"),
+    ],
+)
+def test_bad_baseline_is_one_line(tmp_path, change, message):
+    document = schema.make_document(schema.Baseline, workload=run_info()["workload"], gpu="NVIDIA H200",
+                                    rows=baseline_rows().to_dict("records"))
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({**json.loads(document.model_dump_json()), **change}))
+    with pytest.raises(CorruptFile) as caught:
+        schema.read_document(schema.Baseline, path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_suite_manifest_round_trip_and_a_bad_one(tmp_path):
+    manifest = schema.make_document(schema.SuiteManifest, preset="paper", counters="sampled", steps=5,
+                                    workloads=["mamba2-lm"], runs=["mamba2-lm-paper-20261122-101500"], wall_s=93.5)
+    path = schema.write_document(manifest, tmp_path / schema.SUITE_MANIFEST)
+    assert schema.read_document(schema.SuiteManifest, path) == manifest
+    path.write_text(json.dumps({**json.loads(path.read_text()), "runs": None}))
+    with pytest.raises(CorruptFile, match="suite manifest .* is not a valid suite manifest: runs: Input should be"):
+        schema.read_document(schema.SuiteManifest, path)
+
+
+def test_writing_an_invalid_document_is_refused():
+    with pytest.raises(schema.SchemaError, match="suite manifest lacks: wall_s"):
+        schema.make_document(schema.SuiteManifest, preset="paper", counters="none", steps=1, workloads=[], runs=[])

@@ -10,12 +10,11 @@ against a baseline of four others gave six such alarms, each under 300 ns on a 1
 kernel must also cost at least `min_impact` of the iteration's kernel time: a single-block loss kernel
 there varies by 10 % (11.1-12.3 us) from run to run, which no CI should fail on, while a planted worse
 SSD chunk size costs 1-2 % of the iteration in each of three kernels.
+
+Pure frame logic: the baseline file is `schema.Baseline`, read and written by `pipeline.gate`.
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,12 +25,7 @@ from ssmprof.errors import SsmprofError
 # metric -> the direction that is worse
 METRICS = {"time_per_launch_ns": "higher", "dram_throughput_pct": "lower", "flop_per_s": "lower",
            "l2_hit_rate_pct": "lower", "l1_hit_rate_pct": "lower"}
-BASELINE_VERSION = 1
 MAD_TO_SIGMA = 1.4826
-
-
-class BadBaseline(SsmprofError):
-    pass
 
 
 def efficiency(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -72,26 +66,3 @@ def regressions(baseline: pd.DataFrame, current: pd.DataFrame, min_effect: float
     table["regressed"] = (delta > table["allowed"]) & (impact >= min_impact) & table["current"].notna()
     table["missing"] = table["current"].isna()
     return table
-
-
-def save_baseline(baseline: pd.DataFrame, info: dict, path: Path) -> None:
-    document = {"version": BASELINE_VERSION, "workload": info["workload"], "gpu": info["gpu"]["name"],
-                "rows": baseline.to_dict("records")}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=1))
-
-
-def load_baseline(path: Path) -> tuple[pd.DataFrame, dict]:
-    try:
-        document = json.loads(Path(path).read_text())
-        if document.get("version") != BASELINE_VERSION:
-            raise BadBaseline(f"baseline {path} has version {document.get('version')}, expected {BASELINE_VERSION}")
-        table = pd.DataFrame(document["rows"])
-        missing = [c for c in KEY + ["metric", "median", "spread", "runs"] if c not in table.columns]
-        if missing:
-            raise BadBaseline(f"baseline {path} lacks columns: {', '.join(missing)}")
-        return table, document
-    except OSError as exc:
-        raise BadBaseline(f"cannot read baseline {path}: {exc.strerror}") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise BadBaseline(f"baseline {path} is not a valid ssmprof baseline ({type(exc).__name__}: {exc})") from None

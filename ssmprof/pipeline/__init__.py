@@ -1,0 +1,8 @@
+"""What each command does, as functions of paths and options that return results; `cli.py` only parses
+options, calls one of these, and prints. Nothing here prints or knows about typer.
+
+- `measure`: prepare a workload, train (`run`), profile, suite, calibrate (needs torch; GPU for most)
+- `ceilings`: which roofline ceilings a run gets (measured on its GPU, else the datasheet), decided once
+- `reporting`: report, reference, results, compare, project (CPU only, from run directories)
+- `gate`: baseline and regress
+"""

@@ -1,0 +1,37 @@
+"""Which ceilings a run's roofline uses, decided in one place: those measured by `ssmprof calibrate` on the
+run's own GPU where a device profile of it is given, else its GPU's datasheet row, else none (no roofline).
+
+A device profile from another GPU is never applied: its ceilings would put every kernel of the run on the
+wrong roof without any sign of it in the report, so the run falls back to the datasheet and says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ssmprof.analysis.roofline import Ceilings
+from ssmprof.profiler.gpu_specs import spec_for
+from ssmprof.schema import DeviceProfile, read_document
+
+
+def read_device_profile(path: Path | None) -> DeviceProfile | None:
+    return read_document(DeviceProfile, path) if path is not None else None
+
+
+def datasheet_ceilings(info: dict) -> Ceilings | None:
+    """The datasheet ceilings of the run's GPU, or None for a GPU not in the table."""
+    spec = spec_for(info["gpu"]["name"])
+    return Ceilings.from_datasheet(spec) if spec else None
+
+
+def ceilings_for(info: dict, profile: DeviceProfile | None = None) -> tuple[Ceilings | None, list[str]]:
+    """(ceilings, warnings) for the run of `info`: the profile's where it was measured on the run's GPU,
+    else the datasheet's (with a warning where a profile of another GPU was given)."""
+    gpu = info["gpu"]["name"]
+    if profile is not None and profile.gpu.name == gpu:
+        return Ceilings.from_profile(profile.measured.model_dump()), []
+    ceilings = datasheet_ceilings(info)
+    if profile is None:
+        return ceilings, []
+    fallback = "the datasheet ceilings" if ceilings else "no ceilings (GPU not in the datasheet table): no roofline"
+    return ceilings, [f"the device profile was measured on {profile.gpu.name}, this run on {gpu}: using {fallback}"]

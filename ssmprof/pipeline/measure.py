@@ -1,0 +1,175 @@
+"""run, profile, suite and calibrate: from a workload name and options to measurements (a training result,
+run directories, a device profile). Everything that needs torch, and for all but `train`, a CUDA GPU."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ssmprof.errors import InvalidConfig, NoGpu
+from ssmprof.kernels import KernelPlan, plan_kernels
+from ssmprof.pipeline import reporting
+from ssmprof.profiler.harness import Progress, RunResult, resolve_device, run_training
+from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, SuiteManifest, make_document, write_document
+from ssmprof.workloads.base import CommonConfig, Workload
+from ssmprof.workloads.registry import SUITE, get_workload
+
+COUNTER_MODES = ("sampled", "all", "none")
+# Untimed iterations before the timed ones where `--warmup` is not given (Triton compiles and autotunes in
+# them: see `profiler.harness`); profile and suite share it, so a suite run is a profile run.
+WARMUP = {"cuda": 3, "cpu": 1}
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """A workload as the command line names it: preset, overrides (named and `--set KEY=VALUE`), warm-up."""
+
+    workload: str
+    preset: str = "small"
+    warmup: int | None = None  # None: WARMUP of the device
+    batch_size: int | None = None
+    seq_len: int | None = None
+    layers: int | None = None
+    dtype: str | None = None
+    sets: list[str] = field(default_factory=list)
+    allow_fallback: bool = False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A workload ready to run: its config with overrides, the kernel plan, and the warm-up count."""
+
+    workload: Workload
+    preset: str
+    cfg: CommonConfig
+    plan: KernelPlan
+    overrides: dict[str, Any]
+    warmup: int
+
+
+def parse_sets(pairs: list[str]) -> dict[str, str]:
+    parsed = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidConfig(f"--set expects KEY=VALUE, got '{pair}'")
+        parsed[key] = value
+    return parsed
+
+
+def prepare(options: WorkloadOptions, device: str = "auto") -> Prepared:
+    """The workload of `options` configured for `device` (auto, cuda or cpu), its kernels planned."""
+    chosen = get_workload(options.workload)
+    overrides: dict[str, Any] = parse_sets(options.sets)
+    named = {"batch_size": options.batch_size, "seq_len": options.seq_len, "layers": options.layers,
+             "dtype": options.dtype}
+    overrides.update({k: v for k, v in named.items() if v is not None})
+    cfg = chosen.config(options.preset, overrides)
+    target = resolve_device(device)
+    plan = plan_kernels(chosen.ops, target, options.allow_fallback, cfg.dtype)
+    warmup = WARMUP[target] if options.warmup is None else options.warmup
+    return Prepared(chosen, options.preset, cfg, plan, overrides, warmup)
+
+
+def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_out: Path | None = None,
+          progress: Progress | None = None) -> RunResult:
+    """`ssmprof run`: a few training iterations, timed (no collectors); also written as JSON to `json_out`."""
+    ready = prepare(options, device)
+    result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, steps, ready.warmup, NvtxMarker(),
+                          progress)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result.to_dict(), indent=2))
+    return result
+
+
+def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str = "sampled",
+            keep_report: bool = False, ncu_timeout_s: float = 1800, report_file: Path | None = None,
+            progress: Progress | None = None) -> Path:
+    """`ssmprof profile`: one run directory under `out` (and its HTML report, where `report_file` is given)."""
+    from ssmprof.profiler.collect import profile_run
+
+    _check_counters(counters)
+    ready = prepare(options)
+    path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
+                       ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress)
+    if report_file is not None:
+        reporting.report([path], "html", report_file)
+    return path
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    runs: list[Path]
+    report: Path
+    manifest: Path
+    wall_s: float
+
+
+def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, counters: str = "sampled",
+          steps: int = 5, progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None
+          ) -> SuiteResult:
+    """`ssmprof suite`: `profile` of every workload (or the named ones) with the preset's settings, then one
+    combined report (with CSVs) and the suite manifest in `out`. `progress_for(workload)` opens the progress
+    reporting of each workload's profile."""
+    chosen = [get_workload(name) for name in workloads] if workloads else list(SUITE)
+    _check_counters(counters)
+    if resolve_device("auto") != "cuda":
+        raise NoGpu("the suite profiles GPU kernels: no CUDA GPU is visible")
+    opened = progress_for or (lambda name: contextlib.nullcontext(None))
+    started, paths = time.perf_counter(), []
+    for workload in chosen:
+        with opened(workload.name) as tell:
+            paths.append(profile(WorkloadOptions(workload.name, preset), out, steps, counters, progress=tell))
+    report = out / "suite-report.html"
+    reporting.report(paths, "html", report, csv=out / "suite-csv")
+    wall_s = time.perf_counter() - started
+    manifest = make_document(SuiteManifest, preset=preset, counters=counters, steps=steps,
+                             workloads=[w.name for w in chosen], runs=[path.name for path in paths], wall_s=wall_s)
+    return SuiteResult(paths, report, write_document(manifest, out / SUITE_MANIFEST), wall_s)
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    profile: DeviceProfile
+    checks: pd.DataFrame  # one row per known-work check: expected, measured, error %, passed
+    path: Path
+
+    @property
+    def failed(self) -> list[str]:
+        return self.checks.loc[~self.checks["passed"], "check"].tolist()
+
+
+def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: Path | None = None
+              ) -> CalibrationResult:
+    """`ssmprof calibrate`: check the counter formulas on kernels of known work, measure this GPU's ceilings,
+    and write both as its device profile (`out`, default runs/device-<gpu>.json), failed checks included."""
+    from ssmprof.analysis.calibration import evaluate
+    from ssmprof.profiler.calibrate import KNOWN_WORK, run_calibration
+    from ssmprof.profiler.gpu_specs import spec_for
+    from ssmprof.profiler.harness import gpu_info
+
+    measured, ceilings, ncu_wall = run_calibration(ncu_timeout_s, keep_report)
+    checks = evaluate(measured, KNOWN_WORK)
+    gpu = gpu_info()
+    spec = spec_for(gpu["name"])
+    datasheet = {"dram_gb_s": spec.dram_tb_s * 1e3, "bf16_tensor_tflops": spec.bf16_tflops,
+                 "fp32_tflops": spec.fp32_tflops} if spec else {}
+    document = make_document(DeviceProfile, gpu=gpu, measured=ceilings, datasheet=datasheet,
+                             checks=checks.to_dict("records"), ncu_wall_s=ncu_wall)
+    path = out or Path("runs") / f"device-{(spec.key if spec else gpu['name']).replace(' ', '_')}.json"
+    return CalibrationResult(document, checks, write_document(document, path))
+
+
+def _check_counters(counters: str) -> None:
+    if counters not in COUNTER_MODES:
+        raise InvalidConfig(f"--counters must be sampled, all or none, got '{counters}'")

@@ -1,0 +1,175 @@
+"""report, reference, results, compare and project: from run directories to text (HTML or markdown), on any
+machine. Each returns what it rendered and writes it where an output path is given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+
+from ssmprof import bundled
+from ssmprof.analysis import suite
+from ssmprof.analysis.categories import with_categories
+from ssmprof.analysis.compare import check_comparable, compare_categories, compare_kernels
+from ssmprof.analysis.project import project as project_kernels
+from ssmprof.analysis.project import project_categories, projection_error
+from ssmprof.analysis.roofline import Ceilings, roofline
+from ssmprof.analysis.summary import analyze, warnings_for
+from ssmprof.errors import InvalidConfig
+from ssmprof.pipeline.ceilings import ceilings_for, datasheet_ceilings, read_device_profile
+from ssmprof.profiler.gpu_specs import SPECS
+from ssmprof.reports.render import (
+    RESULTS_END,
+    RESULTS_START,
+    render_compare,
+    render_html,
+    render_markdown,
+    render_projection,
+    render_results,
+    write_csv,
+)
+from ssmprof.schema import DeviceProfile, Run, read_run
+
+FORMATS = ("html", "md")
+
+
+class AnalyzedRun(NamedTuple):
+    """One run as the renderers take it: its run.json, its summary frames, and the warnings to show."""
+
+    info: dict
+    tables: dict[str, pd.DataFrame]
+    warnings: list[str]
+
+
+def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
+                 csv: Path | None = None) -> tuple[list[AnalyzedRun], dict[str, pd.DataFrame] | None]:
+    """Every run analyzed on its ceilings (`ceilings_for`), and the suite overview where there are several
+    runs; with `csv`, every frame is also written there as CSV."""
+    analyzed, kernels, infos, ceilings = [], {}, {}, {}
+    for index, path in enumerate(paths):
+        run = read_run(path)
+        limits, notes = ceilings_for(run.info, profile)
+        tables = analyze(run, limits)
+        if csv is not None:
+            write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
+        analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes))
+        label = run.info["workload"]["name"]
+        label = label if label not in kernels else f"{label} ({run.info['gpu']['name']}, #{index})"
+        kernels[label], infos[label], ceilings[label] = run.kernels, run.info, limits
+    if len(paths) < 2:
+        return analyzed, None
+    roofs = {label: limits for label, limits in ceilings.items() if limits is not None}
+    overview = {"step_times": suite.step_times(infos), "category_shares": suite.category_shares(kernels),
+                "ssm_kernels": suite.ssm_kernels({k: kernels[k] for k in roofs}, roofs),
+                "ssm_roofline": suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs)}
+    if csv is not None:
+        write_csv({k: v for k, v in overview.items() if k != "ssm_roofline"}, csv, "suite-")
+    return analyzed, overview
+
+
+def report(runs: list[Path], fmt: str = "html", output: Path | None = None, csv: Path | None = None,
+           device_profile: Path | None = None) -> str:
+    """`ssmprof report`: the runs' report (a suite overview first where there are several)."""
+    _check_format(fmt)
+    analyzed, overview = analyze_runs(runs, read_device_profile(device_profile), csv)
+    text = render_html(analyzed, overview) if fmt == "html" else render_markdown(analyzed, overview)
+    return write_output(text, output)
+
+
+def reference(out: Path) -> list[Path]:
+    """`ssmprof reference`: a suite report per GPU of the bundled runs and an H100-vs-H200 comparison per
+    workload, written into `out`; returns the files written."""
+    written = []
+    for gpu in bundled.GPUS:
+        analyzed, overview = analyze_runs(bundled.runs(gpu), read_device_profile(bundled.device_profile(gpu)))
+        written.append(out / f"suite-{gpu}.html")
+        write_output(render_html(analyzed, overview), written[-1])
+    first, second = bundled.GPUS
+    for path_a, path_b in zip(bundled.runs(first), bundled.runs(second), strict=True):
+        target = out / f"compare-{path_a.name}-{first}-vs-{second}.html"
+        compare(path_a, path_b, "html", target)
+        written.append(target)
+    return written
+
+
+def results(readme: Path | None = None) -> str:
+    """`ssmprof results`: the README's Results section from the bundled runs; with `readme`, also spliced into
+    that file in place of its current section."""
+    first, second = bundled.GPUS
+    loaded = {gpu: {path.name: read_run(path) for path in bundled.runs(gpu)} for gpu in bundled.GPUS}
+    kernels = {gpu: {w: run.kernels for w, run in loaded[gpu].items()} for gpu in loaded}
+    infos = {gpu: {w: run.info for w, run in loaded[gpu].items()} for gpu in loaded}
+    profile = read_device_profile(bundled.device_profile(first))
+    measured = {w: ceilings_for(run.info, profile)[0] for w, run in loaded[first].items()}
+    # the projection is datasheet to datasheet by definition (`ssmprof project`)
+    datasheet = {gpu: Ceilings.from_datasheet(SPECS[gpu]) for gpu in bundled.GPUS}
+    steps = pd.concat([suite.step_times(infos[gpu]).assign(gpu=bundled.GPUS[gpu]) for gpu in bundled.GPUS],
+                      ignore_index=True)
+    text = render_results(
+        (bundled.GPUS[first], bundled.GPUS[second]), steps,
+        suite.category_shares(kernels[first]),
+        suite.ssm_kernels(kernels[first], measured),
+        suite.gpu_pair(kernels[first], kernels[second], infos[first], infos[second]),
+        suite.projection_errors(kernels[first], kernels[second], datasheet[first], datasheet[second]))
+    if readme is not None:
+        readme.write_text(splice_results(readme.read_text(), text, readme))
+    return text
+
+
+def splice_results(current: str, section: str, where: Path) -> str:
+    """`current` (a README) with its RESULTS_START ... RESULTS_END section replaced by `section`."""
+    if RESULTS_START not in current or RESULTS_END not in current:
+        raise InvalidConfig(f"{where} has no {RESULTS_START} ... {RESULTS_END} section to replace")
+    head, rest = current.split(RESULTS_START, 1)
+    return head + section + rest.split(RESULTS_END, 1)[1].lstrip("\n")
+
+
+def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = None) -> str:
+    """`ssmprof compare`: two runs of one workload, by category and by kernel (matched by launch config)."""
+    _check_format(fmt)
+    a, b = read_run(run_a), read_run(run_b)
+    notes = check_comparable(a.info, b.info)
+    text = render_compare(a.info, b.info, compare_categories(a.kernels, b.kernels),
+                          compare_kernels(a.kernels, b.kernels), notes, fmt, rooflines=rooflines(a, b))
+    return write_output(text, output)
+
+
+def rooflines(*runs: Run) -> tuple[pd.DataFrame, ...] | None:
+    """Each run's per-kernel roofline on its own GPU's datasheet ceilings; None unless all have counters
+    and known GPUs."""
+    ceilings = [datasheet_ceilings(run.info) for run in runs]
+    if None in ceilings or not all(run.kernels["ncu_duration_ns"].notna().any() for run in runs):
+        return None
+    return tuple(roofline(run.kernels, limits) for run, limits in zip(runs, ceilings, strict=True))
+
+
+def project(run: Path, to: str, check: Path | None = None) -> str:
+    """`ssmprof project`: the run's per-category time projected onto GPU `to` (a datasheet key), as markdown;
+    with `check`, a run measured on the target, the projection's error per category."""
+    if to not in SPECS:
+        raise InvalidConfig(f"unknown target GPU '{to}'; choose from: {', '.join(SPECS)}")
+    measured = read_run(run)
+    source = datasheet_ceilings(measured.info)
+    if source is None:
+        raise InvalidConfig(f"no datasheet entry for the measured GPU ({measured.info['gpu']['name']})")
+    table = project_categories(project_kernels(measured.kernels, source, Ceilings.from_datasheet(SPECS[to])))
+    checked = None
+    if check is not None:
+        target = read_run(check)
+        check_comparable(measured.info, target.info)
+        checked = (target.info, projection_error(table, with_categories(target.kernels)))
+    return render_projection(measured.info, SPECS[to].name, table, checked)
+
+
+def write_output(text: str, output: Path | None) -> str:
+    """Write `text` to `output` (its folder created) where one is given; returns the text either way."""
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text)
+    return text
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise InvalidConfig(f"--format must be html or md, got '{fmt}'")

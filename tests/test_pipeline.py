@@ -1,0 +1,199 @@
+"""The pipeline layer called directly (no CLI): the bundled reference runs and the fixtures of tests/data, on
+the CPU. The CLI tests check the same commands end to end; these pin what each function returns."""
+
+import contextlib
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from ssmprof import bundled, schema
+from ssmprof.errors import CorruptFile, InvalidConfig, NoGpu
+from ssmprof.pipeline import gate, measure, reporting
+from ssmprof.pipeline.ceilings import ceilings_for, read_device_profile
+from ssmprof.reports.render import RESULTS_END, RESULTS_START
+
+DATA = Path(__file__).parent / "data"
+H100_RUN = DATA / "mamba2-lm-small-h100"
+MEASURED = "measured by ssmprof calibrate"
+
+
+def h100_profile():
+    return read_device_profile(bundled.device_profile("h100-sxm"))
+
+
+def test_device_profile_applies_only_to_runs_of_its_gpu():
+    h100, h200 = (schema.read_run(bundled.runs(gpu)[0]).info for gpu in ("h100-sxm", "h200"))
+    ceilings, notes = ceilings_for(h100, h100_profile())
+    assert ceilings.source == MEASURED and notes == []
+    ceilings, notes = ceilings_for(h200, h100_profile())
+    assert ceilings.source == "datasheet" and ceilings.dram_gb_s == 4800.0
+    assert notes == ["the device profile was measured on NVIDIA H100 80GB HBM3, this run on NVIDIA H200: using the "
+                     "datasheet ceilings"]
+    assert ceilings_for(h200) == (ceilings, [])
+    unknown = {**h200, "gpu": {"name": "Some Future GPU"}}
+    assert ceilings_for(unknown) == (None, [])
+    assert "no roofline" in ceilings_for(unknown, h100_profile())[1][0]
+
+
+def test_report_of_runs_from_two_gpus_uses_each_ones_ceilings():
+    """One H100 profile for an H100 and an H200 run: measured roof for the first, datasheet (and a warning)
+    for the second."""
+    analyzed, overview = reporting.analyze_runs([bundled.runs("h100-sxm")[0], bundled.runs("h200")[0]],
+                                                h100_profile())
+    (info_a, tables_a, notes_a), (info_b, tables_b, notes_b) = analyzed
+    assert set(tables_a["roofline"]["ceiling_source"]) == {MEASURED}
+    assert set(tables_b["roofline"]["ceiling_source"]) == {"datasheet"}
+    assert not any("device profile" in note for note in notes_a)
+    assert any("measured on NVIDIA H100 80GB HBM3, this run on NVIDIA H200" in note for note in notes_b)
+    assert list(overview["step_times"]["workload"]) == ["mamba2-lm", "mamba2-lm (NVIDIA H200, #1)"]
+
+
+def test_report_markdown_and_csv(tmp_path):
+    out = tmp_path / "report.md"
+    text = reporting.report([H100_RUN], "md", out, csv=tmp_path / "csv")
+    assert out.read_text() == text and "## mamba2-lm --preset small on NVIDIA H100 80GB HBM3" in text
+    assert {"breakdown.csv", "roofline.csv", "tensor_vector.csv"} <= {p.name for p in (tmp_path / "csv").iterdir()}
+    with pytest.raises(InvalidConfig, match="--format must be html or md"):
+        reporting.report([H100_RUN], "pdf")
+
+
+def test_report_refuses_a_bad_device_profile_in_one_line(tmp_path):
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({**json.loads(bundled.device_profile("h100-sxm").read_text()), "version": 0}))
+    with pytest.raises(CorruptFile, match=r"has version 0, this ssmprof reads 1"):
+        reporting.report([H100_RUN], "md", device_profile=old)
+
+
+def test_compare_and_rooflines_of_the_bundled_pair(tmp_path):
+    a, b = bundled.runs("h100-sxm")[0], bundled.runs("h200")[0]
+    text = reporting.compare(a, b, "md")
+    assert "GPUs: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in text and "## By category" in text
+    roofs = reporting.rooflines(schema.read_run(a), schema.read_run(b))
+    assert [set(roof["ceiling_source"]) for roof in roofs] == [{"datasheet"}, {"datasheet"}]
+    html = reporting.compare(a, b, "html", tmp_path / "c.html")
+    assert (tmp_path / "c.html").read_text() == html and "each on its own GPU's ceilings" in html
+
+
+def test_project_and_its_check():
+    text = reporting.project(H100_RUN, "h200", check=bundled.runs("h200")[0])
+    assert text.startswith("# PROJECTION (not a measurement): mamba2-lm from NVIDIA H100 80GB HBM3 to NVIDIA H200")
+    assert "## Against the run measured on NVIDIA H200" in text
+    with pytest.raises(InvalidConfig, match="unknown target GPU 'b300'"):
+        reporting.project(H100_RUN, "b300")
+
+
+def test_results_are_spliced_into_a_readme(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n\nbefore\n{RESULTS_START}\nstale numbers\n{RESULTS_END}\n\nafter\n")
+    text = reporting.results(readme)
+    assert text.startswith(RESULTS_START) and text.rstrip().endswith(RESULTS_END)
+    assert readme.read_text() == f"# title\n\nbefore\n{text}after\n"
+    readme.write_text("# no section\n")
+    with pytest.raises(InvalidConfig, match="has no <!-- results:start -->"):
+        reporting.results(readme)
+
+
+def test_reference_writes_a_suite_report_per_gpu_and_a_comparison_per_workload(tmp_path):
+    written = reporting.reference(tmp_path)
+    assert [p.name for p in written[:2]] == ["suite-h100-sxm.html", "suite-h200.html"]
+    assert len(written) == 2 + len(bundled.runs("h100-sxm")) and all(p.exists() for p in written)
+
+
+def reruns(*names):
+    return [DATA / "regress-reruns-h200" / name for name in names]
+
+
+def test_baseline_and_regress_on_real_reruns(tmp_path):
+    made = gate.baseline(reruns(*(f"baseline-{i}" for i in range(1, 5))), tmp_path / "b" / "baseline.json")
+    assert made.runs == 4 and made.rows == len(schema.read_document(schema.Baseline, made.path).rows) > 0
+    assert not gate.regress(reruns("rerun-1", "rerun-2"), made.path).regressed
+    junit, summary = tmp_path / "gate.xml", tmp_path / "gate.md"
+    planted = gate.regress(reruns("planted-chunk64"), made.path, junit=junit, summary=summary)
+    assert planted.regressed and summary.read_text() == planted.summary
+    assert int(ET.parse(junit).getroot().get("failures")) == int(planted.table["regressed"].sum())
+    with pytest.raises(InvalidConfig, match="is a hybrid run, the baseline is of mamba2-lm"):
+        gate.regress([bundled.runs("h200")[1]], made.path)
+
+
+def test_prepare_applies_overrides_and_the_warmup_default():
+    options = measure.WorkloadOptions("hybrid", "tiny", seq_len=32, sets=["d_state=8"])
+    ready = measure.prepare(options, "cpu")
+    assert ready.cfg.seq_len == 32 and ready.overrides == {"d_state": "8", "seq_len": 32}
+    assert ready.warmup == measure.WARMUP["cpu"] and ready.plan.device == "cpu"
+    assert measure.prepare(measure.WorkloadOptions("hybrid", "tiny", warmup=0), "cpu").warmup == 0
+    with pytest.raises(InvalidConfig, match="--set expects KEY=VALUE"):
+        measure.prepare(measure.WorkloadOptions("hybrid", "tiny", sets=["d_state"]), "cpu")
+
+
+def test_train_on_cpu_writes_its_json(tmp_path):
+    result = measure.train(measure.WorkloadOptions("mamba2-lm", "tiny", warmup=0), "cpu", 1, tmp_path / "r.json")
+    assert result.device == "cpu" and len(result.step_times_ms) == 1
+    assert json.loads((tmp_path / "r.json").read_text())["workload"] == "mamba2-lm"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_profile_and_suite_need_a_gpu(tmp_path):
+    with pytest.raises(NoGpu, match="needs a CUDA GPU"):
+        measure.profile(measure.WorkloadOptions("mamba2-lm", "tiny"), tmp_path)
+    with pytest.raises(NoGpu, match="no CUDA GPU is visible"):
+        measure.suite(tmp_path)
+    with pytest.raises(InvalidConfig, match="--counters must be sampled, all or none"):
+        measure.suite(tmp_path, counters="some")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_suite_profiles_each_workload_through_profile(tmp_path, monkeypatch):
+    """The suite is `profile` per workload with the preset's settings (the warm-up left to its default), then
+    one report and the manifest; here `profile` hands back copies of the bundled runs."""
+    calls = []
+
+    def fake_profile(options, out, steps, counters, progress=None):
+        calls.append((options, steps, counters, progress))
+        return Path(shutil.copytree(bundled.REFERENCE / "h100-sxm" / options.workload, out / options.workload))
+
+    monkeypatch.setattr(measure, "resolve_device", lambda device: "cuda")
+    monkeypatch.setattr(measure, "profile", fake_profile)
+    opened = []
+    result = measure.suite(tmp_path, "paper", ["mamba2-lm", "hybrid"], "none", 3,
+                           lambda name: opened.append(name) or _null_progress())
+    assert [c[0] for c in calls] == [measure.WorkloadOptions("mamba2-lm", "paper"),
+                                     measure.WorkloadOptions("hybrid", "paper")]
+    assert {(c[1], c[2]) for c in calls} == {(3, "none")} and opened == ["mamba2-lm", "hybrid"]
+    assert result.report.exists() and (tmp_path / "suite-csv" / "suite-category_shares.csv").exists()
+    manifest = schema.read_document(schema.SuiteManifest, result.manifest)
+    assert manifest.runs == ["mamba2-lm", "hybrid"] and manifest.preset == "paper" and manifest.wall_s > 0
+
+
+def _null_progress():
+    return contextlib.nullcontext(lambda stage, done, total: None)
+
+
+def test_calibrate_writes_a_device_profile_its_readers_accept(tmp_path, monkeypatch):
+    """`run_calibration` stubbed with the counters of the three known-work kernels (the copy one 10 % short)."""
+    from ssmprof.profiler import calibrate, harness
+
+    known = {work["check"]: work["expected"] for work in calibrate.KNOWN_WORK}
+    report = pd.DataFrame({
+        "kernel_name": ["nvjet_sm90_tst_256x128", "fma_chain", "vectorized_elementwise_kernel"],
+        "ncu_duration_ns": [1e5, 1e5, 1e6],
+        "tensor_ops_bf16": [known["tensor FLOPs (bf16 GEMM)"], 0.0, 0.0],
+        "inst_ffma": [0.0, known["vector FLOPs (fp32 FMA chain)"] / 2, 0.0],
+        "inst_fadd": 0.0, "inst_fmul": 0.0,
+        "dram_read_bytes": [0.0, 0.0, 0.45 * known["DRAM bytes (copy kernel)"]],
+        "dram_write_bytes": [0.0, 0.0, 0.45 * known["DRAM bytes (copy kernel)"]],
+    })
+    ceilings = {"dram_gb_s": 2960.0, "l2_gb_s": 4718.0, "bf16_tensor_tflops": 771.7, "fp32_tflops": 25.0,
+                "source": MEASURED}
+    monkeypatch.setattr(calibrate, "run_calibration", lambda timeout, keep: (report, ceilings, 11.0))
+    monkeypatch.setattr(harness, "gpu_info", lambda: {"name": "NVIDIA H100 80GB HBM3", "l2_bytes": None})
+    result = measure.calibrate(tmp_path / "device.json")
+    assert result.failed == ["DRAM bytes (copy kernel)"]
+    profile = read_device_profile(result.path)
+    assert profile == result.profile and profile.datasheet["dram_gb_s"] == 3350.0
+    run = schema.read_run(H100_RUN)
+    assert ceilings_for(run.info, profile)[0].dram_gb_s == 2960.0
