@@ -64,7 +64,8 @@ def test_every_chip_metric_set_exists_in_that_chips_query_list(chip):
     listing = QUERY_LISTS / f"{chip}-metrics-ncu2025.3.1.txt.gz"
     if not listing.exists():
         pytest.skip(f"{listing} is not beside this checkout")
-    available = parse_query_metrics(gzip.open(listing, "rt").read())
+    with gzip.open(listing, "rt") as text:
+        available = parse_query_metrics(text.read())
     check_metrics(counter_metrics(chip), available, chip)  # raises on any unknown metric
     # what Hopper alone has is mapped or dropped on the others, never asked for
     if chip != "gh100":
