@@ -17,6 +17,7 @@ import pandas as pd
 from ssmprof import schema
 from ssmprof.analysis.roofline import Ceilings
 from ssmprof.analysis.summary import analyze, warnings_for
+from ssmprof.pipeline.loading import load_run
 from ssmprof.profiler.gpu_specs import SPECS
 from ssmprof.reports.render import render_html, write_csv
 
@@ -60,7 +61,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         run_dir = schema.write_run(Path(folder) / "run", info, synthetic_run(args.launches))
         t0 = time.perf_counter()
-        run = schema.read_run(run_dir)
+        run = load_run(run_dir)  # read, categorized and derived once
         t1 = time.perf_counter()
         tables = analyze(run, Ceilings.from_datasheet(SPECS["h100-sxm"]))
         t2 = time.perf_counter()

@@ -18,8 +18,6 @@ import sys
 import types
 from dataclasses import dataclass, field
 
-import torch
-
 from ssmprof.errors import KernelUnavailable
 
 BUILD_HINT = "run `make kernels` (builds causal-conv1d and selective-scan for this GPU)"
@@ -32,6 +30,27 @@ OPS = {
     "norm": "residual add + RMSNorm",
     "attention": "causal / bidirectional self-attention",
 }
+
+
+# The fused kernels we characterize, named once: the GPU kernel names the timeline sees (mamba-ssm 2.3.2.post1,
+# causal-conv1d 1.7.0) and the Python entry points the workloads call. Analyses match kernels by these
+# names (categories, the SSD model) and the layers call the entry points, so an upstream rename is one edit.
+# Importing this table needs no torch (reports and analyses load none).
+FUSED_KERNELS = {
+    # the Mamba-2 SSD chain's Triton kernels, forward and backward, by name stem ("_chunk_scan_fwd_kernel", ...)
+    "ssd": ("chunk_cumsum", "chunk_state", "state_passing", "bmm_chunk", "chunk_scan"),
+    "selective_scan": ("selective_scan",),  # Mamba-1 CUDA selective scan (selective_scan_fwd_kernel, ...)
+    "conv1d": ("causal_conv1d",),  # causal-conv1d CUDA (causal_conv1d_fwd_kernel, ...)
+}
+# The forward SSD chain in launch order (`_mamba_chunk_scan_combined_fwd`): each kernel's name prefix.
+SSD_FORWARD_KERNELS = ("_chunk_cumsum_fwd", "_bmm_chunk_fwd", "_chunk_state_fwd", "_state_passing_fwd",
+                       "_chunk_scan_fwd")
+# mamba-ssm entry points (module under mamba_ssm, fused function, its pure-torch reference).
+SSD_FUSED_ENTRY = "mamba_split_conv1d_scan_combined"  # what Mamba2's memory-efficient path calls
+SELECTIVE_SCAN_ENTRY = ("ops.selective_scan_interface", "selective_scan_fn", "selective_scan_ref")
+NORM_ENTRY = ("ops.triton.layer_norm", "layer_norm_fn", "rms_norm_ref")
+SSD_REFERENCE_ENTRY = ("modules.ssd_minimal", "ssd_minimal_discrete")
+GATED_NORM_REFERENCE_ENTRY = ("ops.triton.layernorm_gated", "rms_norm_ref")
 
 
 class _MissingExtension(types.ModuleType):
@@ -85,6 +104,8 @@ class Availability:
 
     @classmethod
     def probe(cls) -> Availability:
+        import torch
+
         cuda = torch.cuda.is_available()
         return cls(
             cuda=cuda,
@@ -136,7 +157,7 @@ class KernelPlan:
 def _cuda_choice(op: str, have: Availability, dtype: str) -> KernelChoice:
     if op == "ssd":
         if have.causal_conv1d:
-            return KernelChoice(op, "triton-fused", True, "mamba_split_conv1d_scan_combined")
+            return KernelChoice(op, "triton-fused", True, SSD_FUSED_ENTRY)
         return KernelChoice(op, "triton", False, "SSD chain without the fused conv: causal-conv1d not built")
     if op == "conv1d":
         if have.causal_conv1d:
@@ -187,6 +208,8 @@ def plan_kernels(ops: tuple[str, ...], device: str, allow_fallback: bool = False
 
 def software_versions() -> dict[str, str | None]:
     """Versions of the stack that decides which kernels run."""
+    import torch
+
     versions: dict[str, str | None] = {
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

@@ -37,7 +37,8 @@ from ssmprof.errors import CorruptFile, CorruptRun, SsmprofError
 SCHEMA_VERSION = 2  # 2: launch_shapes, shared_mem_bytes, counter_status, counter_lender; run.json `checks`
 RUN_JSON = "run.json"
 KERNELS_PARQUET = "kernels.parquet"
-PHASE_VALUES = ("forward", "backward", "optimizer", "other")
+PHASES = ("forward", "backward", "optimizer")  # the NVTX-marked phases of a training step (profiler.markers)
+PHASE_VALUES = (*PHASES, "other")  # `phase` of a launch: one of PHASES, or "other" (outside every phase)
 
 
 @dataclass(frozen=True)

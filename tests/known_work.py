@@ -4,6 +4,7 @@ import math
 
 import pandas as pd
 
+from ssmprof.analysis.frame import analysis_frame
 from ssmprof.schema import conform_kernels
 
 GEMM_FLOPS = 2.0 * 4096**3
@@ -43,3 +44,8 @@ def run_info(workload="mamba2-lm", gpu="NVIDIA H100 80GB HBM3", config=None, cou
         "harness": {"step_ms": 30.0, "throughput": 273284.0, "unit": "tokens"}, "collectors": {},
         "coverage": {"launches": launches, "phase_time_fraction": 1.0, "counter_time_fraction": counter_fraction},
     }
+
+
+def analyzed(frame=None):
+    """The known-work kernels (or `frame`) as the analyses take them: `analysis_frame`."""
+    return analysis_frame(kernels() if frame is None else frame)

@@ -1,5 +1,7 @@
 """Kernel categories and the time breakdown, table-driven."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -103,9 +105,10 @@ def kernels():
         ("multi_tensor_apply_kernel", "aten::_fused_adamw_", "optimizer", 60_000),
         ("mystery_kernel", "", "other", 39_000),
     ]
-    return pd.DataFrame({"launch_idx": range(len(rows)), "kernel_name": [r[0] for r in rows],
-                         "launch_op": [r[1] for r in rows], "phase": [r[2] for r in rows],
-                         "duration_ns": [r[3] for r in rows]})
+    # the breakdown's part of an analysis frame: the categories (these launches carry no counters)
+    return with_categories(pd.DataFrame({"launch_idx": range(len(rows)), "kernel_name": [r[0] for r in rows],
+                                         "launch_op": [r[1] for r in rows], "phase": [r[2] for r in rows],
+                                         "duration_ns": [r[3] for r in rows]}))
 
 
 def test_breakdown_by_category_and_phase():
@@ -130,3 +133,34 @@ def test_top_kernels_and_other_warning():
     louder = kernels().assign(duration_ns=lambda k: k["duration_ns"].where(k["kernel_name"] != "mystery_kernel",
                                                                              200_000))
     assert "mystery_kernel" in other_share_warning(louder)
+
+
+def test_time_weighted_mean_leaves_out_launches_without_a_value():
+    from ssmprof.analysis.frame import time_weighted, time_weighted_by
+
+    values, weights = pd.Series([80.0, 40.0, float("nan")]), pd.Series([100, 300, 1000])
+    assert time_weighted(values, weights) == pytest.approx((80 * 100 + 40 * 300) / 400)
+    assert math.isnan(time_weighted(pd.Series([float("nan")]), pd.Series([5])))
+    frame = pd.DataFrame({"k": ["a", "a", "a", "b"], "rate": [80.0, 40.0, float("nan"), float("nan")],
+                          "duration_ns": [100, 300, 1000, 7]})
+    table = time_weighted_by(frame, "k", ["rate"]).set_index("k")["rate"]
+    assert table["a"] == pytest.approx(50.0) and math.isnan(table["b"])
+
+
+def test_analysis_frame_is_categorized_and_derived_once():
+    from known_work import kernels as known
+
+    from ssmprof.analysis.frame import analysis_frame
+
+    frame = analysis_frame(known())
+    assert {"category", "flops", "ai_dram", "flop_per_s", "dram_bytes_per_s"} <= set(frame.columns)
+    assert frame.set_index("kernel_name").loc["_chunk_scan_fwd_kernel", "category"] == "SSM scan"
+
+
+def test_reports_load_no_torch():
+    """Analyses name fused kernels through `ssmprof.kernels`, which must import no torch for them."""
+    import subprocess
+    import sys
+
+    code = "import sys, ssmprof.pipeline.reporting, ssmprof.pipeline.gate; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

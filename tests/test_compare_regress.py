@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from known_work import kernels, run_info
+from known_work import analyzed, kernels, run_info
 from typer.testing import CliRunner
 
 from ssmprof import schema
@@ -31,6 +31,7 @@ def test_compare_matches_kernels_and_reports_the_unmatched():
     b = kernels().assign(duration_ns=lambda k: k["duration_ns"] // 2)
     b.loc[len(b)] = b.iloc[0].copy()
     b.loc[len(b) - 1, ["kernel_name", "launch_idx"]] = ["new_kernel_only_in_b", 99]
+    a, b = analyzed(a), analyzed(b)
     table = compare_kernels(a, b)
     assert table.set_index("kernel_name").loc["_chunk_scan_fwd_kernel", "speedup"] == pytest.approx(2.0)
     assert table.set_index("kernel_name").loc["new_kernel_only_in_b", "match"] == "only_b"
@@ -117,3 +118,14 @@ def test_baseline_needs_repeats(tmp_path):
     run = schema.write_run(tmp_path / "run", run_info(), kernels())
     result = runner.invoke(app, ["baseline", str(run), "-o", str(tmp_path / "b.json")])
     assert result.exit_code == 1 and "at least 2 runs" in result.output
+
+
+def test_per_kernel_rates_are_time_weighted_over_launches_with_counters():
+    from ssmprof.analysis.compare import per_kernel
+
+    frame = analyzed()
+    table = per_kernel(frame).set_index("kernel_name")
+    # the launch without counters has no rates (not 0 %), and is not averaged into anything
+    assert np.isnan(table.loc["_chunk_state_fwd_kernel", "dram_throughput_pct"])
+    assert np.isnan(table.loc["_chunk_state_fwd_kernel", "flop_per_s"])
+    assert table.loc["_chunk_scan_fwd_kernel", "l2_hit_rate_pct"] == 80.0

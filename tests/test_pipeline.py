@@ -15,6 +15,7 @@ from ssmprof import bundled, schema
 from ssmprof.errors import CorruptFile, InvalidConfig, NoGpu
 from ssmprof.pipeline import gate, measure, reporting
 from ssmprof.pipeline.ceilings import ceilings_for, read_device_profile
+from ssmprof.pipeline.loading import load_run
 from ssmprof.reports.render import RESULTS_END, RESULTS_START
 
 DATA = Path(__file__).parent / "data"
@@ -73,7 +74,7 @@ def test_compare_and_rooflines_of_the_bundled_pair(tmp_path):
     a, b = bundled.runs("h100-sxm")[0], bundled.runs("h200")[0]
     text = reporting.compare(a, b, "md")
     assert "GPUs: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in text and "## By category" in text
-    roofs = reporting.rooflines(schema.read_run(a), schema.read_run(b))
+    roofs = reporting.rooflines(load_run(a), load_run(b))
     assert [set(roof["ceiling_source"]) for roof in roofs] == [{"datasheet"}, {"datasheet"}]
     html = reporting.compare(a, b, "html", tmp_path / "c.html")
     assert (tmp_path / "c.html").read_text() == html and "each on its own GPU's ceilings" in html

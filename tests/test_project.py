@@ -1,7 +1,7 @@
 """Projection onto another GPU: the roofline floor follows the target's ceilings, the time above it stays."""
 
 import pytest
-from known_work import kernels, run_info
+from known_work import analyzed, kernels, run_info
 from typer.testing import CliRunner
 
 from ssmprof import schema
@@ -13,7 +13,7 @@ H100, H200, A100 = (Ceilings.from_datasheet(SPECS[k]) for k in ("h100-sxm", "h20
 
 
 def test_h100_to_h200_speeds_up_memory_bound_kernels_only():
-    projected = project(kernels(), H100, H200).set_index("kernel_name")
+    projected = project(analyzed(), H100, H200).set_index("kernel_name")
     copy = projected.loc["vectorized_elementwise_kernel"]  # 2 GiB in 1 ms: 64 % of the H100's 3.35 TB/s
     floor_h100, floor_h200 = 2 * 2**30 / 3.35e12 * 1e9, 2 * 2**30 / 4.8e12 * 1e9
     assert copy["projected_ns"] == pytest.approx(1_000_000 - floor_h100 + floor_h200)
@@ -24,14 +24,14 @@ def test_h100_to_h200_speeds_up_memory_bound_kernels_only():
 
 
 def test_round_trip_is_identity():
-    there = project(kernels(), H100, A100)
-    back = project(kernels().assign(duration_ns=there["projected_ns"].round().astype("int64")), A100, H100)
+    there = project(analyzed(), H100, A100)
+    back = project(analyzed().assign(duration_ns=there["projected_ns"].round().astype("int64")), A100, H100)
     assert back["projected_ns"].to_numpy() == pytest.approx(kernels()["duration_ns"].to_numpy(), rel=1e-5)
 
 
 def test_projection_error_against_a_measured_target():
-    table = project_categories(project(kernels(), H100, H200))
-    measured_on_h200 = project(kernels(), H100, H200).assign(duration_ns=lambda k: k["projected_ns"] * 1.1)
+    table = project_categories(project(analyzed(), H100, H200))
+    measured_on_h200 = project(analyzed(), H100, H200).assign(duration_ns=lambda k: k["projected_ns"] * 1.1)
     errors = projection_error(table, measured_on_h200).set_index("category")
     assert errors["error_pct"].to_numpy() == pytest.approx(100 * (1 / 1.1 - 1))
 

@@ -11,10 +11,11 @@ from typer.testing import CliRunner
 from ssmprof import bundled, schema
 from ssmprof.analysis import suite
 from ssmprof.analysis.calibration import evaluate
-from ssmprof.analysis.categories import with_categories
+from ssmprof.analysis.frame import analysis_frame
 from ssmprof.analysis.roofline import Ceilings
 from ssmprof.analysis.tensor_vector import class_summary, classify
 from ssmprof.cli import app
+from ssmprof.pipeline.loading import load_run
 from ssmprof.profiler.calibrate import KNOWN_WORK
 
 DATA = Path(__file__).parent / "data"
@@ -24,7 +25,7 @@ runner = CliRunner()
 def test_profiled_mamba2_small_iteration_is_complete():
     """`ssmprof profile mamba2-lm --preset small` on the H100 (sampled counters)."""
     run = schema.read_run(DATA / "mamba2-lm-small-h100")
-    kernels = with_categories(run.kernels)
+    kernels = analysis_frame(run.kernels)
     assert len(kernels) == run.info["coverage"]["launches"] == 310
     assert run.info["coverage"]["phase_time_fraction"] == 1.0  # every launch in forward/backward/optimizer
     assert run.info["coverage"]["counter_time_fraction"] == 1.0
@@ -73,7 +74,7 @@ def test_regress_on_real_reruns(tmp_path):
 
 
 def test_bundled_suites_overview():
-    kernels = {path.name: schema.read_run(path).kernels for path in bundled.runs("h100-sxm")}
+    kernels = {path.name: load_run(path).kernels for path in bundled.runs("h100-sxm")}
     assert list(kernels) == ["mamba2-lm", "hybrid", "mamba-vision", "graph-mamba", "transformer", "mamba1-lm"]
     profile = json.loads(bundled.device_profile("h100-sxm").read_text())
     ceilings = dict.fromkeys(kernels, Ceilings.from_profile(profile["measured"]))

@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from known_work import GEMM_FLOPS, kernels
+from known_work import GEMM_FLOPS, analyzed
 
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
@@ -14,7 +14,7 @@ H100 = Ceilings.from_datasheet(SPECS["h100-sxm"])
 
 
 def test_roofline_verdicts_and_rates():
-    frame = roofline(kernels(), H100).set_index("kernel_name")
+    frame = roofline(analyzed(), H100).set_index("kernel_name")
     gemm = frame.loc["nvjet_hsh_256x128"]
     assert gemm["path"] == "tensor" and gemm["verdict"] == "compute-bound"
     assert gemm["ai_dram"] == pytest.approx(GEMM_FLOPS / 1e8)
@@ -34,13 +34,13 @@ def test_roofline_verdicts_and_rates():
 def test_measured_ceilings_replace_the_datasheet():
     measured = Ceilings.from_profile({"dram_gb_s": 3000.0, "l2_gb_s": 9000.0, "bf16_tensor_tflops": 800.0,
                                       "fp32_tflops": 50.0, "source": "measured by ssmprof calibrate"})
-    frame = roofline(kernels(), measured).set_index("kernel_name")
+    frame = roofline(analyzed(), measured).set_index("kernel_name")
     assert frame.loc["nvjet_hsh_256x128", "ridge_ai"] == pytest.approx(800e12 / 3000e9)
     assert set(frame["ceiling_source"]) == {"measured by ssmprof calibrate"}
 
 
 def test_roofline_summary_is_time_weighted():
-    summary = roofline_summary(roofline(kernels(), H100)).set_index("category")
+    summary = roofline_summary(roofline(analyzed(), H100)).set_index("category")
     ssm = summary.loc["SSM scan"]
     assert ssm["time_ms"] == pytest.approx(0.45)
     assert ssm["memory_bound_share"] == pytest.approx(0.4 / 0.45)  # the no-counter launch is neither
@@ -48,19 +48,19 @@ def test_roofline_summary_is_time_weighted():
 
 
 def test_tensor_vector_classes():
-    classified = classify(kernels()).set_index("kernel_name")["class"]
+    classified = classify(analyzed()).set_index("kernel_name")["class"]
     assert classified["nvjet_hsh_256x128"] == "TensorOnly"
     assert classified["_chunk_scan_fwd_kernel"] == "Tensor+Vector"  # 5e9 tensor vs 1e9 vector FLOPs
     assert classified["_chunk_scan_bwd_dx_kernel"] == "VectorOnly"  # a thousand stray tensor ops don't count
     assert classified["vectorized_elementwise_kernel"] == "NoFLOPs"
     assert "_chunk_state_fwd_kernel" not in classified.index  # no counters, no class
-    summary = class_summary(classify(kernels())).set_index(["phase", "class"])
+    summary = class_summary(classify(analyzed())).set_index(["phase", "class"])
     assert summary.loc[("forward", "Tensor+Vector"), "kernels"] == 1
     assert summary.loc[("backward", "VectorOnly"), "time_share"] == 1.0
 
 
 def test_cache_summary_weights_by_time():
-    summary = cache_summary(kernels()).set_index("category")
+    summary = cache_summary(analyzed()).set_index("category")
     # SSM scan: 80 % over 100 us and 40 % over 300 us (the no-counter launch is left out)
     assert summary.loc["SSM scan", "l2_hit_rate_pct"] == pytest.approx((80 * 100 + 40 * 300) / 400)
     assert summary.loc["memory", "l2_hit_rate_pct"] == 10.0

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from ssmprof import bundled, schema
+from ssmprof.analysis.frame import analysis_frame
 from ssmprof.errors import CorruptFile, CorruptRun, SsmprofError
 
 GH100_METRICS = Path(__file__).resolve().parents[2] / "shared" / "ncu" / "gh100-metrics-ncu2025.3.1.txt.gz"
@@ -204,12 +205,12 @@ def test_bad_device_profile_is_one_line(tmp_path, content, message):
 def baseline_rows():
     from ssmprof.analysis.regress import build_baseline
 
-    frame = schema.conform_kernels(kernel_rows())
+    frame = analysis_frame(schema.conform_kernels(kernel_rows()))
     return build_baseline([frame, frame.assign(duration_ns=frame["duration_ns"] * 2)])
 
 
 def test_baseline_round_trip_and_row_columns(tmp_path):
-    from ssmprof.analysis.compare import KEY
+    from ssmprof.analysis.frame import LAUNCH_KEY as KEY
 
     table = baseline_rows()
     assert list(schema.BaselineRow.model_fields) == KEY + ["metric", "median", "spread", "runs"] == list(table.columns)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ssmprof.analysis.categories import KernelFilter, with_categories
+from ssmprof.analysis.categories import KernelFilter
 
 OTHER_WARNING_SHARE = 0.05
 
 
 def breakdown(kernels: pd.DataFrame, where: KernelFilter | None = None) -> pd.DataFrame:
-    """Time by category x phase: columns category, phase, launches, time_ms, share (of the selection)."""
-    frame = kernels if "category" in kernels.columns else with_categories(kernels)
-    if where is not None:
-        frame = frame[where(frame)]
+    """Time by category x phase: columns category, phase, launches, time_ms, share (of the selection).
+    `kernels`: an `analysis_frame` (as every analysis takes)."""
+    frame = kernels if where is None else kernels[where(kernels)]
     grouped = frame.groupby(["category", "phase"], as_index=False).agg(
         launches=("launch_idx", "size"), time_ns=("duration_ns", "sum"))
     total = grouped["time_ns"].sum()
@@ -31,19 +30,17 @@ def by_category(kernels: pd.DataFrame, where: KernelFilter | None = None) -> pd.
 
 def top_kernels(kernels: pd.DataFrame, n: int = 20) -> pd.DataFrame:
     """The n kernels (by short name and phase) with the most total time."""
-    frame = kernels if "category" in kernels.columns else with_categories(kernels)
-    table = frame.groupby(["kernel_name", "phase", "category"], as_index=False).agg(
+    table = kernels.groupby(["kernel_name", "phase", "category"], as_index=False).agg(
         launches=("launch_idx", "size"), time_ns=("duration_ns", "sum"), mean_ns=("duration_ns", "mean"))
-    table["share"] = table["time_ns"] / frame["duration_ns"].sum()
+    table["share"] = table["time_ns"] / kernels["duration_ns"].sum()
     return table.sort_values("time_ns", ascending=False, ignore_index=True).head(n)
 
 
 def other_share_warning(kernels: pd.DataFrame) -> str | None:
     """A warning when uncategorized kernels take more than 5 % of the time (the rule table needs a rule)."""
-    frame = kernels if "category" in kernels.columns else with_categories(kernels)
-    table = by_category(frame)
+    table = by_category(kernels)
     share = table.loc[table["category"] == "other", "share"].sum()
     if share > OTHER_WARNING_SHARE:
-        names = top_kernels(frame[frame["category"] == "other"], 3)["kernel_name"]
+        names = top_kernels(kernels[kernels["category"] == "other"], 3)["kernel_name"]
         return f"{share:.0%} of kernel time is uncategorized ('other'), e.g. {', '.join(names)}"
     return None

@@ -14,14 +14,19 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from ssmprof.kernels import FUSED_KERNELS
+
 CATEGORIES = ("GEMM", "SSM scan", "convolution", "attention", "normalization", "elementwise/activation",
               "reduction/loss", "sort/scan", "memory", "optimizer", "communication", "graph gather/scatter", "other")
+
+# The fused kernels' names come from the kernel adapter (`kernels.FUSED_KERNELS`), the one place that knows them.
+_SSD, _SCAN, _CONV = ("|".join(FUSED_KERNELS[op]) for op in ("ssd", "selective_scan", "conv1d"))
 
 # (category, regex on the short kernel name, regex on the launching op or None); case-insensitive.
 RULES: tuple[tuple[str, str, str | None], ...] = (
     ("communication", r"^nccl", None),
-    ("SSM scan", r"^_?(chunk_cumsum|chunk_state|state_passing|bmm_chunk|chunk_scan)|selective_scan", None),
-    ("convolution", r"causal_conv1d|conv_depthwise|convolution|implicit_gemm|fprop|dgrad|wgrad|winograd|"
+    ("SSM scan", rf"^_?({_SSD})|{_SCAN}", None),
+    ("convolution", rf"{_CONV}|conv_depthwise|convolution|implicit_gemm|fprop|dgrad|wgrad|winograd|"
                     r"nchwtonhwc|nhwctonchw|cudnn", None),
     ("attention", r"flash_(fwd|bwd)|fmha|attention", None),
     ("optimizer", r"multi_tensor_apply|fused_adam|adamw?_|_sgd_", None),

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ssmprof.analysis.breakdown import by_category
-from ssmprof.analysis.derived import derive
+from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
 from ssmprof.errors import SsmprofError
 
-KEY = ["kernel_name", "phase", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+WEIGHTED = ["dram_throughput_pct", "l2_hit_rate_pct", "l1_hit_rate_pct", "ai_dram"]
 
 
 class IncomparableRuns(SsmprofError):
@@ -31,24 +31,21 @@ def check_comparable(info_a: dict, info_b: dict) -> list[str]:
 
 
 def per_kernel(kernels: pd.DataFrame) -> pd.DataFrame:
-    """One row per (kernel, launch configuration, phase): launches, time and time-weighted rates."""
-    frame = derive(kernels)
-    frame["weight"] = frame["duration_ns"]
-    weighted = ["dram_throughput_pct", "l2_hit_rate_pct", "l1_hit_rate_pct", "ai_dram"]
-    for column in weighted:
-        frame[f"w_{column}"] = frame[column] * frame["weight"]
-    grouped = frame.groupby(KEY, as_index=False).agg(
-        launches=("launch_idx", "size"), time_ns=("duration_ns", "sum"), flops=("flops", "sum"),
-        seconds=("seconds", "sum"), **{f"w_{c}": (f"w_{c}", "sum") for c in weighted})
-    for column in weighted:
-        grouped[column] = grouped.pop(f"w_{column}") / grouped["time_ns"]
-    grouped["flop_per_s"] = grouped["flops"] / grouped["seconds"]
-    return grouped.drop(columns=["flops", "seconds"])
+    """One row per (kernel, launch configuration, phase): launches, time and time-weighted rates (over the
+    launches with counters; NaN where none has them). `kernels`: a run's `analysis_frame`."""
+    grouped = kernels.groupby(LAUNCH_KEY, as_index=False).agg(
+        launches=("launch_idx", "size"), time_ns=("duration_ns", "sum"))
+    rates = time_weighted_by(kernels, LAUNCH_KEY, WEIGHTED)
+    measured = kernels[kernels["flops"].notna()]
+    work = measured.groupby(LAUNCH_KEY, as_index=False)[["flops", "seconds"]].sum()
+    work["flop_per_s"] = work["flops"] / work["seconds"]
+    return (grouped.merge(rates, on=LAUNCH_KEY, how="left")
+            .merge(work[LAUNCH_KEY + ["flop_per_s"]], on=LAUNCH_KEY, how="left"))
 
 
 def compare_kernels(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFrame:
     """Outer join of the per-kernel rows; `match` is both / only_a / only_b; speedup = time_a / time_b."""
-    merged = per_kernel(kernels_a).merge(per_kernel(kernels_b), on=KEY, how="outer", suffixes=("_a", "_b"),
+    merged = per_kernel(kernels_a).merge(per_kernel(kernels_b), on=LAUNCH_KEY, how="outer", suffixes=("_a", "_b"),
                                          indicator="match")
     merged["match"] = merged["match"].map({"both": "both", "left_only": "only_a", "right_only": "only_b"})
     merged["speedup"] = merged["time_ns_a"] / merged["time_ns_b"]

@@ -18,8 +18,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.categories import with_categories
-from ssmprof.analysis.derived import derive
 from ssmprof.analysis.roofline import Ceilings
 
 
@@ -30,8 +28,9 @@ def _floor_seconds(frame: pd.DataFrame, ceilings: Ceilings) -> pd.Series:
 
 
 def project(kernels: pd.DataFrame, source: Ceilings, target: Ceilings) -> pd.DataFrame:
-    """Per launch: measured time, projected time on the target, the ratio and how it was obtained."""
-    frame = derive(kernels if "category" in kernels.columns else with_categories(kernels))
+    """Per launch: measured time, projected time on the target, the ratio and how it was obtained.
+    `kernels`: an `analysis_frame`."""
+    frame = kernels.copy()
     raw_a, raw_b = _floor_seconds(frame, source) * 1e9, _floor_seconds(frame, target) * 1e9
     # a floor above the measured time (counter noise on tiny kernels) is scaled down to that time, both sides
     cap = np.minimum(1.0, frame["duration_ns"] / raw_a.where(raw_a > 0))

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.compare import KEY, per_kernel
+from ssmprof.analysis.compare import per_kernel
+from ssmprof.analysis.frame import LAUNCH_KEY
 from ssmprof.errors import SsmprofError
 
 # metric -> the direction that is worse
@@ -29,18 +30,19 @@ MAD_TO_SIGMA = 1.4826
 
 
 def efficiency(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel (`LAUNCH_KEY`): launches and each metric of `METRICS`. `kernels`: an `analysis_frame`."""
     table = per_kernel(kernels)
     table["time_per_launch_ns"] = table["time_ns"] / table["launches"]
-    return table[KEY + list(METRICS)]
+    return table[LAUNCH_KEY + ["launches"] + list(METRICS)]
 
 
 def build_baseline(runs: list[pd.DataFrame]) -> pd.DataFrame:
-    """Long frame: KEY + metric, median, spread, runs (how many runs had the kernel)."""
+    """Long frame: LAUNCH_KEY + metric, median, spread, runs (how many runs had the kernel)."""
     if len(runs) < 2:
         raise SsmprofError("a baseline needs at least 2 runs of the same configuration, to know the noise")
     long = pd.concat([efficiency(k).assign(run=i) for i, k in enumerate(runs)]).melt(
-        id_vars=KEY + ["run"], value_vars=list(METRICS), var_name="metric").dropna(subset=["value"])
-    grouped = long.groupby(KEY + ["metric"])["value"]
+        id_vars=LAUNCH_KEY + ["run"], value_vars=list(METRICS), var_name="metric").dropna(subset=["value"])
+    grouped = long.groupby(LAUNCH_KEY + ["metric"])["value"]
     baseline = grouped.median().rename("median").to_frame()
     baseline["spread"] = grouped.apply(lambda v: MAD_TO_SIGMA * np.median(np.abs(v - np.median(v))))
     baseline["runs"] = grouped.size()
@@ -51,10 +53,9 @@ def regressions(baseline: pd.DataFrame, current: pd.DataFrame, min_effect: float
                 sigmas: float = 3.0, min_time_ns: float = 1000.0, min_impact: float = 0.001) -> pd.DataFrame:
     """Every baseline row with the current value, the allowed band and `regressed`; kernels missing from
     the current run are reported with `missing=True` (not as regressions)."""
-    measured = efficiency(current).merge(per_kernel(current)[KEY + ["launches"]], on=KEY)
-    now = measured.melt(id_vars=KEY + ["launches"], value_vars=list(METRICS), var_name="metric",
+    now = efficiency(current).melt(id_vars=LAUNCH_KEY + ["launches"], value_vars=list(METRICS), var_name="metric",
                         value_name="current")
-    table = baseline.merge(now, on=KEY + ["metric"], how="left")
+    table = baseline.merge(now, on=LAUNCH_KEY + ["metric"], how="left")
     floor = np.where(table["metric"] == "time_per_launch_ns", min_time_ns, 0.0)
     table["allowed"] = np.maximum.reduce([min_effect * table["median"].abs(), sigmas * table["spread"], floor])
     worse_if_higher = table["metric"].map(METRICS) == "higher"

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.categories import with_categories
-from ssmprof.analysis.derived import derive
+from ssmprof.analysis.frame import WEIGHT, time_weighted
 
 
 @dataclass(frozen=True)
@@ -35,8 +34,8 @@ class Ceilings:
 
 def roofline(kernels: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
     """Per kernel: category, path (tensor/vector), AIs, achieved FLOP/s, the roof at its intensity,
-    % of that roof, and the verdict (memory-bound / compute-bound / no counters)."""
-    frame = derive(kernels if "category" in kernels.columns else with_categories(kernels))
+    % of that roof, and the verdict (memory-bound / compute-bound / no counters). `kernels`: an `analysis_frame`."""
+    frame = kernels.copy()
     tensor = frame["flops_tensor"].fillna(0) > frame["flops_vector"].fillna(0)
     peak = np.where(tensor, ceilings.bf16_tensor_tflops, ceilings.fp32_tflops) * 1e12
     bandwidth = ceilings.dram_gb_s * 1e9
@@ -59,20 +58,15 @@ def roofline_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Time-weighted by category: share of time memory- vs compute-bound, mean % of roof and of DRAM peak."""
     rows = []
     for category, group in frame.groupby("category"):
-        weight = group["duration_ns"]
+        weight = group[WEIGHT]
         measured = group["verdict"] != "no counters"
         rows.append({
             "category": category,
             "time_ms": weight.sum() / 1e6,
             "memory_bound_share": weight[group["verdict"] == "memory-bound"].sum() / weight.sum(),
             "compute_bound_share": weight[group["verdict"] == "compute-bound"].sum() / weight.sum(),
-            "pct_of_roof": _weighted(group.loc[measured, "pct_of_roof"], weight[measured]),
-            "pct_of_dram_peak": _weighted(group.loc[measured, "pct_of_dram_peak"], weight[measured]),
+            "pct_of_roof": time_weighted(group.loc[measured, "pct_of_roof"], weight[measured]),
+            "pct_of_dram_peak": time_weighted(group.loc[measured, "pct_of_dram_peak"], weight[measured]),
         })
     return pd.DataFrame(rows).sort_values("time_ms", ascending=False, ignore_index=True)
 
-
-def _weighted(values: pd.Series, weights: pd.Series) -> float:
-    valid = values.notna()
-    total = weights[valid].sum()
-    return float((values[valid] * weights[valid]).sum() / total) if total else float("nan")

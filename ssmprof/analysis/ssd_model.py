@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ssmprof.analysis.derived import derive
+from ssmprof.kernels import SSD_FORWARD_KERNELS
 
 FP32 = 4
 
@@ -60,14 +60,15 @@ def ssd_forward_model(s: SsdShape) -> pd.DataFrame:
         s.elem_bytes
     x_bytes, bc_bytes, dt_bytes = b * L * h * p * e, b * L * g * n * e, b * L * h * FP32
     states_fp32 = b * c * h * p * n * FP32
+    cumsum, bmm, state, passing, scan = SSD_FORWARD_KERNELS
     rows = [
-        ("_chunk_cumsum_fwd", 0, 3 * b * L * h, b * L * h * e + 2 * dt_bytes),
-        ("_bmm_chunk_fwd", 2 * b * L * g * Q * n, 0, 2 * bc_bytes + b * c * g * Q * Q * FP32),
-        ("_chunk_state_fwd", 2 * b * L * h * p * n, b * L * h * (p + 1),
+        (cumsum, 0, 3 * b * L * h, b * L * h * e + 2 * dt_bytes),
+        (bmm, 2 * b * L * g * Q * n, 0, 2 * bc_bytes + b * c * g * Q * Q * FP32),
+        (state, 2 * b * L * h * p * n, b * L * h * (p + 1),
          x_bytes + bc_bytes + 2 * dt_bytes + states_fp32),
-        ("_state_passing_fwd", 0, 2 * b * c * h * p * n,
+        (passing, 0, 2 * b * c * h * p * n,
          states_fp32 + b * c * h * p * n * e + b * h * p * n * FP32 + b * h * c * FP32),
-        ("_chunk_scan_fwd", 2 * b * L * h * Q * p + 2 * b * L * h * n * p, b * L * h * Q,
+        (scan, 2 * b * L * h * Q * p + 2 * b * L * h * n * p, b * L * h * Q,
          b * c * g * Q * Q * FP32 + 2 * x_bytes + 2 * dt_bytes + bc_bytes + b * c * h * p * n * e + h * FP32),
     ]
     frame = pd.DataFrame(rows, columns=["kernel", "flops_matmul", "flops_other", "min_bytes"])
@@ -77,8 +78,8 @@ def ssd_forward_model(s: SsdShape) -> pd.DataFrame:
 
 def analytic_vs_measured(kernels: pd.DataFrame, shape: SsdShape) -> pd.DataFrame:
     """Forward SSD kernels: analytic FLOPs and minimal bytes per launch beside the measured means per
-    launch (one launch per layer), and their ratios."""
-    measured = derive(kernels[kernels["phase"] == "forward"])
+    launch (one launch per layer), and their ratios. `kernels`: a run's `analysis_frame`."""
+    measured = kernels[kernels["phase"] == "forward"]
     rows = []
     for model in ssd_forward_model(shape).itertuples():
         launches = measured[measured["kernel_name"].str.startswith(model.kernel)]

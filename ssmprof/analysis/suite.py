@@ -1,14 +1,17 @@
-"""Across the workloads of a suite: where each one's time goes, and how its SSM kernels use the GPU."""
+"""Across the workloads of a suite: where each one's time goes, and how its SSM kernels use the GPU.
+
+Every function takes the runs' `analysis_frame`s by workload."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from ssmprof.analysis.caches import cache_summary
-from ssmprof.analysis.categories import CATEGORIES, with_categories
+from ssmprof.analysis.categories import CATEGORIES
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
-from ssmprof.analysis.tensor_vector import class_summary, classify
+from ssmprof.analysis.tensor_vector import FLOP_CLASSES, class_summary, classify
+from ssmprof.schema import PHASES
 
 SSM = "SSM scan"
 
@@ -16,8 +19,7 @@ SSM = "SSM scan"
 def category_shares(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per workload (in the given order): % of its kernel time in each category."""
     shares = {}
-    for workload, kernels in runs.items():
-        frame = with_categories(kernels)
+    for workload, frame in runs.items():
         shares[workload] = 100 * frame.groupby("category")["duration_ns"].sum() / frame["duration_ns"].sum()
     table = pd.DataFrame(shares).T.fillna(0.0)
     table = table[[c for c in CATEGORIES if c in table.columns]].rename_axis("workload").reset_index()
@@ -29,8 +31,7 @@ def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) ->
     """One row per workload with SSM kernels: their share of kernel time, time-weighted DRAM % of peak,
     L1/L2 hit rates and % of roof, and the share of forward / backward SSM time per tensor/vector class."""
     rows = []
-    for workload, kernels in runs.items():
-        frame = with_categories(kernels)
+    for workload, frame in runs.items():
         ssm = frame[frame["category"] == SSM]
         if ssm.empty:
             continue
@@ -41,8 +42,8 @@ def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) ->
                "l2_hit_pct": caches["l2_hit_rate_pct"], "pct_of_roof": roof["pct_of_roof"],
                "memory_bound_pct": 100 * roof["memory_bound_share"]}
         classes = class_summary(classify(ssm))
-        for phase in ("forward", "backward"):
-            for name in ("TensorOnly", "Tensor+Vector", "VectorOnly"):
+        for phase in PHASES[:2]:  # forward, backward (the optimizer runs no SSM kernels)
+            for name in FLOP_CLASSES:
                 hit = classes[(classes["phase"] == phase) & (classes["class"] == name)]
                 row[f"{phase} {name} %"] = 100 * float(hit["time_share"].iloc[0]) if len(hit) else 0.0
         rows.append(row)
@@ -52,8 +53,7 @@ def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) ->
 def ssm_roofline(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) -> pd.DataFrame:
     """Every SSM kernel launch with counters of every workload, on its GPU's roofline."""
     frames = []
-    for workload, kernels in runs.items():
-        frame = with_categories(kernels)
+    for workload, frame in runs.items():
         ssm = frame[(frame["category"] == SSM) & frame["ncu_duration_ns"].notna()]
         if len(ssm):
             frames.append(roofline(ssm, ceilings[workload]).assign(workload=workload))
@@ -80,7 +80,7 @@ def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], i
     kernel time (A's time over B's)."""
     rows = []
     for workload in [w for w in runs_a if w in runs_b]:
-        a, b = with_categories(runs_a[workload]), with_categories(runs_b[workload])
+        a, b = runs_a[workload], runs_b[workload]
         row = {"workload": workload, "step_ms_a": infos_a[workload]["harness"]["step_ms"],
                "step_ms_b": infos_b[workload]["harness"]["step_ms"]}
         row["step_speedup"] = row["step_ms_a"] / row["step_ms_b"]
@@ -98,7 +98,7 @@ def projection_errors(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.Data
     B -> A against the measured run, over categories above `min_share` of the target's kernel time."""
     rows = []
     for workload in [w for w in runs_a if w in runs_b]:
-        a, b = with_categories(runs_a[workload]), with_categories(runs_b[workload])
+        a, b = runs_a[workload], runs_b[workload]
         there = projection_error(project_categories(project(a, ceilings_a, ceilings_b)), b, min_share)
         back = projection_error(project_categories(project(b, ceilings_b, ceilings_a)), a, min_share)
         rows.append({"workload": workload, "categories": len(there),

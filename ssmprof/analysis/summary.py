@@ -6,7 +6,6 @@ import pandas as pd
 
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
-from ssmprof.analysis.categories import with_categories
 from ssmprof.analysis.checks import status_table
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.ssd_model import SsdShape, analytic_vs_measured
@@ -15,7 +14,8 @@ from ssmprof.schema import Run
 
 
 def analyze(run: Run, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
-    kernels = with_categories(run.kernels)
+    """The summary frames of one run, its kernels already the `analysis_frame` (`pipeline.loading.load_run`)."""
+    kernels = run.kernels
     tables = {
         "breakdown": breakdown(kernels),
         "by_category": by_category(kernels),

@@ -11,23 +11,22 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.categories import with_categories
-from ssmprof.analysis.derived import derive
-
 TENSOR_ONLY_SHARE = 0.99
 VECTOR_ONLY_SHARE = 0.01
 CLASSES = ("TensorOnly", "Tensor+Vector", "VectorOnly", "NoFLOPs")
+TENSOR_ONLY, TENSOR_VECTOR, VECTOR_ONLY, NO_FLOPS = CLASSES
+FLOP_CLASSES = (TENSOR_ONLY, TENSOR_VECTOR, VECTOR_ONLY)  # the classes of kernels that do arithmetic
 
 
 def classify(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per launch with counters: kernel_name, phase, category, flops_tensor, flops_vector, tensor_share, class."""
-    frame = derive(kernels if "category" in kernels.columns else with_categories(kernels))
-    frame = frame[frame["flops"].notna()].copy()
+    """Per launch with counters: kernel_name, phase, category, flops_tensor, flops_vector, tensor_share, class.
+    `kernels`: an `analysis_frame`."""
+    frame = kernels[kernels["flops"].notna()].copy()
     share = frame["flops_tensor"] / frame["flops"].replace(0, np.nan)
     frame["tensor_share"] = share
     frame["class"] = np.select(
         [frame["flops"] == 0, share >= TENSOR_ONLY_SHARE, share <= VECTOR_ONLY_SHARE],
-        ["NoFLOPs", "TensorOnly", "VectorOnly"], "Tensor+Vector")
+        [NO_FLOPS, TENSOR_ONLY, VECTOR_ONLY], TENSOR_VECTOR)
     return frame[["launch_idx", "kernel_name", "phase", "category", "duration_ns", "flops_tensor", "flops_vector",
                   "tensor_share", "class"]]
 

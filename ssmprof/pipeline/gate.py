@@ -11,8 +11,9 @@ import pandas as pd
 from ssmprof.analysis.compare import check_comparable
 from ssmprof.analysis.regress import build_baseline, regressions
 from ssmprof.errors import InvalidConfig
+from ssmprof.pipeline.loading import load_run
 from ssmprof.reports.gate import gate_junit, gate_markdown
-from ssmprof.schema import Baseline, make_document, read_document, read_run, write_document
+from ssmprof.schema import Baseline, make_document, read_document, write_document
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class GateResult:
 
 def baseline(runs: list[Path], output: Path) -> BaselineResult:
     """`ssmprof baseline`: runs of one workload (refused otherwise) into the baseline file `output`."""
-    loaded = [read_run(path) for path in runs]
+    loaded = [load_run(path) for path in runs]
     for other in loaded[1:]:
         check_comparable(loaded[0].info, other.info)
     table = build_baseline([run.kernels for run in loaded])
@@ -51,7 +52,7 @@ def regress(runs: list[Path], baseline_file: Path, junit: Path | None = None, su
     document = read_document(Baseline, baseline_file)
     table, results = document.table(), []
     for path in runs:
-        run = read_run(path)
+        run = load_run(path)
         if run.info["workload"]["name"] != document.workload.name:
             raise InvalidConfig(f"{path} is a {run.info['workload']['name']} run, the baseline is of "
                                 f"{document.workload.name}")

@@ -10,7 +10,6 @@ import pandas as pd
 
 from ssmprof import bundled
 from ssmprof.analysis import suite
-from ssmprof.analysis.categories import with_categories
 from ssmprof.analysis.compare import check_comparable, compare_categories, compare_kernels
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
@@ -18,6 +17,7 @@ from ssmprof.analysis.roofline import Ceilings, roofline
 from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.errors import InvalidConfig
 from ssmprof.pipeline.ceilings import ceilings_for, datasheet_ceilings, read_device_profile
+from ssmprof.pipeline.loading import load_run
 from ssmprof.profiler.gpu_specs import SPECS
 from ssmprof.reports.render import (
     RESULTS_END,
@@ -29,7 +29,7 @@ from ssmprof.reports.render import (
     render_results,
     write_csv,
 )
-from ssmprof.schema import DeviceProfile, Run, read_run
+from ssmprof.schema import DeviceProfile, Run
 
 FORMATS = ("html", "md")
 
@@ -48,7 +48,7 @@ def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
     runs; with `csv`, every frame is also written there as CSV."""
     analyzed, kernels, infos, ceilings = [], {}, {}, {}
     for index, path in enumerate(paths):
-        run = read_run(path)
+        run = load_run(path)
         limits, notes = ceilings_for(run.info, profile)
         tables = analyze(run, limits)
         if csv is not None:
@@ -97,7 +97,7 @@ def results(readme: Path | None = None) -> str:
     """`ssmprof results`: the README's Results section from the bundled runs; with `readme`, also spliced into
     that file in place of its current section."""
     first, second = bundled.GPUS
-    loaded = {gpu: {path.name: read_run(path) for path in bundled.runs(gpu)} for gpu in bundled.GPUS}
+    loaded = {gpu: {path.name: load_run(path) for path in bundled.runs(gpu)} for gpu in bundled.GPUS}
     kernels = {gpu: {w: run.kernels for w, run in loaded[gpu].items()} for gpu in loaded}
     infos = {gpu: {w: run.info for w, run in loaded[gpu].items()} for gpu in loaded}
     profile = read_device_profile(bundled.device_profile(first))
@@ -128,7 +128,7 @@ def splice_results(current: str, section: str, where: Path) -> str:
 def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = None) -> str:
     """`ssmprof compare`: two runs of one workload, by category and by kernel (matched by launch config)."""
     _check_format(fmt)
-    a, b = read_run(run_a), read_run(run_b)
+    a, b = load_run(run_a), load_run(run_b)
     notes = check_comparable(a.info, b.info)
     text = render_compare(a.info, b.info, compare_categories(a.kernels, b.kernels),
                           compare_kernels(a.kernels, b.kernels), notes, fmt, rooflines=rooflines(a, b))
@@ -136,8 +136,8 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
 
 
 def rooflines(*runs: Run) -> tuple[pd.DataFrame, ...] | None:
-    """Each run's per-kernel roofline on its own GPU's datasheet ceilings; None unless all have counters
-    and known GPUs."""
+    """Each run's (from `load_run`) per-kernel roofline on its own GPU's datasheet ceilings; None unless all
+    have counters and known GPUs."""
     ceilings = [datasheet_ceilings(run.info) for run in runs]
     if None in ceilings or not all(run.kernels["ncu_duration_ns"].notna().any() for run in runs):
         return None
@@ -149,16 +149,16 @@ def project(run: Path, to: str, check: Path | None = None) -> str:
     with `check`, a run measured on the target, the projection's error per category."""
     if to not in SPECS:
         raise InvalidConfig(f"unknown target GPU '{to}'; choose from: {', '.join(SPECS)}")
-    measured = read_run(run)
+    measured = load_run(run)
     source = datasheet_ceilings(measured.info)
     if source is None:
         raise InvalidConfig(f"no datasheet entry for the measured GPU ({measured.info['gpu']['name']})")
     table = project_categories(project_kernels(measured.kernels, source, Ceilings.from_datasheet(SPECS[to])))
     checked = None
     if check is not None:
-        target = read_run(check)
+        target = load_run(check)
         check_comparable(measured.info, target.info)
-        checked = (target.info, projection_error(table, with_categories(target.kernels)))
+        checked = (target.info, projection_error(table, target.kernels))
     return render_projection(measured.info, SPECS[to].name, table, checked)
 
 

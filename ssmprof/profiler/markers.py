@@ -14,7 +14,9 @@ from contextlib import contextmanager
 
 import torch
 
-PHASES = ("forward", "backward", "optimizer")
+from ssmprof.schema import PHASES  # the phases are the contract's (`schema.PHASE_VALUES`); defined there once
+
+__all__ = ["NVTX_DOMAIN", "PHASES", "NvtxMarker", "PhaseMarker", "RecordingMarker"]
 NVTX_DOMAIN = "ssmprof"
 
 

@@ -15,7 +15,15 @@ import torch.nn.functional as F
 from einops import rearrange, repeat
 from torch import nn
 
-from ssmprof.kernels import KernelPlan, mamba_ssm, mamba_ssm_module
+from ssmprof.kernels import (
+    GATED_NORM_REFERENCE_ENTRY,
+    NORM_ENTRY,
+    SELECTIVE_SCAN_ENTRY,
+    SSD_REFERENCE_ENTRY,
+    KernelPlan,
+    mamba_ssm,
+    mamba_ssm_module,
+)
 
 
 def ssd_ref(x, dt, A, B, C, D, dt_bias, chunk_size):
@@ -28,7 +36,8 @@ def ssd_ref(x, dt, A, B, C, D, dt_bias, chunk_size):
 
     x: (b, l, h, p); dt: (b, l, h); A, dt_bias: (h,); B, C: (b, l, g, n); D: (h,). Returns (b, l, h, p).
     """
-    ssd_minimal_discrete = mamba_ssm_module("modules.ssd_minimal").ssd_minimal_discrete
+    module, function = SSD_REFERENCE_ENTRY
+    ssd_minimal_discrete = getattr(mamba_ssm_module(module), function)
     seqlen, nheads = x.shape[1], x.shape[2]
     # Like the fused kernels, keep the scan itself in (at least) fp32 whatever the input dtype.
     compute = torch.promote_types(x.dtype, torch.float32)
@@ -45,7 +54,8 @@ def ssd_ref(x, dt, A, B, C, D, dt_bias, chunk_size):
 
 def mamba2_mixer_ref(mixer: nn.Module, u: torch.Tensor) -> torch.Tensor:
     """Pure-torch forward of a mamba_ssm `Mamba2` module (the composition its fused path computes)."""
-    rms_norm_ref = mamba_ssm_module("ops.triton.layernorm_gated").rms_norm_ref
+    module, function = GATED_NORM_REFERENCE_ENTRY
+    rms_norm_ref = getattr(mamba_ssm_module(module), function)
     seqlen = u.shape[1]
     zxbcdt = mixer.in_proj(u)
     xbc_dim = mixer.d_ssm + 2 * mixer.ngroups * mixer.d_state
@@ -103,9 +113,9 @@ class Mamba2Mixer(nn.Module):
 def selective_scan(plan: KernelPlan, u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=True):
     """Mamba-1 selective scan through the plan: the CUDA kernel, or mamba-ssm's pure-torch reference.
     Shapes as mamba-ssm's `selective_scan_fn`: u, delta, z (b, d, l); A (d, n); B, C (b, n, l); D (d,)."""
-    interface = mamba_ssm_module("ops.selective_scan_interface")
-    scan = interface.selective_scan_fn if plan.impl("selective_scan") == "selective-scan-cuda" \
-        else interface.selective_scan_ref
+    module, fused, reference = SELECTIVE_SCAN_ENTRY
+    interface = mamba_ssm_module(module)
+    scan = getattr(interface, fused if plan.impl("selective_scan") == "selective-scan-cuda" else reference)
     return scan(u, delta, A, B, C, D, z=z, delta_bias=delta_bias, delta_softplus=delta_softplus)
 
 
@@ -150,12 +160,13 @@ class AddRMSNorm(nn.Module):
         self.fused = plan.device == "cuda"
 
     def forward(self, x, residual=None, prenorm=True):
-        layer_norm = mamba_ssm_module("ops.triton.layer_norm")
+        module, fused, reference = NORM_ENTRY
+        layer_norm = mamba_ssm_module(module)
         if self.fused:
-            return layer_norm.layer_norm_fn(x, self.weight, None, residual=residual, eps=self.eps, prenorm=prenorm,
-                                            residual_in_fp32=True, is_rms_norm=True)
-        return layer_norm.rms_norm_ref(x, self.weight, None, residual=residual, eps=self.eps, prenorm=prenorm,
-                                       upcast=True)
+            return getattr(layer_norm, fused)(x, self.weight, None, residual=residual, eps=self.eps, prenorm=prenorm,
+                                              residual_in_fp32=True, is_rms_norm=True)
+        return getattr(layer_norm, reference)(x, self.weight, None, residual=residual, eps=self.eps, prenorm=prenorm,
+                                              upcast=True)
 
 
 class SelfAttention(nn.Module):
