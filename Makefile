@@ -1,4 +1,5 @@
-# ssmprof set-up and everyday commands. `make install` first; everything else uses .venv/.
+# ssmprof set-up and everyday commands. `make profile` and `make test` install first where .venv/ lacks
+# ssmprof (a fresh clone); `make profile` on a GPU host also builds the kernels where they are missing.
 PYTHON      ?= python3
 VENV        ?= .venv
 BIN         := $(VENV)/bin
@@ -11,7 +12,7 @@ WHEEL_PY    ?= 3.12
 MAMBA_SSM   := mamba-ssm==2.3.2.post1
 CAUSAL_CONV := causal-conv1d==1.7.0
 PROFILE_ARGS ?= mamba2-lm --preset small
-# Extras of ssmprof to install (the GPU host brings its own pytest).
+# Extras of ssmprof to install: `dev` (pytest, ruff) everywhere; `make wheelhouse` carries them offline.
 EXTRAS      ?= dev
 
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
@@ -19,11 +20,18 @@ ifneq ($(WHEELHOUSE),)
 PIP_SOURCE := --no-index --find-links $(abspath $(WHEELHOUSE))
 endif
 # mamba-ssm / causal-conv1d: pure-Python install (their CUDA extensions come from `make kernels`);
-# FORCE_BUILD stops setup.py from downloading prebuilt binaries, --no-deps skips Mamba-3-only deps.
+# FORCE_BUILD stops setup.py from downloading prebuilt binaries, --no-deps skips Mamba-3-only deps
+# (tilelang, quack-kernels, apache-tvm-ffi, ninja). They are installed last: pip checks the declared
+# dependencies of what is already installed whenever it installs their dependencies (torch, einops, ...),
+# and would print resolver ERROR lines about those skipped ones; with --no-deps it checks nothing.
 SDIST_ENV := MAMBA_FORCE_BUILD=TRUE MAMBA_SKIP_CUDA_BUILD=TRUE \
              CAUSAL_CONV1D_FORCE_BUILD=TRUE CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE
 
 .PHONY: install kernels wheelhouse test lint profile results gpu-check clean
+
+# Present once `make install` has finished: what `profile`, `test`, `kernels` and `lint` need first.
+$(BIN)/ssmprof:
+	$(MAKE) install
 
 install:
 ifeq ($(HAS_GPU),1)
@@ -37,39 +45,43 @@ else
 	$(BIN)/pip install -q $(PIP_SOURCE) "$(CPU_TORCH)"
 endif
 	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation "setuptools>=61" wheel 2>/dev/null || true
+	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation -e ".$(if $(EXTRAS),[$(EXTRAS)])"
 	$(SDIST_ENV) $(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation --no-deps --no-binary mamba-ssm,causal-conv1d \
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
-	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation -e ".$(if $(EXTRAS),[$(EXTRAS)])"
 	@$(BIN)/ssmprof doctor
 
-kernels:
-	$(BIN)/python -m ssmprof.kernel_build
 
-wheelhouse:
-	@# Run where the network is; needs `make install` first (torch is needed to read the sdists).
+kernels: $(BIN)/ssmprof
+	@# builds only what is missing for this torch and GPU architecture ("already built" otherwise)
+	WHEELHOUSE=$(WHEELHOUSE) $(BIN)/python -m ssmprof.kernel_build
+
+wheelhouse: $(BIN)/ssmprof
+	@# Run where the network is; installs first (torch is needed to read the sdists). The wheels cover what
+	@# the GPU host lacks besides its own torch/triton stack, the dev tools (pytest, ruff) included.
 	mkdir -p wheelhouse
 	$(SDIST_ENV) $(BIN)/pip download -q --no-deps --no-binary :all: --no-build-isolation -d wheelhouse \
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
 	$(BIN)/pip download -q --only-binary :all: --python-version $(WHEEL_PY) --implementation cp \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-		--platform manylinux_2_25_x86_64 -d wheelhouse nvtx plotly ncu-report narwhals pydantic
+		--platform manylinux_2_25_x86_64 -d wheelhouse nvtx plotly ncu-report narwhals pydantic pytest ruff
 	@ls -la wheelhouse
 
-test:
+test: $(BIN)/ssmprof
 	$(BIN)/python -m pytest -q
 
-lint:
+lint: $(BIN)/ssmprof
 	$(BIN)/ruff check ssmprof tests benchmarks scripts
 
-profile:
+profile: $(BIN)/ssmprof
 ifeq ($(HAS_GPU),1)
+	$(MAKE) kernels
 	$(BIN)/ssmprof profile $(PROFILE_ARGS) --out runs --report runs/report.html
 else
 	@echo "No NVIDIA GPU here: rendering the reference runs bundled with ssmprof (H100 and H200), not this machine."
 	$(BIN)/ssmprof reference --out runs/reference
 endif
 
-results:
+results: $(BIN)/ssmprof
 	$(BIN)/ssmprof results --readme README.md
 
 gpu-check:

@@ -62,9 +62,9 @@ def workloads() -> None:
 @error_boundary
 def doctor() -> None:
     """Show the software stack and which fused kernels are available here."""
-    from ssmprof.kernels import Availability, software_versions
+    from ssmprof.kernels import Availability, stack_report
 
-    versions = software_versions()
+    versions = stack_report()
     have = Availability.probe()
     table = Table(title="ssmprof doctor", show_header=False)
     for name, version in versions.items():

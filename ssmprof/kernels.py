@@ -206,6 +206,26 @@ def plan_kernels(ops: tuple[str, ...], device: str, allow_fallback: bool = False
     return plan
 
 
+# Python packages whose import needs their own CUDA extension (built by `make kernels`), and that extension.
+NEEDS_EXTENSION = {"causal_conv1d": "causal_conv1d_cuda"}
+
+
+def stack_report() -> dict[str, str | None]:
+    """`software_versions()` for people (`ssmprof doctor`): a package that is installed but cannot be
+    imported only because its CUDA extension is not built says so, instead of "not installed" (None)."""
+    from importlib import metadata
+
+    report = software_versions()
+    for name, extension in NEEDS_EXTENSION.items():
+        if report.get(name) is None and not _extension_built(extension):
+            try:
+                version = metadata.version(name.replace("_", "-"))
+            except metadata.PackageNotFoundError:
+                continue
+            report[name] = f"{version} installed, CUDA extension not built (make kernels)"
+    return report
+
+
 def software_versions() -> dict[str, str | None]:
     """Versions of the stack that decides which kernels run."""
     import torch

@@ -72,3 +72,22 @@ def test_no_triton_gpu_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: gpu_host(triton=False)))
     with pytest.raises(KernelUnavailable, match="Triton"):
         plan_kernels(("ssd",), "cuda", allow_fallback=True)
+
+
+def test_doctor_says_when_only_the_cuda_extension_is_missing():
+    report = kernels.stack_report()
+    if kernels._extension_built("causal_conv1d_cuda"):
+        pytest.skip("causal_conv1d_cuda is built here")
+    assert report["causal_conv1d"] == "1.7.0 installed, CUDA extension not built (make kernels)"
+    assert kernels.software_versions()["causal_conv1d"] is None  # run.json's versions: unchanged
+
+
+def test_fused_kernel_names_live_in_the_adapter():
+    from ssmprof.analysis.categories import categorize
+    from ssmprof.analysis.ssd_model import SsdShape, ssd_forward_model
+
+    shape = SsdShape(1, 512, 4, 64, 128, 1, 256)
+    assert tuple(ssd_forward_model(shape)["kernel"]) == kernels.SSD_FORWARD_KERNELS
+    for stem in kernels.FUSED_KERNELS["ssd"] + kernels.FUSED_KERNELS["selective_scan"]:
+        assert categorize(f"_{stem}_fwd_kernel") == "SSM scan"
+    assert categorize(f"{kernels.FUSED_KERNELS['conv1d'][0]}_fwd_kernel") == "convolution"
