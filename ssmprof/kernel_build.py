@@ -1,7 +1,7 @@
 """`make kernels`: build the causal-conv1d and selective-scan CUDA extensions for this GPU only.
 
-Upstream setup.py files compile about nine architectures (tens of minutes); one architecture takes
-about 5.5 minutes for both on 16 cores (gpu-facts.md). The sources come from the pinned sdists (in
+Upstream setup.py files compile every architecture they support; one architecture takes a fraction of
+that time (both extensions build in parallel). The sources come from the pinned sdists (in
 $WHEELHOUSE or ./wheelhouse, else downloaded). Each build lands in build/kernels/<torch>-<arch>/, a
 `.pth` file puts those folders on this environment's import path, and a finished build is reused.
 """

@@ -6,9 +6,11 @@ occupancy, launch and tail effects: time the saturated resource does not account
 target's ceilings, the rest is carried over: time_B = time_A - floor_A + floor_B. A kernel at 90 % of DRAM
 bandwidth thus speeds up almost with the bandwidth; one at 10 % hardly at all.
 
-Why not scale the whole time by floor_B / floor_A (constant efficiency)? On mamba2-lm paper that projected the
-H100's SSM kernels (5-30 % of DRAM peak) 43 % faster on the H200, whose bandwidth is 43 % higher; measured: 8 %.
-Carrying the rest unchanged assumes the same SMs and clocks, true for H100 <-> H200 (132 SMs, 1.98 GHz);
+Why not scale the whole time by floor_B / floor_A (constant efficiency)? Most SSM kernels run far below DRAM
+peak, so the H200's extra bandwidth speeds them up much less than it raises their floor: on the bundled paper
+runs constant efficiency projected their H200 time a quarter too low (README, "project"; the numbers are
+checked in tests/test_readme_numbers.py). Carrying the rest unchanged assumes the same SMs and clocks, true for
+H100 <-> H200 (the same SM count in the datasheet table);
 across generations (A100 <-> H100) it is a lower bound on the change. Kernels without counters keep their
 measured time (said so in `method`). A projection, not a measurement: every frame says so.
 """

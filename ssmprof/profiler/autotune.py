@@ -3,7 +3,7 @@
 Each process autotunes anew, on noisy timings, so the counter child could pick another configuration
 (another num_warps, hence another block size) than the timeline run measured. Its counters would then
 describe a kernel the timeline never ran, and the launch-by-launch join could not match it: on our H100
-that left 9 % of mamba2-lm's kernel time without counters, all of it in autotuned Triton kernels. The
+that left part of mamba2-lm's kernel time without counters, all of it in autotuned Triton kernels. The
 parent's choices, named by their position in each autotuner's own config list, are pinned in the child
 before its first step (which also spares the child the autotuning benchmarks). They are recorded in
 run.json too: a changed choice explains a changed kernel.

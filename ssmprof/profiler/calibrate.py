@@ -113,7 +113,7 @@ def _median_ms(launch, repeats: int = 20) -> float:
 def _copy_gb_s(nbytes: int, copies: int) -> float:
     """Bytes moved (read + write) per second by `copies` back-to-back copy kernels over `nbytes`, replayed
     as one CUDA graph: an L2-sized copy lasts a few microseconds, less than launching it from Python takes
-    (launched one by one, the H100 "L2" ceiling came out at 2.3 TB/s, below its DRAM's 2.9)."""
+    (launched one by one, the "L2" ceiling came out below the DRAM ceiling)."""
     src = torch.randn(nbytes // 4, device="cuda")
     dst = torch.empty_like(src)
     copy_kernel(src, dst)  # load the kernel before capturing

@@ -1,8 +1,8 @@
 """Phase marks of a training iteration.
 
 Autograd launches backward kernels from its own worker thread, and NVTX push/pop ranges are per
-thread, so a push/pop "backward" range on the main thread would not cover them (gpu-facts.md: ncu
-caught 46 of 173 kernels that way). NVTX start/end ranges are process-wide, so each phase is one
+thread, so a push/pop "backward" range on the main thread would not cover them (ncu caught only a
+fraction of the iteration's kernels that way). NVTX start/end ranges are process-wide, so each phase is one
 start/end range in the `ssmprof` domain: ncu filters with `--nvtx --nvtx-include "ssmprof@backward/"`.
 The same names go to torch.profiler through `record_function`, for the timeline collector.
 """

@@ -35,9 +35,9 @@ dropout, mean pooling, one linear head; Mamba-1 defaults (d_state 16, d_conv 4, 
 configuration does not set the depth, so it is our choice, within GraphGPS's usual 3 to 6). Left out: the
 Laplacian positional encodings, and GatedGCN (GINE takes its place as the local MPNN).
 
-Measured once on an H100 (fused selective-scan and causal-conv1d, torch 2.11): `small` 53 ms/step, `paper`
-58 ms/step (2,200 graphs/s), peak 0.4 / 0.7 GiB. The GPU is busy for about 15 ms of a `paper` step (45 %
-of it in the selective-scan kernels): at Peptides-func size the step is bound by host-side launch overhead.
+At Peptides-func size the GPU is busy for only part of a step: the step is bound by host-side launch
+overhead. The bundled `paper` runs (H100, H200) measure it: step time, launches and where the kernel time
+goes are in the README's Results.
 """
 
 from __future__ import annotations

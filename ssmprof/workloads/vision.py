@@ -36,16 +36,11 @@ stages' depths are `depth1`, `depth2` and `depth4`. Channels are `dim`, 2*dim, 4
 Presets. `paper` is MambaVision-T (dim 80, depths 1/3/8/4, heads 8/16 in stages 3/4, 1000 classes)
 at 224 px: 31.76M parameters here (the paper reports 31.8M). Batch 128 per GPU: as we read the paper,
 it trains with a global batch of 4096 on 32 A100s (not re-checked against the paper text).
-Memory estimate for `paper` on an 80 GB GPU (bf16 autocast, AdamW): fp32 parameters, gradients and
-two Adam moments are 16 B x 31.8M ~ 0.5 GB, plus a bf16 copy of the weights kept for backward (~64 MB).
-Activations kept for backward, measured per image with a saved-tensor tally on the CPU at 224 px under
-bf16 autocast: ~49 MB (stem and stages 1-2 ~ 9 MB, the BatchNorm'd conv maps at 112x112x32 and
-56x56x80 dominating; downsamples and head ~ 1.4 MB; stage 3 ~ 11 MB and stage 4 ~ 3 MB outside the
-mixers and attention; the 6 attention layers ~ 3 MB; the 6 mixers ~ 22 MB). The mixers' 22 MB are
-mostly the pure-torch reference scan's per-step states; the CUDA selective scan keeps only its inputs
-and one chunk state (by count ~ 4 MB per image for the 6 mixers), so on the GPU ~ 30 MB per image:
-~ 4 GB at batch 128 (~ 8 GB at 256), not yet checked against a GPU run's peak
-memory. Batch 128 fits 80 GB with a wide margin; it is set by the paper, not by memory.
+Memory: fp32 parameters, gradients and two Adam moments are 16 B per parameter; the activations kept
+for backward dominate (the BatchNorm'd conv maps of the early stages, and the mixers' inputs; the CUDA
+selective scan keeps only its inputs and one chunk state, the CPU reference every step's state). The peak
+memory of the bundled `paper` runs is in the README's Results: batch 128 fits an 80 GB GPU with a wide
+margin; it is set by the paper, not by memory.
 """
 
 from __future__ import annotations
