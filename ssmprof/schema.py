@@ -38,6 +38,7 @@ SCHEMA_VERSION = 2  # 2: launch_shapes, shared_mem_bytes, counter_status, counte
 RUN_JSON = "run.json"
 KERNELS_PARQUET = "kernels.parquet"
 PHASES = ("forward", "backward", "optimizer")  # the NVTX-marked phases of a training step (profiler.markers)
+FORWARD, BACKWARD, OPTIMIZER = PHASES
 PHASE_VALUES = (*PHASES, "other")  # `phase` of a launch: one of PHASES, or "other" (outside every phase)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ssmprof.kernels import SSD_FORWARD_KERNELS
+from ssmprof.schema import FORWARD
 
 FP32 = 4
 
@@ -79,7 +80,7 @@ def ssd_forward_model(s: SsdShape) -> pd.DataFrame:
 def analytic_vs_measured(kernels: pd.DataFrame, shape: SsdShape) -> pd.DataFrame:
     """Forward SSD kernels: analytic FLOPs and minimal bytes per launch beside the measured means per
     launch (one launch per layer), and their ratios. `kernels`: a run's `analysis_frame`."""
-    measured = kernels[kernels["phase"] == "forward"]
+    measured = kernels[kernels["phase"] == FORWARD]
     rows = []
     for model in ssd_forward_model(shape).itertuples():
         launches = measured[measured["kernel_name"].str.startswith(model.kernel)]

@@ -25,6 +25,7 @@ from ssmprof.errors import NoGpu
 from ssmprof.profiler.counters import run_ncu
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.ncu_extract import read_report
+from ssmprof.schema import FORWARD
 
 GEMM_MNK = (4096, 4096, 4096)
 FMA_ELEMENTS, FMA_ITERS = 1 << 24, 256
@@ -88,7 +89,7 @@ def child() -> int:
     torch.cuda.synchronize()
     marker = NvtxMarker()
     torch.cuda.profiler.start()
-    with marker.phase("forward"):
+    with marker.phase(FORWARD):
         for launch in launches:
             launch()
         torch.cuda.synchronize()

@@ -21,6 +21,7 @@ import torch
 from ssmprof.errors import GpuKernelFault, GpuOutOfMemory, InvalidConfig, NoGpu
 from ssmprof.kernels import KernelPlan
 from ssmprof.profiler.markers import PhaseMarker
+from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER
 from ssmprof.workloads.base import CommonConfig, Workload
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
@@ -99,11 +100,11 @@ class Trainer:
 
     def step(self) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)  # no kernels; grads stay readable after the step
-        with self.marker.phase("forward"), self.autocast:
+        with self.marker.phase(FORWARD), self.autocast:
             loss = self.workload.loss(self.model, self.batch)
-        with self.marker.phase("backward"):
+        with self.marker.phase(BACKWARD):
             loss.backward()
-        with self.marker.phase("optimizer"):
+        with self.marker.phase(OPTIMIZER):
             self.optimizer.step()
         return loss.detach()
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.io as pio
 
+from ssmprof.analysis.tensor_vector import TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
 from ssmprof.reports import figures
 
 TABLE_TITLES = {
@@ -192,8 +193,9 @@ def render_results(labels: tuple[str, str], step_times: pd.DataFrame, shares: pd
         markdown_table(rounded["shares"]),
         "", f"**SSM kernels** on the {a}: their share of kernel time, time-weighted DRAM throughput (% of peak), L1/L2 "
         "hit rates, % of the roof at their intensity (measured ceilings), share of SSM time memory-bound, and the "
-        "share of forward / backward SSM time in each tensor/vector class (TensorOnly: >= 99 % of FLOPs on the "
-        "tensor path; VectorOnly: <= 1 %).", "", markdown_table(rounded["ssm"]),
+        f"share of forward / backward SSM time in each tensor/vector class ({TENSOR_ONLY}: >= "
+        f"{100 * TENSOR_ONLY_SHARE:.0f} % of FLOPs on the tensor path; {VECTOR_ONLY}: <= {100 * VECTOR_ONLY_SHARE:.0f} "
+        "%).", "", markdown_table(rounded["ssm"]),
         "", f"**{a} vs {b}** (A = {a}, B = {b}): speedup = A's time over B's.", "", markdown_table(rounded["pair"]),
         "", "**Projection check**: each run projected onto the other GPU (`ssmprof project --check`), largest "
         "per-category error over categories above 5 % of kernel time.", "", markdown_table(rounded["errors"]),
