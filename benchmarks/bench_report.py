@@ -39,7 +39,8 @@ def synthetic_run(launches: int) -> pd.DataFrame:
     frame = pd.DataFrame({
         "launch_idx": range(launches), "kernel_name": [p[0] for p in picks], "kernel_name_full": [p[0] for p in picks],
         "launch_op": [p[1] for p in picks], "phase": [p[2] for p in picks], "stream": 7,
-        "grid_x": 128, "grid_y": 8, "grid_z": 1, "block_x": 256, "block_y": 1, "block_z": 1,
+        "grid_x": 128, "grid_y": 8, "grid_z": 1, "block_x": 256, "block_y": 1, "block_z": 1, "shared_mem_bytes": 0,
+        "launch_shapes": "", "counter_status": "measured", "counter_lender": range(launches),
         "start_ns": np.arange(launches) * 10_000, "duration_ns": rng.integers(2_000, 300_000, launches),
     })
     for column in schema.COUNTER_COLUMNS:
