@@ -50,7 +50,6 @@ endif
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
 	@$(BIN)/ssmprof doctor
 
-
 kernels: $(BIN)/ssmprof
 	@# builds only what is missing for this torch and GPU architecture ("already built" otherwise)
 	WHEELHOUSE=$(WHEELHOUSE) $(BIN)/python -m ssmprof.kernel_build
