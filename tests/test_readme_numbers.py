@@ -185,7 +185,8 @@ def test_paper_presets_table(reference):
            "attention with 32 heads, 8 KV groups", "14 layers = 6 Mamba-2 + 1 attention + 7 MLP (4x, GELU)",
            "224 x 224 images, 1000 classes, batch 128, 31.8 M parameters",  # parameters: tests/test_vision.py
            "(151 nodes, 2.04 edges per node, 10 binary tasks), hidden 96, 4 layers, batch 128",
-           "width 4096, 32 heads; 8 layers", "mamba2-lm paper's width and depth, d_state 16",
+           "width 4096, 32 heads; 8 layers: the parameter count of mamba2-lm paper's 14 (within 5 %)",
+           "mamba2-lm paper's width and depth, d_state 16",
            "The vocabulary is GPT-NeoX's 50280")
 
 
@@ -200,3 +201,26 @@ def test_pinned_versions_match_the_makefile():
     claims(f"`CPU_TORCH={torch}`", f"WHEEL_PY={wheel_py} by default", f"mamba-ssm {mamba} imports it")
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'"mamba-ssm=={mamba}"' in pyproject and f'"causal-conv1d=={conv}"' in pyproject
+
+
+def test_paper_shapes_paragraph(reference):
+    """`paper` keeps a quarter of the 8B models' 56 layers, fits an 80 GB GPU, and the transformer baseline
+    matches mamba2-lm's parameter count (counted on the meta device: no memory, no GPU)."""
+    import torch
+
+    from ssmprof.kernels import plan_kernels
+    from ssmprof.workloads.registry import get_workload
+
+    runs = reference["runs"]["h100-sxm"]
+    assert 4 * runs["mamba2-lm"].info["workload"]["config"]["layers"] == 56
+    assert max(run.info["harness"]["peak_memory_bytes"] for run in runs.values()) < 80e9
+    counts = {}
+    for name in ("mamba2-lm", "transformer"):
+        workload = get_workload(name)
+        cfg = workload.config("paper")
+        with torch.device("meta"):
+            model = workload.build(cfg, plan_kernels(workload.ops, "cpu", dtype=cfg.dtype))
+        counts[name] = sum(p.numel() for p in model.parameters())
+    assert counts["transformer"] == pytest.approx(counts["mamba2-lm"], rel=0.05)
+    claims("which have 56 layers", "`paper` keeps their full width and a quarter of their depth",
+           "one training iteration with AdamW fits an 80 GB GPU")
