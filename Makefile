@@ -56,13 +56,14 @@ kernels: $(BIN)/ssmprof
 
 wheelhouse: $(BIN)/ssmprof
 	@# Run where the network is; installs first (torch is needed to read the sdists). The wheels cover what
-	@# the GPU host lacks besides its own torch/triton stack, the dev tools (pytest, ruff) included.
+	@# the GPU host lacks besides its own torch/triton stack, the dev tools (pytest, ruff) and the build tools
+	@# (setuptools, wheel: the sdists build with them, and torch may ask for a newer setuptools than the venv's).
 	mkdir -p wheelhouse
 	$(SDIST_ENV) $(BIN)/pip download -q --no-deps --no-binary :all: --no-build-isolation -d wheelhouse \
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
 	$(BIN)/pip download -q --only-binary :all: --python-version $(WHEEL_PY) --implementation cp \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-		--platform manylinux_2_25_x86_64 -d wheelhouse nvtx plotly ncu-report narwhals pydantic pytest ruff
+		--platform manylinux_2_25_x86_64 -d wheelhouse nvtx plotly ncu-report narwhals pydantic pytest ruff setuptools wheel
 	@ls -la wheelhouse
 
 test: $(BIN)/ssmprof
