@@ -30,6 +30,8 @@ SDIST_ENV := MAMBA_FORCE_BUILD=TRUE MAMBA_SKIP_CUDA_BUILD=TRUE \
 .PHONY: install kernels wheelhouse test lint profile results gpu-check clean
 
 # Present once `make install` has finished: what `profile`, `test`, `kernels` and `lint` need first.
+# (.DELETE_ON_ERROR: an install that fails after pip wrote the entry point removes it, so the next run retries.)
+.DELETE_ON_ERROR:
 $(BIN)/ssmprof:
 	$(MAKE) install
 
