@@ -224,3 +224,9 @@ def test_paper_shapes_paragraph(reference):
     assert counts["transformer"] == pytest.approx(counts["mamba2-lm"], rel=0.05)
     claims("which have 56 layers", "`paper` keeps their full width and a quarter of their depth",
            "one training iteration with AdamW fits an 80 GB GPU")
+
+
+def test_benchmark_goal_is_the_scripts():
+    script = (ROOT / "benchmarks" / "bench_lm_vs_mamba_ssm.py").read_text()
+    assert "abs(ratio - 1) <= 0.03" in script
+    claims("passes when the median per-round throughput ratio is within 3 % of 1")
