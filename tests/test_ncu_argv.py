@@ -33,6 +33,7 @@ def test_every_invocation_carries_the_flags_we_learnt_we_need(tmp_path, mode):
     assert argv[0] == "ncu" and argv[-len(TARGET):] == TARGET
     assert option(argv, "--profile-from-start") == "off"
     assert option(argv, "--clock-control") == "none"
+    assert option(argv, "--import-sass") == "no"  # metrics only: reports an order of magnitude smaller
     assert "--nvtx" in argv and "--set" not in argv and "--section" not in argv
     assert option(argv, "--export") == str(tmp_path / "it.ncu-rep")
     assert option(argv, "--metrics").split(",") == counter_metrics()

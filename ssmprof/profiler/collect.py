@@ -133,14 +133,10 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
             reports, walls = [], []
             for number, (mode, targets) in enumerate(passes, start=1):
                 report_path = Path(scratch) / f"counters-{number}.ncu-rep"
-                total = (sum(len(t) for t in targets.values()) if targets else
-                         plan.ordinals.eq(0).sum() if mode == "sampled" else len(kernels))
+                expected = plan.expected(kernels, mode, targets)
                 walls.append(run_ncu(command, report_path, mode, ncu_timeout_s,
-                                     lambda done, n=number, t=total: tell(f"counters (ncu pass {n})", done, t),
+                                     lambda done, n=number, t=len(expected): tell(f"counters (ncu pass {n})", done, t),
                                      metrics=metrics, targets=targets))
-                expected = ({"all": True} if mode == "all" else
-                            {"invocations": sorted({n for v in targets.values() for n in v})} if targets else
-                            {"first": True})
                 reports.append((read_report(report_path, chip), expected))
                 if keep_report:
                     extra[report_path.name] = report_path

@@ -110,6 +110,7 @@ def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics
         "--profile-from-start", "off",
         "--nvtx",
         "--clock-control", "none",
+        "--import-sass", "no",
         "--metrics", ",".join(metrics if metrics is not None else counter_metrics()),
         "--export", str(report),
         "--force-overwrite",
