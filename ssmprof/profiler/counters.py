@@ -125,27 +125,38 @@ def child_command(workload: str, preset: str, overrides: dict, warmup: int, allo
 # per-launch-config filter profiles the first launch of each (pass 1 of sampled mode).
 CONFIG_KEY = ["kernel_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "shared_mem_bytes"]
 # Words a demangler may or may not print: CUPTI writes `vectorized_elementwise_kernel<4, ...,
-# std::array<char*, 3ul> >(int, BinaryFunctor<...>, ...)` where Nsight Compute writes `<(int)4, ...,
-# std::array<char *, (unsigned long)2>>(int, T2, T3)` for the same kind of kernel.
-_STYLE_WORDS = {"void", "int", "unsigned", "signed", "long", "short", "char", "bool", "true", "false", "const",
-                "u", "ul", "l", "ll", "ull", "anonymous", "namespace", "unnamed"}
+# std::array<char*, 3ul> >(int, BinaryFunctor<...>, ...)` and `{lambda(float, float)#1}` where Nsight Compute
+# writes `<(int)4, ..., std::array<char *, (unsigned long)2>>(int, T2, T3)` and `[lambda(float, float)
+# (instance 1)]` for the same kernels.
+_STYLE_WORDS = {"void", "int", "unsigned", "signed", "long", "short", "char", "bool", "const",
+                "u", "ul", "l", "ll", "ull", "anonymous", "namespace", "unnamed", "instance"}
 
 
 def kernel_signature(full_name: str, short_name: str) -> str:
     """The kernel's identity as both demanglers print it: the identifiers of its qualified name and template
-    arguments (without the parameter list, literals and the words demanglers differ in)."""
-    start = full_name.find(short_name)
+    arguments, without anything in parentheses (parameter lists, which Nsight Compute abbreviates to `T1`,
+    casts, lambda signatures) and without the words the demanglers differ in."""
+    kept, depth = [], 0
+    for char in full_name:
+        depth += char == "("
+        if depth == 0:
+            kept.append(char)
+        depth -= char == ")" and depth > 0
+    # CUPTI numbers lambdas `#1` (Nsight Compute's `(instance 1)` went with the parentheses) and prints
+    # booleans as words where Nsight Compute casts them: `(bool)1`
+    name = re.sub(r"#\d+", "", "".join(kept)).replace("true", "1").replace("false", "0")
+    start = name.find(short_name)
     if start < 0:
         return short_name
     end = start + len(short_name)
-    if full_name[end:end + 1] == "<":  # through the matching ">" of the template arguments
+    if name[end:end + 1] == "<":  # through the matching ">" of the template arguments
         depth = 0
-        for index in range(end, len(full_name)):
-            depth += {"<": 1, ">": -1}.get(full_name[index], 0)
+        for index in range(end, len(name)):
+            depth += {"<": 1, ">": -1}.get(name[index], 0)
             if depth == 0:
                 end = index + 1
                 break
-    words = re.findall(r"[A-Za-z_]\w*", full_name[:end])
+    words = re.findall(r"[A-Za-z_]\w*|\d+", name[:end])  # `3ul` -> "3", "ul" (a style word)
     return " ".join(w for w in words if w not in _STYLE_WORDS)
 
 
