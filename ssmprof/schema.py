@@ -113,6 +113,15 @@ COUNTER_METRICS: dict[str, tuple[str, str, str]] = {
                         "tensor pipe active, % of peak while the SM is active"),
     "fma_pipe_pct": ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "%",
                      "FMA pipe active, % of peak while the SM is active"),
+    # launch attributes: recorded for every profiled launch at no extra replay pass
+    "registers_per_thread": ("launch__registers_per_thread", "registers", "registers per thread"),
+    "waves_per_sm": ("launch__waves_per_multiprocessor", "waves", "thread-block waves per SM (grid / resident)"),
+    "occupancy_limit_registers": ("launch__occupancy_limit_registers", "blocks",
+                                  "blocks per SM the register file allows"),
+    "occupancy_limit_shared_mem": ("launch__occupancy_limit_shared_mem", "blocks",
+                                   "blocks per SM shared memory allows"),
+    "occupancy_limit_warps": ("launch__occupancy_limit_warps", "blocks", "blocks per SM the warp slots allow"),
+    "occupancy_limit_blocks": ("launch__occupancy_limit_blocks", "blocks", "blocks per SM the block slots allow"),
 }
 COUNTER_COLUMNS: dict[str, Column] = {
     name: Column("float64", unit, f"{description} [{metric}]")

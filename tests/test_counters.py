@@ -14,6 +14,7 @@ from ssmprof.profiler.counters import (
     CounterCollectionError,
     SamplingPlan,
     attach_counters,
+    kernel_signature,
     run_ncu,
 )
 from ssmprof.schema import conform_kernels
@@ -55,62 +56,81 @@ def report(rows):
     return frame.assign(grid_y=66, grid_z=1, block_x=384, block_y=1, block_z=1, shared_mem_bytes=1024)
 
 
-def test_plan_targets_the_first_launch_of_each_further_problem_in_a_configuration():
+def test_plan_targets_the_first_launch_of_each_further_problem_by_its_functions_invocation_number():
     plan = SamplingPlan.of(timeline())
-    # GEMM: problem B first appears as the 2nd launch of its configuration; cutlass Kernel<Gemm> as the 2nd of its.
+    # GEMM: problem B first appears as the function's 2nd invocation; cutlass Kernel<Gemm> as Kernel's 2nd.
     # The scan kernel recomputed in backward is one problem (a custom kernel: its configuration is its problem).
     assert plan.targets == {GEMM: [2], "Kernel": [2]}
-    assert len(plan.ambiguous) == 2 and plan.ordinals.tolist() == [0, 0, 1, 2, 1, 3, 0, 1]
+    assert len(plan.ambiguous) == 2
+    kernels = timeline()
+    assert list(plan.expected(kernels, "sampled")) == [0, 1, 6]
+    assert list(plan.expected(kernels, "sampled", plan.targets)) == [2, 7]
+    assert list(plan.expected(kernels, "all")) == list(range(8))
+
+
+def test_signature_is_the_same_whichever_demangler_printed_the_name():
+    cupti = ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+             "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >(int, "
+             "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, "
+             "std::array<char*, 3ul>)")
+    ncu = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<float, float, float, "
+           "at::native::binary_internal::MulFunctor<float>>, std::array<char *, (unsigned long)3>>(int, T2, T3)")
+    other = ncu.replace("BinaryFunctor", "AUnaryFunctor")
+    name = "vectorized_elementwise_kernel"
+    assert kernel_signature(cupti, name) == kernel_signature(ncu, name) != kernel_signature(other, name)
 
 
 PASS_1 = [(GEMM, GEMM, 2, 1e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, 5e6),
           ("Kernel", "cutlass::Kernel<Conv>", 8, 7e6)]
 PASS_2 = [(GEMM, GEMM, 2, 3e6), ("Kernel", "cutlass::Kernel<Gemm>", 8, 9e6)]
+ALL = [(GEMM, GEMM, 2, 1e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, 5e6), (GEMM, GEMM, 2, 3e6),
+       (GEMM, GEMM, 2, 2e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, 6e6), (GEMM, GEMM, 2, 4e6),
+       ("Kernel", "cutlass::Kernel<Conv>", 8, 7e6), ("Kernel", "cutlass::Kernel<Gemm>", 8, 9e6)]
 
 
 @pytest.mark.parametrize(
     ("scenario", "passes", "dram", "status"),
     [
         ("sampled: pass 1 alone lends one problem's counters to no other problem",
-         [(PASS_1, {"first": True})], [1e6, 5e6, NAN, 1e6, 5e6, NAN, 7e6, NAN],
+         [(PASS_1, "sampled", False)], [1e6, 5e6, NAN, 1e6, 5e6, NAN, 7e6, NAN],
          ["measured", "measured", "unmatched", "lent", "lent", "unmatched", "measured", "unmatched"]),
         ("sampled: the targeted pass measures the second problem of each ambiguous configuration",
-         [(PASS_1, {"first": True}), (PASS_2, {"invocations": [2]})], [1e6, 5e6, 3e6, 1e6, 5e6, 3e6, 7e6, 9e6],
+         [(PASS_1, "sampled", False), (PASS_2, "sampled", True)], [1e6, 5e6, 3e6, 1e6, 5e6, 3e6, 7e6, 9e6],
          ["measured", "measured", "measured", "lent", "lent", "lent", "measured", "measured"]),
-        ("all: the k-th launch of a configuration in the report is the k-th on the timeline",
-         [([(GEMM, GEMM, 2, 1e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, 5e6),
-            (GEMM, GEMM, 2, 3e6), (GEMM, GEMM, 2, 2e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, 6e6),
-            (GEMM, GEMM, 2, 4e6), ("Kernel", "cutlass::Kernel<Conv>", 8, 7e6),
-            ("Kernel", "cutlass::Kernel<Gemm>", 8, 9e6)], {"all": True})],
+        ("all: each report row is the launch at its place", [(ALL, "all", False)],
          [1e6, 5e6, 3e6, 2e6, 6e6, 4e6, 7e6, 9e6], ["measured"] * 8),
-        ("a report row whose full name differs from the launch at its place is not that launch's",
+        ("a row of another template instance is not placed on this launch",
          [([(GEMM, GEMM, 2, 1e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, 5e6),
-            ("Kernel", "cutlass::Kernel<Gemm>", 8, 9e6)], {"first": True})],
+            ("Kernel", "cutlass::Kernel<Gemm>", 8, 9e6)], "sampled", False)],
          [1e6, 5e6, NAN, 1e6, 5e6, NAN, NAN, NAN],
          ["measured", "measured", "unmatched", "lent", "lent", "unmatched", "unmatched", "unmatched"]),
     ],
 )
 def test_attach_counters(scenario, passes, dram, status):
-    plan = SamplingPlan.of(timeline())
-    joined, notes = attach_counters(timeline(), [(report(rows), expected) for rows, expected in passes], plan)
+    kernels, plan = timeline(), SamplingPlan.of(timeline())
+    reports = [(report(rows), plan.expected(kernels, mode, plan.targets if targeted else None))
+               for rows, mode, targeted in passes]
+    joined, notes = attach_counters(kernels, reports, plan)
     joined = conform_kernels(joined)
     assert joined["launch_idx"].tolist() == list(range(8)), scenario  # timeline order kept
     assert joined["dram_read_bytes"].tolist() == pytest.approx(dram, nan_ok=True), scenario
     assert joined["counter_status"].tolist() == status, scenario
     lent = joined["counter_status"] == "lent"
     assert (joined.loc[lent, "counter_lender"] < joined.loc[lent, "launch_idx"]).all()
-    assert notes["profiled_not_on_timeline"] == [] and notes["ordinal_mismatch"] == []
+    unplaced = [] if "another template" not in scenario else ["Kernel grid 8x66x1 block 384x1x1 smem 1024"]
+    assert notes["profiled_not_placed"] == unplaced
 
 
-def test_rows_that_cannot_be_placed_are_named():
-    # the child autotuned _chunk_scan_fwd_kernel to another grid; pass 2 returned two rows where one was asked
+def test_rows_that_fit_no_expected_launch_are_named_not_guessed():
+    # the child autotuned _chunk_scan_fwd_kernel to another grid; pass 2 returned a row no launch asked for
     rows = report([(GEMM, GEMM, 2, 1e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 256, 5e6)])
     extra = report([(GEMM, GEMM, 2, 3e6), (GEMM, GEMM, 2, 3e6)])
-    plan = SamplingPlan.of(timeline())
-    joined, notes = attach_counters(timeline(), [(rows, {"first": True}), (extra, {"invocations": [2]})], plan)
-    assert notes["profiled_not_on_timeline"] == ["_chunk_scan_fwd_kernel grid 256x66x1 block 384x1x1 smem 1024"]
-    assert notes["ordinal_mismatch"] == [f"{GEMM} grid 2x66x1 block 384x1x1 smem 1024"]
-    assert joined["counter_status"].tolist()[:3] == ["measured", "unmatched", "unmatched"]
+    kernels, plan = timeline(), SamplingPlan.of(timeline())
+    joined, notes = attach_counters(kernels, [(rows, plan.expected(kernels, "sampled")),
+                                              (extra, plan.expected(kernels, "sampled", plan.targets))], plan)
+    assert notes["profiled_not_placed"] == ["_chunk_scan_fwd_kernel grid 256x66x1 block 384x1x1 smem 1024",
+                                            f"{GEMM} grid 2x66x1 block 384x1x1 smem 1024"]
+    assert joined["counter_status"].tolist()[:3] == ["measured", "unmatched", "measured"]
 
 
 @pytest.fixture

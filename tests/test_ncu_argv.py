@@ -33,10 +33,11 @@ def test_every_invocation_carries_the_flags_we_learnt_we_need(tmp_path, mode):
     assert argv[0] == "ncu" and argv[-len(TARGET):] == TARGET
     assert option(argv, "--profile-from-start") == "off"
     assert option(argv, "--clock-control") == "none"
+    assert option(argv, "--import-sass") == "no"  # metrics only: reports an order of magnitude smaller
     assert "--nvtx" in argv and "--set" not in argv and "--section" not in argv
     assert option(argv, "--export") == str(tmp_path / "it.ncu-rep")
     assert option(argv, "--metrics").split(",") == counter_metrics()
-    assert len(counter_metrics()) == len(COUNTER_METRICS) + len(LAUNCH_METRICS)  # + 3-D grid, block, smem
+    assert set(counter_metrics()) == {m for m, _, _ in COUNTER_METRICS.values()} | set(LAUNCH_METRICS)
     assert option(argv, "--kernel-name") == "regex:^(?!nccl)"  # NCCL kernels are never replayed
 
 

@@ -6,6 +6,7 @@ import pandas as pd
 
 from ssmprof.analysis.breakdown import by_category
 from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
+from ssmprof.analysis.host import busy_ns
 from ssmprof.errors import SsmprofError
 
 WEIGHTED = ["dram_throughput_pct", "l2_hit_rate_pct", "l1_hit_rate_pct", "ai_dram"]
@@ -27,7 +28,19 @@ def check_comparable(info_a: dict, info_b: dict) -> list[str]:
         notes.append(f"configs differ in: {', '.join(changed)}")
     if info_a["gpu"]["name"] != info_b["gpu"]["name"]:
         notes.append(f"GPUs: {info_a['gpu']['name']} vs {info_b['gpu']['name']}")
+    hosts = [info.get("host", {}).get("cpu", "not recorded") for info in (info_a, info_b)]
+    if hosts[0] != hosts[1]:
+        notes.append(f"different hosts (CPU {hosts[0]} vs {hosts[1]}): the part of each step the GPU waits for "
+                     "the host is not comparable")
     return notes
+
+
+def step_split(info: dict, kernels: pd.DataFrame) -> str:
+    """`step X ms = GPU busy Y ms + host wait Z ms`: what a GPU comparison can and cannot explain."""
+    step = info["harness"]["step_ms"]
+    busy = busy_ns(kernels) / 1e6
+    return f"{info['gpu']['name']}: step {step:.2f} ms = GPU busy {busy:.2f} ms + waiting for the host " \
+           f"{max(step - busy, 0):.2f} ms ({100 * busy / step:.0f} % busy)"
 
 
 def per_kernel(kernels: pd.DataFrame) -> pd.DataFrame:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.categories import CATEGORIES
+from ssmprof.analysis.host import busy_ns
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.tensor_vector import FLOP_CLASSES, class_summary, classify
@@ -84,6 +85,11 @@ def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], i
         row = {"workload": workload, "step_ms_a": infos_a[workload]["harness"]["step_ms"],
                "step_ms_b": infos_b[workload]["harness"]["step_ms"]}
         row["step_speedup"] = row["step_ms_a"] / row["step_ms_b"]
+        # the step split into time the GPU runs kernels and time it waits for the host
+        row["gpu_busy_ms_a"], row["gpu_busy_ms_b"] = busy_ns(runs_a[workload]) / 1e6, busy_ns(runs_b[workload]) / 1e6
+        row["host_wait_ms_a"] = max(row["step_ms_a"] - row["gpu_busy_ms_a"], 0.0)
+        row["host_wait_ms_b"] = max(row["step_ms_b"] - row["gpu_busy_ms_b"], 0.0)
+        row["gpu_busy_speedup"] = row["gpu_busy_ms_a"] / row["gpu_busy_ms_b"]
         for category in (SSM, "GEMM"):
             time_a = a.loc[a["category"] == category, "duration_ns"].sum()
             time_b = b.loc[b["category"] == category, "duration_ns"].sum()

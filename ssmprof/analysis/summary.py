@@ -7,6 +7,7 @@ import pandas as pd
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import status_table
+from ssmprof.analysis.host import host_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.ssd_model import SsdShape, analytic_vs_measured
 from ssmprof.analysis.tensor_vector import class_summary, classify
@@ -22,6 +23,7 @@ def analyze(run: Run, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
         "top_kernels": top_kernels(kernels),
         "caches": cache_summary(kernels),
         "counter_checks": status_table(kernels),
+        "host": host_summary(kernels, run.info["harness"]["step_ms"]),
     }
     has_counters = kernels["ncu_duration_ns"].notna().any()
     if has_counters and ceilings is not None:
@@ -45,6 +47,11 @@ def analyze(run: Run, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
 def warnings_for(run: Run) -> list[str]:
     warning = other_share_warning(run.kernels)
     notes = [warning] if warning else []
+    host = host_summary(run.kernels, run.info["harness"]["step_ms"]).iloc[0]
+    if host["verdict"] == "host-bound":
+        notes.append(f"host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the "
+                     f"{host['step_ms']:.1f} ms step and waits for the host the rest ({host['launches']} launches, "
+                     f"{host['short_launch_pct']:.0f} % of them under 10 us); a faster GPU shortens only the busy part")
     status = run.kernels["counter_status"]
     if (status == "unchecked").any():
         notes.append("counters unchecked: a schema-1 run, whose counters were joined by short name, grid and block "

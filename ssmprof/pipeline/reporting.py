@@ -10,7 +10,7 @@ import pandas as pd
 
 from ssmprof import bundled
 from ssmprof.analysis import suite
-from ssmprof.analysis.compare import check_comparable, compare_categories, compare_kernels
+from ssmprof.analysis.compare import check_comparable, compare_categories, compare_kernels, step_split
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline
@@ -129,7 +129,7 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
     """`ssmprof compare`: two runs of one workload, by category and by kernel (matched by launch config)."""
     _check_format(fmt)
     a, b = load_run(run_a), load_run(run_b)
-    notes = check_comparable(a.info, b.info)
+    notes = check_comparable(a.info, b.info) + [step_split(run.info, run.kernels) for run in (a, b)]
     text = render_compare(a.info, b.info, compare_categories(a.kernels, b.kernels),
                           compare_kernels(a.kernels, b.kernels), notes, fmt, rooflines=rooflines(a, b))
     return write_output(text, output)

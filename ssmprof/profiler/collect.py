@@ -11,6 +11,8 @@ import datetime as dt
 import gc
 import gzip
 import json
+import os
+import platform
 import tempfile
 import time
 from pathlib import Path
@@ -53,6 +55,7 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
         "workload": {"name": result.workload, "preset": result.preset, "config": result.config,
                      "overrides": overrides},
         "gpu": {**result.gpu, "clocks": gpu_clocks()},
+        "host": host_info(),
         "versions": software_versions(),
         "provenance": result.provenance,
         "triton_autotune": triton_choices,
@@ -72,6 +75,18 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
     }
 
 
+def host_info() -> dict:
+    """The CPU that launches the kernels: a step partly bound by the host differs between hosts with one GPU."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cpu": model or platform.processor() or "unknown", "cpu_count": os.cpu_count(),
+            "hostname": platform.node(), "python": platform.python_version()}
+
+
 def gpu_clocks() -> dict:
     """SM and memory clocks as found (MHz), read through NVML; never changed."""
     try:
@@ -86,6 +101,7 @@ def gpu_clocks() -> dict:
             "sm_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
             "memory_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
             "memory_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            "driver": pynvml.nvmlSystemGetDriverVersion(),
         }
     except pynvml.NVMLError as exc:
         return {"note": f"NVML: {exc}"}
@@ -133,14 +149,10 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
             reports, walls = [], []
             for number, (mode, targets) in enumerate(passes, start=1):
                 report_path = Path(scratch) / f"counters-{number}.ncu-rep"
-                total = (sum(len(t) for t in targets.values()) if targets else
-                         plan.ordinals.eq(0).sum() if mode == "sampled" else len(kernels))
+                expected = plan.expected(kernels, mode, targets)
                 walls.append(run_ncu(command, report_path, mode, ncu_timeout_s,
-                                     lambda done, n=number, t=total: tell(f"counters (ncu pass {n})", done, t),
+                                     lambda done, n=number, t=len(expected): tell(f"counters (ncu pass {n})", done, t),
                                      metrics=metrics, targets=targets))
-                expected = ({"all": True} if mode == "all" else
-                            {"invocations": sorted({n for v in targets.values() for n in v})} if targets else
-                            {"first": True})
                 reports.append((read_report(report_path, chip), expected))
                 if keep_report:
                     extra[report_path.name] = report_path

@@ -11,6 +11,7 @@ borrows counters only from a profiled launch of the same configuration *and* pro
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -120,120 +121,157 @@ def child_command(workload: str, preset: str, overrides: dict, warmup: int, allo
     return command + (["--autotune", str(autotune_file)] if autotune_file else [])
 
 
-# The launch configuration as Nsight Compute counts invocations: function name, 3-D grid, 3-D block and
-# shared memory per block. The k-th launch of a configuration in a report is the k-th on the timeline
-# (the child repeats the parent's iteration), which is what makes the join exact.
+# Nsight Compute's launch configuration: function name, 3-D grid, 3-D block, shared memory per block. Its
+# per-launch-config filter profiles the first launch of each (pass 1 of sampled mode).
 CONFIG_KEY = ["kernel_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "shared_mem_bytes"]
+# Words a demangler may or may not print: CUPTI writes `vectorized_elementwise_kernel<4, ...,
+# std::array<char*, 3ul> >(int, BinaryFunctor<...>, ...)` and `{lambda(float, float)#1}` where Nsight Compute
+# writes `<(int)4, ..., std::array<char *, (unsigned long)2>>(int, T2, T3)` and `[lambda(float, float)
+# (instance 1)]` for the same kernels.
+_STYLE_WORDS = {"void", "int", "unsigned", "signed", "long", "short", "char", "bool", "const",
+                "u", "ul", "l", "ll", "ull", "anonymous", "namespace", "unnamed", "instance"}
+
+
+def kernel_signature(full_name: str, short_name: str) -> str:
+    """The kernel's identity as both demanglers print it: the identifiers of its qualified name and template
+    arguments, without anything in parentheses (parameter lists, which Nsight Compute abbreviates to `T1`,
+    casts, lambda signatures) and without the words the demanglers differ in."""
+    kept, depth = [], 0
+    for char in full_name:
+        depth += char == "("
+        if depth == 0:
+            kept.append(char)
+        depth -= char == ")" and depth > 0
+    # CUPTI numbers lambdas `#1` (Nsight Compute's `(instance 1)` went with the parentheses) and prints
+    # booleans as words where Nsight Compute casts them: `(bool)1`
+    name = re.sub(r"#\d+", "", "".join(kept)).replace("true", "1").replace("false", "0")
+    start = name.find(short_name)
+    if start < 0:
+        return short_name
+    end = start + len(short_name)
+    if name[end:end + 1] == "<":  # through the matching ">" of the template arguments
+        depth = 0
+        for index in range(end, len(name)):
+            depth += {"<": 1, ">": -1}.get(name[index], 0)
+            if depth == 0:
+                end = index + 1
+                break
+    words = re.findall(r"[A-Za-z_]\w*|\d+", name[:end])  # `3ul` -> "3", "ul" (a style word)
+    return " ".join(w for w in words if w not in _STYLE_WORDS)
 
 
 def problems(timeline: pd.DataFrame) -> pd.Series:
-    """What each launch computes, as far as its counters are concerned: the full kernel name, and for kernels
+    """What each launch computes, as far as its counters are concerned: the kernel (signature), and for kernels
     launched by a framework op (cuBLAS, cuDNN and ATen kernels under `aten::*`) also that op and its input
     shapes, since their grid need not follow the shapes. Custom kernels (Triton, CUDA extensions) size their
     grids from the shapes, so their configuration is their problem; the duration check tests that."""
     library = timeline["launch_op"].fillna("").str.startswith("aten::")
     detail = "|" + timeline["launch_op"].fillna("") + "|" + timeline["launch_shapes"].fillna("")
-    return timeline["kernel_name_full"].map(_normalized) + detail.where(library, "")
+    return _signatures(timeline) + detail.where(library, "")
 
 
 @dataclass
 class SamplingPlan:
-    """Which launches sampled mode measures: the first of each configuration (pass 1) and, in
-    configurations that hold several problems, the first launch of each further problem (pass 2)."""
+    """Which launches each Nsight Compute pass measures, in launch order. Pass 1 (sampled): the first launch
+    of each launch configuration. Pass 2, where a configuration holds several problems: the first launch of
+    each further problem, asked for by function name and invocation number. Nsight Compute numbers the
+    invocations of a function across all its launch configurations (seen on the H100: numbers computed per
+    configuration picked launches of other configurations), so the numbers here are per function."""
 
-    ordinals: pd.Series  # each launch's 0-based position among the launches of its configuration
     problems: pd.Series
-    ambiguous: list[str]  # "name grid block" of configurations holding several problems
+    ambiguous: list[str]  # configurations holding several problems
     targets: dict[str, list[int]]  # pass 2: function name -> 1-based invocation numbers
+    first_of_config: pd.Series
+    invocation: pd.Series  # each launch's 1-based invocation number of its function
 
     @classmethod
     def of(cls, timeline: pd.DataFrame) -> SamplingPlan:
-        ordinals = timeline.groupby(CONFIG_KEY, sort=False).cumcount()
         problem = problems(timeline)
-        frame = timeline[CONFIG_KEY].assign(ordinal=ordinals, problem=problem)
-        counts = frame.groupby(CONFIG_KEY, sort=False)["problem"].transform("nunique")
-        firsts = frame[(counts > 1) & ~frame.duplicated(CONFIG_KEY + ["problem"]) & (frame["ordinal"] > 0)]
+        invocation = timeline.groupby("kernel_name", sort=False).cumcount() + 1
+        first = ~timeline.duplicated(CONFIG_KEY)
+        frame = timeline[CONFIG_KEY].assign(problem=problem)
+        several = frame.groupby(CONFIG_KEY, sort=False)["problem"].transform("nunique") > 1
+        further = several & ~frame.duplicated(CONFIG_KEY + ["problem"]) & ~first
         targets: dict[str, set[int]] = {}
-        for name, ordinal in zip(firsts["kernel_name"], firsts["ordinal"], strict=True):
-            targets.setdefault(name, set()).add(int(ordinal) + 1)
-        ambiguous = frame[counts > 1].drop_duplicates(CONFIG_KEY)
-        return cls(ordinals, problem, [_config_label(r) for r in ambiguous.itertuples()],
-                   {name: sorted(numbers) for name, numbers in targets.items()})
+        for name, number in zip(timeline.loc[further, "kernel_name"], invocation[further], strict=True):
+            targets.setdefault(name, set()).add(int(number))
+        labels = [_config_label(r) for r in timeline[several].drop_duplicates(CONFIG_KEY).itertuples()]
+        return cls(problem, labels, {name: sorted(numbers) for name, numbers in targets.items()}, first, invocation)
+
+    def expected(self, timeline: pd.DataFrame, mode: str, targets: dict[str, list[int]] | None = None) -> pd.Index:
+        """Positions (in `timeline`) of the launches a pass profiles, in launch order."""
+        profiled = ~timeline["kernel_name"].str.startswith("nccl")
+        if targets:
+            numbers = {n for wanted in targets.values() for n in wanted}  # one --kernel-id: the union
+            profiled &= timeline["kernel_name"].isin(targets) & self.invocation.isin(numbers)
+        elif mode == "sampled":
+            profiled &= self.first_of_config
+        return timeline.index[profiled]
 
 
-def attach_counters(timeline: pd.DataFrame, passes: list[tuple[pd.DataFrame, dict]],
+def attach_counters(timeline: pd.DataFrame, passes: list[tuple[pd.DataFrame, pd.Index]],
                     plan: SamplingPlan) -> tuple[pd.DataFrame, dict]:
     """The timeline with its counter columns, `counter_status` and `counter_lender` filled from the reports,
-    and notes for run.json. `passes`: (report rows in profiling order, expected ordinals) per Nsight Compute
-    pass, where expected ordinals are `{"all": True}` (every launch), `{"first": True}` (the first launch of
-    each configuration) or `{"invocations": [1-based numbers], "names": [...]}` (a targeted pass).
+    and notes for run.json. `passes`: (report rows in profiling order, the timeline positions that pass
+    profiles, from `plan.expected`).
 
-    A launch is `measured` when a report row is its own launch (same configuration, same ordinal, same full
-    name); otherwise it borrows from a measured launch of the same configuration and problem (`lent`), or
-    stays without counters (`unmatched`)."""
-    timeline = timeline.copy()
-    timeline["_ordinal"] = plan.ordinals.to_numpy()
-    timeline["_problem"] = plan.problems.to_numpy()
-    sizes = timeline.groupby(CONFIG_KEY, sort=False).size().rename("_launches").reset_index()
-    measured, not_on_timeline, mismatched = [], [], []
+    Each report row is placed on the next expected launch of the same configuration and kernel signature
+    (the child repeats the parent's iteration, so the orders agree; a row that fits no launch is named, not
+    guessed). Placed rows make their launches `measured`; every other launch borrows from a measured launch
+    of the same configuration and problem (`lent`) or has no counters (`unmatched`)."""
+    timeline = timeline.reset_index(drop=True)
+    signatures = _signatures(timeline)
+    columns = list(COUNTER_COLUMNS)
+    measured: dict[int, pd.Series] = {}
+    unplaced: list[str] = []
     for rows, expected in passes:
-        placed, unknown, off = _place(rows, expected, sizes)
-        measured.append(placed)
-        not_on_timeline += unknown
-        mismatched += off
-    columns = [c for c in COUNTER_COLUMNS]
-    profiled = pd.concat(measured, ignore_index=True).drop_duplicates(CONFIG_KEY + ["_ordinal"])
-    own = timeline[CONFIG_KEY + ["_ordinal", "launch_idx", "kernel_name_full"]].merge(
-        profiled[CONFIG_KEY + ["_ordinal", "_full"] + columns], on=CONFIG_KEY + ["_ordinal"], how="inner")
-    own = own[own["kernel_name_full"].map(_normalized) == own["_full"].map(_normalized)]
-    lenders = (timeline[["launch_idx", "_problem"] + CONFIG_KEY]
-               .merge(own[["launch_idx"]], on="launch_idx")
-               .drop_duplicates(CONFIG_KEY + ["_problem"])
-               .rename(columns={"launch_idx": "counter_lender"}))
-    joined = timeline.drop(columns=columns + ["counter_lender"]).merge(
-        lenders, on=CONFIG_KEY + ["_problem"], how="left")
-    is_own = joined["launch_idx"].isin(own["launch_idx"])
-    joined.loc[is_own, "counter_lender"] = joined.loc[is_own, "launch_idx"]
-    joined["counter_lender"] = joined["counter_lender"].fillna(-1).astype("int64")
-    values = own.set_index("launch_idx")[columns]
-    joined = joined.join(values, on="counter_lender")
-    joined["counter_status"] = np.select([is_own, joined["counter_lender"] >= 0], ["measured", "lent"], "unmatched")
-    notes = {"configurations": int(len(sizes)), "launches_profiled": int(len(own)),
+        placed, missed = _align(rows, timeline.loc[expected], signatures.loc[expected])
+        for position, row in placed:
+            measured.setdefault(position, row.reindex(columns))
+        unplaced += missed
+    joined = timeline.copy()
+    own = pd.Series(False, index=timeline.index)
+    own[list(measured)] = True
+    key = CONFIG_KEY + ["_problem"]
+    keyed = timeline[CONFIG_KEY].assign(_problem=plan.problems.to_numpy(), _position=timeline.index)
+    lenders = keyed[own].drop_duplicates(key).rename(columns={"_position": "_lender"})
+    lender = keyed.merge(lenders, on=key, how="left")["_lender"]
+    lender[own.to_numpy()] = timeline.index[own]
+    values = pd.DataFrame.from_dict(measured, orient="index", columns=columns) if measured else None
+    for column in columns:
+        joined[column] = lender.map(values[column]) if values is not None else float("nan")
+    joined["counter_lender"] = timeline["launch_idx"].reindex(lender).fillna(-1).astype("int64").to_numpy()
+    joined["counter_status"] = np.select([own, lender.notna()], ["measured", "lent"], "unmatched")
+    notes = {"configurations": int(timeline.groupby(CONFIG_KEY).ngroups), "launches_profiled": int(own.sum()),
              "ambiguous_configurations": plan.ambiguous, "targeted_invocations": plan.targets,
-             "profiled_not_on_timeline": sorted(set(not_on_timeline)), "ordinal_mismatch": sorted(set(mismatched))}
-    return joined.drop(columns=["_ordinal", "_problem"]).sort_values("launch_idx", ignore_index=True), notes
+             "profiled_not_placed": sorted(set(unplaced))}
+    return joined, notes
 
 
-def _place(rows: pd.DataFrame, expected: dict, sizes: pd.DataFrame) -> tuple[pd.DataFrame, list[str], list[str]]:
-    """Give each report row the ordinal of the launch it measured, per configuration and in profiling
-    order; configurations whose row count differs from what was asked for are left out (named), since
-    their rows cannot be placed with certainty."""
-    rows = rows.rename(columns={"kernel_name_full": "_full"}).merge(sizes, on=CONFIG_KEY, how="left")
-    unknown = [_config_label(r) for r in rows[rows["_launches"].isna()].drop_duplicates(CONFIG_KEY).itertuples()]
-    placed, off = [], []
-    for _, group in rows[rows["_launches"].notna()].groupby(CONFIG_KEY, sort=False):
-        launches = int(group["_launches"].iloc[0])
-        if "all" in expected:
-            ordinals = list(range(launches))
-        elif "first" in expected:
-            ordinals = [0]
-        else:
-            ordinals = [n - 1 for n in expected["invocations"] if n <= launches]
-        if len(ordinals) != len(group):
-            off.append(_config_label(next(group.itertuples())))
+def _align(rows: pd.DataFrame, expected: pd.DataFrame, signatures: pd.Series) -> tuple[list, list[str]]:
+    """Pair report rows (profiling order) with expected launches (launch order): each row with the next
+    expected launch of its configuration and signature. Returns ([(timeline position, row)], unplaced labels)."""
+    wanted = [(tuple(values), signature) for values, signature in
+              zip(expected[CONFIG_KEY].itertuples(index=False), signatures, strict=True)]
+    positions = list(expected.index)
+    placed, unplaced, start = [], [], 0
+    for _, row in rows.iterrows():
+        identity = (tuple(row[CONFIG_KEY]), kernel_signature(row["kernel_name_full"], row["kernel_name"]))
+        hit = next((k for k in range(start, len(wanted)) if wanted[k] == identity), None)
+        if hit is None:
+            unplaced.append(_config_label(row))
             continue
-        placed.append(group.assign(_ordinal=ordinals))
-    columns = CONFIG_KEY + ["_ordinal", "_full"] + list(COUNTER_COLUMNS)
-    frame = pd.concat(placed, ignore_index=True) if placed else pd.DataFrame(columns=columns)
-    return frame.reindex(columns=columns), unknown, off
+        placed.append((positions[hit], row))
+        start = hit + 1
+    return placed, unplaced
+
+
+def _signatures(kernels: pd.DataFrame) -> pd.Series:
+    pairs = list(zip(kernels["kernel_name_full"], kernels["kernel_name"], strict=True))
+    lookup = {pair: kernel_signature(*pair) for pair in set(pairs)}
+    return pd.Series([lookup[pair] for pair in pairs], index=kernels.index)
 
 
 def _config_label(row) -> str:
     return (f"{row.kernel_name} grid {row.grid_x}x{row.grid_y}x{row.grid_z} block {row.block_x}x{row.block_y}x"
             f"{row.block_z} smem {row.shared_mem_bytes}")
-
-
-def _normalized(name: str) -> str:
-    """Demangled names as CUPTI and Nsight Compute print them differ at most in a leading `void ` and spaces."""
-    name = name.strip()
-    return "".join((name[5:] if name.startswith("void ") else name).split())

@@ -73,7 +73,7 @@ def column_metrics(chip: str) -> dict[str, str | None]:
 def counter_metrics(chip: str = "gh100") -> list[str]:
     """The metric names passed to ncu on `chip`: every counter column's metrics plus the launch attributes."""
     names = [name for expression in column_metrics(chip).values() if expression for name in expression.split("+")]
-    return list(dict.fromkeys(names)) + list(LAUNCH_METRICS)
+    return list(dict.fromkeys(names + list(LAUNCH_METRICS)))
 
 
 def check_metrics(metrics: Iterable[str], available: set[str], chip: str) -> None:
@@ -110,6 +110,7 @@ def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics
         "--profile-from-start", "off",
         "--nvtx",
         "--clock-control", "none",
+        "--import-sass", "no",
         "--metrics", ",".join(metrics if metrics is not None else counter_metrics()),
         "--export", str(report),
         "--force-overwrite",

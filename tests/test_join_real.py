@@ -1,0 +1,68 @@
+"""The counter join on real inputs: the timeline trace and both Nsight Compute passes of
+`ssmprof profile mamba2-lm --preset small --layers 1 --keep-report` on the H100 (tests/data), rebuilt on the CPU."""
+
+import gzip
+import json
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ssmprof import schema
+from ssmprof.analysis.checks import check_counters, gemm_flops
+from ssmprof.profiler.collect import coverage, peaks_for
+from ssmprof.profiler.counters import CONFIG_KEY, SamplingPlan, attach_counters
+from ssmprof.profiler.timeline import kernel_table
+
+FIXTURE = Path(__file__).parent / "data" / "join-mamba2-lm-1layer-h100"
+
+
+@pytest.fixture(scope="module")
+def joined(tmp_path_factory):
+    pytest.importorskip("ncu_report")
+    from ssmprof.profiler.ncu_extract import read_report
+
+    folder = tmp_path_factory.mktemp("reports")
+    reports = []
+    for number in (1, 2):
+        path = folder / f"counters-{number}.ncu-rep"
+        with lzma.open(FIXTURE / f"counters-{number}.ncu-rep.xz") as packed, open(path, "wb") as out:
+            shutil.copyfileobj(packed, out)
+        reports.append(read_report(path))
+    with gzip.open(FIXTURE / "trace.json.gz", "rt") as f:
+        timeline = schema.conform_kernels(kernel_table(json.load(f)))
+    plan = SamplingPlan.of(timeline)
+    passes = [(reports[0], plan.expected(timeline, "sampled")),
+              (reports[1], plan.expected(timeline, "sampled", plan.targets))]
+    kernels, notes = attach_counters(timeline, passes, plan)
+    gpu = json.loads((FIXTURE / "source.json").read_text())["gpu"]["name"]
+    kernels, checks = check_counters(schema.conform_kernels(kernels), peaks_for(gpu))
+    return kernels, notes, checks, plan
+
+
+def test_every_profiled_row_finds_its_launch_and_checked_counters_cover_the_iteration(joined):
+    kernels, notes, checks, _ = joined
+    assert len(kernels) == 111 and notes["profiled_not_placed"] == []
+    assert coverage(kernels)["counter_time_fraction"] >= 0.95
+    assert checks["rejected"] == [] and checks["status_time_fraction"]["measured"] > 0.9
+    assert all(value <= 1 for value in checks["max_fraction_of_peak"].values())
+
+
+def test_a_persistent_gemm_configuration_holds_several_problems_each_measured_on_its_own(joined):
+    kernels, _, checks, plan = joined
+    gemms = kernels[kernels["kernel_name"].str.startswith("nvjet") & (kernels["launch_op"] == "aten::mm")]
+    problems_per_config = gemms.groupby(CONFIG_KEY)["launch_shapes"].nunique()
+    assert problems_per_config.max() >= 2  # cuBLAS's grid 2x66 runs several GEMM shapes
+    assert any(name.startswith("nvjet") for name in plan.targets)  # the targeted pass asked for them
+    first_of_each = gemms.drop_duplicates(CONFIG_KEY + ["launch_shapes"])
+    assert (first_of_each["counter_status"] == "measured").all()
+    lent = gemms[gemms["counter_status"] == "lent"]
+    lenders = kernels.set_index("launch_idx").loc[lent["counter_lender"]]
+    assert (lenders["launch_shapes"].to_numpy() == lent["launch_shapes"].to_numpy()).all()  # same problem only
+    analytic = [gemm_flops(op, shapes) for op, shapes in zip(gemms["launch_op"], gemms["launch_shapes"], strict=True)]
+    ratios = gemms["tensor_ops_bf16"] / analytic
+    # tensor cores also multiply the padding of partial tiles: 4384 rows in 128-row tiles do 2 % more work
+    assert ratios.between(1.0, 1.06).all(), ratios.describe()
+    for phase in ("forward", "backward"):
+        assert 0.97 <= checks["gemm_flops"][phase]["ratio"] <= 1.05
