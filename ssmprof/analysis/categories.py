@@ -54,12 +54,23 @@ def categorize(kernel_name: str, launch_op: str = "", full_name: str = "") -> st
     return "other"
 
 
+GRAPH = "graph gather/scatter"
+# What makes gathers graph message passing: aggregation back onto nodes (scatter-adds, index_add). A run that
+# gathers but never aggregates (a language model's token-embedding lookup, one `aten::gather`) moves memory.
+_AGGREGATES = re.compile(r"scatter|index_add|indexfunc|segment_", re.I)
+
+
 def with_categories(kernels: pd.DataFrame) -> pd.DataFrame:
-    """The kernel table with a `category` column."""
+    """The kernel table with a `category` column. Run-level rule after the per-launch table: where no launch
+    of the run aggregates (scatter, index_add), its "graph gather/scatter" launches are "memory"."""
     full = kernels["kernel_name_full"] if "kernel_name_full" in kernels.columns else pd.Series("", kernels.index)
     keys = list(zip(kernels["kernel_name"], kernels["launch_op"], full, strict=True))
     lookup = {key: categorize(*key) for key in set(keys)}
-    return kernels.assign(category=[lookup[key] for key in keys])
+    categories = [lookup[key] for key in keys]
+    graph = [key for key in lookup if lookup[key] == GRAPH]
+    if graph and not any(_AGGREGATES.search(name) or _AGGREGATES.search(op or "") for name, op, _ in graph):
+        categories = ["memory" if category == GRAPH else category for category in categories]
+    return kernels.assign(category=categories)
 
 
 # Composable filters in HTA's style: each takes the kernel frame and returns a boolean mask.

@@ -71,3 +71,96 @@ def compare_categories(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.D
     merged = a.merge(b, on="category", how="outer", suffixes=("_a", "_b")).fillna({"time_ms_a": 0, "time_ms_b": 0})
     merged["speedup"] = merged["time_ms_a"] / merged["time_ms_b"]
     return merged.sort_values("time_ms_a", ascending=False, ignore_index=True)
+
+
+# Honest comparison: per launch, launch counts side by side, launches that moved between kernels, speedups only
+# where both runs launch the kernel the same number of times.
+SAME, COUNT_DIFFERS, ONLY_A, ONLY_B = "same launches", "launch count differs", "only in A", "only in B"
+
+
+def _per_config(kernels: pd.DataFrame) -> pd.DataFrame:
+    """`per_kernel` plus the launching op(s) of each kernel and launch configuration."""
+    ops = (kernels.groupby(LAUNCH_KEY)["launch_op"].agg(lambda v: ", ".join(sorted(set(v.dropna()))))
+           .rename("launch_op").reset_index())
+    return per_kernel(kernels).merge(ops, on=LAUNCH_KEY, how="left")
+
+
+def config_label(row) -> str:
+    """A kernel and its launch configuration in one string: `name [grid x,y,z | block x,y,z]`."""
+    return f"{row['kernel_name']} [grid {row['grid_x']},{row['grid_y']},{row['grid_z']} | block " \
+           f"{row['block_x']},{row['block_y']},{row['block_z']}]"
+
+
+def compare_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFrame:
+    """Per (kernel, launch configuration, phase), A beside B: launches, total and per-launch time, and `status`
+    (same launches / launch count differs / only in A / only in B). `speedup` (A's time over B's) only where
+    the launches are the same; `per_launch_speedup` wherever both run it. `moved_to`: where launches were
+    lost or gained, the kernel (same phase and launching op, another name or configuration) that most likely
+    took them over or gave them up, with the count. Sorted by the larger of the two times."""
+    a, b = _per_config(kernels_a), _per_config(kernels_b)
+    merged = a.merge(b, on=LAUNCH_KEY, how="outer", suffixes=("_a", "_b"), indicator="status")
+    merged["launch_op"] = merged["launch_op_a"].fillna(merged["launch_op_b"])
+    for side in ("a", "b"):
+        merged[f"launches_{side}"] = merged[f"launches_{side}"].fillna(0).astype("int64")
+        merged[f"per_launch_ns_{side}"] = (merged[f"time_ns_{side}"].astype("float64")
+                                           / merged[f"launches_{side}"].where(merged[f"launches_{side}"] > 0))
+    both = merged["status"] == "both"
+    same = both & (merged["launches_a"] == merged["launches_b"])
+    merged["status"] = (merged["status"].map({"both": COUNT_DIFFERS, "left_only": ONLY_A, "right_only": ONLY_B})
+                        .astype("object").where(~same, SAME))
+    merged["per_launch_speedup"] = (merged["per_launch_ns_a"] / merged["per_launch_ns_b"]).where(both)
+    merged["speedup"] = (merged["time_ns_a"] / merged["time_ns_b"]).where(same)
+    merged["config"] = merged.apply(config_label, axis=1)
+    merged["moved_to"] = _moves(merged)
+    merged["time_ns_max"] = merged[["time_ns_a", "time_ns_b"]].max(axis=1, skipna=True)
+    merged = merged.sort_values("time_ns_max", ascending=False, ignore_index=True).drop(columns="time_ns_max")
+    return merged[["kernel_name", "config", "phase", "launch_op", "status", "launches_a", "launches_b",
+                   "per_launch_ns_a", "per_launch_ns_b", "per_launch_speedup", "time_ns_a", "time_ns_b", "speedup",
+                   "moved_to", "dram_throughput_pct_a", "dram_throughput_pct_b", "flop_per_s_a", "flop_per_s_b",
+                   *LAUNCH_KEY[2:]]]
+
+
+def _moves(merged: pd.DataFrame) -> pd.Series:
+    """For each row that lost (gained) launches from A to B, the row of the same phase and a shared launching op
+    that gained (lost) launches, the same kernel name first, then the closest count:
+    "-> name [config] (+n launches in B)" or "<- ... (-n launches in B)"."""
+    delta = merged["launches_b"] - merged["launches_a"]
+    ops = {index: set(str(text).split(", ")) - {"", "nan"} for index, text in merged["launch_op"].items()}
+    out = pd.Series("", index=merged.index, dtype="object")
+    for index in merged.index[delta != 0]:
+        row, change = merged.loc[index], int(delta[index])
+        peers = [peer for peer in merged.index[(merged["phase"] == row["phase"]) & (delta * change < 0)]
+                 if ops[peer] & ops[index]]
+        if not peers:
+            continue
+        peer = min(peers, key=lambda p: (merged.loc[p, "kernel_name"] != row["kernel_name"],
+                                         abs(int(delta[p]) + change)))
+        arrow = "->" if change < 0 else "<-"
+        out[index] = f"{arrow} {merged.loc[peer, 'config']} ({int(delta[peer]):+d} launches in B)"
+    return out
+
+
+def step_split_table(runs: dict[str, tuple[dict, pd.DataFrame]]) -> pd.DataFrame:
+    """Per run (label -> (run.json, analysis frame)): GPU, step time, GPU busy time, time the GPU waits for the
+    host, busy share and host CPU; `step_split` as a table."""
+    rows = []
+    for label, (info, kernels) in runs.items():
+        step = info["harness"]["step_ms"]
+        busy = busy_ns(kernels) / 1e6
+        rows.append({"run": label, "gpu": info["gpu"]["name"], "step_ms": step, "gpu_busy_ms": busy,
+                     "host_wait_ms": max(step - busy, 0.0), "busy_share_pct": 100 * busy / step if step else None,
+                     "host": info.get("host", {}).get("cpu", "not recorded")})
+    return pd.DataFrame(rows)
+
+
+def compare_categories_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFrame:
+    """`compare_categories` with the launch counts of each side and `speedup` only where they are equal (a
+    category whose launches differ does different work: split GEMMs, extra reductions)."""
+    table = compare_categories(kernels_a, kernels_b)
+    for side in ("a", "b"):
+        table[f"launches_{side}"] = table[f"launches_{side}"].fillna(0).astype("int64")
+    same = table["launches_a"] == table["launches_b"]
+    table["status"] = same.map({True: SAME, False: COUNT_DIFFERS})
+    table["speedup"] = table["speedup"].where(same)
+    return table[["category", "status", "launches_a", "launches_b", "time_ms_a", "time_ms_b", "speedup",
+                  "share_a", "share_b"]]

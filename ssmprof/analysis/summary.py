@@ -7,6 +7,7 @@ import pandas as pd
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import status_table
+from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.host import host_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.ssd_model import SsdShape, analytic_vs_measured
@@ -14,8 +15,9 @@ from ssmprof.analysis.tensor_vector import class_summary, classify
 from ssmprof.schema import Run
 
 
-def analyze(run: Run, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
-    """The summary frames of one run, its kernels already the `analysis_frame` (`pipeline.loading.load_run`)."""
+def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None) -> dict[str, pd.DataFrame]:
+    """The summary frames of one run, its kernels already the `analysis_frame` (`pipeline.loading.load_run`),
+    with its findings in words and its provenance (`origin`: where the run directory comes from)."""
     kernels = run.kernels
     tables = {
         "breakdown": breakdown(kernels),
@@ -41,6 +43,8 @@ def analyze(run: Run, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
         config = run.info["workload"]["config"]
         if {"d_state", "chunk_size", "headdim"} <= set(config):
             tables["ssd_analytic_vs_measured"] = analytic_vs_measured(kernels, SsdShape.from_config(config))
+    tables["findings"] = findings(tables, run.info)
+    tables["provenance"] = provenance(run.info, origin or (f"run directory {run.path}" if run.path else "run"))
     return tables
 
 

@@ -10,7 +10,13 @@ import pandas as pd
 
 from ssmprof import bundled
 from ssmprof.analysis import suite
-from ssmprof.analysis.compare import check_comparable, compare_categories, compare_kernels, step_split
+from ssmprof.analysis.compare import (
+    check_comparable,
+    compare_categories_launches,
+    compare_launches,
+    step_split_table,
+)
+from ssmprof.analysis.findings import compare_findings, provenance, suite_findings
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline
@@ -50,7 +56,7 @@ def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
     for index, path in enumerate(paths):
         run = load_run(path)
         limits, notes = ceilings_for(run.info, profile)
-        tables = analyze(run, limits)
+        tables = analyze(run, limits, origin(path))
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
         analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes))
@@ -63,6 +69,8 @@ def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
     overview = {"step_times": suite.step_times(infos), "category_shares": suite.category_shares(kernels),
                 "ssm_kernels": suite.ssm_kernels({k: kernels[k] for k in roofs}, roofs),
                 "ssm_roofline": suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs)}
+    overview["findings"] = suite_findings(overview["category_shares"], overview["ssm_kernels"],
+                                          dict(zip(kernels, (run.tables["findings"] for run in analyzed), strict=True)))
     if csv is not None:
         write_csv({k: v for k, v in overview.items() if k != "ssm_roofline"}, csv, "suite-")
     return analyzed, overview
@@ -129,10 +137,23 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
     """`ssmprof compare`: two runs of one workload, by category and by kernel (matched by launch config)."""
     _check_format(fmt)
     a, b = load_run(run_a), load_run(run_b)
-    notes = check_comparable(a.info, b.info) + [step_split(run.info, run.kernels) for run in (a, b)]
-    text = render_compare(a.info, b.info, compare_categories(a.kernels, b.kernels),
-                          compare_kernels(a.kernels, b.kernels), notes, fmt, rooflines=rooflines(a, b))
+    notes = check_comparable(a.info, b.info)
+    steps = step_split_table({"A": (a.info, a.kernels), "B": (b.info, b.kernels)})
+    categories = compare_categories_launches(a.kernels, b.kernels)
+    kernels = compare_launches(a.kernels, b.kernels)
+    text = render_compare(a.info, b.info, categories, kernels, notes, fmt, rooflines=rooflines(a, b), steps=steps,
+                          provenance=(provenance(a.info, origin(run_a)), provenance(b.info, origin(run_b))),
+                          findings=compare_findings(steps, categories, kernels))
     return write_output(text, output)
+
+
+def origin(path: Path) -> str:
+    """Where a run directory comes from, for the page's provenance: bundled with ssmprof, or a path."""
+    try:
+        inside = Path(path).resolve().relative_to(bundled.REFERENCE.resolve())
+    except ValueError:
+        return f"run directory {path}"
+    return f"bundled reference run ({inside}), profiled by the ssmprof authors, not on this machine"
 
 
 def rooflines(*runs: Run) -> tuple[pd.DataFrame, ...] | None:

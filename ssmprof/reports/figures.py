@@ -1,91 +1,139 @@
-"""One function per figure: a summary frame in, a plotly Figure out. No metric is computed here."""
+"""One function per figure: a summary frame in, a plotly Figure out. No metric is computed here; colours,
+markers and fonts come from `style` (one colour per category on every chart)."""
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 import plotly.graph_objects as go
 
+from ssmprof.reports import style
 
-def breakdown_bars(breakdown: pd.DataFrame, title: str) -> go.Figure:
-    """Stacked bars: kernel time (ms) per category, one segment per phase."""
-    figure = go.Figure()
-    for phase, rows in breakdown.groupby("phase"):
-        figure.add_bar(name=phase, x=rows["category"], y=rows["time_ms"],
-                       hovertemplate="%{x}<br>" + phase + ": %{y:.3f} ms<extra></extra>")
-    figure.update_layout(barmode="stack", title=title, yaxis_title="kernel time (ms)")
+
+def _layout(figure: go.Figure, title: str, **layout) -> go.Figure:
+    figure.update_layout(title=title, font={"family": style.FONT}, template="plotly_white",
+                         legend={"itemclick": "toggle"}, **layout)
     return figure
 
 
-def _add_kernels(figure: go.Figure, roofline: pd.DataFrame, name: str) -> None:
+def breakdown_bars(breakdown: pd.DataFrame, title: str) -> go.Figure:
+    """Stacked bars: kernel time (ms) per phase, one segment per category (in the category's colour)."""
+    figure = go.Figure()
+    for category, rows in breakdown.groupby("category", sort=False):
+        figure.add_bar(name=category, x=rows["phase"], y=rows["time_ms"], marker_color=style.category_color(category),
+                       hovertemplate="%{x}<br>" + category + ": %{y:.2f} ms<extra></extra>")
+    return _layout(figure, title, barmode="stack", yaxis_title="kernel time (ms)")
+
+
+def _add_kernels(figure: go.Figure, roofline: pd.DataFrame, name: str, color: str, symbol: str = "circle",
+                 size: int = 7, group: str | None = None, show: bool = True) -> None:
     """One scatter trace of the launches with FLOPs and a DRAM intensity (hover: kernel, phase, category)."""
     rows = roofline[roofline["ai_dram"].notna() & (roofline["flops"] > 0)]
+    if rows.empty:
+        return
     figure.add_scatter(
-        x=rows["ai_dram"], y=rows["flop_per_s"], mode="markers", name=name,
+        x=rows["ai_dram"], y=rows["flop_per_s"], mode="markers", name=name, legendgroup=group, showlegend=show,
+        marker={"color": color, "symbol": symbol, "size": size, "line": {"width": 1.5, "color": color}},
         customdata=rows[["kernel_name", "phase", "verdict", "category"]].to_numpy(),
         hovertemplate="%{customdata[0]}<br>%{customdata[1]}, %{customdata[3]}"
         + "<br>AI %{x:.3g} FLOP/B<br>%{y:.3g} FLOP/s<br>%{customdata[2]}<extra>" + name + "</extra>")
 
 
-def _add_roofs(figure: go.Figure, roofline: pd.DataFrame, prefix: str = "") -> None:
-    """The roofs (tensor and/or vector path) the verdicts of `roofline` were made against, dotted."""
+def _add_roofs(figure: go.Figure, roofline: pd.DataFrame, x_range: tuple[float, float], prefix: str = "",
+               color: str = style.ROOF_COLORS[0]) -> None:
+    """The roofs (tensor and/or vector path) the verdicts of `roofline` were made against, grey, dashed by path,
+    across the axis range."""
+    low, high = 10 ** x_range[0], 10 ** x_range[1]
     for path, rows in roofline.groupby("path"):
         peak, ridge = rows["peak_flop_per_s"].iloc[0], rows["ridge_ai"].iloc[0]
-        figure.add_scatter(x=[ridge / 1e3, ridge, ridge * 1e3], y=[peak / 1e3, peak, peak], mode="lines",
-                           name=f"{prefix}roof ({path}, {rows['ceiling_source'].iloc[0]})", line={"dash": "dot"})
+        xs = [x for x in (low, ridge, high) if low <= x <= high] or [low, high]
+        figure.add_scatter(x=xs, y=[min(peak, peak * x / ridge) for x in xs], mode="lines", hoverinfo="name",
+                           name=f"{prefix}roof: {path} ({rows['ceiling_source'].iloc[0]})",
+                           line={"dash": style.ROOF_DASH.get(path, "solid"), "color": color, "width": 1.5})
 
 
-def _log_axes(figure: go.Figure, title: str) -> go.Figure:
-    figure.update_layout(title=title, xaxis={"type": "log", "title": "arithmetic intensity at DRAM (FLOP/byte)"},
-                         yaxis={"type": "log", "title": "achieved FLOP/s"})
-    return figure
+def _x_range(*rooflines: pd.DataFrame) -> tuple[float, float]:
+    """log10 range of the x axis: the kernels' intensities and the ridges, half a decade either side."""
+    values = pd.concat([pd.concat([r["ai_dram"][r["ai_dram"] > 0], r["ridge_ai"]]) for r in rooflines]).dropna()
+    if values.empty:
+        return (-1.0, 3.0)
+    return (math.log10(values.min()) - 0.5, math.log10(values.max()) + 0.5)
+
+
+def _y_range(*rooflines: pd.DataFrame) -> list[float]:
+    values = pd.concat([pd.concat([r["flop_per_s"][r["flop_per_s"] > 0], r["peak_flop_per_s"]])
+                        for r in rooflines]).dropna()
+    if values.empty:
+        return [9.0, 16.0]
+    return [math.log10(values.min()) - 0.3, math.log10(values.max()) + 0.3]
+
+
+def _log_axes(figure: go.Figure, title: str, x_range, y_range) -> go.Figure:
+    return _layout(figure, title, xaxis={"type": "log", "title": "arithmetic intensity at DRAM (FLOP/byte)",
+                                         "range": list(x_range)},
+                   yaxis={"type": "log", "title": "achieved FLOP/s", "range": y_range})
 
 
 def roofline_scatter(roofline: pd.DataFrame, title: str, color_by: str = "category") -> go.Figure:
-    """Achieved FLOP/s against DRAM arithmetic intensity, log-log, with the roofs the verdicts used;
-    one colour per value of `color_by` (category, or workload for a suite's SSM kernels)."""
+    """Achieved FLOP/s against DRAM arithmetic intensity, log-log, with the roofs the verdicts used. By category:
+    the category's colour; by workload (a suite's SSM kernels): the SSM colour, an open shape per workload."""
     figure = go.Figure()
-    for group, rows in roofline.groupby(color_by, sort=False):
-        _add_kernels(figure, rows, str(group))
-    _add_roofs(figure, roofline)
-    return _log_axes(figure, title)
+    x_range = _x_range(roofline)
+    for index, (group, rows) in enumerate(roofline.groupby(color_by, sort=False)):
+        if color_by == "category":
+            _add_kernels(figure, rows, str(group), style.category_color(str(group)))
+        else:
+            symbol = style.WORKLOAD_SYMBOLS[index % len(style.WORKLOAD_SYMBOLS)]
+            _add_kernels(figure, rows, str(group), style.category_color(str(rows["category"].iloc[0])), symbol, 9)
+    _add_roofs(figure, roofline, x_range)
+    return _log_axes(figure, title, x_range, _y_range(roofline))
 
 
 def roofline_overlay(rooflines: dict[str, pd.DataFrame], title: str) -> go.Figure:
-    """Two (or more) runs on one log-log roofline, each with its kernels and its own GPU's roofs."""
+    """Two runs on one log-log roofline: colour by category, a marker shape per run (A filled circles, B open
+    diamonds drawn larger, so B never hides A), each run's own roofs in its own grey."""
     figure = go.Figure()
-    for label, roofline in rooflines.items():
-        _add_kernels(figure, roofline, label)
-        _add_roofs(figure, roofline, f"{label} ")
-    return _log_axes(figure, title)
+    x_range = _x_range(*rooflines.values())
+    for index, (label, roofline) in enumerate(rooflines.items()):
+        for category, rows in roofline.groupby("category", sort=False):
+            _add_kernels(figure, rows, f"{label}: {category}", style.category_color(str(category)),
+                         style.RUN_SYMBOLS[index], style.RUN_SIZES[index], group=label)
+        _add_roofs(figure, roofline, x_range, f"{label} ", style.ROOF_COLORS[index % 2])
+    return _log_axes(figure, title, x_range, _y_range(*rooflines.values()))
 
 
 def rate_bars(caches: pd.DataFrame, title: str) -> go.Figure:
-    """Time-weighted L1 / L2 hit rates and DRAM throughput per category."""
+    """Time-weighted L1 / L2 hit rates and DRAM throughput per category (metrics in neutral greys)."""
     figure = go.Figure()
-    for column, label in (("l1_hit_rate_pct", "L1 hit %"), ("l2_hit_rate_pct", "L2 hit %"),
-                          ("dram_throughput_pct", "DRAM % of peak")):
-        figure.add_bar(name=label, x=caches["category"], y=caches[column])
-    figure.update_layout(barmode="group", title=title, yaxis={"title": "%", "range": [0, 100]})
-    return figure
+    for index, (column, label) in enumerate((("l1_hit_rate_pct", "L1 hit %"), ("l2_hit_rate_pct", "L2 hit %"),
+                                             ("dram_throughput_pct", "DRAM throughput, % of peak (Nsight Compute)"))):
+        figure.add_bar(name=label, x=caches["category"], y=caches[column], marker_color=style.METRIC_COLORS[index],
+                       hovertemplate="%{x}<br>" + label + ": %{y:.1f} %<extra></extra>")
+    return _layout(figure, title, barmode="group", yaxis={"title": "%", "range": [0, 100]})
 
 
 def class_bars(classes: pd.DataFrame, title: str) -> go.Figure:
     """Share of SSM-kernel time per tensor/vector class, forward and backward."""
     figure = go.Figure()
-    for name, rows in classes.groupby("class", sort=False):
-        figure.add_bar(name=name, x=rows["phase"], y=100 * rows["time_share"],
-                       customdata=rows["kernels"], hovertemplate="%{x}: %{y:.1f} % (%{customdata} kernels)")
-    figure.update_layout(barmode="stack", title=title, yaxis={"title": "% of SSM kernel time"})
-    return figure
+    for index, (name, rows) in enumerate(classes.groupby("class", sort=False)):
+        figure.add_bar(name=name, x=rows["phase"], y=100 * rows["time_share"], customdata=rows["kernels"],
+                       marker_color=style.METRIC_COLORS[index % len(style.METRIC_COLORS)],
+                       hovertemplate="%{x}: %{y:.1f} % (%{customdata} kernels)<extra>" + name + "</extra>")
+    return _layout(figure, title, barmode="stack", yaxis={"title": "% of SSM kernel time", "range": [0, 100]})
 
 
 def compare_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Figure:
-    """Kernel time per category, run A beside run B."""
+    """Kernel time per category, run A (solid) beside run B (hatched), each bar in its category's colour."""
+    colors = [style.category_color(c) for c in categories["category"]]
     figure = go.Figure()
-    figure.add_bar(name=label_a, x=categories["category"], y=categories["time_ms_a"])
-    figure.add_bar(name=label_b, x=categories["category"], y=categories["time_ms_b"])
-    figure.update_layout(barmode="group", title="Kernel time by category", yaxis_title="ms")
-    return figure
+    figure.add_bar(name=label_a, x=categories["category"], y=categories["time_ms_a"], marker_color=colors,
+                   hovertemplate="%{x}<br>" + label_a + ": %{y:.2f} ms<extra></extra>")
+    figure.add_bar(name=label_b, x=categories["category"], y=categories["time_ms_b"],
+                   marker={"color": "white", "line": {"color": colors, "width": 2},
+                           "pattern": {"shape": "/", "fgcolor": colors}},
+                   hovertemplate="%{x}<br>" + label_b + ": %{y:.2f} ms<extra></extra>")
+    return _layout(figure, "Kernel time by category (A solid, B hatched)", barmode="group", yaxis_title="ms")
 
 
 def share_bars(shares: pd.DataFrame, title: str) -> go.Figure:
@@ -93,6 +141,6 @@ def share_bars(shares: pd.DataFrame, title: str) -> go.Figure:
     figure = go.Figure()
     for category in shares.columns.drop("workload"):
         figure.add_bar(name=category, x=shares["workload"], y=shares[category],
+                       marker_color=style.category_color(category),
                        hovertemplate="%{x}<br>" + category + ": %{y:.1f} %<extra></extra>")
-    figure.update_layout(barmode="stack", title=title, yaxis={"title": "% of kernel time", "range": [0, 100]})
-    return figure
+    return _layout(figure, title, barmode="stack", yaxis={"title": "% of kernel time", "range": [0, 100]})

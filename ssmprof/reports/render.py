@@ -9,17 +9,59 @@ import pandas as pd
 import plotly.io as pio
 
 from ssmprof.analysis.tensor_vector import TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
-from ssmprof.reports import figures
+from ssmprof.reports import figures, style
 
 TABLE_TITLES = {
+    "host": "Host or GPU: how much of the step the GPU runs kernels",
     "by_category": "Kernel time by category",
     "top_kernels": "Top kernels",
-    "roofline_summary": "Roofline by category (time-weighted)",
-    "caches": "Cache hit rates and DRAM throughput (time-weighted)",
+    "roofline_summary": "Roofline by category (time-weighted; DRAM throughput is in the cache table)",
+    "caches": "Cache hit rates and DRAM throughput (time-weighted, Nsight Compute)",
     "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
     "ssd_analytic_vs_measured": "SSD forward kernels: analytic vs measured (per launch)",
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
 }
+# Columns a table does not show: one DRAM figure per page (Nsight Compute's throughput, in the cache table),
+# not a second one beside it from the roofline.
+HIDDEN = {"roofline_summary": ("pct_of_dram_peak",)}
+
+STYLE = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1500px;
+ padding:0 1.5em;color:#222;line-height:1.4}
+h1{margin-bottom:.2em} h2{margin-top:2.2em;border-bottom:2px solid #ddd;padding-bottom:.2em} h3{margin-top:1.6em}
+table{border-collapse:collapse;font-size:13px;margin:.5em 0;max-width:100%}
+td,th{padding:3px 8px;border-bottom:1px solid #e4e4e4;text-align:right;vertical-align:top}
+th{background:#f4f4f4;position:sticky;top:0;cursor:pointer;text-align:center}
+td.text{text-align:left;max-width:32em;overflow-wrap:anywhere;word-break:break-word}
+.scroll{overflow-x:auto;max-width:100%}
+.warning{color:#a40} .note{color:#666;font-style:italic}
+.findings{background:#f6f8fa;border-left:4px solid #1f77b4;padding:.6em 1.2em;margin:1em 0}
+.findings li{margin:.35em 0} .findings .value{font-weight:600}
+table.provenance td{text-align:left;border:none;padding:1px 10px 1px 0;font-size:13px}
+table.provenance td:first-child{color:#666;white-space:nowrap}
+.swatch{display:inline-block;width:.8em;height:.8em;margin-right:.3em;vertical-align:middle}
+"""
+# Click a column header to sort the table by it (numbers by value, text alphabetically).
+SORT_SCRIPT = """<script>
+document.querySelectorAll('table.data th').forEach(function(th, col){
+  th.title = 'click to sort';
+  th.addEventListener('click', function(){
+    var body = th.closest('table').tBodies[0], rows = Array.from(body.rows);
+    var up = th.dataset.up !== '1'; th.dataset.up = up ? '1' : '0';
+    var key = function(r){ var t = r.cells[col].dataset.v; var n = parseFloat(t);
+                           return isNaN(n) ? r.cells[col].textContent : n; };
+    rows.sort(function(a, b){ var x = key(a), y = key(b);
+      var c = (typeof x === 'number' && typeof y === 'number') ? x - y : String(x).localeCompare(String(y));
+      return up ? c : -c; });
+    rows.forEach(function(r){ body.appendChild(r); });
+  });
+});
+</script>"""
+
+
+def _page(title: str, body: list[str]) -> str:
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(body)}{SORT_SCRIPT}</body></html>")
 
 
 def _title(info: dict) -> str:
@@ -27,15 +69,57 @@ def _title(info: dict) -> str:
     return f"{workload['name']} --preset {workload['preset']} on {info['gpu']['name']}"
 
 
-def _figures(info: dict, tables: dict[str, pd.DataFrame]):
+def table_html(table: pd.DataFrame, key: str = "", anchor: str | None = None) -> str:
+    """A frame as an HTML table: human headers, formatted numbers with units, long names wrapped, sortable."""
+    table = table.drop(columns=[c for c in HIDDEN.get(key, ()) if c in table.columns])
+    head = "".join(f"<th>{html.escape(style.header(str(c)))}</th>" for c in table.columns)
+    rows = []
+    for values in table.itertuples(index=False):
+        cells = []
+        for column, value in zip(table.columns, values, strict=True):
+            text = style.cell(str(column), value)
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            if numeric:
+                sort = "" if pd.isna(value) else f' data-v="{float(value)!r}"'
+                cells.append(f"<td{sort}>{html.escape(text)}</td>")
+            else:
+                swatch = (f'<span class="swatch" style="background:{style.category_color(text)}"></span>'
+                          if column == "category" else "")
+                cells.append(f'<td class="text">{swatch}{html.escape(text)}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    ident = f' id="{html.escape(anchor)}"' if anchor else ""
+    return (f'<div class="scroll"><table class="data"{ident}><thead><tr>{head}</tr></thead><tbody>'
+            f"{''.join(rows)}</tbody></table></div>")
+
+
+def provenance_html(provenance: pd.DataFrame) -> str:
+    rows = "".join(f"<tr><td>{html.escape(str(r.item))}</td><td>{html.escape(str(r.value))}</td></tr>"
+                   for r in provenance.itertuples())
+    return f'<table class="provenance">{rows}</table>'
+
+
+def findings_html(findings: pd.DataFrame, prefix: str) -> str:
+    items = "".join(
+        f'<li><span class="value">{html.escape(str(r.value))}</span> &middot; {html.escape(r.finding)} '
+        f'<a href="#{prefix}-{html.escape(r.anchor)}">evidence</a></li>' for r in findings.itertuples())
+    return f'<div class="findings"><b>Findings</b><ol>{items}</ol></div>'
+
+
+def _figures(info: dict, tables: dict):
+    """(figure or None, why not) for each chart of a run: a chart without data is skipped, and says so."""
     name = _title(info)
-    yield figures.breakdown_bars(tables["breakdown"], f"Where the time goes: {name}")
+    yield figures.breakdown_bars(tables["breakdown"], f"Where the time goes (kernel time per phase): {name}"), ""
     if "roofline" in tables:
-        yield figures.roofline_scatter(tables["roofline"], f"Roofline: {name}")
+        yield figures.roofline_scatter(tables["roofline"], f"Roofline: {name}"), ""
+    else:
+        yield None, "No roofline: this run has no counters (profile with --counters sampled or all)."
     if tables["caches"][["l1_hit_rate_pct", "l2_hit_rate_pct"]].notna().any().any():
-        yield figures.rate_bars(tables["caches"], f"Caches and DRAM: {name}")
+        yield figures.rate_bars(tables["caches"], f"Caches and DRAM: {name}"), ""
     if "tensor_vector_ssm" in tables:
-        yield figures.class_bars(tables["tensor_vector_ssm"], f"Tensor vs vector, SSM kernels: {name}")
+        if len(tables["tensor_vector_ssm"]):
+            yield figures.class_bars(tables["tensor_vector_ssm"], f"Tensor vs vector, SSM kernels: {name}"), ""
+        else:
+            yield None, "No tensor vs vector chart: no SSM kernels in this run."
 
 
 OVERVIEW_TITLES = {
@@ -46,74 +130,101 @@ OVERVIEW_TITLES = {
 
 
 def _overview_html(overview: dict[str, pd.DataFrame]) -> list[str]:
-    parts = ["<h2>Suite overview</h2>",
-             pio.to_html(figures.share_bars(overview["category_shares"], "Kernel time by category, per workload"),
-                         full_html=False, include_plotlyjs=True)]
+    parts = ['<h2 id="suite">Suite overview</h2>']
+    if "findings" in overview:
+        parts.append(findings_html(overview["findings"], "suite"))
+    parts.append(pio.to_html(figures.share_bars(overview["category_shares"], "Kernel time by category, per workload"),
+                             full_html=False, include_plotlyjs=True))
     if len(overview["ssm_roofline"]):
         figure = figures.roofline_scatter(overview["ssm_roofline"], "Roofline of the SSM kernels of every workload",
                                           color_by="workload")
         parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=False))
     for key, title in OVERVIEW_TITLES.items():
         parts.append(f"<h3>{html.escape(title)}</h3>")
-        parts.append(overview[key].to_html(index=False, escape=True, float_format=lambda v: f"{v:.4g}"))
+        parts.append(table_html(overview[key], key, f"suite-{key}"))
     return parts
 
 
 def render_html(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]],
                 overview: dict[str, pd.DataFrame] | None = None) -> str:
-    """One page for all runs (a suite overview first, if given); plotly.js is embedded once, so the file works
-    offline."""
-    parts = _overview_html(overview) if overview else []
+    """One page for all runs (a suite overview first, if given); each run opens with what it is (provenance)
+    and its findings, each linked to its evidence below. plotly.js is embedded once: the file works offline."""
+    parts = ["<h1>ssmprof report</h1>"]
+    if overview:
+        contents = " &middot; ".join(f'<a href="#run{i}">{html.escape(info["workload"]["name"])}</a>'
+                                     for i, (info, _, _) in enumerate(runs))
+        parts.append(f"<p>{len(runs)} runs: {contents}</p>")
+        parts += _overview_html(overview)
     first = not overview
-    for info, tables, notes in runs:
-        parts.append(f"<h2>{html.escape(_title(info))}</h2>")
+    for index, (info, tables, notes) in enumerate(runs):
+        prefix = f"run{index}"
+        parts.append(f'<h2 id="{prefix}">{html.escape(_title(info))}</h2>')
+        if "provenance" in tables:
+            parts.append(provenance_html(tables["provenance"]))
+        if "findings" in tables:
+            parts.append(findings_html(tables["findings"], prefix))
         parts += [f'<p class="warning">{html.escape(note)}</p>' for note in notes]
-        harness = info["harness"]
-        parts.append(f"<p>step {harness['step_ms']:.2f} ms, {harness['throughput']:,.0f} {harness['unit']}/s, "
-                     f"{info['coverage']['launches']} kernel launches; kernels: "
-                     f"{html.escape(', '.join(f'{k}={v}' for k, v in info['provenance'].items()))}</p>")
-        for figure in _figures(info, tables):
+        for figure, why in _figures(info, tables):
+            if figure is None:
+                parts.append(f'<p class="note">{html.escape(why)}</p>')
+                continue
             parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=first))
             first = False
         for key, title in TABLE_TITLES.items():
             if key in tables:
                 parts.append(f"<h3>{html.escape(title)}</h3>")
-                parts.append(tables[key].to_html(index=False, escape=True, float_format=lambda v: f"{v:.4g}"))
-    style = "body{font-family:sans-serif;margin:2em} table{border-collapse:collapse} td,th{padding:2px 8px}" \
-            " .warning{color:#a40}"
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ssmprof report</title><style>{style}"
-            f"</style></head><body><h1>ssmprof report</h1>{''.join(parts)}</body></html>")
+                parts.append(table_html(tables[key], key, f"{prefix}-{key}"))
+    return _page("ssmprof report", parts)
 
 
-COMPARE_COLUMNS = ["kernel_name", "phase", "match", "launches_a", "launches_b", "time_ns_a", "time_ns_b", "speedup",
-                   "dram_throughput_pct_a", "dram_throughput_pct_b", "flop_per_s_a", "flop_per_s_b",
-                   "l2_hit_rate_pct_a", "l2_hit_rate_pct_b", "ai_shift"]
+COMPARE_COLUMNS = ["config", "phase", "status", "launches_a", "launches_b", "per_launch_ns_a", "per_launch_ns_b",
+                   "per_launch_speedup", "time_ns_a", "time_ns_b", "speedup", "moved_to",
+                   "dram_throughput_pct_a", "dram_throughput_pct_b", "flop_per_s_a", "flop_per_s_b"]
 
 
 def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels: pd.DataFrame, notes: list[str],
-                   fmt: str, top: int = 30, rooflines: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
-    """Run A against run B: categories and the top kernels (by A's time), as HTML or markdown; in HTML also
-    both runs on one roofline, each on its own GPU's ceilings (`rooflines`, where both have counters)."""
+                   fmt: str, top: int = 30, rooflines: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+                   steps: pd.DataFrame | None = None, provenance: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+                   findings: pd.DataFrame | None = None) -> str:
+    """Run A against run B (frames of `analysis.compare`): findings, the step split into GPU busy and host wait,
+    categories and the top kernels (launch counts and per-launch times side by side; a speedup only where the
+    launches are the same), as HTML or markdown; in HTML also both runs on one roofline, each on its own GPU's
+    ceilings (`rooflines`, where both have counters)."""
     title = f"{_title(info_a)}  vs  {_title(info_b)}"
-    kernels = kernels[COMPARE_COLUMNS].head(top)
+    kernels = kernels[[c for c in COMPARE_COLUMNS if c in kernels.columns]].head(top)
+    heading_kernels = f"Kernels (top {len(kernels)} by time; speedup only where the launches are the same)"
     if fmt == "md":
         lines = [f"# ssmprof compare: {title}", ""] + [f"> {note}" for note in notes]
-        lines += ["", "## By category", "", markdown_table(categories), "", "## Kernels", "",
-                  markdown_table(kernels)]
+        if findings is not None:
+            lines += ["", "## Findings", ""] + [f"{i}. **{r.value}** {r.finding}"
+                                                for i, r in enumerate(findings.itertuples(), 1)]
+        if steps is not None:
+            lines += ["", "## Step time: GPU busy and host wait", "", human_markdown_table(steps)]
+        lines += ["", "## By category", "", human_markdown_table(categories), "", f"## {heading_kernels}", "",
+                  human_markdown_table(kernels)]
         return "\n".join(lines) + "\n"
-    figure = figures.compare_bars(categories, f"A: {info_a['gpu']['name']}", f"B: {info_b['gpu']['name']}")
+    label_a, label_b = f"A: {info_a['gpu']['name']}", f"B: {info_b['gpu']['name']}"
     parts = [f"<h1>ssmprof compare</h1><h2>{html.escape(title)}</h2>"]
+    if provenance is not None:
+        parts.append('<div style="display:flex;gap:3em;flex-wrap:wrap">')
+        for label, frame in ((label_a, provenance[0]), (label_b, provenance[1])):
+            parts.append(f"<div><b>{html.escape(label)}</b>{provenance_html(frame)}</div>")
+        parts.append("</div>")
+    if findings is not None:
+        parts.append(findings_html(findings, "compare"))
     parts += [f'<p class="warning">{html.escape(note)}</p>' for note in notes]
-    parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=True))
+    if steps is not None:
+        parts.append("<h3>Step time: GPU busy and host wait</h3>" + table_html(steps, "steps", "compare-steps"))
+    parts.append(pio.to_html(figures.compare_bars(categories, label_a, label_b), full_html=False,
+                             include_plotlyjs=True))
     if rooflines is not None:
-        overlay = figures.roofline_overlay({f"A: {info_a['gpu']['name']}": rooflines[0],
-                                            f"B: {info_b['gpu']['name']}": rooflines[1]},
+        overlay = figures.roofline_overlay({label_a: rooflines[0], label_b: rooflines[1]},
                                            "Roofline: both runs, each on its own GPU's ceilings")
         parts.append(pio.to_html(overlay, full_html=False, include_plotlyjs=False))
-    for heading, table in (("By category", categories), ("Kernels (top by time in A)", kernels)):
-        parts.append(f"<h3>{heading}</h3>" + table.to_html(index=False, escape=True, float_format=lambda v: f"{v:.4g}"))
-    return f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ssmprof compare</title></head><body>" \
-           f"{''.join(parts)}</body></html>"
+    parts.append("<h3>By category (speedup only where the launches are the same)</h3>"
+                 + table_html(categories, "categories", "compare-categories"))
+    parts.append(f"<h3>{html.escape(heading_kernels)}</h3>" + table_html(kernels, "kernels", "compare-kernels"))
+    return _page("ssmprof compare", parts)
 
 
 def render_projection(info: dict, target_gpu: str, categories: pd.DataFrame,
@@ -132,19 +243,44 @@ def render_projection(info: dict, target_gpu: str, categories: pd.DataFrame,
 def overview_markdown(overview: dict[str, pd.DataFrame], level: str = "##") -> list[str]:
     lines = []
     for key, title in OVERVIEW_TITLES.items():
-        lines += ["", f"{level} {title}", "", markdown_table(overview[key])]
+        lines += ["", f"{level} {title}", "", human_markdown_table(overview[key], key)]
     return lines
 
 
 def render_markdown(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]],
                     overview: dict[str, pd.DataFrame] | None = None) -> str:
-    lines = ["# ssmprof report"] + (overview_markdown(overview) if overview else [])
+    """The report as markdown (for CI summaries): per run, provenance, findings, warnings, then the tables."""
+    lines = ["# ssmprof report"]
+    if overview:
+        if "findings" in overview:
+            lines += ["", "## Suite findings", ""] + findings_markdown(overview["findings"])
+        lines += overview_markdown(overview)
     for info, tables, notes in runs:
-        lines += ["", f"## {_title(info)}", ""] + [f"> {note}" for note in notes]
+        lines += ["", f"## {_title(info)}", ""]
+        if "provenance" in tables:
+            lines += [f"- {r.item}: {r.value}" for r in tables["provenance"].itertuples()] + [""]
+        if "findings" in tables:
+            lines += ["### Findings", ""] + findings_markdown(tables["findings"]) + [""]
+        lines += [f"> {note}" for note in notes]
         for key, title in TABLE_TITLES.items():
             if key in tables:
-                lines += ["", f"### {title}", "", markdown_table(tables[key])]
+                lines += ["", f"### {title}", "", human_markdown_table(tables[key], key)]
     return "\n".join(lines) + "\n"
+
+
+def findings_markdown(findings: pd.DataFrame) -> list[str]:
+    return [f"{i}. **{r.value}**: {r.finding}" for i, r in enumerate(findings.itertuples(), 1)]
+
+
+def human_markdown_table(table: pd.DataFrame, key: str = "") -> str:
+    """A frame as a markdown table with human headers and formatted numbers (as the HTML tables)."""
+    table = table.drop(columns=[c for c in HIDDEN.get(key, ()) if c in table.columns])
+    header = "| " + " | ".join(style.header(str(c)) for c in table.columns) + " |"
+    rule = "|" + "---|" * len(table.columns)
+    rows = ["| " + " | ".join(style.cell(str(c), v).replace("|", "\\|") for c, v in zip(table.columns, row,
+                                                                                         strict=True)) + " |"
+            for row in table.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
 
 
 def markdown_table(table: pd.DataFrame) -> str:

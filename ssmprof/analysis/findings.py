@@ -1,0 +1,262 @@
+"""Findings in words: what a run's summary frames say, as sentences with their numbers, generated (never
+hand-written) and each pointing at the table that holds its evidence.
+
+`findings(tables, info)` takes the frames of `summary.analyze` (before findings are added) and the run's
+run.json; it returns one row per finding: `topic`, `finding` (the sentence), `value` (its headline number)
+and `anchor` (the key of the summary frame below it in the report). `provenance(info, origin)` says what the
+run is: where and when it was measured, on what, with which versions and config, and how its counters were
+collected and checked.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ssmprof.analysis.frame import WEIGHT, time_weighted
+
+SSM = "SSM scan"
+COLUMNS = ["topic", "finding", "value", "anchor"]
+TOP = 3  # categories and kernels named in the "where the time goes" findings
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.1f} ms" if ns >= 1e5 else f"{ns / 1e3:.0f} us"
+
+
+def kernel_bounds(roofline: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel (short name and phase) with counters: time, share of its time memory-bound, time-weighted %
+    of roof, and the verdict of the majority of its time."""
+    rows = []
+    measured = roofline[roofline["verdict"] != "no counters"]
+    for (name, phase), group in measured.groupby(["kernel_name", "phase"], sort=False):
+        weight = group[WEIGHT]
+        memory = weight[group["verdict"] == "memory-bound"].sum() / weight.sum() if weight.sum() else float("nan")
+        rows.append({"kernel_name": name, "phase": phase, "memory_bound_share": memory,
+                     "pct_of_roof": time_weighted(group["pct_of_roof"], weight),
+                     "verdict": "memory-bound" if memory >= 0.5 else "compute-bound"})
+    return pd.DataFrame(rows, columns=["kernel_name", "phase", "memory_bound_share", "pct_of_roof", "verdict"])
+
+
+def _time(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    categories = tables["by_category"]
+    total_ms = categories["time_ms"].sum()
+    named = ", ".join(f"{r.category} {100 * r.share:.0f} %" for r in categories.head(TOP).itertuples())
+    return [{"topic": "where the time goes",
+             "finding": f"{total_ms:.1f} ms of kernel time per iteration: {named} "
+                        f"({len(categories)} categories).",
+             "value": f"{100 * categories['share'].iloc[0]:.0f} % {categories['category'].iloc[0]}"
+             if len(categories) else "", "anchor": "by_category"}]
+
+
+def _top_kernels(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    top = tables["top_kernels"].head(TOP)
+    bounds = kernel_bounds(tables["roofline"]) if "roofline" in tables else None
+    parts = []
+    for row in top.itertuples():
+        text = f"{row.kernel_name} ({row.phase}, {row.category}, {100 * row.share:.0f} % over {row.launches} " \
+               f"launches of {_ms(row.mean_ns)})"
+        if bounds is not None:
+            hit = bounds[(bounds["kernel_name"] == row.kernel_name) & (bounds["phase"] == row.phase)]
+            if len(hit):
+                b = hit.iloc[0]
+                text += f": {b['verdict']}, at {b['pct_of_roof']:.0f} % of its roof"
+        parts.append(text)
+    share = top["share"].sum()
+    return [{"topic": "top kernels", "finding": f"The top {len(top)} kernels take {100 * share:.0f} % of kernel "
+             "time: " + "; ".join(parts) + ".", "value": f"{100 * share:.0f} %", "anchor": "top_kernels"}]
+
+
+def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    categories = tables["by_category"]
+    ssm = categories[categories["category"] == SSM]
+    if ssm.empty:
+        return [{"topic": "SSM kernels", "finding": "No SSM kernels in this run.", "value": "0 %",
+                 "anchor": "by_category"}]
+    share = float(ssm["share"].iloc[0])
+    text = f"SSM kernels take {100 * share:.0f} % of kernel time ({ssm['time_ms'].iloc[0]:.1f} ms)"
+    anchor = "by_category"
+    if "roofline_summary" in tables:
+        roof = tables["roofline_summary"]
+        row = roof[roof["category"] == SSM]
+        if len(row):
+            r = row.iloc[0]
+            text += f"; {100 * r['memory_bound_share']:.0f} % of that time is memory-bound, at " \
+                    f"{r['pct_of_roof']:.0f} % of the roof (time-weighted)"
+            anchor = "roofline_summary"
+    caches = tables["caches"]
+    row = caches[caches["category"] == SSM]
+    if len(row) and pd.notna(row["dram_throughput_pct"].iloc[0]):
+        text += f"; DRAM throughput {row['dram_throughput_pct'].iloc[0]:.0f} % of peak (Nsight Compute), L2 hit " \
+                f"{row['l2_hit_rate_pct'].iloc[0]:.0f} %"
+    if "tensor_vector_ssm" in tables and len(tables["tensor_vector_ssm"]):
+        classes = tables["tensor_vector_ssm"]
+        main = classes.loc[classes.groupby("phase")["time_share"].idxmax()]
+        text += "; by FLOPs, most SSM time is " + ", ".join(
+            f"{name} in {phase} ({100 * share:.0f} %)"
+            for name, phase, share in zip(main["class"], main["phase"], main["time_share"], strict=True))
+    return [{"topic": "SSM kernels", "finding": text + ".", "value": f"{100 * share:.0f} %", "anchor": anchor}]
+
+
+def _headroom(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    if "roofline" not in tables:
+        return []
+    roof = tables["roofline"]
+    measured = roof[roof["pct_of_roof"].notna()]
+    if measured.empty:
+        return []
+    at_roof = (measured["duration_ns"] * measured["pct_of_roof"].clip(upper=100) / 100).sum()
+    total = measured["duration_ns"].sum()
+    over = measured.loc[measured["pct_of_roof"] > 100, "duration_ns"].sum()
+    text = f"Headroom: the {len(measured)} launches that do arithmetic take {_ms(total)}; at their roofs they " \
+           f"would take {_ms(at_roof)} ({100 * (1 - at_roof / total):.0f} % less), an upper bound on what kernel " \
+           "tuning alone can save."
+    if over > 0:
+        text += f" {100 * over / total:.0f} % of that time reads above its roof " \
+                f"({measured['ceiling_source'].iloc[0]} ceilings below what the kernels reach)."
+    return [{"topic": "headroom", "finding": text, "value": f"{100 * (1 - at_roof / total):.0f} %",
+             "anchor": "roofline_summary"}]
+
+
+def _host(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    host = tables["host"].iloc[0]
+    if host["verdict"] == "host-bound":
+        text = f"Host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the {host['step_ms']:.1f} ms step " \
+               f"and waits {host['gpu_idle_ms']:.1f} ms for the host; a faster GPU shortens only the busy part."
+    else:
+        text = f"GPU-bound: kernels keep the GPU busy {host['gpu_busy_pct']:.0f} % of the {host['step_ms']:.1f} ms " \
+               f"step ({host['launches']:,} launches, {host['short_launch_pct']:.0f} % under 10 us)."
+    return [{"topic": "host", "finding": text, "value": f"{host['gpu_busy_pct']:.0f} % busy", "anchor": "host"}]
+
+
+def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
+    status = tables["counter_checks"]
+    share = dict(zip(status["counter_status"], status["time_share"], strict=True))
+    counted = sum(v for k, v in share.items() if k in ("measured", "lent", "unchecked"))
+    rejected = status[status["counter_status"].str.startswith("rejected")]
+    if "unchecked" in share:
+        text = f"Counters cover {100 * counted:.0f} % of kernel time, unchecked: a run written before the " \
+               "self-checks (schema 1), whose counters were joined by short name and launch configuration."
+    else:
+        text = f"Counters cover {100 * counted:.0f} % of kernel time and passed the self-checks"
+        if len(rejected):
+            names = info.get("checks", {}).get("rejected", [])[:3]
+            text += f"; the checks removed the counters of {int(rejected['launches'].sum()):,} launches " \
+                    f"({100 * rejected['time_share'].sum():.1f} % of kernel time)"
+            if names:
+                text += ", e.g. " + ", ".join(f"{r['kernel_name']} ({r['phase']}, {r['check']})" for r in names)
+        text += "."
+    return [{"topic": "counters", "finding": text, "value": f"{100 * counted:.0f} %", "anchor": "counter_checks"}]
+
+
+def findings(tables: dict[str, pd.DataFrame], info: dict) -> pd.DataFrame:
+    """The run's findings, most important first (see the module docstring)."""
+    rows = (_time(tables) + _top_kernels(tables) + _ssm(tables) + _headroom(tables) + _host(tables)
+            + _checks(tables, info))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def provenance(info: dict, origin: str) -> pd.DataFrame:
+    """What the run is, as (item, value) rows: origin (bundled reference run or a run directory), date, GPU
+    and clocks, host, versions, workload and config, counter mode and checked coverage."""
+    gpu, workload, coverage = info["gpu"], info["workload"], info["coverage"]
+    clocks = gpu.get("clocks", {})
+    versions = ", ".join(f"{k} {v}" for k, v in info.get("versions", {}).items() if v)
+    host = info.get("host") or {}
+    counters = info.get("collectors", {}).get("counters", {})
+    checks = info.get("checks")
+    if checks:
+        shares = checks.get("status_time_fraction", {})
+        checked = f"checked: {', '.join(f'{k} {100 * v:.0f} %' for k, v in shares.items())} of kernel time"
+    else:
+        checked = "not checked (written before the self-checks, schema 1)"
+    rows = [
+        ("source", origin),
+        ("measured", info.get("created", "unknown")),
+        ("GPU", f"{gpu['name']} ({gpu.get('sm_count', '?')} SMs, SM clock {clocks.get('sm_mhz', '?')} MHz, memory "
+                f"clock {clocks.get('memory_mhz', '?')} MHz)"),
+        ("host", ", ".join(f"{k} {v}" for k, v in host.items()) if host else "not recorded"),
+        ("versions", versions or "not recorded"),
+        ("workload", f"{workload['name']} --preset {workload['preset']}"
+                     + (f" (overrides: {workload['overrides']})" if workload.get("overrides") else "")),
+        ("config", ", ".join(f"{k}={v}" for k, v in workload.get("config", {}).items() if v is not None)),
+        ("kernels", ", ".join(f"{k}: {v}" for k, v in info.get("provenance", {}).items())),
+        ("counters", f"{counters.get('mode', 'none')} ({counters.get('tool', 'no tool')}), covering "
+                     f"{100 * coverage['counter_time_fraction']:.0f} % of kernel time; {checked}"),
+        ("launches", f"{coverage['launches']:,} in the profiled iteration"),
+    ]
+    return pd.DataFrame(rows, columns=["item", "value"])
+
+
+def compare_findings(steps: pd.DataFrame, categories: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
+    """Findings of a comparison (frames of `compare.step_split_table`, `compare_categories_launches` and
+    `compare_launches`, A first): the step and its split, the work both runs do alike and how its time
+    changed, and what differs in launches (never a speedup across different launch counts)."""
+    from ssmprof.analysis.compare import SAME  # compare imports nothing from here
+
+    a, b = steps.iloc[0], steps.iloc[1]
+    rows = [{"topic": "step", "value": f"{a['step_ms'] / b['step_ms']:.2f}x step",
+             "finding": f"Step {a['step_ms']:.1f} ms (A) vs {b['step_ms']:.1f} ms (B): GPU busy {a['gpu_busy_ms']:.1f} "
+                        f"vs {b['gpu_busy_ms']:.1f} ms, waiting for the host {a['host_wait_ms']:.1f} vs "
+                        f"{b['host_wait_ms']:.1f} ms.", "anchor": "steps"}]
+    same = launches[launches["status"] == SAME]
+    if len(same):
+        time_a, time_b = same["time_ns_a"].sum(), same["time_ns_b"].sum()
+        share = time_a / launches["time_ns_a"].sum()
+        rows.append({"topic": "same work", "value": f"{time_a / time_b:.2f}x",
+                     "finding": f"{len(same)} kernel configurations launch the same number of times in both runs "
+                                f"({100 * share:.0f} % of A's kernel time): {_ms(time_a)} in A, {_ms(time_b)} in B.",
+                     "anchor": "kernels"})
+        big = same[same["time_ns_a"] >= 0.01 * launches["time_ns_a"].sum()]
+        if len(big):
+            fast, slow = big.loc[big["speedup"].idxmax()], big.loc[big["speedup"].idxmin()]
+            rows.append({"topic": "largest changes", "value": f"{fast['speedup']:.2f}x / {slow['speedup']:.2f}x",
+                         "finding": f"Among kernels above 1 % of A's time, {fast['kernel_name']} ({fast['phase']}) "
+                                    f"gains the most ({fast['speedup']:.2f}x) and {slow['kernel_name']} "
+                                    f"({slow['phase']}) the least ({slow['speedup']:.2f}x).", "anchor": "kernels"})
+    moved = launches[launches["status"] != SAME]
+    if len(moved):
+        top = moved.iloc[0]
+        example = f"{top['kernel_name']} ({top['phase']}) {top['launches_a']} vs {top['launches_b']} launches"
+        if top["moved_to"]:
+            example += f", {top['moved_to']}"
+        rows.append({"topic": "launches differ", "value": f"{len(moved)} configurations",
+                     "finding": f"{len(moved)} kernel configurations launch a different number of times (the "
+                                f"libraries picked other kernels or launch shapes; {_ms(moved['time_ns_a'].sum())} in "
+                                f"A, {_ms(moved['time_ns_b'].sum())} in B); compare them per launch, not in total. "
+                                f"Largest: {example}.", "anchor": "kernels"})
+    differ = categories[categories["speedup"].isna()]
+    if len(differ):
+        rows.append({"topic": "categories", "value": f"{len(differ)} categories",
+                     "finding": "Launch counts differ in " + ", ".join(differ["category"]) + ": no speedup shown "
+                                "for them.", "anchor": "categories"})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, runs: dict[str, pd.DataFrame]) -> \
+        pd.DataFrame:
+    """Findings across a suite (frames of `analysis.suite`, and each run's own findings by workload): the
+    largest category of each workload, the SSM kernels' range of share, bound and roof, and host-bound runs."""
+    rows = []
+    shares = category_shares.set_index("workload")
+    largest = [f"{w} {shares.loc[w].idxmax()} ({shares.loc[w].max():.0f} %)" for w in shares.index]
+    rows.append({"topic": "where the time goes", "value": f"{len(shares)} workloads",
+                 "finding": "Largest category per workload: " + ", ".join(largest) + ".",
+                 "anchor": "category_shares"})
+    if len(ssm_kernels):
+        s = ssm_kernels
+        low, high = s.loc[s["ssm_time_pct"].idxmin()], s.loc[s["ssm_time_pct"].idxmax()]
+        text = f"SSM kernels take {low['ssm_time_pct']:.0f} % ({low['workload']}) to {high['ssm_time_pct']:.0f} % " \
+               f"({high['workload']}) of kernel time; {s['memory_bound_pct'].min():.0f}-" \
+               f"{s['memory_bound_pct'].max():.0f} % of their time is memory-bound, at " \
+               f"{s['pct_of_roof'].min():.0f}-{s['pct_of_roof'].max():.0f} % of the roof, with DRAM throughput " \
+               f"{s['dram_pct_of_peak'].min():.0f}-{s['dram_pct_of_peak'].max():.0f} % of peak (Nsight Compute)."
+        rows.append({"topic": "SSM kernels", "value": f"{low['ssm_time_pct']:.0f}-{high['ssm_time_pct']:.0f} %",
+                     "finding": text, "anchor": "ssm_kernels"})
+    host = {w: f for w, f in runs.items() if (f["topic"] == "host").any()}
+    bound = [w for w, f in host.items() if f.loc[f["topic"] == "host", "finding"].iloc[0].startswith("Host-bound")]
+    busy = {w: f.loc[f["topic"] == "host", "value"].iloc[0] for w, f in host.items()}
+    rows.append({"topic": "host", "value": f"{len(bound)} host-bound",
+                 "finding": ("Host-bound: " + ", ".join(bound) + ". " if bound else "No run is host-bound. ")
+                 + "GPU busy share of the step: " + ", ".join(f"{w} {v.removesuffix(' busy')}" for w, v in busy.items())
+                 + ".", "anchor": "step_times"})
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -1,0 +1,136 @@
+"""The visual language of every report, defined once: a colour per category, neutral roofs, a marker per run,
+human column headers and number formats. Figures and tables take their look from here and nowhere else."""
+
+from __future__ import annotations
+
+import math
+
+from ssmprof.analysis.categories import CATEGORIES
+
+# One colour per category, the same in every chart of every page (13 categories, no two alike; none grey,
+# which is kept for roofs and for what is not a category).
+CATEGORY_COLORS: dict[str, str] = dict(zip(CATEGORIES, (
+    "#1f77b4",  # GEMM: blue
+    "#d62728",  # SSM scan: red
+    "#8c564b",  # convolution: brown
+    "#9467bd",  # attention: purple
+    "#2ca02c",  # normalization: green
+    "#ff7f0e",  # elementwise/activation: orange
+    "#e377c2",  # reduction/loss: pink
+    "#bcbd22",  # sort/scan: olive
+    "#17becf",  # memory: cyan
+    "#6b3fa0",  # optimizer: dark violet
+    "#393b79",  # communication: navy
+    "#637939",  # graph gather/scatter: moss
+    "#c49c94",  # other: tan
+), strict=True))
+# Roofs and other reference lines: greys and black, distinct from every category, told apart by dash.
+ROOF_COLORS = ("#555555", "#999999")
+ROOF_DASH = {"tensor": "dash", "vector": "dot"}
+# Runs of a comparison: A filled circles, B open diamonds drawn larger, so B never hides A.
+RUN_SYMBOLS = ("circle", "diamond-open", "square-open", "x")
+RUN_SIZES = (7, 11, 11, 9)
+# Workloads on one chart (a suite's SSM kernels): a shape per workload, open so overlapping points show.
+WORKLOAD_SYMBOLS = ("circle-open", "diamond-open", "square-open", "triangle-up-open", "x", "star-open",
+                    "cross-open", "hexagon-open")
+# Neutral fills for metrics that are not categories (hit rates, classes).
+METRIC_COLORS = ("#c7c7c7", "#8f8f8f", "#4d4d4d", "#1a1a1a")
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
+
+
+def category_color(category: str) -> str:
+    return CATEGORY_COLORS.get(category, "#7f7f7f")
+
+
+# Human headers for the analysis frames' columns (any column not here: underscores become spaces).
+HEADERS: dict[str, str] = {
+    "kernel_name": "Kernel", "phase": "Phase", "category": "Category", "launches": "Launches",
+    "time_ms": "Time", "time_ns": "Time", "mean_ns": "Mean per launch", "share": "Share of kernel time",
+    "memory_bound_share": "Memory-bound (share of time)", "compute_bound_share": "Compute-bound (share of time)",
+    "pct_of_roof": "% of roof", "pct_of_dram_peak": "DRAM bytes/s, % of the roof's bandwidth",
+    "l1_hit_rate_pct": "L1 hit %", "l2_hit_rate_pct": "L2 hit %",
+    "dram_throughput_pct": "DRAM throughput, % of peak (Nsight Compute)",
+    "class": "Class", "kernels": "Kernels", "time_share": "Share of time",
+    "counter_status": "Counters", "step_ms": "Step", "gpu_busy_ms": "GPU busy", "gpu_busy_pct": "GPU busy %",
+    "gpu_idle_ms": "GPU waits for host", "host_wait_ms": "GPU waits for host", "launches_per_s": "Launches per s",
+    "short_launch_pct": "Launches under 10 us", "largest_gap_us": "Largest idle gap", "verdict": "Verdict",
+    "workload": "Workload", "gpu": "GPU", "throughput": "Throughput", "unit": "Unit", "peak_gib": "Peak memory",
+    "counter_coverage_pct": "Counters cover (% of time)", "profile_wall_s": "Profiling wall time",
+    "ssm_time_pct": "SSM share of kernel time", "dram_pct_of_peak": "DRAM throughput, % of peak (Nsight Compute)",
+    "l1_hit_pct": "L1 hit %", "l2_hit_pct": "L2 hit %", "memory_bound_pct": "Memory-bound (% of SSM time)",
+    "time_ms_a": "Time A", "time_ms_b": "Time B", "launches_a": "Launches A", "launches_b": "Launches B",
+    "per_launch_ns_a": "Per launch A", "per_launch_ns_b": "Per launch B", "time_ns_a": "Time A",
+    "time_ns_b": "Time B", "speedup": "Speedup (A / B)", "per_launch_speedup": "Per-launch speedup (A / B)",
+    "share_a": "Share A", "share_b": "Share B", "status": "Match", "moved_to": "Launches moved to / from",
+    "dram_throughput_pct_a": "DRAM % A", "dram_throughput_pct_b": "DRAM % B",
+    "flop_per_s_a": "FLOP/s A", "flop_per_s_b": "FLOP/s B", "flop_per_s": "FLOP/s",
+    "l2_hit_rate_pct_a": "L2 hit % A", "l2_hit_rate_pct_b": "L2 hit % B", "launch_op": "Launching op",
+    "run": "Run", "busy_share_pct": "GPU busy %", "tensor_share": "Tensor share", "duration_ns": "Time",
+    "flops": "FLOPs", "ai_dram": "FLOP / DRAM byte", "finding": "Finding", "topic": "Topic", "item": "",
+    "value": "", "errors": "Errors", "check": "Check",
+    "kernel": "Kernel", "analytic_flops": "FLOPs, analytic", "measured_flops": "FLOPs, measured",
+    "flops_ratio": "FLOPs measured / analytic", "min_bytes": "Bytes, minimum",
+    "measured_dram_bytes": "DRAM bytes, measured",
+    "bytes_ratio": "Bytes measured / minimum", "config": "Kernel [launch configuration]", "host": "Host CPU",
+}
+
+
+def header(column: str) -> str:
+    return HEADERS.get(column, column.replace("_", " "))
+
+
+def duration(ns: float) -> str:
+    """A duration in nanoseconds as text in s, ms or us."""
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return ""
+    if abs(ns) >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if abs(ns) >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e3:.1f} us"
+
+
+def si(value: float, unit: str) -> str:
+    """A rate with an SI prefix: 3.8e13 FLOP/s -> 38.0 TFLOP/s."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.1f} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def cell(column: str, value) -> str:
+    """One table cell as text: durations in ms/us, percentages and shares as %, rates with SI prefixes,
+    counts with thousands separators, never scientific notation."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if column.endswith("_ns") or "_ns_" in column or column == "duration_ns":
+        return duration(float(value))
+    if column.endswith("_ms") or "_ms_" in column:
+        return duration(float(value) * 1e6)
+    if column.endswith("_us"):
+        return duration(float(value) * 1e3)
+    if column.endswith("_s") and "per_s" not in column:
+        return f"{value:,.1f} s"
+    if "share" in column and "pct" not in column:  # fractions of 1
+        return f"{100 * value:.1f} %"
+    if "pct" in column or column.endswith(" %") or "hit" in column:
+        return f"{value:.1f} %"
+    if "flop_per_s" in column:
+        return si(float(value), "FLOP/s")
+    if "flops" in column:
+        return si(float(value), "FLOP")
+    if "ratio" in column:
+        return f"{value:.3g}"
+    if "bytes" in column:
+        return si(float(value), "B")
+    if "speedup" in column or column == "ai_shift":
+        return f"{value:.2f}x"
+    if column == "peak_gib":
+        return f"{value:.1f} GiB"
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
