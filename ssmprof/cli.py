@@ -209,12 +209,16 @@ def report(
     csv: Annotated[Path | None, typer.Option(help="also write every table as CSV into this folder")] = None,
     device_profile: Annotated[Path | None, typer.Option(help="ceilings measured by `ssmprof calibrate` on the "
                                                         "runs' GPU [default: the GPU's datasheet]")] = None,
+    trace: Annotated[Path | None, typer.Option(help="also write the profiled iteration(s) as a Perfetto / Chrome "
+                                                    "trace (JSON) here, to open in ui.perfetto.dev")] = None,
 ) -> None:
     """Analyze run directories and write the report (HTML with charts, or markdown); several runs get a
     suite overview first (category shares per workload, the SSM kernels of all of them)."""
     from ssmprof.pipeline import reporting
 
-    _emit(reporting.report(runs, format_, output, csv, device_profile), output)
+    _emit(reporting.report(runs, format_, output, csv, device_profile, trace), output)
+    if trace is not None:
+        console.print(f"trace written: {trace} (open in https://ui.perfetto.dev)")
 
 
 @app.command()

@@ -35,6 +35,7 @@ from ssmprof.reports.render import (
     render_results,
     write_csv,
 )
+from ssmprof.reports.trace import trace_json
 from ssmprof.schema import DeviceProfile, Run
 
 FORMATS = ("html", "md")
@@ -77,12 +78,27 @@ def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
 
 
 def report(runs: list[Path], fmt: str = "html", output: Path | None = None, csv: Path | None = None,
-           device_profile: Path | None = None) -> str:
-    """`ssmprof report`: the runs' report (a suite overview first where there are several)."""
+           device_profile: Path | None = None, trace: Path | None = None) -> str:
+    """`ssmprof report`: the runs' report (a suite overview first where there are several); with `trace`, also
+    the profiled iterations as a Perfetto / Chrome trace (`reports.trace`)."""
     _check_format(fmt)
-    analyzed, overview = analyze_runs(runs, read_device_profile(device_profile), csv)
+    profile = read_device_profile(device_profile)
+    analyzed, overview = analyze_runs(runs, profile, csv)
     text = render_html(analyzed, overview) if fmt == "html" else render_markdown(analyzed, overview)
+    if trace is not None:
+        write_output(trace_json([traced(path, profile) for path in runs]), trace)
     return write_output(text, output)
+
+
+def traced(path: Path, profile: DeviceProfile | None = None) -> tuple[dict, pd.DataFrame]:
+    """A run's (run.json, per-launch frame) for the trace: the analysis frame with each launch's roofline
+    verdict and % of roof where it has counters."""
+    run = load_run(path)
+    limits, _ = ceilings_for(run.info, profile)
+    kernels = run.kernels
+    if limits is not None and kernels["ncu_duration_ns"].notna().any():
+        kernels = roofline(kernels, limits)
+    return run.info, kernels
 
 
 def reference(out: Path) -> list[Path]:

@@ -1,0 +1,212 @@
+"""Findings in words, provenance, honest comparisons, one colour per category, the Perfetto trace, and the
+run-level category rule: on the bundled runs (real) and on small frames built to provoke each case."""
+
+import json
+import re
+
+import pandas as pd
+import pytest
+from known_work import analyzed, kernels, run_info
+from typer.testing import CliRunner
+
+from ssmprof import bundled, schema
+from ssmprof.analysis.categories import with_categories
+from ssmprof.analysis.compare import COUNT_DIFFERS, ONLY_A, ONLY_B, SAME, compare_launches
+from ssmprof.pipeline import reporting
+from ssmprof.pipeline.loading import load_run
+from ssmprof.reports import figures, style
+from ssmprof.reports.trace import trace_events
+
+runner = CliRunner()
+H100 = {path.name: path for path in bundled.runs("h100-sxm")}
+H200 = {path.name: path for path in bundled.runs("h200")}
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return reporting.analyze_runs(list(H100.values()), reporting.read_device_profile(
+        bundled.device_profile("h100-sxm")))
+
+
+@pytest.mark.parametrize(
+    ("workload", "topic", "pattern"),
+    [
+        ("mamba2-lm", "where the time goes", r"GEMM 51 %, SSM scan 19 %"),
+        ("mamba2-lm", "SSM kernels", r"SSM kernels take 19 % of kernel time .* memory-bound"),
+        ("mamba2-lm", "host", r"^GPU-bound: kernels keep the GPU busy 99 % of the 215.2 ms step"),
+        ("mamba2-lm", "counters", r"unchecked: a run written before the self-checks"),
+        ("mamba2-lm", "top kernels", r"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NTT \(backward, GEMM, 15 % over 28"),
+        ("transformer", "SSM kernels", r"^No SSM kernels in this run\.$"),
+        ("graph-mamba", "host", r"^Host-bound: the GPU runs kernels 24 % of the"),
+    ],
+)
+def test_findings_of_the_bundled_runs(suite, workload, topic, pattern):
+    analyzed_runs, _ = suite
+    tables = next(run.tables for run in analyzed_runs if run.info["workload"]["name"] == workload)
+    found = tables["findings"].set_index("topic")
+    assert re.search(pattern, found.loc[topic, "finding"]), found.loc[topic, "finding"]
+    assert set(found["anchor"]) <= set(tables)  # every finding points at a table of the report
+
+
+def test_findings_name_what_the_self_checks_removed():
+    frame = kernels()
+    frame["counter_status"] = ["measured", "measured", "rejected: duration", "measured", "unmatched"]
+    info = {**run_info(), "checks": {"rejected": [{"kernel_name": "_chunk_scan_fwd_kernel", "phase": "forward",
+                                                   "check": "duration", "launches": 1, "time_ns": 10}]}}
+    from ssmprof.analysis.summary import analyze
+    tables = analyze(schema.Run(info, analyzed(frame)), None)
+    text = tables["findings"].set_index("topic").loc["counters", "finding"]
+    assert "removed the counters of 1 launches" in text and "_chunk_scan_fwd_kernel (forward, duration)" in text
+
+
+def test_suite_opens_with_findings_and_provenance(suite):
+    analyzed_runs, overview = suite
+    assert list(overview["findings"]["topic"]) == ["where the time goes", "SSM kernels", "host"]
+    assert "Host-bound: graph-mamba" in overview["findings"].iloc[2]["finding"]
+    page = reporting.render_html(analyzed_runs, overview)
+    assert page.index('class="findings"') < page.index("Plotly.newPlot(")
+    assert "bundled reference run (h100-sxm/mamba2-lm)" in page
+    assert "3.807e" not in page and "e+0" not in re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert "No tensor vs vector chart: no SSM kernels in this run." in page  # the transformer's, not empty
+
+
+def test_lm_gather_is_memory_and_graph_gathers_stay(suite):
+    analyzed_runs, overview = suite
+    shares = overview["category_shares"].set_index("workload")
+    assert (shares.loc[["mamba2-lm", "mamba1-lm", "hybrid", "transformer"], "graph gather/scatter"] == 0).all()
+    assert shares.loc["graph-mamba", "graph gather/scatter"] > 0
+
+
+@pytest.mark.parametrize(
+    ("launches", "category"),
+    [
+        ([("vectorized_gather_kernel", "aten::gather")], "memory"),  # an LM's embedding lookup
+        ([("vectorized_gather_kernel", "aten::gather"), ("_scatter_gather_elementwise_kernel", "aten::scatter_add_")],
+         "graph gather/scatter"),  # message passing: gathers and aggregates
+        ([("vectorized_gather_kernel", "aten::gather"), ("indexFuncLargeIndex", "aten::index_add_")],
+         "graph gather/scatter"),
+    ],
+)
+def test_gather_is_graph_only_where_the_run_aggregates(launches, category):
+    frame = pd.DataFrame({"kernel_name": [n for n, _ in launches], "launch_op": [o for _, o in launches]})
+    assert with_categories(frame)["category"].iloc[0] == category
+
+
+def two_runs():
+    """A: 4 launches of gemm_a; B: 2 of gemm_a (twice as slow each) and 2 of gemm_b (same op and phase), plus a
+    kernel with the same launches in both."""
+    a = kernels()
+    b = kernels()
+    gemm = a.iloc[0].copy()
+    a = pd.concat([a, pd.DataFrame([gemm] * 3)], ignore_index=True)
+    moved = pd.DataFrame([gemm] * 3)
+    moved["kernel_name"] = ["gemm_b", "gemm_b", b.iloc[0]["kernel_name"]]
+    b = pd.concat([b, moved], ignore_index=True)
+    b.loc[b["kernel_name"] == a.iloc[0]["kernel_name"], "duration_ns"] *= 2
+    for frame in (a, b):
+        frame["launch_idx"] = range(len(frame))
+    return analyzed(a), analyzed(b), a.iloc[0]["kernel_name"]
+
+
+def test_compare_shows_moved_launches_and_no_speedup_across_counts():
+    a, b, gemm = two_runs()
+    table = compare_launches(a, b).set_index("kernel_name")
+    row = table.loc[gemm]
+    assert (row["status"], row["launches_a"], row["launches_b"]) == (COUNT_DIFFERS, 4, 2)
+    assert pd.isna(row["speedup"]) and row["per_launch_speedup"] == pytest.approx(0.5)
+    assert row["moved_to"].startswith("-> gemm_b [grid") and "(+2 launches in B)" in row["moved_to"]
+    assert table.loc["gemm_b", "status"] == ONLY_B and table.loc["gemm_b", "moved_to"].startswith(f"<- {gemm}")
+    same = table.loc[table["status"] == SAME, "speedup"].tolist()
+    assert len(same) == 4 and same == pytest.approx([1.0] * 4)
+    assert ONLY_A not in set(table["status"])
+
+
+def test_bundled_compare_never_divides_totals_across_launch_counts():
+    text = reporting.compare(H100["mamba2-lm"], H200["mamba2-lm"], "md")
+    gemm = "| nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NTT"
+    row = next(line for line in text.splitlines() if line.startswith(gemm))
+    cells = [c.strip() for c in row.split("|")]
+    assert "launch count differs" in cells and "28" in cells and "14" in cells
+    assert "1.45x" not in row and "0.73x" in row  # per launch: the H200 is slower on what is left
+    assert "-> nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN" in row
+    assert "## Step time: GPU busy and host wait" in text and "| A | NVIDIA H100 80GB HBM3 | 215.18 ms" in text
+
+
+def colours_of(figure):
+    """category -> marker colours used for it in a figure (by trace name or bar x)."""
+    seen = {}
+    for trace in figure.data:
+        color = trace.marker.color if trace.marker is not None else None
+        if trace.type == "bar" and isinstance(color, tuple | list):
+            for category, c in zip(trace.x, color, strict=True):
+                seen.setdefault(category, set()).add(c)
+        else:
+            name = (trace.name or "").split(": ")[-1]
+            if name in style.CATEGORY_COLORS and color is not None:
+                seen.setdefault(name, set()).add(color)
+    return seen
+
+
+def test_one_colour_per_category_on_every_chart(suite):
+    analyzed_runs, overview = suite
+    a, b = load_run(H100["hybrid"]), load_run(H200["hybrid"])
+    rooflines = reporting.rooflines(a, b)
+    from ssmprof.analysis.compare import compare_categories_launches
+    charts = [figures.share_bars(overview["category_shares"], ""),
+              figures.compare_bars(compare_categories_launches(a.kernels, b.kernels), "A", "B"),
+              figures.roofline_overlay({"A": rooflines[0], "B": rooflines[1]}, "")]
+    for run in analyzed_runs:
+        charts += [figures.breakdown_bars(run.tables["breakdown"], ""),
+                   figures.roofline_scatter(run.tables["roofline"], "")]
+    used = {}
+    for chart in charts:
+        for category, colours in colours_of(chart).items():
+            used.setdefault(category, set()).update(colours)
+    assert len(used) >= 8
+    assert all(colours == {style.CATEGORY_COLORS[c]} for c, colours in used.items()), used
+    assert len(set(style.CATEGORY_COLORS.values())) == len(style.CATEGORY_COLORS)
+    assert not set(style.ROOF_COLORS) & set(style.CATEGORY_COLORS.values())
+    overlay = charts[2]
+    symbols = {t.legendgroup: t.marker.symbol for t in overlay.data if t.mode == "markers"}
+    assert symbols["A"] != symbols["B"]
+
+
+@pytest.mark.parametrize(
+    ("value", "column", "text"),
+    [(3.219e7, "time_ns", "32.19 ms"), (4210.0, "mean_ns", "4.2 us"), (38070.12, "throughput", "38,070"),
+     (0.512, "share", "51.2 %"), (46.8, "dram_throughput_pct", "46.8 %"), (8.1e14, "flop_per_s", "810.0 TFLOP/s"),
+     (1.4512, "speedup", "1.45x"), (float("nan"), "speedup", ""), (1051, "launches", "1,051"),
+     (215.18, "step_ms", "215.18 ms")],
+)
+def test_cells_are_formatted_with_units(value, column, text):
+    assert style.cell(column, value) == text
+
+
+def test_trace_is_valid_trace_event_json(tmp_path):
+    from ssmprof.cli import app
+
+    out = tmp_path / "trace.json"
+    result = runner.invoke(app, ["report", str(H100["hybrid"]), "-o", str(tmp_path / "r.html"), "--trace", str(out)])
+    assert result.exit_code == 0, result.output
+    trace = json.loads(out.read_text())  # strict JSON: no NaN
+    events = trace["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X" and e.get("cat") != "phase"]
+    run = load_run(H100["hybrid"])
+    assert len(slices) == len(run.kernels)
+    for event in events:
+        assert event["ph"] in ("X", "M") and isinstance(event["pid"], int) and isinstance(event["tid"], int)
+        if event["ph"] == "X":
+            assert event["ts"] >= 0 and event["dur"] >= 0 and isinstance(event["name"], str)
+    threads = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert threads == {"phases"} | {f"stream {s}" for s in run.kernels["stream"].unique()}
+    assert {e["name"] for e in events if e.get("cat") == "phase"} == set(run.kernels["phase"])
+    args = slices[0]["args"]
+    assert {"category", "phase", "verdict", "grid", "block", "counters"} <= set(args)
+
+
+def test_trace_of_a_run_without_counters_has_no_verdicts():
+    frame = analyzed(kernels())
+    trace = trace_events([(run_info(), frame)])
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] != "phase"]
+    assert len(slices) == len(frame) and all("verdict" not in e["args"] for e in slices)
+    assert json.dumps(trace, allow_nan=False)
