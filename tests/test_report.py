@@ -100,3 +100,72 @@ def test_report_draws_in_headless_chromium(tmp_path):
     assert browser.stdout.count('class="main-svg"') == 4 * 3
     assert "Uncaught" not in browser.stderr  # no script error on the page
     assert "<script>alert(1)" not in browser.stdout  # the hostile kernel name stayed text
+
+
+# Injected into a copy of a page: collects script errors from the start, then after the charts are drawn
+# writes what a reader would notice into <pre id="page-check">: charts without data, tables wider than
+# their box or than the window.
+CHECK_HEAD = """<script>window.__errors = [];
+window.addEventListener('error', function(e){ window.__errors.push(String(e.message)); });</script>"""
+CHECK_TAIL = """<script>window.addEventListener('load', function(){ setTimeout(function(){
+  var plots = Array.from(document.querySelectorAll('.plotly-graph-div'));
+  var drawn = function(pt){ return (typeof pt.y === 'number' && isFinite(pt.y)) ||
+                                   (typeof pt.s === 'number' && isFinite(pt.s)); };
+  var empty = plots.filter(function(p){ return !(p.calcdata || []).some(function(trace){
+    return trace.some(drawn); }); }).map(function(p){
+    return (p.layout && p.layout.title && p.layout.title.text) || p.id; });
+  var wide = Array.from(document.querySelectorAll('table.data')).filter(function(t){
+    return t.getBoundingClientRect().right > window.innerWidth || t.scrollWidth > t.parentElement.clientWidth + 1;
+  }).map(function(t){ return t.id; });
+  var over = Array.from(document.body.querySelectorAll('*')).filter(function(e){
+    return e.getBoundingClientRect().right > window.innerWidth + 1; }).slice(0, 5).map(function(e){
+    return e.tagName + '.' + e.className + '#' + e.id; });
+  var pre = document.createElement('pre'); pre.id = 'page-check';
+  pre.textContent = JSON.stringify({errors: window.__errors, plots: plots.length, empty: empty, wide: wide, over: over,
+                                    page: document.documentElement.scrollWidth, window: window.innerWidth});
+  document.body.appendChild(pre); }, 500); });</script>"""
+
+
+def browse(page, tmp_path, name):
+    """Open a copy of `page` (with the checks injected) at 1600 px: a screenshot, and the checks' verdict."""
+    import json
+
+    checked = tmp_path / f"{name}.html"
+    text = page.read_text()
+    checked.write_text(text.replace("<head>", "<head>" + CHECK_HEAD, 1).replace("</body>", CHECK_TAIL + "</body>"))
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--window-size=1600,3000"]
+    shot = tmp_path / f"{name}.png"
+    subprocess.run([*flags, f"--screenshot={shot}", checked.as_uri()], capture_output=True, timeout=180)
+    dom = subprocess.run([*flags, "--enable-logging=stderr", "--v=0", "--dump-dom", checked.as_uri()],
+                         capture_output=True, text=True, timeout=180)
+    found = re.search(r'<pre id="page-check">(.*?)</pre>', dom.stdout, re.S)
+    assert found, dom.stderr[-2000:]
+    return shot, json.loads(html_unescape(found.group(1))), dom.stderr
+
+
+def html_unescape(text):
+    import html
+
+    return html.unescape(text)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (installed by .ci/run)")
+def test_suite_run_and_compare_pages_in_headless_chromium(tmp_path):
+    """The bundled suite page, one run's report and a compare page as a reader sees them at 1600 px: a
+    screenshot each, no script error, every chart has data, no table wider than the page."""
+    from ssmprof import bundled
+    from ssmprof.pipeline import reporting
+
+    runs = bundled.runs("h100-sxm")
+    profile = bundled.device_profile("h100-sxm")
+    pages = {"suite": reporting.report(runs, "html", tmp_path / "suite.html", device_profile=profile),
+             "run": reporting.report(runs[:1], "html", tmp_path / "run.html", device_profile=profile),
+             "compare": reporting.compare(runs[0], bundled.runs("h200")[0], "html", tmp_path / "compare.html")}
+    for name in pages:
+        shot, check, log = browse(tmp_path / f"{name}.html", tmp_path, f"{name}-checked")
+        assert shot.exists() and shot.stat().st_size > 50_000, name  # a page was drawn
+        assert check["errors"] == [] and "Uncaught" not in log, (name, check["errors"])
+        assert check["plots"] >= 2 and check["empty"] == [], (name, check)
+        assert check["wide"] == [] and check["page"] <= check["window"], (name, check)

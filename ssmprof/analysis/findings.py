@@ -220,8 +220,8 @@ def compare_findings(steps: pd.DataFrame, categories: pd.DataFrame, launches: pd
         if top["moved_to"]:
             example += f", {top['moved_to']}"
         rows.append({"topic": "launches differ", "value": f"{len(moved)} configurations",
-                     "finding": f"{len(moved)} kernel configurations launch a different number of times (the "
-                                f"libraries picked other kernels or launch shapes; {_ms(moved['time_ns_a'].sum())} in "
+                     "finding": f"{len(moved)} kernel configurations launch a different number of times (another "
+                                f"kernel or launch shape ran the same op; {_ms(moved['time_ns_a'].sum())} in "
                                 f"A, {_ms(moved['time_ns_b'].sum())} in B); compare them per launch, not in total. "
                                 f"Largest: {example}.", "anchor": "kernels"})
     differ = categories[categories["speedup"].isna()]

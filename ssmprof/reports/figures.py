@@ -70,8 +70,8 @@ def _y_range(*rooflines: pd.DataFrame) -> list[float]:
 
 
 def _log_axes(figure: go.Figure, title: str, x_range, y_range) -> go.Figure:
-    return _layout(figure, title, xaxis={"type": "log", "title": "arithmetic intensity at DRAM (FLOP/byte)",
-                                         "range": list(x_range)},
+    return _layout(figure, title, height=620,
+                   xaxis={"type": "log", "title": "arithmetic intensity at DRAM (FLOP/byte)", "range": list(x_range)},
                    yaxis={"type": "log", "title": "achieved FLOP/s", "range": y_range})
 
 
@@ -95,11 +95,20 @@ def roofline_overlay(rooflines: dict[str, pd.DataFrame], title: str) -> go.Figur
     diamonds drawn larger, so B never hides A), each run's own roofs in its own grey."""
     figure = go.Figure()
     x_range = _x_range(*rooflines.values())
+    for index, label in enumerate(rooflines):  # legend: a grey marker per run, then the categories once
+        figure.add_scatter(x=[None], y=[None], mode="markers", name=label, legendgroup=label,
+                           marker={"color": style.ROOF_COLORS[0], "symbol": style.RUN_SYMBOLS[index],
+                                   "size": style.RUN_SIZES[index]})
+    shown = set()
     for index, (label, roofline) in enumerate(rooflines.items()):
         for category, rows in roofline.groupby("category", sort=False):
             _add_kernels(figure, rows, f"{label}: {category}", style.category_color(str(category)),
-                         style.RUN_SYMBOLS[index], style.RUN_SIZES[index], group=label)
+                         style.RUN_SYMBOLS[index], style.RUN_SIZES[index], group=label, show=False)
+            shown.add(str(category))
         _add_roofs(figure, roofline, x_range, f"{label} ", style.ROOF_COLORS[index % 2])
+    for category in [c for c in style.CATEGORY_COLORS if c in shown]:
+        figure.add_scatter(x=[None], y=[None], mode="markers", name=category,
+                           marker={"color": style.category_color(category), "symbol": "square", "size": 9})
     return _log_axes(figure, title, x_range, _y_range(*rooflines.values()))
 
 

@@ -24,20 +24,23 @@ TABLE_TITLES = {
 # Columns a table does not show: one DRAM figure per page (Nsight Compute's throughput, in the cache table),
 # not a second one beside it from the roofline.
 HIDDEN = {"roofline_summary": ("pct_of_dram_peak",)}
+NOWRAP = {"phase", "category", "counter_status", "verdict", "class", "gpu", "workload"}
 
 STYLE = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1500px;
  padding:0 1.5em;color:#222;line-height:1.4}
 h1{margin-bottom:.2em} h2{margin-top:2.2em;border-bottom:2px solid #ddd;padding-bottom:.2em} h3{margin-top:1.6em}
 table{border-collapse:collapse;font-size:13px;margin:.5em 0;max-width:100%}
-td,th{padding:3px 8px;border-bottom:1px solid #e4e4e4;text-align:right;vertical-align:top}
+td,th{padding:3px 8px;border-bottom:1px solid #e4e4e4;text-align:right;vertical-align:top;white-space:nowrap}
+th{white-space:normal;min-width:4em}
 th{background:#f4f4f4;position:sticky;top:0;cursor:pointer;text-align:center}
-td.text{text-align:left;max-width:32em;overflow-wrap:anywhere;word-break:break-word}
+td.text{text-align:left;max-width:24em;min-width:6em;overflow-wrap:break-word;white-space:normal}
+td.nowrap{white-space:nowrap;min-width:0}
 .scroll{overflow-x:auto;max-width:100%}
 .warning{color:#a40} .note{color:#666;font-style:italic}
 .findings{background:#f6f8fa;border-left:4px solid #1f77b4;padding:.6em 1.2em;margin:1em 0}
 .findings li{margin:.35em 0} .findings .value{font-weight:600}
-table.provenance td{text-align:left;border:none;padding:1px 10px 1px 0;font-size:13px}
+table.provenance td{text-align:left;border:none;padding:1px 10px 1px 0;font-size:13px;white-space:normal}
 table.provenance td:first-child{color:#666;white-space:nowrap}
 .swatch{display:inline-block;width:.8em;height:.8em;margin-right:.3em;vertical-align:middle}
 """
@@ -85,17 +88,27 @@ def table_html(table: pd.DataFrame, key: str = "", anchor: str | None = None) ->
             else:
                 swatch = (f'<span class="swatch" style="background:{style.category_color(text)}"></span>'
                           if column == "category" else "")
-                cells.append(f'<td class="text">{swatch}{html.escape(text)}</td>')
+                wrap = " nowrap" if column in NOWRAP else ""
+                cells.append(f'<td class="text{wrap}">{swatch}{html.escape(text)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     ident = f' id="{html.escape(anchor)}"' if anchor else ""
     return (f'<div class="scroll"><table class="data"{ident}><thead><tr>{head}</tr></thead><tbody>'
             f"{''.join(rows)}</tbody></table></div>")
 
 
-def provenance_html(provenance: pd.DataFrame) -> str:
-    rows = "".join(f"<tr><td>{html.escape(str(r.item))}</td><td>{html.escape(str(r.value))}</td></tr>"
-                   for r in provenance.itertuples())
-    return f'<table class="provenance">{rows}</table>'
+def provenance_html(provenance: pd.DataFrame, other: pd.DataFrame | None = None,
+                    labels: tuple[str, str] = ("", "")) -> str:
+    """What a run is (item: value), or two runs side by side (item: A, B)."""
+    head = ""
+    if other is not None:
+        head = f"<tr><td></td><td><b>{html.escape(labels[0])}</b></td><td><b>{html.escape(labels[1])}</b></td></tr>"
+    rows = []
+    for index, r in enumerate(provenance.itertuples()):
+        cells = f"<td>{html.escape(str(r.item))}</td><td>{html.escape(str(r.value))}</td>"
+        if other is not None:
+            cells += f"<td>{html.escape(str(other['value'].iloc[index]))}</td>"
+        rows.append(f"<tr>{cells}</tr>")
+    return f'<table class="provenance">{head}{"".join(rows)}</table>'
 
 
 def findings_html(findings: pd.DataFrame, prefix: str) -> str:
@@ -178,8 +191,7 @@ def render_html(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]],
 
 
 COMPARE_COLUMNS = ["config", "phase", "status", "launches_a", "launches_b", "per_launch_ns_a", "per_launch_ns_b",
-                   "per_launch_speedup", "time_ns_a", "time_ns_b", "speedup", "moved_to",
-                   "dram_throughput_pct_a", "dram_throughput_pct_b", "flop_per_s_a", "flop_per_s_b"]
+                   "per_launch_speedup", "time_ns_a", "time_ns_b", "speedup", "moved_to"]
 
 
 def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels: pd.DataFrame, notes: list[str],
@@ -206,10 +218,7 @@ def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels
     label_a, label_b = f"A: {info_a['gpu']['name']}", f"B: {info_b['gpu']['name']}"
     parts = [f"<h1>ssmprof compare</h1><h2>{html.escape(title)}</h2>"]
     if provenance is not None:
-        parts.append('<div style="display:flex;gap:3em;flex-wrap:wrap">')
-        for label, frame in ((label_a, provenance[0]), (label_b, provenance[1])):
-            parts.append(f"<div><b>{html.escape(label)}</b>{provenance_html(frame)}</div>")
-        parts.append("</div>")
+        parts.append(provenance_html(provenance[0], provenance[1], (label_a, label_b)))
     if findings is not None:
         parts.append(findings_html(findings, "compare"))
     parts += [f'<p class="warning">{html.escape(note)}</p>' for note in notes]

@@ -62,7 +62,7 @@ HEADERS: dict[str, str] = {
     "per_launch_ns_a": "Per launch A", "per_launch_ns_b": "Per launch B", "time_ns_a": "Time A",
     "time_ns_b": "Time B", "speedup": "Speedup (A / B)", "per_launch_speedup": "Per-launch speedup (A / B)",
     "share_a": "Share A", "share_b": "Share B", "status": "Match", "moved_to": "Launches moved to / from",
-    "dram_throughput_pct_a": "DRAM % A", "dram_throughput_pct_b": "DRAM % B",
+    "dram_throughput_pct_a": "DRAM throughput % A", "dram_throughput_pct_b": "DRAM throughput % B",
     "flop_per_s_a": "FLOP/s A", "flop_per_s_b": "FLOP/s B", "flop_per_s": "FLOP/s",
     "l2_hit_rate_pct_a": "L2 hit % A", "l2_hit_rate_pct_b": "L2 hit % B", "launch_op": "Launching op",
     "run": "Run", "busy_share_pct": "GPU busy %", "tensor_share": "Tensor share", "duration_ns": "Time",
