@@ -23,6 +23,13 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.1f} ms" if ns >= 1e5 else f"{ns / 1e3:.0f} us"
 
 
+def _at_roof(pct: float) -> str:
+    """`at 82 % of its roof`, or, past 100 %, that the ceiling is below what the kernel reaches."""
+    if pct > 100:
+        return f"at its roof ({pct:.0f} %: the ceiling is below what this kernel reaches)"
+    return f"at {pct:.0f} % of its roof"
+
+
 def kernel_bounds(roofline: pd.DataFrame) -> pd.DataFrame:
     """Per kernel (short name and phase) with counters: time, share of its time memory-bound, time-weighted %
     of roof, and the verdict of the majority of its time."""
@@ -59,7 +66,7 @@ def _top_kernels(tables: dict[str, pd.DataFrame]) -> list[dict]:
             hit = bounds[(bounds["kernel_name"] == row.kernel_name) & (bounds["phase"] == row.phase)]
             if len(hit):
                 b = hit.iloc[0]
-                text += f": {b['verdict']}, at {b['pct_of_roof']:.0f} % of its roof"
+                text += f": {b['verdict']}, " + _at_roof(b["pct_of_roof"])
         parts.append(text)
     share = top["share"].sum()
     return [{"topic": "top kernels", "finding": f"The top {len(top)} kernels take {100 * share:.0f} % of kernel "
@@ -80,8 +87,10 @@ def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
         row = roof[roof["category"] == SSM]
         if len(row):
             r = row.iloc[0]
-            text += f"; {100 * r['memory_bound_share']:.0f} % of that time is memory-bound, at " \
+            text += f"; {100 * r['memory_bound_share']:.0f} % of that time is memory-bound (below the ridge), at " \
                     f"{r['pct_of_roof']:.0f} % of the roof (time-weighted)"
+            if r["memory_bound_share"] >= 0.5 and r["pct_of_roof"] < 60:
+                text += ": under the memory roof, not at it, so DRAM bandwidth is not what stops them"
             anchor = "roofline_summary"
     caches = tables["caches"]
     row = caches[caches["category"] == SSM]
