@@ -196,6 +196,15 @@ def provenance(info: dict, origin: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["item", "value"])
 
 
+def _host_share(a: pd.Series, b: pd.Series) -> str:
+    """A note where the host wait, not the kernels, moved the step."""
+    busy, host = a["gpu_busy_ms"] - b["gpu_busy_ms"], a["host_wait_ms"] - b["host_wait_ms"]
+    if abs(host) > abs(busy):
+        return f" Most of the step's change is the host wait ({host:+.1f} ms against {busy:+.1f} ms of GPU busy " \
+               "time): the GPUs explain the smaller part."
+    return ""
+
+
 def compare_findings(steps: pd.DataFrame, categories: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
     """Findings of a comparison (frames of `compare.step_split_table`, `compare_categories_launches` and
     `compare_launches`, A first): the step and its split, the work both runs do alike and how its time
@@ -206,7 +215,7 @@ def compare_findings(steps: pd.DataFrame, categories: pd.DataFrame, launches: pd
     rows = [{"topic": "step", "value": f"{a['step_ms'] / b['step_ms']:.2f}x step",
              "finding": f"Step {a['step_ms']:.1f} ms (A) vs {b['step_ms']:.1f} ms (B): GPU busy {a['gpu_busy_ms']:.1f} "
                         f"vs {b['gpu_busy_ms']:.1f} ms, waiting for the host {a['host_wait_ms']:.1f} vs "
-                        f"{b['host_wait_ms']:.1f} ms.", "anchor": "steps"}]
+                        f"{b['host_wait_ms']:.1f} ms." + _host_share(a, b), "anchor": "steps"}]
     same = launches[launches["status"] == SAME]
     if len(same):
         time_a, time_b = same["time_ns_a"].sum(), same["time_ns_b"].sum()
@@ -219,9 +228,9 @@ def compare_findings(steps: pd.DataFrame, categories: pd.DataFrame, launches: pd
         if len(big):
             fast, slow = big.loc[big["speedup"].idxmax()], big.loc[big["speedup"].idxmin()]
             rows.append({"topic": "largest changes", "value": f"{fast['speedup']:.2f}x / {slow['speedup']:.2f}x",
-                         "finding": f"Among kernels above 1 % of A's time, {fast['kernel_name']} ({fast['phase']}) "
-                                    f"gains the most ({fast['speedup']:.2f}x) and {slow['kernel_name']} "
-                                    f"({slow['phase']}) the least ({slow['speedup']:.2f}x).", "anchor": "kernels"})
+                         "finding": f"Among those above 1 % of A's time, the largest speedup is {fast['kernel_name']} "
+                                    f"({fast['phase']}, {fast['speedup']:.2f}x), the smallest {slow['kernel_name']} "
+                                    f"({slow['phase']}, {slow['speedup']:.2f}x).", "anchor": "kernels"})
     moved = launches[launches["status"] != SAME]
     if len(moved):
         top = moved.iloc[0]
