@@ -72,7 +72,7 @@ def _y_range(*rooflines: pd.DataFrame) -> list[float]:
 def _log_axes(figure: go.Figure, title: str, x_range, y_range) -> go.Figure:
     return _layout(figure, title, height=620,
                    xaxis={"type": "log", "title": "arithmetic intensity at DRAM (FLOP/byte)", "range": list(x_range)},
-                   yaxis={"type": "log", "title": "achieved FLOP/s", "range": y_range})
+                   yaxis={"type": "log", "title": "achieved FLOP/s", "range": y_range, "exponentformat": "SI"})
 
 
 def roofline_scatter(roofline: pd.DataFrame, title: str, color_by: str = "category") -> go.Figure:
@@ -133,15 +133,22 @@ def class_bars(classes: pd.DataFrame, title: str) -> go.Figure:
 
 
 def compare_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Figure:
-    """Kernel time per category, run A (solid) beside run B (hatched), each bar in its category's colour."""
+    """Kernel time per category, run A (solid) beside run B (hatched), each bar in its category's colour; the
+    legend shows the two runs in grey (a bar's legend swatch would otherwise take one category's colour)."""
     colors = [style.category_color(c) for c in categories["category"]]
+    grey = style.ROOF_COLORS[0]
+    solid = {"color": colors}
+    hatched = {"color": "white", "line": {"color": colors, "width": 2}, "pattern": {"shape": "/", "fgcolor": colors}}
     figure = go.Figure()
-    figure.add_bar(name=label_a, x=categories["category"], y=categories["time_ms_a"], marker_color=colors,
-                   hovertemplate="%{x}<br>" + label_a + ": %{y:.2f} ms<extra></extra>")
-    figure.add_bar(name=label_b, x=categories["category"], y=categories["time_ms_b"],
-                   marker={"color": "white", "line": {"color": colors, "width": 2},
-                           "pattern": {"shape": "/", "fgcolor": colors}},
-                   hovertemplate="%{x}<br>" + label_b + ": %{y:.2f} ms<extra></extra>")
+    for label, marker, legend, group in (
+            (label_a, solid, {"color": grey}, "A"),
+            (label_b, hatched, {"color": "white", "line": {"color": grey, "width": 2},
+                                "pattern": {"shape": "/", "fgcolor": grey}}, "B")):
+        column = "time_ms_a" if group == "A" else "time_ms_b"
+        figure.add_bar(name=label, x=categories["category"], y=categories[column], marker=marker, offsetgroup=group,
+                       legendgroup=group, showlegend=False,
+                       hovertemplate="%{x}<br>" + label + ": %{y:.2f} ms<extra></extra>")
+        figure.add_bar(name=label, x=[None], y=[None], marker=legend, offsetgroup=group, legendgroup=group)
     return _layout(figure, "Kernel time by category (A solid, B hatched)", barmode="group", yaxis_title="ms")
 
 
