@@ -87,10 +87,13 @@ def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
         row = roof[roof["category"] == SSM]
         if len(row):
             r = row.iloc[0]
-            text += f"; {100 * r['memory_bound_share']:.0f} % of that time is memory-bound (below the ridge), at " \
-                    f"{r['pct_of_roof']:.0f} % of the roof (time-weighted)"
-            if r["memory_bound_share"] >= 0.5 and r["pct_of_roof"] < 60:
-                text += ": under the memory roof, not at it, so DRAM bandwidth is not what stops them"
+            memory = r["memory_bound_share"]
+            side = (f"{100 * memory:.0f} % of that time is memory-bound (below the ridge)" if memory >= 0.5 else
+                    f"{100 * (1 - memory):.0f} % of that time is compute-bound (above the ridge)")
+            text += f"; {side}, at {r['pct_of_roof']:.0f} % of the roof (time-weighted)"
+            if r["pct_of_roof"] < 60:
+                text += ": well under the roof, so neither DRAM bandwidth nor the peak FLOP/s of their path is " \
+                        "what limits them"
             anchor = "roofline_summary"
     caches = tables["caches"]
     row = caches[caches["category"] == SSM]
@@ -263,11 +266,12 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, run
     if len(ssm_kernels):
         s = ssm_kernels
         low, high = s.loc[s["ssm_time_pct"].idxmin()], s.loc[s["ssm_time_pct"].idxmax()]
+        bound = ", ".join(f"{r.workload} {r.memory_bound_pct:.0f} %" for r in s.itertuples())
         text = f"SSM kernels take {low['ssm_time_pct']:.0f} % ({low['workload']}) to {high['ssm_time_pct']:.0f} % " \
-               f"({high['workload']}) of kernel time; {s['memory_bound_pct'].min():.0f}-" \
-               f"{s['memory_bound_pct'].max():.0f} % of their time is memory-bound, at " \
-               f"{s['pct_of_roof'].min():.0f}-{s['pct_of_roof'].max():.0f} % of the roof, with DRAM throughput " \
-               f"{s['dram_pct_of_peak'].min():.0f}-{s['dram_pct_of_peak'].max():.0f} % of peak (Nsight Compute)."
+               f"({high['workload']}) of kernel time, at {s['pct_of_roof'].min():.0f}-{s['pct_of_roof'].max():.0f} % " \
+               f"of the roof, with DRAM throughput {s['dram_pct_of_peak'].min():.0f}-" \
+               f"{s['dram_pct_of_peak'].max():.0f} % of peak (Nsight Compute). Share of SSM time memory-bound: " \
+               f"{bound}."
         rows.append({"topic": "SSM kernels", "value": f"{low['ssm_time_pct']:.0f}-{high['ssm_time_pct']:.0f} %",
                      "finding": text, "anchor": "ssm_kernels"})
     host = {w: f for w, f in runs.items() if (f["topic"] == "host").any()}
