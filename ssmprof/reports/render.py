@@ -204,7 +204,8 @@ def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels
     ceilings (`rooflines`, where both have counters)."""
     title = f"{_title(info_a)}  vs  {_title(info_b)}"
     kernels = kernels[[c for c in COMPARE_COLUMNS if c in kernels.columns]].head(top)
-    heading_kernels = f"Kernels (top {len(kernels)} by time; speedup only where the launches are the same)"
+    heading_kernels = f"Kernels (top {len(kernels)} by time; speedup = A's time / B's time, only where the " \
+                      "launches are the same)"
     if fmt == "md":
         lines = [f"# ssmprof compare: {title}", ""] + [f"> {note}" for note in notes]
         if findings is not None:
@@ -230,7 +231,7 @@ def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels
         overlay = figures.roofline_overlay({label_a: rooflines[0], label_b: rooflines[1]},
                                            "Roofline: both runs, each on its own GPU's ceilings")
         parts.append(pio.to_html(overlay, full_html=False, include_plotlyjs=False))
-    parts.append("<h3>By category (speedup only where the launches are the same)</h3>"
+    parts.append("<h3>By category (speedup = A's time / B's time, only where the launches are the same)</h3>"
                  + table_html(categories, "categories", "compare-categories"))
     parts.append(f"<h3>{html.escape(heading_kernels)}</h3>" + table_html(kernels, "kernels", "compare-kernels"))
     return _page("ssmprof compare", parts)
@@ -242,10 +243,10 @@ def render_projection(info: dict, target_gpu: str, categories: pd.DataFrame,
     lines = [f"# PROJECTION (not a measurement): {info['workload']['name']} from {info['gpu']['name']} to "
              f"{target_gpu}", "", "Roofline floor on the target (datasheet ceilings) plus each kernel's measured "
              "time above its floor.",
-             "", markdown_table(categories)]
+             "", human_markdown_table(categories)]
     if checked is not None:
         target_info, errors = checked
-        lines += ["", f"## Against the run measured on {target_info['gpu']['name']}", "", markdown_table(errors)]
+        lines += ["", f"## Against the run measured on {target_info['gpu']['name']}", "", human_markdown_table(errors)]
     return "\n".join(lines) + "\n"
 
 

@@ -60,7 +60,7 @@ HEADERS: dict[str, str] = {
     "l1_hit_pct": "L1 hit %", "l2_hit_pct": "L2 hit %", "memory_bound_pct": "Memory-bound (% of SSM time)",
     "time_ms_a": "Time A", "time_ms_b": "Time B", "launches_a": "Launches A", "launches_b": "Launches B",
     "per_launch_ns_a": "Per launch A", "per_launch_ns_b": "Per launch B", "time_ns_a": "Time A",
-    "time_ns_b": "Time B", "speedup": "Speedup (A / B)", "per_launch_speedup": "Per-launch speedup (A / B)",
+    "time_ns_b": "Time B", "speedup": "Speedup", "per_launch_speedup": "Per-launch speedup",
     "share_a": "Share A", "share_b": "Share B", "status": "Match", "moved_to": "Launches moved to / from",
     "dram_throughput_pct_a": "DRAM throughput % A", "dram_throughput_pct_b": "DRAM throughput % B",
     "flop_per_s_a": "FLOP/s A", "flop_per_s_b": "FLOP/s B", "flop_per_s": "FLOP/s",
@@ -71,7 +71,9 @@ HEADERS: dict[str, str] = {
     "kernel": "Kernel", "analytic_flops": "FLOPs, analytic", "measured_flops": "FLOPs, measured",
     "flops_ratio": "FLOPs measured / analytic", "min_bytes": "Bytes, minimum",
     "measured_dram_bytes": "DRAM bytes, measured",
-    "bytes_ratio": "Bytes measured / minimum", "config": "Kernel [launch configuration]", "host": "Host CPU",
+    "bytes_ratio": "Bytes measured / minimum", "measured_ms": "Measured", "projected_ms": "Projected",
+    "target_ms": "Measured on the target", "error_pct": "Error", "config": "Kernel [launch configuration]",
+    "host": "Host CPU",
 }
 
 
