@@ -102,19 +102,23 @@ def traced(path: Path, profile: DeviceProfile | None = None) -> tuple[dict, pd.D
 
 
 def reference(out: Path) -> list[Path]:
-    """`ssmprof reference`: a suite report per GPU of the bundled runs and an H100-vs-H200 comparison per
-    workload, written into `out`; returns the files written."""
-    written = []
+    """`ssmprof reference`: a suite report per GPU of the bundled runs, an H100-vs-H200 comparison per
+    workload, and a Perfetto trace per GPU (every workload's profiled iteration), written into `out`; returns
+    the files written (reports first, traces last)."""
+    written, traces = [], []
     for gpu in bundled.GPUS:
-        analyzed, overview = analyze_runs(bundled.runs(gpu), read_device_profile(bundled.device_profile(gpu)))
+        profile = read_device_profile(bundled.device_profile(gpu))
+        analyzed, overview = analyze_runs(bundled.runs(gpu), profile)
         written.append(out / f"suite-{gpu}.html")
         write_output(render_html(analyzed, overview), written[-1])
+        traces.append(out / f"trace-{gpu}.json")
+        write_output(trace_json([traced(path, profile) for path in bundled.runs(gpu)]), traces[-1])
     first, second = bundled.GPUS
     for path_a, path_b in zip(bundled.runs(first), bundled.runs(second), strict=True):
         target = out / f"compare-{path_a.name}-{first}-vs-{second}.html"
         compare(path_a, path_b, "html", target)
         written.append(target)
-    return written
+    return written + traces
 
 
 def results(readme: Path | None = None) -> str:
