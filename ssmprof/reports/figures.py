@@ -69,10 +69,16 @@ def _y_range(*rooflines: pd.DataFrame) -> list[float]:
     return [math.log10(values.min()) - 0.3, math.log10(values.max()) + 0.3]
 
 
+def _decades(log_range) -> dict:
+    """Tick every power of ten in a log10 range, labelled 1G, 10G, 100G, 1T, ..."""
+    values = [10.0 ** k for k in range(math.floor(log_range[0]), math.ceil(log_range[1]) + 1)]
+    return {"tickvals": values, "ticktext": [style.decade_label(v) for v in values]}
+
+
 def _log_axes(figure: go.Figure, title: str, x_range, y_range) -> go.Figure:
     return _layout(figure, title, height=620,
                    xaxis={"type": "log", "title": "arithmetic intensity at DRAM (FLOP/byte)", "range": list(x_range)},
-                   yaxis={"type": "log", "title": "achieved FLOP/s", "range": y_range, "exponentformat": "SI"})
+                   yaxis={"type": "log", "title": "achieved FLOP/s", "range": y_range, **_decades(y_range)})
 
 
 def roofline_scatter(roofline: pd.DataFrame, title: str, color_by: str = "category") -> go.Figure:

@@ -19,7 +19,7 @@ CATEGORY_COLORS: dict[str, str] = dict(zip(CATEGORIES, (
     "#e377c2",  # reduction/loss: pink
     "#bcbd22",  # sort/scan: olive
     "#17becf",  # memory: cyan
-    "#6b3fa0",  # optimizer: dark violet
+    "#e6ab02",  # optimizer: gold
     "#393b79",  # communication: navy
     "#637939",  # graph gather/scatter: moss
     "#c49c94",  # other: tan
@@ -75,6 +75,14 @@ HEADERS: dict[str, str] = {
     "target_ms": "Measured on the target", "error_pct": "Error", "config": "Kernel [launch configuration]",
     "host": "Host CPU",
 }
+
+
+def decade_label(value: float) -> str:
+    """A power of ten as a short tick label: 1e12 -> 1T, 1e14 -> 100T, 0.01 -> 0.01."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:g}{prefix}"
+    return f"{value:g}"
 
 
 def header(column: str) -> str:
