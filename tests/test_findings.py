@@ -61,7 +61,9 @@ def test_findings_name_what_the_self_checks_removed():
 
 def test_suite_opens_with_findings_and_provenance(suite):
     analyzed_runs, overview = suite
-    assert list(overview["findings"]["topic"]) == ["where the time goes", "SSM kernels", "host"]
+    assert list(overview["findings"]["topic"]) == ["where the time goes", "SSM kernels", "host", "counters"]
+    assert overview["findings"].iloc[3]["finding"] == "Counters unchecked (written before the self-checks) in 6 " \
+                                                      "of 6 runs."
     assert "Host-bound: graph-mamba" in overview["findings"].iloc[2]["finding"]
     page = reporting.render_html(analyzed_runs, overview)
     assert page.index('class="findings"') < page.index("Plotly.newPlot(")

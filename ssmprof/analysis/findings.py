@@ -281,4 +281,14 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, run
                  "finding": ("Host-bound: " + ", ".join(bound) + ". " if bound else "No run is host-bound. ")
                  + "GPU busy share of the step: " + ", ".join(f"{w} {v.removesuffix(' busy')}" for w, v in busy.items())
                  + ".", "anchor": "step_times"})
+    counters = {w: f.loc[f["topic"] == "counters", "finding"].iloc[0] for w, f in runs.items()
+                if (f["topic"] == "counters").any()}
+    unchecked = [w for w, text in counters.items() if "unchecked" in text]
+    removed = [w for w, text in counters.items() if "removed" in text]
+    text = (f"Counters unchecked (written before the self-checks) in {len(unchecked)} of {len(counters)} runs"
+            + (f": {', '.join(unchecked)}" if 0 < len(unchecked) < len(counters) else "") + ". ")
+    text += (f"The self-checks removed counters in {', '.join(removed)} (see each run's findings)." if removed else
+             "The self-checks removed no counters." if len(unchecked) < len(counters) else "")
+    rows.append({"topic": "counters", "value": f"{len(counters) - len(unchecked)} checked",
+                 "finding": text.strip(), "anchor": "step_times"})
     return pd.DataFrame(rows, columns=COLUMNS)
