@@ -3,10 +3,11 @@
 import math
 
 import pytest
-from known_work import GEMM_FLOPS, analyzed
+from known_work import GEMM_FLOPS, analyzed, kernels
 
 from ssmprof.analysis.caches import cache_summary
-from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
+from ssmprof.analysis.frame import analysis_frame
+from ssmprof.analysis.roofline import Ceilings, at_least_achieved, roofline, roofline_summary
 from ssmprof.analysis.tensor_vector import class_summary, classify
 from ssmprof.profiler.gpu_specs import SPECS
 
@@ -64,3 +65,30 @@ def test_cache_summary_weights_by_time():
     # SSM scan: 80 % over 100 us and 40 % over 300 us (the no-counter launch is left out)
     assert summary.loc["SSM scan", "l2_hit_rate_pct"] == pytest.approx((80 * 100 + 40 * 300) / 400)
     assert summary.loc["memory", "l2_hit_rate_pct"] == 10.0
+
+
+def test_a_ceiling_below_what_a_launch_reaches_is_raised_and_said():
+    # the known GEMM does 2*4096^3 FLOPs in 200 us: 687 TFLOP/s, above a "measured" 600
+    low = Ceilings(dram_gb_s=3000.0, l2_gb_s=None, bf16_tensor_tflops=600.0, fp32_tflops=50.0, source="measured")
+    raised, notes = at_least_achieved(low, analyzed())
+    assert raised.bf16_tensor_tflops == pytest.approx(GEMM_FLOPS / 200e-6 / 1e12)
+    assert raised.dram_gb_s == 3000.0 and raised.source == "measured, raised to achieved"
+    assert len(notes) == 1 and "nvjet_hsh_256x128 (forward) reaches in this run" in notes[0]
+    assert at_least_achieved(H100, analyzed()) == (H100, [])  # the datasheet is above every launch
+
+
+@pytest.mark.parametrize(
+    ("scenario", "l2_gb_s", "limiter"),
+    [
+        ("no L2 ceiling: DRAM bounds the scan", None, "DRAM"),
+        ("a slow L2 bounds it below DRAM", 100.0, "L2"),
+        ("a fast L2 leaves DRAM the bound", 1e6, "DRAM"),
+    ],
+)
+def test_hierarchical_roof_names_its_limiter(scenario, l2_gb_s, limiter):
+    ceilings = Ceilings(3350.0, l2_gb_s, 989.4, 67.0, "test")
+    l2_traffic = kernels().assign(l2_bytes=2e8)  # 30 FLOP per L2 byte for the scan: 4x its DRAM bytes
+    frame = roofline(analysis_frame(l2_traffic), ceilings).set_index("kernel_name")
+    assert frame.loc["_chunk_scan_fwd_kernel", "roof_limiter"] == limiter, scenario
+    assert frame.loc["nvjet_hsh_256x128", "roof_limiter"] == "compute"
+    assert frame.loc["_chunk_state_fwd_kernel", "roof_limiter"] == ""  # no counters

@@ -13,7 +13,7 @@ from ssmprof.analysis import suite
 from ssmprof.analysis.compare import check_comparable, compare_categories, compare_kernels, step_split
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
-from ssmprof.analysis.roofline import Ceilings, roofline
+from ssmprof.analysis.roofline import Ceilings, at_least_achieved, roofline
 from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.errors import InvalidConfig
 from ssmprof.pipeline.ceilings import ceilings_for, datasheet_ceilings, read_device_profile
@@ -50,6 +50,9 @@ def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
     for index, path in enumerate(paths):
         run = load_run(path)
         limits, notes = ceilings_for(run.info, profile)
+        if limits is not None:
+            limits, raised = at_least_achieved(limits, run.kernels)
+            notes += raised
         tables = analyze(run, limits)
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
