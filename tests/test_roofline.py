@@ -92,3 +92,34 @@ def test_hierarchical_roof_names_its_limiter(scenario, l2_gb_s, limiter, gemm_li
     assert frame.loc["_chunk_scan_fwd_kernel", "roof_limiter"] == limiter, scenario
     assert frame.loc["nvjet_hsh_256x128", "roof_limiter"] == gemm_limiter
     assert frame.loc["_chunk_state_fwd_kernel", "roof_limiter"] == ""  # no counters
+
+
+@pytest.mark.parametrize(
+    ("scenario", "tensor", "vector", "phase", "name", "classes", "near", "recomputed"),
+    [
+        ("99.4 % of FLOPs on tensor cores, but 8 % of compute time on vector units", 994.0, 6.0, "forward",
+         "_chunk_scan_fwd_kernel", ("Tensor+Vector", "TensorOnly"), True, False),
+        ("a GEMM: tensor only either way", 1000.0, 0.0, "forward", "nvjet_x", ("TensorOnly", "TensorOnly"),
+         False, False),
+        ("a scan: vector only either way", 0.0, 1000.0, "forward", "selective_scan_fwd_kernel",
+         ("VectorOnly", "VectorOnly"), False, False),
+        ("the forward chain recomputed in backward", 800.0, 200.0, "backward", "_chunk_state_fwd_kernel",
+         ("Tensor+Vector", "Tensor+Vector"), False, True),
+    ],
+)
+def test_classes_on_compute_time_beside_flop_share(scenario, tensor, vector, phase, name, classes, near, recomputed):
+    frame = analyzed().iloc[[1]].assign(kernel_name=name, phase=phase, flops_tensor=tensor, flops_vector=vector,
+                                        flops=tensor + vector)
+    row = classify(frame, H100).iloc[0]
+    assert (row["class"], row["flop_class"]) == classes, scenario
+    assert row["near_boundary"] == near and row["recomputed"] == recomputed, scenario
+    if "compute time" in scenario:
+        assert row["tensor_time_share"] == pytest.approx(994 / 989.4 / (994 / 989.4 + 6 / 67))
+
+
+def test_backward_classes_also_without_the_recomputed_forward_kernels():
+    frame = analyzed()
+    recomputed = frame["kernel_name"].replace("_chunk_scan_bwd_dx_kernel", "_chunk_scan_fwd_kernel")
+    frame = frame.assign(kernel_name=recomputed)
+    summary = class_summary(classify(frame, H100))
+    assert "backward without recomputed forward" in set(summary["phase"])

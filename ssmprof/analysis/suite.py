@@ -42,7 +42,7 @@ def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) ->
                "dram_pct_of_peak": caches["dram_throughput_pct"], "l1_hit_pct": caches["l1_hit_rate_pct"],
                "l2_hit_pct": caches["l2_hit_rate_pct"], "pct_of_roof": roof["pct_of_roof"],
                "memory_bound_pct": 100 * roof["memory_bound_share"]}
-        classes = class_summary(classify(ssm))
+        classes = class_summary(classify(ssm, ceilings[workload]))
         for phase in PHASES[:2]:  # forward, backward (the optimizer runs no SSM kernels)
             for name in FLOP_CLASSES:
                 hit = classes[(classes["phase"] == phase) & (classes["class"] == name)]

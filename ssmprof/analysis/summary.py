@@ -34,8 +34,9 @@ def analyze(run: Run, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
                                          "ceiling_source"]]
         tables["roofline_summary"] = roofline_summary(per_kernel)
     if has_counters:
-        classified = classify(kernels)
-        tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_share", "flops_tensor",
+        classified = classify(kernels, ceilings)
+        tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",
+                                              "tensor_share", "near_boundary", "recomputed", "flops_tensor",
                                               "flops_vector", "duration_ns"]]
         tables["tensor_vector_ssm"] = class_summary(classified)
         config = run.info["workload"]["config"]
