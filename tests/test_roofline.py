@@ -7,6 +7,7 @@ from known_work import GEMM_FLOPS, analyzed, kernels
 
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.frame import analysis_frame
+from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.roofline import Ceilings, at_least_achieved, roofline, roofline_summary
 from ssmprof.analysis.tensor_vector import class_summary, classify
 from ssmprof.profiler.gpu_specs import SPECS
@@ -123,3 +124,15 @@ def test_backward_classes_also_without_the_recomputed_forward_kernels():
     frame = frame.assign(kernel_name=recomputed)
     summary = class_summary(classify(frame, H100))
     assert "backward without recomputed forward" in set(summary["phase"])
+
+
+def test_headroom_is_the_time_above_the_roof_sorted_by_what_is_reachable():
+    saved = headroom(roofline(analyzed(), H100), H100.dram_gb_s).set_index("kernel_name")
+    scan = saved.loc["_chunk_scan_fwd_kernel"]  # 6e9 FLOPs at 120 FLOP/B under a 402 TFLOP/s DRAM roof
+    assert scan["roof_ms"] == pytest.approx(6e9 / (120 * 3.35e12) * 1e3)
+    assert scan["saved_at_roof_ms"] == pytest.approx(0.1 - scan["roof_ms"])
+    copy = saved.loc["vectorized_elementwise_kernel"]  # no FLOPs: 2 GiB at DRAM bandwidth
+    assert copy["roof_ms"] == pytest.approx(2 * 2**30 / 3.35e12 * 1e3)
+    assert math.isnan(saved.loc["_chunk_state_fwd_kernel", "roof_ms"])  # no counters, no roof
+    summary = headroom_summary(headroom(roofline(analyzed(), H100), H100.dram_gb_s), by="category")
+    assert summary["saved_reachable_ms"].is_monotonic_decreasing
