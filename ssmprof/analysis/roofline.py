@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from ssmprof.analysis.checks import WITH_COUNTERS as CHECKED
 from ssmprof.analysis.frame import WEIGHT, time_weighted
 
 
@@ -56,9 +57,10 @@ def roofline(kernels: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
     # measure is % of DRAM peak.
     frame["pct_of_roof"] = (100 * frame["flop_per_s"] / frame["roof_flop_per_s"]).where(frame["flops"] > 0)
     frame["pct_of_dram_peak"] = 100 * frame["dram_bytes_per_s"] / bandwidth
-    frame["verdict"] = np.select(
-        [frame["ai_dram"].isna(), frame["ai_dram"] < frame["ridge_ai"]],
-        ["no counters", "memory-bound"], "compute-bound")
+    # memory-bound where a memory level's roof is the lowest at the kernel's intensities (DRAM or, with a
+    # measured L2 ceiling, L2: `roof_limiter` says which), else compute-bound
+    frame["verdict"] = np.select([frame["ai_dram"].isna(), frame["roof_limiter"].isin(["DRAM", "L2"])],
+                                 ["no counters", "memory-bound"], "compute-bound")
     frame["ceiling_source"] = ceilings.source
     return frame
 
@@ -83,7 +85,9 @@ def roofline_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 def at_least_achieved(ceilings: Ceilings, kernels: pd.DataFrame) -> tuple[Ceilings, list[str]]:
     """`ceilings` raised to the highest rate a launch of the run reaches on its checked counters (tensor and
-    fp32 FLOP/s, DRAM and L2 bytes/s, each on the counters' own duration), with a note per raised ceiling."""
+    fp32 FLOP/s, DRAM and L2 bytes/s, each on the counters' own duration), with a note per raised ceiling.
+    Unchecked counters (schema-1 runs, lent across problems) raise nothing."""
+    kernels = kernels[kernels["counter_status"].isin(CHECKED)]
     seconds = kernels["seconds"]
     achieved = {
         "bf16_tensor_tflops": (kernels["flops_tensor"] / seconds / 1e12, "TFLOP/s"),

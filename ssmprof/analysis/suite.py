@@ -71,6 +71,8 @@ def step_times(infos: dict[str, dict]) -> pd.DataFrame:
                      "peak_gib": (harness["peak_memory_bytes"] or 0) / 2**30,
                      "launches": info["coverage"]["launches"],
                      "counter_coverage_pct": 100 * info["coverage"]["counter_time_fraction"],
+                     # schema-1 runs joined counters by (short name, grid size, block size) and never checked them
+                     "counters": "checked" if "checks" in info else "unchecked (schema 1)",
                      "profile_wall_s": collectors["harness"]["wall_s"] + collectors["counters"].get("wall_s", 0.0)})
     return pd.DataFrame(rows)
 

@@ -13,7 +13,7 @@ from ssmprof.analysis import suite
 from ssmprof.analysis.compare import check_comparable, compare_categories, compare_kernels, step_split
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
-from ssmprof.analysis.roofline import Ceilings, at_least_achieved, roofline
+from ssmprof.analysis.roofline import Ceilings, roofline
 from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.errors import InvalidConfig
 from ssmprof.pipeline.ceilings import ceilings_for, datasheet_ceilings, read_device_profile
@@ -49,10 +49,7 @@ def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
     analyzed, kernels, infos, ceilings = [], {}, {}, {}
     for index, path in enumerate(paths):
         run = load_run(path)
-        limits, notes = ceilings_for(run.info, profile)
-        if limits is not None:
-            limits, raised = at_least_achieved(limits, run.kernels)
-            notes += raised
+        limits, notes = ceilings_for(run.info, profile, run.kernels)
         tables = analyze(run, limits)
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
@@ -104,7 +101,7 @@ def results(readme: Path | None = None) -> str:
     kernels = {gpu: {w: run.kernels for w, run in loaded[gpu].items()} for gpu in loaded}
     infos = {gpu: {w: run.info for w, run in loaded[gpu].items()} for gpu in loaded}
     profile = read_device_profile(bundled.device_profile(first))
-    measured = {w: ceilings_for(run.info, profile)[0] for w, run in loaded[first].items()}
+    measured = {w: ceilings_for(run.info, profile, run.kernels)[0] for w, run in loaded[first].items()}
     # the projection is datasheet to datasheet by definition (`ssmprof project`)
     datasheet = {gpu: Ceilings.from_datasheet(SPECS[gpu]) for gpu in bundled.GPUS}
     steps = pd.concat([suite.step_times(infos[gpu]).assign(gpu=bundled.GPUS[gpu]) for gpu in bundled.GPUS],
