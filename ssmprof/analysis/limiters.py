@@ -36,7 +36,7 @@ def theoretical_occupancy(kernels: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     blocks = caps.min(axis=1)
     warps_per_block = np.ceil(kernels["block_x"] * kernels["block_y"] * kernels["block_z"] / 32)
     occupancy = (blocks * warps_per_block / MAX_WARPS).clip(upper=1)
-    cap = caps.idxmin(axis=1, skipna=True).map({v: k for k, v in _CAPS.items()})
+    cap = caps.fillna(np.inf).idxmin(axis=1).map({v: k for k, v in _CAPS.items()})
     return occupancy, cap.where(blocks.notna(), "")
 
 
@@ -46,7 +46,7 @@ def limiters(kernels: pd.DataFrame) -> pd.DataFrame:
     frame = kernels.copy()
     occupancy, cap = theoretical_occupancy(frame)
     units = frame[list(_UNITS.values())]
-    busiest = units.idxmax(axis=1, skipna=True).map({v: k for k, v in _UNITS.items()}).where(units.notna().any(axis=1))
+    busiest = units.fillna(-np.inf).idxmax(axis=1).map({v: k for k, v in _UNITS.items()})
     peak = units.max(axis=1)
     counted = frame["ncu_duration_ns"].notna()
     frame["theoretical_occupancy_pct"] = 100 * occupancy
