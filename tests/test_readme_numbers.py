@@ -256,3 +256,13 @@ def test_benchmark_goal_is_the_scripts():
     script = (ROOT / "benchmarks" / "bench_lm_vs_mamba_ssm.py").read_text()
     assert "abs(ratio - 1) <= 0.03" in script
     claims("passes when the median per-round throughput ratio is within 3 % of 1")
+
+
+def test_headroom_reachable_share_rests_on_the_bundled_runs():
+    from ssmprof.analysis.headroom import REACHABLE
+
+    fractions = {w: json.loads((bundled.REFERENCE / "h100-sxm" / w / "run.json").read_text())["checks"]
+                 ["max_fraction_of_peak"] for w in ("mamba2-lm", "mamba1-lm")}
+    assert span([100 * f["tensor"] for f in fractions.values()]) == "82-83"
+    assert {round(100 * f["dram"]) for f in fractions.values()} == {97}
+    assert min(f["tensor"] for f in fractions.values()) >= REACHABLE

@@ -1,11 +1,12 @@
 """Headroom: the step time a kernel would give back if it ran at its roof, or at a reachable share of it.
 
 Per launch with counters, the time at the roof is its FLOPs over the roof at its intensity (`roofline`), or,
-for data movement (no FLOPs), its DRAM bytes at DRAM bandwidth. A roof is not reachable in practice:
-REACHABLE is what tuned kernels get, taken from the bundled H100 runs (cuBLAS's GEMMs reach 80-83 % of the
-dense bf16 datasheet peak, a large copy 88-90 % of DRAM bandwidth), so `saved_reachable_ms` is what an
-optimization effort could expect and `saved_at_roof_ms` its upper bound. Launches without counters have no
-roof and count as no headroom (their time is shown).
+for data movement (no FLOPs), its DRAM bytes at DRAM bandwidth. A roof is not reachable in practice: in
+the bundled H100 LM runs with checked counters the fastest GEMM launch reaches 82-83 % of the dense bf16
+datasheet peak and the fastest memory-bound launch 97 % of DRAM bandwidth (run.json
+`checks.max_fraction_of_peak`), so REACHABLE = 80 % of the roof is what a tuned kernel gets:
+`saved_reachable_ms` is what an optimization effort could expect, `saved_at_roof_ms` its upper bound.
+Launches without counters have no roof and count as no headroom (their time is shown).
 """
 
 from __future__ import annotations
