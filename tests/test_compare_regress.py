@@ -86,7 +86,7 @@ def test_planted_regression_is_caught(tmp_path, baseline_file):
     assert result.exit_code == 1
     assert "FAIL" in result.output and "_chunk_scan_fwd_kernel [forward" in result.output
     suite = ET.parse(junit).getroot().find("testsuite")
-    failed = {(case.get("classname").split(":")[0], case.get("name")) for case in suite.iter("testcase")
+    failed = {(case.get("classname").split(" ")[0].rstrip(":"), case.get("name")) for case in suite.iter("testcase")
               if case.find("failure") is not None}
     # slower, so fewer FLOP/s too; and its category (a single kernel) and phase
     assert failed == {("kernel", "time_per_launch_ns"), ("efficiency", "flop_per_s"), ("category", "time_ns"),

@@ -280,3 +280,48 @@ def test_readme_gate_paragraph(reruns, baseline, checks):
     total = checks["planted-chunk64"].set_index("check").loc["total"]
     assert round(planted) == 538 and round(100 * total["worse_by"] / total["median"], 1) == 3.3
     assert "`--set chunk_size=64` (+538 us, 3.3 %) fails" in README
+
+
+def test_a_configuration_seen_in_a_minority_of_baseline_runs_is_not_expected(reruns):
+    """rerun-2's autotuning variant in one of three baseline runs: the usual configuration is what is expected,
+    and every kernel check of a clean rerun is judged."""
+    baseline = build_baseline([reruns["baseline-1"], reruns["baseline-2"], reruns["rerun-2"]])
+    judged = judge(compare(baseline, reruns["rerun-3"]))
+    assert not judged["regressed"].any() and judged["judged"].all()
+    assert set(judged["check"]) == {"total", "phase", "category", "kernel"}
+    # the variant itself, gated against that baseline, is a configuration change below the floors
+    judged = judge(compare(baseline, reruns["rerun-2"]))
+    assert judged.loc[judged["check"] == "config changed", "kernel_name"].tolist() == ["_chunk_cumsum_bwd_kernel"]
+    assert not judged["regressed"].any()
+
+
+def test_not_judged_in_the_summary_and_junit(tmp_path):
+    """Through the commands: counters that failed their checks are "not judged" in the markdown and skipped
+    in the JUnit; the CLI's threshold defaults are `Thresholds()`."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    from ssmprof import schema
+    from ssmprof.cli import app
+
+    source = schema.read_run(DATA / "mamba2-lm-small-h100")
+    info = json.loads((DATA / "mamba2-lm-small-h100" / "run.json").read_text())
+    measured = source.kernels.assign(counter_status="measured")
+    runs = [schema.write_run(tmp_path / f"base{i}", info, measured) for i in range(2)]
+    rejected = measured.copy()
+    rejected.loc[rejected["kernel_name"] == DX, "counter_status"] = "rejected: duration"
+    run = schema.write_run(tmp_path / "run", info, rejected)
+    baseline = tmp_path / "baseline.json"
+    assert runner.invoke(app, ["baseline", *map(str, runs), "-o", str(baseline)]).exit_code == 0
+    result = runner.invoke(app, ["regress", str(run), "--baseline", str(baseline), "--junit",
+                                 str(tmp_path / "gate.xml")])
+    assert result.exit_code == 0, result.output
+    # DRAM %, FLOP/s, L1 and L2 hit rates
+    assert "efficiency: 4 of 364 checks not judged (4 x counters rejected: duration)" in result.output
+    suite = ET.parse(tmp_path / "gate.xml").getroot().find("testsuite")
+    skipped = [case for case in suite.iter("testcase") if case.find("skipped") is not None]
+    assert int(suite.get("skipped")) == len(skipped) == 4 and all(DX in case.get("classname") for case in skipped)
+    cli = " ".join((Path(__file__).parent.parent / "ssmprof" / "cli.py").read_text().split())
+    for name in ("min_effect", "aggregate_effect", "sigmas", "min_time_ns", "min_impact"):
+        option = cli[cli.index(f"    {name}: Annotated"[4:]):]
+        assert option[:option.index("= None")].rstrip().endswith(f'[default: {getattr(Thresholds(), name):g}]")]'), name

@@ -116,8 +116,6 @@ def measure(kernels: pd.DataFrame) -> pd.DataFrame:
             out[column] = out[column].fillna(0).astype("int64") if column in out else 0
         else:
             out[column] = out[column].fillna("").astype(str) if column in out else ""
-    out.loc[out["scope"] != "kernel", "category"] = out.loc[out["scope"] != "kernel", "category"].where(
-        out.loc[out["scope"] != "kernel", "scope"] == "category", "")
     return out[ROW_KEY + ["metric", "value"]].astype({"value": "float64"})
 
 
@@ -160,7 +158,9 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     phase, category, kernel, config changed, removed kernel, new kernel, efficiency), `scope`, the key
     columns, metric, median, spread, current, worse_by (positive: worse), `impact` (share of the run's kernel
     time the change costs), `launches`, `note`, and `judged` (False: counters not checked, see `note`)."""
+    # a site or kernel found in at most half of the baseline's runs is not part of what the baseline expects
     runs = int(baseline["runs"].max()) if len(baseline) else 0
+    baseline = baseline[~baseline["scope"].isin(["site", "kernel"]) | (2 * baseline["runs"] > runs)]
     now = measure(current)
     total = float(current["duration_ns"].sum())
     checks = []
@@ -186,8 +186,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
         checks.append(merged)
 
     # sites: same shape -> per kernel; otherwise one check of the site's time
-    base_kernels = baseline[(baseline["scope"] == "kernel") & (2 * baseline["runs"] > runs)]
-    base_shape = base_kernels[base_kernels["metric"] == LAUNCHES].rename(columns={"median": "launches"})
+    base_shape = base_k[base_k["metric"] == LAUNCHES].rename(columns={"median": "launches"})
     now_shape = now[(now["scope"] == "kernel") & (now["metric"] == LAUNCHES)].rename(columns={"value": "launches"})
     base_sites = baseline[baseline["scope"] == "site"].set_index(SITE)
     now_sites = now[now["scope"] == "site"].set_index(SITE)
