@@ -266,7 +266,8 @@ def judge(checks: pd.DataFrame, thresholds: Thresholds = Thresholds()) -> pd.Dat
                       [t.min_time_ns, t.min_time_ns * table["launches"].fillna(0)], 0.0)
     table["allowed"] = np.maximum.reduce([effect * table["median"].abs(), t.sigmas * table["spread"].fillna(0),
                                           floor, t.min_effect * table["kernel_band"].fillna(0)])
-    shape = table["check"].isin(["new kernel", "removed kernel"])
+    shape = table["check"].isin(["new kernel", "removed kernel"])  # their whole time against the floors
+    table.loc[shape, "allowed"] = t.min_time_ns
     efficiency = table["check"] == "efficiency"
     over_floor = np.where(efficiency, table["kernel_share"].fillna(0) >= t.min_impact,
                           table["impact"] >= t.min_impact)
