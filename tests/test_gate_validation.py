@@ -235,6 +235,21 @@ def test_efficiency_loss_with_the_same_duration_is_caught(counted):
     assert (round(failed["median"].iloc[0]), round(failed["current"].iloc[0])) == (28, 19)  # README
 
 
+def test_a_configuration_change_is_judged_on_efficiency_too(counted):
+    """Another grid for the backward dx kernel, the same time, 30 % less DRAM throughput: the site's
+    time-weighted DRAM % over its configurations fails."""
+    _, base_runs, held_back = counted
+    baseline = build_baseline(base_runs)
+    frame = plant_dram_loss(held_back[0])
+    frame.loc[frame["kernel_name"] == DX, "grid_x"] *= 2
+    judged = judge(compare(baseline, frame))
+    assert caught_by(judged) == "efficiency (dram_throughput_pct)"
+    failed = judged[judged["regressed"]].iloc[0]
+    assert (failed["scope"], failed["kernel_name"], failed["grid_x"]) == ("site", DX, 0)
+    change = judged[judged["check"] == "config changed"]
+    assert change["kernel_name"].tolist() == [DX] and not change["regressed"].any()
+
+
 def test_counters_that_failed_their_checks_are_not_judged(counted):
     unchecked, base_runs, held_back = counted
     baseline = build_baseline(base_runs)

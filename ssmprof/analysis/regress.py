@@ -13,7 +13,8 @@ median over its runs and their spread (median absolute deviation, scaled to a st
   self-checks of `analysis.checks` (`counter_status` measured or lent); a kernel whose counters failed or
   were never checked is "not judged" on them, never passed or failed;
 - a site whose configurations changed (a Triton autotuning choice, another tile size, a kernel split into
-  two configurations): the site's time, before and after, as one "config changed" check;
+  two configurations): the site's time, before and after, as one "config changed" check, and its efficiency
+  metrics time-weighted over its configurations;
 - a site only in the baseline ("removed kernel") or only in the run ("new kernel"): its whole time.
 
 `judge(checks, thresholds)` applies the thresholds (`Thresholds`): a check regresses where it is worse than
@@ -81,22 +82,22 @@ def _keyed(kernels: pd.DataFrame) -> pd.DataFrame:
                           category=kernels["category"].astype(str))
 
 
-def kernel_table(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per kernel (`GATE_KEY`): launches, time, time per launch, the efficiency metrics over launches with
-    checked counters (NaN where none), and `counters`: checked, or why not (the most common other status)."""
+def kernel_table(kernels: pd.DataFrame, key: list[str] = GATE_KEY) -> pd.DataFrame:
+    """Per kernel (`GATE_KEY`, or per site with `SITE`): launches, time, time per launch, the efficiency
+    metrics over launches with checked counters (NaN where none), and `counters`: checked, or why not (the
+    most common other status)."""
     frame = checked_counters(_keyed(kernels))
-    table = frame.groupby(GATE_KEY, as_index=False).agg(
+    table = frame.groupby(key, as_index=False).agg(
         launches=("launch_idx", "size"), time_ns=("duration_ns", "sum"), category=("category", "first"))
     table[PER_LAUNCH] = table[TIME] / table[LAUNCHES]
-    rates = time_weighted_by(frame, GATE_KEY, ["dram_throughput_pct", "l2_hit_rate_pct", "l1_hit_rate_pct"])
+    rates = time_weighted_by(frame, key, ["dram_throughput_pct", "l2_hit_rate_pct", "l1_hit_rate_pct"])
     measured = frame[frame["flops"].notna() & frame["seconds"].notna()]
-    work = measured.groupby(GATE_KEY, as_index=False)[["flops", "seconds"]].sum()
+    work = measured.groupby(key, as_index=False)[["flops", "seconds"]].sum()
     work["flop_per_s"] = work["flops"] / work["seconds"]
     status = frame["counter_status"].astype(str).where(~frame["counter_status"].isin(CHECKED), "checked")
-    why = status.groupby([frame[k] for k in GATE_KEY]).agg(lambda s: s.value_counts().index[0]).rename("counters")
-    return (table.merge(rates, on=GATE_KEY, how="left").merge(work[GATE_KEY + ["flop_per_s"]], on=GATE_KEY,
-                                                              how="left")
-            .merge(why.reset_index(), on=GATE_KEY, how="left"))
+    why = status.groupby([frame[k] for k in key]).agg(lambda s: s.value_counts().index[0]).rename("counters")
+    return (table.merge(rates, on=key, how="left").merge(work[key + ["flop_per_s"]], on=key, how="left")
+            .merge(why.reset_index(), on=key, how="left"))
 
 
 def measure(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -106,6 +107,9 @@ def measure(kernels: pd.DataFrame) -> pd.DataFrame:
     for scope, by in (("phase", ["phase"]), ("category", ["category"]), ("site", SITE)):
         grouped = frame.groupby(by, as_index=False)["duration_ns"].sum().rename(columns={"duration_ns": "value"})
         parts.append(grouped.assign(scope=scope, metric=TIME))
+    # a site's efficiency over all its configurations: what a configuration change is judged on
+    sites = kernel_table(kernels, SITE).melt(id_vars=SITE, value_vars=list(EFFICIENCY), var_name="metric")
+    parts.append(sites.dropna(subset=["value"]).assign(scope="site"))
     table = kernel_table(kernels)
     long = table.melt(id_vars=GATE_KEY + ["category"], value_vars=[LAUNCHES, PER_LAUNCH, *EFFICIENCY],
                       var_name="metric").dropna(subset=["value"])
@@ -188,9 +192,9 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     # sites: same shape -> per kernel; otherwise one check of the site's time
     base_shape = base_k[base_k["metric"] == LAUNCHES].rename(columns={"median": "launches"})
     now_shape = now[(now["scope"] == "kernel") & (now["metric"] == LAUNCHES)].rename(columns={"value": "launches"})
-    base_sites = baseline[baseline["scope"] == "site"].set_index(SITE)
-    now_sites = now[now["scope"] == "site"].set_index(SITE)
-    same_shape = []
+    base_sites = baseline[(baseline["scope"] == "site") & (baseline["metric"] == TIME)].set_index(SITE)
+    now_sites = now[(now["scope"] == "site") & (now["metric"] == TIME)].set_index(SITE)
+    same_shape, changed = [], []
     for site in base_sites.index.union(now_sites.index):
         old = base_shape[(base_shape[SITE] == list(site)).all(axis=1)]
         new = now_shape[(now_shape[SITE] == list(site)).all(axis=1)]
@@ -204,6 +208,8 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
         value = float(now_sites.loc[site, "value"]) if site in now_sites.index else 0.0
         kind = ("new kernel" if site not in base_sites.index else "removed kernel" if site not in now_sites.index
                 else "config changed")
+        if kind == "config changed":
+            changed.append(site)
         change = f"{(value - median) / 1000:+.1f} us"
         note = {"new kernel": f"new kernel: {' + '.join(new_shape)}, {change}",
                 "removed kernel": f"removed kernel: {' + '.join(old_shape)}, {change}",
@@ -222,15 +228,23 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     timed = per_launch.merge(kernel_now[GATE_KEY + [PER_LAUNCH]], on=GATE_KEY, how="left")
     checks.append(timed.rename(columns={PER_LAUNCH: "current"}).assign(check="kernel"))
 
-    efficiency = base_k[base_k["metric"].isin(list(EFFICIENCY))].merge(launches, on=GATE_KEY, how="left")
-    efficiency = efficiency.merge(kernel_now, on=GATE_KEY, how="inner", suffixes=("", "_now"))
+    # efficiency: per kernel wherever the kernel is in both; per site where the configurations changed
+    kernel_eff = base_k[base_k["metric"].isin(list(EFFICIENCY))].merge(launches, on=GATE_KEY, how="left")
+    kernel_eff = kernel_eff.merge(kernel_now, on=GATE_KEY, how="inner", suffixes=("", "_now"))
+    site_now = kernel_table(current, SITE).assign(launch_op=lambda f: f["launch_op"].astype(str))
+    site_eff = baseline[(baseline["scope"] == "site") & baseline["metric"].isin(list(EFFICIENCY))]
+    site_eff = site_eff[pd.MultiIndex.from_frame(site_eff[SITE]).isin(pd.Index(changed))] if changed \
+        else site_eff.iloc[:0]
+    site_eff = site_eff.merge(site_now.drop(columns=["category"]), on=SITE, how="inner")
+    efficiency = pd.concat([kernel_eff, site_eff], ignore_index=True)
     if len(efficiency):
         efficiency["current"] = [row[row["metric"]] for _, row in efficiency.iterrows()]
         efficiency["judged"] = efficiency["current"].notna()
         efficiency["note"] = np.where(efficiency["judged"], "",
                                       "not judged: counters " + efficiency["counters"].astype(str))
+        efficiency["kernel_share"] = efficiency[TIME] / total
         checks.append(efficiency[ROW_KEY + ["metric", "median", "spread", "runs", "launches", "current", "judged",
-                                            "note"]].assign(check="efficiency"))
+                                            "note", "kernel_share"]].assign(check="efficiency"))
 
     table = pd.concat(checks, ignore_index=True)
     for column in ROW_KEY:
@@ -243,9 +257,8 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     cost = np.where(table["check"] == "kernel", table["worse_by"] * table["launches"],
                     np.where(table["check"] == "removed kernel", table["median"], table["worse_by"]))
     table["impact"] = cost / total if total else np.nan
-    # the kernel's share of the run's time: a kernel below the impact floor cannot fail on efficiency
-    kernel_time = kernel_now.set_index(GATE_KEY)[TIME]
-    table["kernel_share"] = kernel_time.reindex(pd.MultiIndex.from_frame(table[GATE_KEY])).to_numpy() / total
+    if "kernel_share" not in table:  # the share of the run's time of an efficiency check's kernel or site
+        table["kernel_share"] = np.nan
     table.loc[table["check"] == "kernel", "judged"] = table.loc[table["check"] == "kernel", "current"].notna()
     table.loc[(table["check"] == "kernel") & ~table["judged"], "note"] = "kernel not launched with this configuration"
     order = {name: i for i, name in enumerate(["total", "phase", "category", "config changed", "new kernel",

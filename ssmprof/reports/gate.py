@@ -34,7 +34,7 @@ def label(row) -> str:
     if row.check == "category":
         return f"category {row.category}"
     where = f"{row.kernel_name} [{row.phase}, {row.launch_op or 'op unknown'}"
-    if row.check in SHAPE:
+    if row.check in SHAPE or row.scope == "site":  # a site: all its launch configurations
         return where + "]"
     return (where + f", grid {row.grid_x}x{row.grid_y}x{row.grid_z}, "
             f"block {row.block_x}x{row.block_y}x{row.block_z}]")
