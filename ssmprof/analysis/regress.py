@@ -161,7 +161,9 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     """Every check of a run against `baseline` (from `build_baseline`), no thresholds yet: `check` (total,
     phase, category, kernel, config changed, removed kernel, new kernel, efficiency), `scope`, the key
     columns, metric, median, spread, current, worse_by (positive: worse), `impact` (share of the run's kernel
-    time the change costs), `launches`, `note`, and `judged` (False: counters not checked, see `note`)."""
+    time the change costs; NaN for efficiency), `launches` (the baseline's), `kernel_band` (aggregates: root
+    sum of squares of their kernels' times), `kernel_share` (efficiency: the kernel's or site's share of the
+    run's kernel time), `note`, and `judged` (False: counters not checked, see `note`)."""
     # a site or kernel found in at most half of the baseline's runs is not part of what the baseline expects
     runs = int(baseline["runs"].max()) if len(baseline) else 0
     baseline = baseline[~baseline["scope"].isin(["site", "kernel"]) | (2 * baseline["runs"] > runs)]
@@ -257,13 +259,15 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     cost = np.where(table["check"] == "kernel", table["worse_by"] * table["launches"],
                     np.where(table["check"] == "removed kernel", table["median"], table["worse_by"]))
     table["impact"] = cost / total if total else np.nan
+    table.loc[table["check"] == "efficiency", "impact"] = np.nan  # a rate's change costs no time of its own
     if "kernel_share" not in table:  # the share of the run's time of an efficiency check's kernel or site
         table["kernel_share"] = np.nan
     table.loc[table["check"] == "kernel", "judged"] = table.loc[table["check"] == "kernel", "current"].notna()
     table.loc[(table["check"] == "kernel") & ~table["judged"], "note"] = "kernel not launched with this configuration"
     order = {name: i for i, name in enumerate(["total", "phase", "category", "config changed", "new kernel",
                                                "removed kernel", "kernel", "efficiency"])}
-    table = table.sort_values(["check", "impact"], key=lambda s: s.map(order) if s.name == "check" else -s,
+    table["rank"] = -table["impact"].fillna(table["kernel_share"])
+    table = table.sort_values(["check", "rank"], key=lambda s: s.map(order) if s.name == "check" else s,
                               kind="stable", ignore_index=True)
     return table[["check", *ROW_KEY, "metric", "median", "spread", "current", "worse_by", "impact", "launches",
                   "kernel_band", "kernel_share", "judged", "note"]]

@@ -56,13 +56,20 @@ def _change(row) -> str:
     return f"{_value(row.metric, row.worse_by)} worse"
 
 
+def _cost(row) -> str:
+    """The share of the run's kernel time a change costs; for a rate, the share its kernel takes."""
+    if pd.isna(row.impact):
+        return f"(kernel: {100 * row.kernel_share:.2f} %)"
+    return f"{100 * row.impact:.2f} %"
+
+
 def _table(rows: pd.DataFrame) -> list[str]:
-    lines = ["| check | of | metric | baseline | now | change | allowed | share of kernel time | |",
+    lines = ["| check | of | metric | baseline | now | change | allowed | cost, of kernel time | |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows.itertuples():
         lines.append(f"| {r.check} | {label(r)} | {r.metric} | {_value(r.metric, r.median)} | "
                      f"{_value(r.metric, r.current)} | {r.note or _change(r)} | {_value(r.metric, r.allowed)} | "
-                     f"{100 * r.impact:.2f} % | {'FAIL' if r.regressed else 'ok'} |")
+                     f"{_cost(r)} | {'FAIL' if r.regressed else 'ok'} |")
     return lines
 
 
