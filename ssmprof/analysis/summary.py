@@ -7,6 +7,7 @@ import pandas as pd
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import status_table
+from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.ssd_model import SsdShape, analytic_vs_measured
@@ -30,12 +31,16 @@ def analyze(run: Run, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
         per_kernel = roofline(kernels, ceilings)
         tables["roofline"] = per_kernel[["launch_idx", "kernel_name", "phase", "category", "path", "duration_ns",
                                          "flops", "ai_dram", "ai_l2", "ai_l1", "flop_per_s", "pct_of_roof",
-                                         "pct_of_dram_peak", "verdict", "peak_flop_per_s", "ridge_ai",
-                                         "ceiling_source"]]
+                                         "pct_of_dram_peak", "verdict", "roof_limiter", "peak_flop_per_s",
+                                         "ridge_ai", "ceiling_source"]]
         tables["roofline_summary"] = roofline_summary(per_kernel)
+        saved = headroom(per_kernel, ceilings.dram_gb_s)
+        tables["headroom"] = headroom_summary(saved)
+        tables["headroom_by_category"] = headroom_summary(saved, by="category")
     if has_counters:
-        classified = classify(kernels)
-        tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_share", "flops_tensor",
+        classified = classify(kernels, ceilings)
+        tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",
+                                              "tensor_share", "near_boundary", "recomputed", "flops_tensor",
                                               "flops_vector", "duration_ns"]]
         tables["tensor_vector_ssm"] = class_summary(classified)
         config = run.info["workload"]["config"]

@@ -49,7 +49,7 @@ def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
     analyzed, kernels, infos, ceilings = [], {}, {}, {}
     for index, path in enumerate(paths):
         run = load_run(path)
-        limits, notes = ceilings_for(run.info, profile)
+        limits, notes = ceilings_for(run.info, profile, run.kernels)
         tables = analyze(run, limits)
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
@@ -101,7 +101,7 @@ def results(readme: Path | None = None) -> str:
     kernels = {gpu: {w: run.kernels for w, run in loaded[gpu].items()} for gpu in loaded}
     infos = {gpu: {w: run.info for w, run in loaded[gpu].items()} for gpu in loaded}
     profile = read_device_profile(bundled.device_profile(first))
-    measured = {w: ceilings_for(run.info, profile)[0] for w, run in loaded[first].items()}
+    measured = {w: ceilings_for(run.info, profile, run.kernels)[0] for w, run in loaded[first].items()}
     # the projection is datasheet to datasheet by definition (`ssmprof project`)
     datasheet = {gpu: Ceilings.from_datasheet(SPECS[gpu]) for gpu in bundled.GPUS}
     steps = pd.concat([suite.step_times(infos[gpu]).assign(gpu=bundled.GPUS[gpu]) for gpu in bundled.GPUS],

@@ -19,6 +19,9 @@ TABLE_TITLES = {
     "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
     "ssd_analytic_vs_measured": "SSD forward kernels: analytic vs measured (per launch)",
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
+    "host": "GPU busy share of the step: host-bound or GPU-bound",
+    "headroom_by_category": "Headroom by category: step time saved at the roof, and at 80 % of it",
+    "headroom": "Headroom: the kernels where an optimization would pay most",
 }
 
 
