@@ -340,3 +340,16 @@ def test_not_judged_in_the_summary_and_junit(tmp_path):
     for name in ("min_effect", "aggregate_effect", "sigmas", "min_time_ns", "min_impact"):
         option = cli[cli.index(f"    {name}: Annotated"[4:]):]
         assert option[:option.index("= None")].rstrip().endswith(f'[default: {getattr(Thresholds(), name):g}]")]'), name
+
+
+def test_kernels_that_disappear_or_appear_count_with_their_time(reruns, baseline):
+    """A removed kernel fails on its time above the floors (the baseline no longer describes the run); a tiny
+    new one (under the time and impact floors) is reported and passes."""
+    run = reruns["rerun-3"]
+    removed = run[run["kernel_name"] != "_chunk_scan_fwd_kernel"]
+    judged = judge(compare(baseline, removed))
+    assert caught_by(judged) == "removed kernel"  # SSM-scan time fell: the category is no worse
+    tiny = run.iloc[[0]].assign(kernel_name="tiny_new_kernel", duration_ns=200, launch_idx=99_999)
+    judged = judge(compare(baseline, pd.concat([run, tiny], ignore_index=True)))
+    new = judged[judged["check"] == "new kernel"]
+    assert new["note"].str.startswith("new kernel: ").all() and len(new) == 1 and not judged["regressed"].any()
