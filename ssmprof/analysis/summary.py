@@ -9,6 +9,7 @@ from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import status_table
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary
+from ssmprof.analysis.limiters import limiter_summary, limiters
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.ssd_model import SsdShape, analytic_vs_measured
 from ssmprof.analysis.tensor_vector import class_summary, classify
@@ -26,6 +27,10 @@ def analyze(run: Run, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
         "counter_checks": status_table(kernels),
         "host": host_summary(kernels, run.info["harness"]["step_ms"]),
     }
+    if kernels["ncu_duration_ns"].notna().any():
+        limited = limiters(kernels)
+        tables["limiters"] = limiter_summary(limited)
+        tables["limiters_ssm"] = limiter_summary(limited, category="SSM scan")
     has_counters = kernels["ncu_duration_ns"].notna().any()
     if has_counters and ceilings is not None:
         per_kernel = roofline(kernels, ceilings)

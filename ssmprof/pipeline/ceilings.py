@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ssmprof.analysis.checks import Peaks, check_counters
 from ssmprof.analysis.roofline import Ceilings, at_least_achieved
 from ssmprof.profiler.gpu_specs import spec_for
 from ssmprof.schema import DeviceProfile, read_document
@@ -45,3 +46,17 @@ def ceilings_for(info: dict, profile: DeviceProfile | None = None,
         ceilings, raised = at_least_achieved(ceilings, kernels)
         notes += raised
     return ceilings, notes
+
+
+def datasheet_peaks(gpu_name: str) -> Peaks | None:
+    """Datasheet peaks for the counter self-checks (None for a GPU not in the table: rates go unchecked)."""
+    spec = spec_for(gpu_name)
+    if spec is None:
+        return None
+    return Peaks(dram_bytes=spec.dram_tb_s * 1e12, bf16_flops=spec.bf16_tflops * 1e12,
+                 tf32_flops=spec.tf32_tflops * 1e12, fp32_flops=spec.fp32_tflops * 1e12)
+
+
+def check_run_counters(kernels: pd.DataFrame, gpu_name: str) -> tuple[pd.DataFrame, dict]:
+    """`analysis.checks.check_counters` on the datasheet peaks of the run's GPU (`profile_run`'s `check`)."""
+    return check_counters(kernels, datasheet_peaks(gpu_name))

@@ -20,6 +20,8 @@ TABLE_TITLES = {
     "ssd_analytic_vs_measured": "SSD forward kernels: analytic vs measured (per launch)",
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
     "host": "GPU busy share of the step: host-bound or GPU-bound",
+    "limiters_ssm": "What limits each SSM kernel, and the counters that say so",
+    "limiters": "What limits the top kernels by time",
     "headroom_by_category": "Headroom by category: step time saved at the roof, and at 80 % of it",
     "headroom": "Headroom: the kernels where an optimization would pay most",
 }
