@@ -278,11 +278,11 @@ def baseline(
     runs: Annotated[list[Path], typer.Argument(help="repeated runs of one configuration")],
     output: Annotated[Path, typer.Option("-o", "--output", help="baseline file to write")] = Path("baseline.json"),
 ) -> None:
-    """Build a noise-aware kernel-efficiency baseline from repeated runs."""
+    """Build a baseline from repeated runs: totals, phases, categories, kernels and their noise."""
     from ssmprof.pipeline import gate
 
     result = gate.baseline(runs, output)
-    console.print(f"baseline of {result.runs} runs, {result.rows} kernel metrics: {result.path}")
+    console.print(f"baseline of {result.runs} runs, {result.rows} measurements: {result.path}")
 
 
 @app.command()
@@ -292,16 +292,28 @@ def regress(
     baseline_file: Annotated[Path, typer.Option("--baseline", help="from `ssmprof baseline`")],
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML summary here")] = None,
     summary: Annotated[Path | None, typer.Option(help="also write the markdown summary here")] = None,
-    min_effect: Annotated[float, typer.Option(help="smallest relative change that counts")] = 0.05,
-    sigmas: Annotated[float, typer.Option(help="noise band, in baseline standard deviations")] = 3.0,
-    min_time_ns: Annotated[float, typer.Option(help="smallest change of time per launch that counts (ns)")] = 1000,
-    min_impact: Annotated[float, typer.Option(help="smallest share of the iteration's kernel time a slower "
-                                              "kernel must cost")] = 0.001,
+    allow_different_gpu: Annotated[bool, typer.Option(help="gate runs of another GPU than the baseline's "
+                                                       "(the summary says so)")] = False,
+    allow_different_config: Annotated[bool, typer.Option(help="gate runs of another workload config than the "
+                                                          "baseline's (the summary says so)")] = False,
+    min_effect: Annotated[float | None, typer.Option(help="per kernel: smallest relative change that counts "
+                                                     "[default: 0.05]")] = None,
+    aggregate_effect: Annotated[float | None, typer.Option(help="total, phases, categories: smallest relative "
+                                                           "change that counts [default: 0.005]")] = None,
+    sigmas: Annotated[float | None, typer.Option(help="noise band, in baseline standard deviations "
+                                                 "[default: 3]")] = None,
+    min_time_ns: Annotated[float | None, typer.Option(help="smallest change of time per launch that counts, ns "
+                                                      "[default: 250]")] = None,
+    min_impact: Annotated[float | None, typer.Option(help="smallest share of the run's kernel time a change must "
+                                                     "cost [default: 0.0002]")] = None,
 ) -> None:
-    """Exit 1 if any kernel got less efficient than the baseline allows (markdown on stdout)."""
+    """Exit 1 if the run got slower or less efficient than the baseline allows (markdown on stdout)."""
     from ssmprof.pipeline import gate
 
-    result = gate.regress(runs, baseline_file, junit, summary, min_effect, sigmas, min_time_ns, min_impact)
+    thresholds = gate.thresholds(min_effect=min_effect, aggregate_effect=aggregate_effect, sigmas=sigmas,
+                                 min_time_ns=min_time_ns, min_impact=min_impact)
+    result = gate.regress(runs, baseline_file, junit, summary, thresholds, allow_different_gpu,
+                          allow_different_config)
     sys.stdout.write(result.summary)
     if result.regressed:
         raise typer.Exit(1)

@@ -313,6 +313,7 @@ class _Versioned(_Closed):
 
     VERSION: ClassVar[int]
     WHAT: ClassVar[str]
+    REBUILD: ClassVar[str] = ""  # how to make a file of this version from one of another, where there is a way
     version: int
 
 
@@ -354,29 +355,47 @@ class DeviceProfile(_Versioned):
 
 
 class BaselineRow(_Closed):
-    """One kernel (name, phase, launch configuration) and metric over the baseline's runs."""
+    """One measurement over the baseline's runs: a scope (total, phase, category, site, kernel: see
+    `analysis.regress`), what it is of (the key fields that scope uses; "" and 0 otherwise) and a metric."""
 
-    kernel_name: str
-    phase: str
-    grid_x: int
-    grid_y: int
-    grid_z: int
-    block_x: int
-    block_y: int
-    block_z: int
+    scope: str
+    kernel_name: str = ""
+    phase: str = ""
+    launch_op: str = ""
+    category: str = ""
+    grid_x: int = 0
+    grid_y: int = 0
+    grid_z: int = 0
+    block_x: int = 0
+    block_y: int = 0
+    block_z: int = 0
     metric: str
     median: float
     spread: float  # median absolute deviation scaled to a standard deviation
-    runs: int  # how many of the baseline's runs had this kernel
+    runs: int  # how many of the baseline's runs had this row
+
+
+class BaselineSource(_Closed):
+    """Where the baseline's runs were measured: `ssmprof regress` refuses runs of another GPU or config
+    (unless told otherwise) and names any other difference in its summary."""
+
+    gpu: str
+    driver: str | None = None  # run.json gpu.clocks.driver, where recorded
+    host: dict[str, Any] | None = None  # run.json host, where recorded
+    versions: dict[str, Any]
+    runs: list[str]  # the run directories' names
 
 
 class Baseline(_Versioned):
-    """`ssmprof baseline`'s output, the reference `ssmprof regress` gates runs of the same workload on."""
+    """`ssmprof baseline`'s output, the reference `ssmprof regress` gates runs of the same workload on.
+    Version 2: every scope (totals, phases, categories, sites, kernels) and where the runs came from;
+    version 1 baselines (kernels only) are refused: rebuild them with `ssmprof baseline`."""
 
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
     WHAT: ClassVar[str] = "baseline"
+    REBUILD: ClassVar[str] = "rebuild it from its runs with `ssmprof baseline RUN... -o FILE`"
     workload: WorkloadSection
-    gpu: str
+    source: BaselineSource
     rows: list[BaselineRow]
 
     def table(self) -> pd.DataFrame:
@@ -434,7 +453,8 @@ def read_document(kind: type[Document], path: Path) -> Document:
         raise CorruptFile(f"{kind.WHAT} {path} is not a JSON object")
     found = document.get("version", kind.model_fields["version"].default)
     if found != kind.VERSION:
-        raise CorruptFile(f"{kind.WHAT} {path} has version {found}, this ssmprof reads {kind.VERSION}")
+        rebuild = f": {kind.REBUILD}" if kind.REBUILD else ""
+        raise CorruptFile(f"{kind.WHAT} {path} has version {found}, this ssmprof reads {kind.VERSION}{rebuild}")
     try:
         return kind.model_validate(document)
     except ValidationError as exc:

@@ -85,19 +85,23 @@ def test_planted_regression_is_caught(tmp_path, baseline_file):
     result = runner.invoke(app, ["regress", str(run), "--baseline", str(baseline_file), "--junit", str(junit)])
     assert result.exit_code == 1
     assert "FAIL" in result.output and "_chunk_scan_fwd_kernel [forward" in result.output
-    suite = ET.parse(junit).getroot()
-    failed = {case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None}
-    assert failed == {"time_per_launch_ns", "flop_per_s"}  # slower, so fewer FLOP/s too
-    assert int(suite.get("failures")) == 2
+    suite = ET.parse(junit).getroot().find("testsuite")
+    failed = {(case.get("classname").split(" ")[0].rstrip(":"), case.get("name")) for case in suite.iter("testcase")
+              if case.find("failure") is not None}
+    # slower, so fewer FLOP/s too; and its category (a single kernel) and phase
+    assert failed == {("kernel", "time_per_launch_ns"), ("efficiency", "flop_per_s"), ("category", "time_ns"),
+                      ("phase", "time_ns")}
+    assert int(suite.get("failures")) == 4
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
     [
         ("{not json", "is not valid JSON"),
-        ('{"version": 1, "rows": [{"kernel_name": "x"}]}',
-         "is not a valid baseline: lacks: workload, gpu, rows.0.phase"),
-        ('{"version": 7, "rows": []}', "has version 7, this ssmprof reads 1"),
+        ('{"version": 2, "rows": [{"kernel_name": "x"}]}',
+         "is not a valid baseline: lacks: workload, source, rows.0.scope"),
+        ('{"version": 1, "rows": []}', "has version 1, this ssmprof reads 2: rebuild it from its runs with "
+                                       "`ssmprof baseline"),
         ("[1, 2]", "is not a JSON object"),
     ],
 )

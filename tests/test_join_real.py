@@ -11,7 +11,8 @@ import pytest
 
 from ssmprof import schema
 from ssmprof.analysis.checks import check_counters, gemm_flops
-from ssmprof.profiler.collect import coverage, peaks_for
+from ssmprof.pipeline.ceilings import datasheet_peaks
+from ssmprof.profiler.collect import coverage
 from ssmprof.profiler.counters import CONFIG_KEY, SamplingPlan, attach_counters
 from ssmprof.profiler.timeline import kernel_table
 
@@ -37,7 +38,7 @@ def joined(tmp_path_factory):
               (reports[1], plan.expected(timeline, "sampled", plan.targets))]
     kernels, notes = attach_counters(timeline, passes, plan)
     gpu = json.loads((FIXTURE / "source.json").read_text())["gpu"]["name"]
-    kernels, checks = check_counters(schema.conform_kernels(kernels), peaks_for(gpu))
+    kernels, checks = check_counters(schema.conform_kernels(kernels), datasheet_peaks(gpu))
     return kernels, notes, checks, plan
 
 

@@ -68,7 +68,8 @@ def test_regress_on_real_reruns(tmp_path):
     for i in range(1, 6):
         result = runner.invoke(app, ["regress", regress_run(f"rerun-{i}"), "--baseline", str(baseline)])
         assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["regress", regress_run("planted-chunk64"), "--baseline", str(baseline)])
+    result = runner.invoke(app, ["regress", regress_run("planted-chunk64"), "--baseline", str(baseline),
+                                 "--allow-different-config"])
     assert result.exit_code == 1
     assert "_state_passing_fwd_kernel [forward" in result.output and "_state_passing_bwd_kernel" in result.output
 

@@ -3,10 +3,12 @@
 import math
 
 import pytest
-from known_work import GEMM_FLOPS, analyzed
+from known_work import GEMM_FLOPS, analyzed, kernels
 
 from ssmprof.analysis.caches import cache_summary
-from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
+from ssmprof.analysis.frame import analysis_frame
+from ssmprof.analysis.headroom import headroom, headroom_summary
+from ssmprof.analysis.roofline import Ceilings, at_least_achieved, roofline, roofline_summary
 from ssmprof.analysis.tensor_vector import class_summary, classify
 from ssmprof.profiler.gpu_specs import SPECS
 
@@ -64,3 +66,73 @@ def test_cache_summary_weights_by_time():
     # SSM scan: 80 % over 100 us and 40 % over 300 us (the no-counter launch is left out)
     assert summary.loc["SSM scan", "l2_hit_rate_pct"] == pytest.approx((80 * 100 + 40 * 300) / 400)
     assert summary.loc["memory", "l2_hit_rate_pct"] == 10.0
+
+
+def test_a_ceiling_below_what_a_launch_reaches_is_raised_and_said():
+    # the known GEMM does 2*4096^3 FLOPs in 200 us: 687 TFLOP/s, above a "measured" 600
+    low = Ceilings(dram_gb_s=3000.0, l2_gb_s=None, bf16_tensor_tflops=600.0, fp32_tflops=50.0, source="measured")
+    raised, notes = at_least_achieved(low, analyzed())
+    assert raised.bf16_tensor_tflops == pytest.approx(GEMM_FLOPS / 200e-6 / 1e12)
+    assert raised.dram_gb_s == 3000.0 and raised.source == "measured, raised to achieved"
+    assert len(notes) == 1 and "nvjet_hsh_256x128 (forward) reaches in this run" in notes[0]
+    assert at_least_achieved(H100, analyzed()) == (H100, [])  # the datasheet is above every launch
+
+
+@pytest.mark.parametrize(
+    ("scenario", "l2_gb_s", "limiter", "gemm_limiter"),
+    [
+        ("no L2 ceiling: DRAM bounds the scan", None, "DRAM", "compute"),
+        ("a slow L2 bounds both below DRAM and compute", 100.0, "L2", "L2"),
+        ("a fast L2 leaves DRAM the bound", 1e6, "DRAM", "compute"),
+    ],
+)
+def test_hierarchical_roof_names_its_limiter(scenario, l2_gb_s, limiter, gemm_limiter):
+    ceilings = Ceilings(3350.0, l2_gb_s, 989.4, 67.0, "test")
+    l2_traffic = kernels().assign(l2_bytes=2e8)  # 30 FLOP per L2 byte for the scan: 4x its DRAM bytes
+    frame = roofline(analysis_frame(l2_traffic), ceilings).set_index("kernel_name")
+    assert frame.loc["_chunk_scan_fwd_kernel", "roof_limiter"] == limiter, scenario
+    assert frame.loc["nvjet_hsh_256x128", "roof_limiter"] == gemm_limiter
+    assert frame.loc["_chunk_state_fwd_kernel", "roof_limiter"] == ""  # no counters
+
+
+@pytest.mark.parametrize(
+    ("scenario", "tensor", "vector", "phase", "name", "classes", "near", "recomputed"),
+    [
+        ("99.4 % of FLOPs on tensor cores, but 8 % of compute time on vector units", 994.0, 6.0, "forward",
+         "_chunk_scan_fwd_kernel", ("Tensor+Vector", "TensorOnly"), True, False),
+        ("a GEMM: tensor only either way", 1000.0, 0.0, "forward", "nvjet_x", ("TensorOnly", "TensorOnly"),
+         False, False),
+        ("a scan: vector only either way", 0.0, 1000.0, "forward", "selective_scan_fwd_kernel",
+         ("VectorOnly", "VectorOnly"), False, False),
+        ("the forward chain recomputed in backward", 800.0, 200.0, "backward", "_chunk_state_fwd_kernel",
+         ("Tensor+Vector", "Tensor+Vector"), False, True),
+    ],
+)
+def test_classes_on_compute_time_beside_flop_share(scenario, tensor, vector, phase, name, classes, near, recomputed):
+    frame = analyzed().iloc[[1]].assign(kernel_name=name, phase=phase, flops_tensor=tensor, flops_vector=vector,
+                                        flops=tensor + vector)
+    row = classify(frame, H100).iloc[0]
+    assert (row["class"], row["flop_class"]) == classes, scenario
+    assert row["near_boundary"] == near and row["recomputed"] == recomputed, scenario
+    if "compute time" in scenario:
+        assert row["tensor_time_share"] == pytest.approx(994 / 989.4 / (994 / 989.4 + 6 / 67))
+
+
+def test_backward_classes_also_without_the_recomputed_forward_kernels():
+    frame = analyzed()
+    recomputed = frame["kernel_name"].replace("_chunk_scan_bwd_dx_kernel", "_chunk_scan_fwd_kernel")
+    frame = frame.assign(kernel_name=recomputed)
+    summary = class_summary(classify(frame, H100))
+    assert "backward without recomputed forward" in set(summary["phase"])
+
+
+def test_headroom_is_the_time_above_the_roof_sorted_by_what_is_reachable():
+    saved = headroom(roofline(analyzed(), H100), H100.dram_gb_s).set_index("kernel_name")
+    scan = saved.loc["_chunk_scan_fwd_kernel"]  # 6e9 FLOPs at 120 FLOP/B under a 402 TFLOP/s DRAM roof
+    assert scan["roof_ms"] == pytest.approx(6e9 / (120 * 3.35e12) * 1e3)
+    assert scan["saved_at_roof_ms"] == pytest.approx(0.1 - scan["roof_ms"])
+    copy = saved.loc["vectorized_elementwise_kernel"]  # no FLOPs: 2 GiB at DRAM bandwidth
+    assert copy["roof_ms"] == pytest.approx(2 * 2**30 / 3.35e12 * 1e3)
+    assert math.isnan(saved.loc["_chunk_state_fwd_kernel", "roof_ms"])  # no counters, no roof
+    summary = headroom_summary(headroom(roofline(analyzed(), H100), H100.dram_gb_s), by="category")
+    assert summary["saved_reachable_ms"].is_monotonic_decreasing

@@ -199,29 +199,36 @@ def baseline_rows():
     return build_baseline([frame, frame.assign(duration_ns=frame["duration_ns"] * 2)])
 
 
+SOURCE = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.95.05", "host": {"cpu": "Intel Xeon"},
+          "versions": {"torch": "2.11.0"}, "runs": ["a", "b"]}
+
+
 def test_baseline_round_trip_and_row_columns(tmp_path):
-    from ssmprof.analysis.frame import LAUNCH_KEY as KEY
+    from ssmprof.analysis.regress import ROW_KEY
 
     table = baseline_rows()
-    assert list(schema.BaselineRow.model_fields) == KEY + ["metric", "median", "spread", "runs"] == list(table.columns)
-    document = schema.make_document(schema.Baseline, workload=run_info()["workload"], gpu="NVIDIA H100 80GB HBM3",
+    assert list(schema.BaselineRow.model_fields) == ROW_KEY + ["metric", "median", "spread", "runs"] == \
+        list(table.columns)
+    assert set(table["scope"]) == {"total", "phase", "category", "site", "kernel"}
+    document = schema.make_document(schema.Baseline, workload=run_info()["workload"], source=SOURCE,
                                     rows=table.to_dict("records"))
     read = schema.read_document(schema.Baseline, schema.write_document(document, tmp_path / "baseline.json"))
     pd.testing.assert_frame_equal(read.table(), table, check_dtype=False)
-    assert read.workload.name == "mamba2-lm"
+    assert read.workload.name == "mamba2-lm" and read.source.driver == "580.95.05"
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"version": 2}, "has version 2, this ssmprof reads 1"),
+        ({"version": 1}, "has version 1, this ssmprof reads 2: rebuild it from its runs with `ssmprof baseline"),
+        ({"version": 3}, "has version 3, this ssmprof reads 2"),
         ({"version": None}, "has version None"),
-        ({"rows": [{"kernel_name": "x"}]}, "lacks: rows.0.phase, rows.0.grid_x"),
+        ({"rows": [{"kernel_name": "x"}]}, "lacks: rows.0.scope, rows.0.metric"),
         ({"rows": "all of them"}, "rows: Input should be a valid list"),
     ],
 )
 def test_bad_baseline_is_one_line(tmp_path, change, message):
-    document = schema.make_document(schema.Baseline, workload=run_info()["workload"], gpu="NVIDIA H200",
+    document = schema.make_document(schema.Baseline, workload=run_info()["workload"], source=SOURCE,
                                     rows=baseline_rows().to_dict("records"))
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps({**json.loads(document.model_dump_json()), **change}))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ssmprof.analysis.frame import WEIGHT, time_weighted
+from ssmprof.analysis.headroom import REACHABLE
 
 SSM = "SSM scan"
 COLUMNS = ["topic", "finding", "value", "anchor"]
@@ -110,23 +111,20 @@ def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
 
 
 def _headroom(tables: dict[str, pd.DataFrame]) -> list[dict]:
-    if "roofline" not in tables:
+    """From `headroom_by_category`: what the kernels would give back at a reachable share of their roofs, and
+    at the roofs (the upper bound)."""
+    if "headroom_by_category" not in tables or tables["headroom_by_category"].empty:
         return []
-    roof = tables["roofline"]
-    measured = roof[roof["pct_of_roof"].notna()]
-    if measured.empty:
-        return []
-    at_roof = (measured["duration_ns"] * measured["pct_of_roof"].clip(upper=100) / 100).sum()
-    total = measured["duration_ns"].sum()
-    over = measured.loc[measured["pct_of_roof"] > 100, "duration_ns"].sum()
-    text = f"Headroom: the {len(measured)} launches that do arithmetic take {_ms(total)}; at their roofs they " \
-           f"would take {_ms(at_roof)} ({100 * (1 - at_roof / total):.0f} % less), an upper bound on what kernel " \
-           "tuning alone can save."
-    if over > 0:
-        text += f" {100 * over / total:.0f} % of that time reads above its roof " \
-                f"({measured['ceiling_source'].iloc[0]} ceilings below what the kernels reach)."
-    return [{"topic": "headroom", "finding": text, "value": f"{100 * (1 - at_roof / total):.0f} %",
-             "anchor": "roofline_summary"}]
+    saved = tables["headroom_by_category"]
+    total = tables["by_category"]["time_ms"].sum()
+    reachable, bound = saved["saved_reachable_ms"].sum(), saved["saved_at_roof_ms"].sum()
+    first = saved.iloc[0]
+    text = f"Headroom: at {100 * REACHABLE:.0f} % of their roofs (what tuned kernels reach) the kernels would give " \
+           f"back {reachable:.1f} ms ({100 * reachable / total:.0f} % of kernel time), most of it in " \
+           f"{first['category']} ({first['saved_reachable_ms']:.1f} ms); at the roofs themselves at most " \
+           f"{bound:.1f} ms ({100 * bound / total:.0f} %)."
+    return [{"topic": "headroom", "finding": text, "value": f"{100 * reachable / total:.0f} %",
+             "anchor": "headroom_by_category"}]
 
 
 def _host(tables: dict[str, pd.DataFrame]) -> list[dict]:
@@ -149,7 +147,9 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
         text = f"Counters cover {100 * counted:.0f} % of kernel time, unchecked: a run written before the " \
                "self-checks (schema 1), whose counters were joined by short name and launch configuration."
     else:
-        text = f"Counters cover {100 * counted:.0f} % of kernel time and passed the self-checks"
+        sources = ", ".join(f"{k} {100 * v:.0f} %" for k, v in share.items() if k in ("measured", "lent"))
+        text = f"Counters cover {100 * counted:.0f} % of kernel time ({sources}; lent: one profiled launch per " \
+               "configuration stands for the others) and passed the self-checks"
         if len(rejected):
             names = info.get("checks", {}).get("rejected", [])[:3]
             text += f"; the checks removed the counters of {int(rejected['launches'].sum()):,} launches " \

@@ -1,70 +1,335 @@
-"""Kernel-efficiency regression gate: baselines from repeated runs, noise-aware thresholds.
+"""Regression gate: a baseline from repeated runs, and a run judged against it so that nothing escapes by
+changing shape.
 
-For each kernel (name, launch configuration, phase) and metric, a baseline keeps the median over the
-baseline runs and their spread (median absolute deviation, scaled to a standard deviation). A current
-value is a regression when it is worse than the median by more than max(`min_effect` x median,
-`sigmas` x spread, `min_time_ns` for durations): the minimum effect keeps perfectly repeatable kernels
-from alarming on tiny changes, the spread keeps noisy kernels from alarming on noise, and the time floor
-keeps microsecond kernels from alarming on timer jitter. A slower kernel must also cost at least
-`min_impact` of the iteration's kernel time: a single-block loss kernel varies by several per cent from run
-to run, which no CI should fail on, while a planted worse SSD chunk size costs far more. Checked on real
-reruns (`tests/data/regress-reruns-h200`: without the floors every rerun alarms on jitter; with them none
-does, and the planted one fails on its three kernels); the numbers are in the README, tested in
-tests/test_readme_numbers.py.
+A run is measured at five scopes (`SCOPES`): the total kernel time, the time per phase and per category,
+per site (a kernel name launched by one op in one phase, over all its launch configurations) and per kernel
+(a site's launches of one launch configuration: `GATE_KEY`). The baseline keeps, per scope and metric, the
+median over its runs and their spread (median absolute deviation, scaled to a standard deviation).
+
+`compare(baseline, current)` lines the run up with the baseline, without thresholds:
+- totals, phases, categories: time (a category or phase that appears or vanishes counts from or to 0);
+- a site whose launch configurations and launch counts are the baseline's: per kernel, time per launch, and
+  the efficiency metrics (DRAM %, FLOP/s, hit rates) where both sides have counters that passed the
+  self-checks of `analysis.checks` (`counter_status` measured or lent); a kernel whose counters failed or
+  were never checked is "not judged" on them, never passed or failed;
+- a site whose configurations changed (a Triton autotuning choice, another tile size, a kernel split into
+  two configurations): the site's time, before and after, as one "config changed" check, and its efficiency
+  metrics time-weighted over its configurations;
+- a site only in the baseline ("removed kernel") or only in the run ("new kernel"): its whole time.
+
+`judge(checks, thresholds)` applies the thresholds (`Thresholds`): a check regresses where it is worse than
+the median by more than its band (max(relative effect, `sigmas` spreads, and for times per launch
+`min_time_ns`)) and the change costs at least `min_impact` of the run's kernel time; removed and new kernels
+regress on their time alone against the same impact floor (the baseline no longer describes the run: rebuild
+it deliberately), efficiency only for kernels above the impact floor. `choose_thresholds` picks them on
+tuning reruns; the README gives what they chose and what held-back reruns and planted regressions show,
+tested in tests/test_gate_validation.py.
 
 Pure frame logic: the baseline file is `schema.Baseline`, read and written by `pipeline.gate`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields, replace
+
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.compare import per_kernel
-from ssmprof.analysis.frame import LAUNCH_KEY
+from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
 from ssmprof.errors import SsmprofError
+from ssmprof.schema import KERNEL_COLUMNS
 
-# metric -> the direction that is worse
-METRICS = {"time_per_launch_ns": "higher", "dram_throughput_pct": "lower", "flop_per_s": "lower",
-           "l2_hit_rate_pct": "lower", "l1_hit_rate_pct": "lower"}
+CONFIG = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+SITE = ["kernel_name", "phase", "launch_op"]  # where a kernel is launched from: a config change keeps it
+GATE_KEY = LAUNCH_KEY + ["launch_op"]  # one kernel of the gate: its site and launch configuration
+ROW_KEY = ["scope", "kernel_name", "phase", "launch_op", "category", *CONFIG]  # a baseline row, with `metric`
+SCOPES = ("total", "phase", "category", "site", "kernel")
+TIME = "time_ns"
+PER_LAUNCH = "time_per_launch_ns"
+LAUNCHES = "launches"
+# efficiency metric -> the direction that is worse
+EFFICIENCY = {"dram_throughput_pct": "lower", "flop_per_s": "lower", "l2_hit_rate_pct": "lower",
+              "l1_hit_rate_pct": "lower"}
+CHECKED = ("measured", "lent")  # counter statuses whose counters passed the self-checks
 MAD_TO_SIGMA = 1.4826
 
 
-def efficiency(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per kernel (`LAUNCH_KEY`): launches and each metric of `METRICS`. `kernels`: an `analysis_frame`."""
-    table = per_kernel(kernels)
-    table["time_per_launch_ns"] = table["time_ns"] / table["launches"]
-    return table[LAUNCH_KEY + ["launches"] + list(METRICS)]
+@dataclass(frozen=True)
+class Thresholds:
+    """What counts as a regression (defaults: chosen on tuning reruns by `choose_thresholds`, see README)."""
+
+    min_effect: float = 0.05  # per kernel and site: smallest relative change that counts
+    aggregate_effect: float = 0.005  # total, phase, category: smallest relative change that counts
+    sigmas: float = 3.0  # noise band, in baseline standard deviations
+    min_time_ns: float = 250.0  # smallest change of time per launch that counts
+    min_impact: float = 0.0002  # smallest share of the run's kernel time a change must cost
+
+
+# --- measuring a run
+
+
+def checked_counters(kernels: pd.DataFrame) -> pd.DataFrame:
+    """`kernels` with every counter and counter-derived column NaN on launches whose counters did not pass the
+    self-checks (status other than measured/lent): only checked counters are gated."""
+    derived = [c for c in kernels.columns if c not in KERNEL_COLUMNS and c != "category"]
+    out = kernels.copy()
+    out.loc[~out["counter_status"].isin(CHECKED), derived] = np.nan
+    return out
+
+
+def _keyed(kernels: pd.DataFrame) -> pd.DataFrame:
+    return kernels.assign(launch_op=kernels["launch_op"].fillna("").astype(str),
+                          category=kernels["category"].astype(str))
+
+
+def kernel_table(kernels: pd.DataFrame, key: list[str] = GATE_KEY) -> pd.DataFrame:
+    """Per kernel (`GATE_KEY`, or per site with `SITE`): launches, time, time per launch, the efficiency
+    metrics over launches with checked counters (NaN where none), and `counters`: checked, or why not (the
+    most common other status)."""
+    frame = checked_counters(_keyed(kernels))
+    table = frame.groupby(key, as_index=False).agg(
+        launches=("launch_idx", "size"), time_ns=("duration_ns", "sum"), category=("category", "first"))
+    table[PER_LAUNCH] = table[TIME] / table[LAUNCHES]
+    rates = time_weighted_by(frame, key, ["dram_throughput_pct", "l2_hit_rate_pct", "l1_hit_rate_pct"])
+    measured = frame[frame["flops"].notna() & frame["seconds"].notna()]
+    work = measured.groupby(key, as_index=False)[["flops", "seconds"]].sum()
+    work["flop_per_s"] = work["flops"] / work["seconds"]
+    status = frame["counter_status"].astype(str).where(~frame["counter_status"].isin(CHECKED), "checked")
+    why = status.groupby([frame[k] for k in key]).agg(lambda s: s.value_counts().index[0]).rename("counters")
+    return (table.merge(rates, on=key, how="left").merge(work[key + ["flop_per_s"]], on=key, how="left")
+            .merge(why.reset_index(), on=key, how="left"))
+
+
+def measure(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Long frame (`ROW_KEY`, metric, value) of one run at every scope; `kernels`: an `analysis_frame`."""
+    frame = _keyed(kernels)
+    parts = [pd.DataFrame({"scope": ["total"], "metric": [TIME], "value": [float(frame["duration_ns"].sum())]})]
+    for scope, by in (("phase", ["phase"]), ("category", ["category"]), ("site", SITE)):
+        grouped = frame.groupby(by, as_index=False)["duration_ns"].sum().rename(columns={"duration_ns": "value"})
+        parts.append(grouped.assign(scope=scope, metric=TIME))
+    # a site's efficiency over all its configurations: what a configuration change is judged on
+    sites = kernel_table(kernels, SITE).melt(id_vars=SITE, value_vars=list(EFFICIENCY), var_name="metric")
+    parts.append(sites.dropna(subset=["value"]).assign(scope="site"))
+    table = kernel_table(kernels)
+    long = table.melt(id_vars=GATE_KEY + ["category"], value_vars=[LAUNCHES, PER_LAUNCH, *EFFICIENCY],
+                      var_name="metric").dropna(subset=["value"])
+    parts.append(long.assign(scope="kernel"))
+    out = pd.concat(parts, ignore_index=True)
+    for column in ROW_KEY:
+        if column in CONFIG:
+            out[column] = out[column].fillna(0).astype("int64") if column in out else 0
+        else:
+            out[column] = out[column].fillna("").astype(str) if column in out else ""
+    return out[ROW_KEY + ["metric", "value"]].astype({"value": "float64"})
 
 
 def build_baseline(runs: list[pd.DataFrame]) -> pd.DataFrame:
-    """Long frame: LAUNCH_KEY + metric, median, spread, runs (how many runs had the kernel)."""
+    """Long frame: `ROW_KEY` + metric, median, spread, runs (how many of the runs had the row)."""
     if len(runs) < 2:
         raise SsmprofError("a baseline needs at least 2 runs of the same configuration, to know the noise")
-    long = pd.concat([efficiency(k).assign(run=i) for i, k in enumerate(runs)]).melt(
-        id_vars=LAUNCH_KEY + ["run"], value_vars=list(METRICS), var_name="metric").dropna(subset=["value"])
-    grouped = long.groupby(LAUNCH_KEY + ["metric"])["value"]
+    long = pd.concat([measure(k).assign(run=i) for i, k in enumerate(runs)], ignore_index=True)
+    grouped = long.groupby(ROW_KEY + ["metric"])["value"]
     baseline = grouped.median().rename("median").to_frame()
     baseline["spread"] = grouped.apply(lambda v: MAD_TO_SIGMA * np.median(np.abs(v - np.median(v))))
     baseline["runs"] = grouped.size()
     return baseline.reset_index()
 
 
-def regressions(baseline: pd.DataFrame, current: pd.DataFrame, min_effect: float = 0.05,
-                sigmas: float = 3.0, min_time_ns: float = 1000.0, min_impact: float = 0.001) -> pd.DataFrame:
-    """Every baseline row with the current value, the allowed band and `regressed`; kernels missing from
-    the current run are reported with `missing=True` (not as regressions)."""
-    now = efficiency(current).melt(id_vars=LAUNCH_KEY + ["launches"], value_vars=list(METRICS), var_name="metric",
-                        value_name="current")
-    table = baseline.merge(now, on=LAUNCH_KEY + ["metric"], how="left")
-    floor = np.where(table["metric"] == "time_per_launch_ns", min_time_ns, 0.0)
-    table["allowed"] = np.maximum.reduce([min_effect * table["median"].abs(), sigmas * table["spread"], floor])
-    worse_if_higher = table["metric"].map(METRICS) == "higher"
-    delta = np.where(worse_if_higher, table["current"] - table["median"], table["median"] - table["current"])
-    table["worse_by"] = delta
-    # share of the iteration's kernel time that a slower kernel costs (durations only)
-    impact = np.where(table["metric"] == "time_per_launch_ns",
-                      delta * table["launches"] / current["duration_ns"].sum(), np.inf)
-    table["regressed"] = (delta > table["allowed"]) & (impact >= min_impact) & table["current"].notna()
-    table["missing"] = table["current"].isna()
+# --- lining a run up with the baseline
+
+
+def config_label(row) -> str:
+    grid = f"{row['grid_x']}x{row['grid_y']}x{row['grid_z']}"
+    block = f"{row['block_x']}x{row['block_y']}x{row['block_z']}"
+    return f"grid {grid} block {block}"
+
+
+def _configs(rows: pd.DataFrame) -> list[str]:
+    """A site's launch configurations with their launch counts, e.g. "grid 4x8x4 block 128x1x1 x4"."""
+    return [f"{config_label(r)} x{int(round(r['launches']))}" for _, r in rows.sort_values(CONFIG).iterrows()]
+
+
+def _shape_change(old: list[str], new: list[str]) -> str:
+    """"old -> new" of what differs ("none" for a side without any), and how many stayed as they were."""
+    gone, came = [c for c in old if c not in new], [c for c in new if c not in old]
+    kept = len(old) - len(gone)
+    return (f"{' + '.join(gone) or 'none'} -> {' + '.join(came) or 'none'}"
+            + (f" ({kept} other configuration{'s' if kept > 1 else ''} unchanged)" if kept else ""))
+
+
+def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
+    """Every check of a run against `baseline` (from `build_baseline`), no thresholds yet: `check` (total,
+    phase, category, kernel, config changed, removed kernel, new kernel, efficiency), `scope`, the key
+    columns, metric, median, spread, current, worse_by (positive: worse), `impact` (share of the run's kernel
+    time the change costs; NaN for efficiency), `launches` (the baseline's), `kernel_band` (aggregates: root
+    sum of squares of their kernels' times), `kernel_share` (efficiency: the kernel's or site's share of the
+    run's kernel time), `note`, and `judged` (False: counters not checked, see `note`)."""
+    # a site or kernel found in at most half of the baseline's runs is not part of what the baseline expects
+    runs = int(baseline["runs"].max()) if len(baseline) else 0
+    baseline = baseline[~baseline["scope"].isin(["site", "kernel"]) | (2 * baseline["runs"] > runs)]
+    now = measure(current)
+    total = float(current["duration_ns"].sum())
+    checks = []
+
+    # totals, phases, categories: what vanished or appeared counts from or to 0. `kernel_band`: the root sum of
+    # squares of the times of the baseline's kernels in it (independent noise adds so): an aggregate of one
+    # kernel is allowed that kernel's band, one of many kernels less, relative to its time
+    base_k = baseline[baseline["scope"] == "kernel"]
+    per_launch = base_k[base_k["metric"] == PER_LAUNCH].set_index(GATE_KEY)
+    kernel_time = per_launch["median"] * base_k[base_k["metric"] == LAUNCHES].set_index(GATE_KEY)["median"]
+    squares = per_launch[["category"]].assign(square=kernel_time**2).reset_index()
+    for scope in ("total", "phase", "category"):
+        base, cur = baseline[baseline["scope"] == scope], now[now["scope"] == scope]
+        merged = base.merge(cur, on=ROW_KEY + ["metric"], how="outer")
+        if scope == "total":
+            merged["kernel_band"] = np.sqrt(squares["square"].sum())
+        else:
+            merged["kernel_band"] = merged[scope].map(np.sqrt(squares.groupby(scope)["square"].sum()))
+        merged["median"] = merged["median"].fillna(0.0)
+        merged["spread"] = merged["spread"].fillna(0.0)
+        merged["current"] = merged["value"].fillna(0.0)
+        merged["check"] = scope
+        checks.append(merged)
+
+    # sites: same shape -> per kernel; otherwise one check of the site's time
+    base_shape = base_k[base_k["metric"] == LAUNCHES].rename(columns={"median": "launches"})
+    now_shape = now[(now["scope"] == "kernel") & (now["metric"] == LAUNCHES)].rename(columns={"value": "launches"})
+    base_sites = baseline[(baseline["scope"] == "site") & (baseline["metric"] == TIME)].set_index(SITE)
+    now_sites = now[(now["scope"] == "site") & (now["metric"] == TIME)].set_index(SITE)
+    same_shape, changed = [], []
+    for site in base_sites.index.union(now_sites.index):
+        old = base_shape[(base_shape[SITE] == list(site)).all(axis=1)]
+        new = now_shape[(now_shape[SITE] == list(site)).all(axis=1)]
+        old_shape, new_shape = _configs(old), _configs(new)
+        if site in base_sites.index and site in now_sites.index and old_shape == new_shape:
+            same_shape.append(site)
+            continue
+        row = dict(zip(SITE, site, strict=True), scope="site", metric=TIME)
+        median = float(base_sites.loc[site, "median"]) if site in base_sites.index else 0.0
+        spread = float(base_sites.loc[site, "spread"]) if site in base_sites.index else 0.0
+        value = float(now_sites.loc[site, "value"]) if site in now_sites.index else 0.0
+        kind = ("new kernel" if site not in base_sites.index else "removed kernel" if site not in now_sites.index
+                else "config changed")
+        if kind == "config changed":
+            changed.append(site)
+        change = f"{(value - median) / 1000:+.1f} us"
+        note = {"new kernel": f"new kernel: {' + '.join(new_shape)}, {change}",
+                "removed kernel": f"removed kernel: {' + '.join(old_shape)}, {change}",
+                "config changed": f"config changed: {_shape_change(old_shape, new_shape)}, {change}"}[kind]
+        checks.append(pd.DataFrame([{**row, "check": kind, "median": median, "spread": spread, "current": value,
+                                     "launches": float(old["launches"].sum()) if len(old) else 0.0,
+                                     "note": note}]))
+
+    # kernels of unchanged sites: time per launch; efficiency wherever the kernel is in both, on checked counters
+    kernel_now = kernel_table(current).rename(columns={"launches": "launches_now"})
+    kernel_now["launch_op"] = kernel_now["launch_op"].astype(str)
+    launches = base_k[base_k["metric"] == LAUNCHES][GATE_KEY + ["median"]].rename(columns={"median": "launches"})
+    per_launch = base_k[base_k["metric"] == PER_LAUNCH].merge(launches, on=GATE_KEY, how="left")
+    site_index = pd.MultiIndex.from_frame(per_launch[SITE])
+    per_launch = per_launch[site_index.isin(pd.Index(same_shape))] if same_shape else per_launch.iloc[:0]
+    timed = per_launch.merge(kernel_now[GATE_KEY + [PER_LAUNCH]], on=GATE_KEY, how="left")
+    checks.append(timed.rename(columns={PER_LAUNCH: "current"}).assign(check="kernel"))
+
+    # efficiency: per kernel wherever the kernel is in both; per site where the configurations changed
+    kernel_eff = base_k[base_k["metric"].isin(list(EFFICIENCY))].merge(launches, on=GATE_KEY, how="left")
+    kernel_eff = kernel_eff.merge(kernel_now, on=GATE_KEY, how="inner", suffixes=("", "_now"))
+    site_now = kernel_table(current, SITE).assign(launch_op=lambda f: f["launch_op"].astype(str))
+    site_eff = baseline[(baseline["scope"] == "site") & baseline["metric"].isin(list(EFFICIENCY))]
+    site_eff = site_eff[pd.MultiIndex.from_frame(site_eff[SITE]).isin(pd.Index(changed))] if changed \
+        else site_eff.iloc[:0]
+    site_eff = site_eff.merge(site_now.drop(columns=["category"]), on=SITE, how="inner")
+    efficiency = pd.concat([kernel_eff, site_eff], ignore_index=True)
+    if len(efficiency):
+        efficiency["current"] = [row[row["metric"]] for _, row in efficiency.iterrows()]
+        efficiency["judged"] = efficiency["current"].notna()
+        efficiency["note"] = np.where(efficiency["judged"], "",
+                                      "not judged: counters " + efficiency["counters"].astype(str))
+        efficiency["kernel_share"] = efficiency[TIME] / total
+        checks.append(efficiency[ROW_KEY + ["metric", "median", "spread", "runs", "launches", "current", "judged",
+                                            "note", "kernel_share"]].assign(check="efficiency"))
+
+    table = pd.concat(checks, ignore_index=True)
+    for column in ROW_KEY:
+        table[column] = table[column].fillna(0 if column in CONFIG else "")
+    table = table.astype({c: "int64" for c in CONFIG})
+    table["note"] = table["note"].fillna("") if "note" in table else ""
+    table["judged"] = table["judged"].fillna(True).astype(bool) if "judged" in table else True
+    higher = table["metric"].map(EFFICIENCY).fillna("higher") == "higher"
+    table["worse_by"] = np.where(higher, table["current"] - table["median"], table["median"] - table["current"])
+    cost = np.where(table["check"] == "kernel", table["worse_by"] * table["launches"],
+                    np.where(table["check"] == "removed kernel", table["median"], table["worse_by"]))
+    table["impact"] = cost / total if total else np.nan
+    table.loc[table["check"] == "efficiency", "impact"] = np.nan  # a rate's change costs no time of its own
+    if "kernel_share" not in table:  # the share of the run's time of an efficiency check's kernel or site
+        table["kernel_share"] = np.nan
+    table.loc[table["check"] == "kernel", "judged"] = table.loc[table["check"] == "kernel", "current"].notna()
+    table.loc[(table["check"] == "kernel") & ~table["judged"], "note"] = "kernel not launched with this configuration"
+    order = {name: i for i, name in enumerate(["total", "phase", "category", "config changed", "new kernel",
+                                               "removed kernel", "kernel", "efficiency"])}
+    table["rank"] = -table["impact"].fillna(table["kernel_share"])
+    table = table.sort_values(["check", "rank"], key=lambda s: s.map(order) if s.name == "check" else s,
+                              kind="stable", ignore_index=True)
+    return table[["check", *ROW_KEY, "metric", "median", "spread", "current", "worse_by", "impact", "launches",
+                  "kernel_band", "kernel_share", "judged", "note"]]
+
+
+def judge(checks: pd.DataFrame, thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
+    """`checks` (from `compare`) with `allowed` (the band a change must exceed) and `regressed`."""
+    t = thresholds
+    table = checks.copy()
+    aggregate = table["check"].isin(["total", "phase", "category"])
+    effect = np.where(aggregate, t.aggregate_effect, t.min_effect)
+    floor = np.select([table["check"] == "kernel", table["check"] == "config changed"],
+                      [t.min_time_ns, t.min_time_ns * table["launches"].fillna(0)], 0.0)
+    table["allowed"] = np.maximum.reduce([effect * table["median"].abs(), t.sigmas * table["spread"].fillna(0),
+                                          floor, t.min_effect * table["kernel_band"].fillna(0)])
+    shape = table["check"].isin(["new kernel", "removed kernel"])  # their whole time against the floors
+    table.loc[shape, "allowed"] = t.min_time_ns
+    efficiency = table["check"] == "efficiency"
+    over_floor = np.where(efficiency, table["kernel_share"].fillna(0) >= t.min_impact,
+                          table["impact"] >= t.min_impact)
+    beyond = np.where(shape, np.maximum(table["current"], table["median"]) > t.min_time_ns,
+                      table["worse_by"] > table["allowed"])
+    table["regressed"] = table["judged"] & beyond & over_floor
     return table
+
+
+def regressions(baseline: pd.DataFrame, current: pd.DataFrame, thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
+    """`judge(compare(baseline, current), thresholds)`: every check of a run, with `regressed`."""
+    return judge(compare(baseline, current), thresholds)
+
+
+# --- choosing the thresholds on tuning reruns
+
+LADDERS: dict[str, tuple[float, ...]] = {
+    "min_impact": (0.0, 0.0002, 0.0005, 0.001, 0.002, 0.005),
+    "min_time_ns": (0.0, 250.0, 500.0, 1000.0, 2000.0, 4000.0),
+    "aggregate_effect": (0.0025, 0.005, 0.01, 0.02, 0.05),
+    "min_effect": (0.01, 0.02, 0.05, 0.1, 0.2),
+}
+
+
+def choose_thresholds(checks: list[pd.DataFrame], ladders: dict[str, tuple[float, ...]] = LADDERS,
+                      margin_steps: int = 1, sigmas: float = 3.0) -> Thresholds:
+    """The thresholds a set of clean tuning reruns (their `compare` frames) allow: start with every threshold
+    at the loosest value of its ladder, lower each in turn (the order of `ladders`) to the tightest value that
+    leaves every tuning rerun without an alarm, then step back `margin_steps` up the ladder (a few reruns
+    do not show all the noise there is)."""
+    chosen = Thresholds(sigmas=sigmas, **{name: ladder[-1] for name, ladder in ladders.items()})
+
+    def quiet(candidate: Thresholds) -> bool:
+        return not any(judge(c, candidate)["regressed"].any() for c in checks)
+
+    if not quiet(chosen):
+        raise SsmprofError("the tuning reruns alarm even at the loosest thresholds")
+    for name, ladder in ladders.items():
+        tightest = len(ladder) - 1
+        for i in range(len(ladder) - 1, -1, -1):
+            if not quiet(replace(chosen, **{name: ladder[i]})):
+                break
+            tightest = i
+        chosen = replace(chosen, **{name: ladder[min(tightest + margin_steps, len(ladder) - 1)]})
+    return chosen
+
+
+THRESHOLD_NAMES = [f.name for f in fields(Thresholds)]

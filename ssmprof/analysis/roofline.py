@@ -1,16 +1,22 @@
 """Hierarchical roofline: per kernel, intensity at DRAM/L2/L1, achieved FLOP/s, and what bounds it.
 
 Ceilings come from a device profile measured by `ssmprof calibrate` when one is given, else from the
-datasheet table; the returned frame says which (`ceiling_source`).
+datasheet table; the returned frame says which (`ceiling_source`). A ceiling is never below what a launch
+of the run achieves (`at_least_achieved`): the workloads' own GEMMs reach more than calibrate's one GEMM
+shape, and a roof under a measured point would put it at 105 % of its roof. Where an L2 ceiling is known
+(measured), each kernel's roof is the lowest of the compute peak, its DRAM intensity times DRAM bandwidth
+and its L2 intensity times L2 bandwidth (the hierarchical roofline), and `roof_limiter` names which.
+No L1/shared-memory ceiling is measured yet, so L1 intensity is reported but bounds nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
+from ssmprof.analysis.checks import WITH_COUNTERS as CHECKED
 from ssmprof.analysis.frame import WEIGHT, time_weighted
 
 
@@ -42,14 +48,19 @@ def roofline(kernels: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
     frame["path"] = np.where(tensor, "tensor", "vector")
     frame["peak_flop_per_s"] = peak
     frame["ridge_ai"] = peak / bandwidth
-    frame["roof_flop_per_s"] = np.minimum(peak, frame["ai_dram"] * bandwidth)
+    dram_roof = frame["ai_dram"] * bandwidth
+    l2_roof = frame["ai_l2"] * ceilings.l2_gb_s * 1e9 if ceilings.l2_gb_s else pd.Series(np.inf, frame.index)
+    frame["roof_flop_per_s"] = np.minimum(peak, np.minimum(dram_roof, l2_roof.fillna(np.inf)))
+    frame["roof_limiter"] = np.select([frame["ai_dram"].isna(), frame["roof_flop_per_s"] >= peak,
+                                       dram_roof <= l2_roof.fillna(np.inf)], ["", "compute", "DRAM"], "L2")
     # % of the roof at the kernel's intensity; undefined for kernels that do no arithmetic (copies), whose
     # measure is % of DRAM peak.
     frame["pct_of_roof"] = (100 * frame["flop_per_s"] / frame["roof_flop_per_s"]).where(frame["flops"] > 0)
     frame["pct_of_dram_peak"] = 100 * frame["dram_bytes_per_s"] / bandwidth
-    frame["verdict"] = np.select(
-        [frame["ai_dram"].isna(), frame["ai_dram"] < frame["ridge_ai"]],
-        ["no counters", "memory-bound"], "compute-bound")
+    # memory-bound where a memory level's roof is the lowest at the kernel's intensities (DRAM or, with a
+    # measured L2 ceiling, L2: `roof_limiter` says which), else compute-bound
+    frame["verdict"] = np.select([frame["ai_dram"].isna(), frame["roof_limiter"].isin(["DRAM", "L2"])],
+                                 ["no counters", "memory-bound"], "compute-bound")
     frame["ceiling_source"] = ceilings.source
     return frame
 
@@ -70,3 +81,30 @@ def roofline_summary(frame: pd.DataFrame) -> pd.DataFrame:
         })
     return pd.DataFrame(rows).sort_values("time_ms", ascending=False, ignore_index=True)
 
+
+
+def at_least_achieved(ceilings: Ceilings, kernels: pd.DataFrame) -> tuple[Ceilings, list[str]]:
+    """`ceilings` raised to the highest rate a launch of the run reaches on its checked counters (tensor and
+    fp32 FLOP/s, DRAM and L2 bytes/s, each on the counters' own duration), with a note per raised ceiling.
+    Unchecked counters (schema-1 runs, lent across problems) raise nothing."""
+    kernels = kernels[kernels["counter_status"].isin(CHECKED)]
+    seconds = kernels["seconds"]
+    achieved = {
+        "bf16_tensor_tflops": (kernels["flops_tensor"] / seconds / 1e12, "TFLOP/s"),
+        "fp32_tflops": (kernels["flops_fp32"] / seconds / 1e12, "TFLOP/s"),
+        "dram_gb_s": (kernels["dram_bytes_per_s"] / 1e9, "GB/s"),
+        "l2_gb_s": (kernels["l2_bytes"] / seconds / 1e9, "GB/s"),
+    }
+    raised, notes = {}, []
+    for field, (rates, unit) in achieved.items():
+        current = getattr(ceilings, field)
+        if current is None or rates.dropna().empty or rates.max() <= current:
+            continue
+        best = rates.idxmax()
+        raised[field] = float(rates.max())
+        notes.append(f"{field} ceiling {current:,.0f} {unit} ({ceilings.source}) is below what "
+                     f"{kernels.at[best, 'kernel_name']} ({kernels.at[best, 'phase']}) reaches in this run: "
+                     f"using {rates.max():,.0f} {unit}")
+    if not raised:
+        return ceilings, []
+    return replace(ceilings, **raised, source=f"{ceilings.source}, raised to achieved"), notes

@@ -42,7 +42,7 @@ def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) ->
                "dram_pct_of_peak": caches["dram_throughput_pct"], "l1_hit_pct": caches["l1_hit_rate_pct"],
                "l2_hit_pct": caches["l2_hit_rate_pct"], "pct_of_roof": roof["pct_of_roof"],
                "memory_bound_pct": 100 * roof["memory_bound_share"]}
-        classes = class_summary(classify(ssm))
+        classes = class_summary(classify(ssm, ceilings[workload]))
         for phase in PHASES[:2]:  # forward, backward (the optimizer runs no SSM kernels)
             for name in FLOP_CLASSES:
                 hit = classes[(classes["phase"] == phase) & (classes["class"] == name)]
@@ -71,6 +71,8 @@ def step_times(infos: dict[str, dict]) -> pd.DataFrame:
                      "peak_gib": (harness["peak_memory_bytes"] or 0) / 2**30,
                      "launches": info["coverage"]["launches"],
                      "counter_coverage_pct": 100 * info["coverage"]["counter_time_fraction"],
+                     # schema-1 runs joined counters by (short name, grid size, block size) and never checked them
+                     "counters": "checked" if "checks" in info else "unchecked (schema 1)",
                      "profile_wall_s": collectors["harness"]["wall_s"] + collectors["counters"].get("wall_s", 0.0)})
     return pd.DataFrame(rows)
 

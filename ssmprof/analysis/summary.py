@@ -8,7 +8,9 @@ from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warni
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import status_table
 from ssmprof.analysis.findings import findings, provenance
+from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary
+from ssmprof.analysis.limiters import limiter_summary, limiters
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.ssd_model import SsdShape, analytic_vs_measured
 from ssmprof.analysis.tensor_vector import class_summary, classify
@@ -27,17 +29,25 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None) -> d
         "counter_checks": status_table(kernels),
         "host": host_summary(kernels, run.info["harness"]["step_ms"]),
     }
+    if kernels["ncu_duration_ns"].notna().any():
+        limited = limiters(kernels)
+        tables["limiters"] = limiter_summary(limited)
+        tables["limiters_ssm"] = limiter_summary(limited, category="SSM scan")
     has_counters = kernels["ncu_duration_ns"].notna().any()
     if has_counters and ceilings is not None:
         per_kernel = roofline(kernels, ceilings)
         tables["roofline"] = per_kernel[["launch_idx", "kernel_name", "phase", "category", "path", "duration_ns",
                                          "flops", "ai_dram", "ai_l2", "ai_l1", "flop_per_s", "pct_of_roof",
-                                         "pct_of_dram_peak", "verdict", "peak_flop_per_s", "ridge_ai",
-                                         "ceiling_source"]]
+                                         "pct_of_dram_peak", "verdict", "roof_limiter", "peak_flop_per_s",
+                                         "ridge_ai", "ceiling_source"]]
         tables["roofline_summary"] = roofline_summary(per_kernel)
+        saved = headroom(per_kernel, ceilings.dram_gb_s)
+        tables["headroom"] = headroom_summary(saved)
+        tables["headroom_by_category"] = headroom_summary(saved, by="category")
     if has_counters:
-        classified = classify(kernels)
-        tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_share", "flops_tensor",
+        classified = classify(kernels, ceilings)
+        tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",
+                                              "tensor_share", "near_boundary", "recomputed", "flops_tensor",
                                               "flops_vector", "duration_ns"]]
         tables["tensor_vector_ssm"] = class_summary(classified)
         config = run.info["workload"]["config"]

@@ -1,15 +1,22 @@
 """Tensor vs vector: do the "tensor-core friendly" kernels run on tensor cores?
 
-Classified on FLOPs, not on tensor-pipe instructions (some vector kernels issue a few tensor-pipe
-instructions and do no tensor math): a kernel is TensorOnly when at least 99 % of its FLOPs are on the
-tensor path, VectorOnly when at most 1 % are, Tensor+Vector in between, NoFLOPs when it does no arithmetic
-(data movement).
+Measured on FLOPs, not on tensor-pipe instructions (some vector kernels issue a few tensor-pipe
+instructions and do no tensor math). A vector FLOP costs far more than a tensor FLOP (on an H100 the dense
+bf16 tensor peak is 15x the fp32 peak), so FLOP share is not the share of compute time: with the GPU's
+peaks given, each kernel's tensor and vector work are turned into the time they take at those peaks, and
+the class is defined on the tensor share of that compute time (`tensor_time_share`); the FLOP-share class
+stays beside it (`flop_class`). TensorOnly: at least 99 % tensor, VectorOnly: at most 1 %, Tensor+Vector in
+between, NoFLOPs: no arithmetic (data movement). `near_boundary` marks kernels within a factor of two of a
+threshold (e.g. 98-99.5 % tensor) or whose two classes differ. Forward SSD kernels launched in backward
+(mamba-ssm recomputes the forward chain there) are marked `recomputed`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from ssmprof.kernels import SSD_FORWARD_KERNELS
 
 TENSOR_ONLY_SHARE = 0.99
 VECTOR_ONLY_SHARE = 0.01
@@ -18,24 +25,52 @@ TENSOR_ONLY, TENSOR_VECTOR, VECTOR_ONLY, NO_FLOPS = CLASSES
 FLOP_CLASSES = (TENSOR_ONLY, TENSOR_VECTOR, VECTOR_ONLY)  # the classes of kernels that do arithmetic
 
 
-def classify(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per launch with counters: kernel_name, phase, category, flops_tensor, flops_vector, tensor_share, class.
+def _classes(frame: pd.DataFrame, share: pd.Series) -> np.ndarray:
+    return np.select([frame["flops"] == 0, share >= TENSOR_ONLY_SHARE, share <= VECTOR_ONLY_SHARE],
+                     [NO_FLOPS, TENSOR_ONLY, VECTOR_ONLY], TENSOR_VECTOR)
+
+
+def _near(share: pd.Series) -> pd.Series:
+    vector, tensor = 1 - share, share
+    return vector.between(VECTOR_ONLY_SHARE / 2, 2 * VECTOR_ONLY_SHARE) | tensor.between(
+        VECTOR_ONLY_SHARE / 2, 2 * VECTOR_ONLY_SHARE)
+
+
+def classify(kernels: pd.DataFrame, ceilings=None) -> pd.DataFrame:
+    """Per launch with counters: kernel_name, phase, category, flops_tensor, flops_vector, tensor_share (of
+    FLOPs), tensor_time_share (of compute time at `ceilings`' bf16 tensor and fp32 peaks; FLOP share where no
+    ceilings are given), class (on compute time), flop_class, near_boundary, recomputed.
     `kernels`: an `analysis_frame`."""
     frame = kernels[kernels["flops"].notna()].copy()
     share = frame["flops_tensor"] / frame["flops"].replace(0, np.nan)
     frame["tensor_share"] = share
-    frame["class"] = np.select(
-        [frame["flops"] == 0, share >= TENSOR_ONLY_SHARE, share <= VECTOR_ONLY_SHARE],
-        [NO_FLOPS, TENSOR_ONLY, VECTOR_ONLY], TENSOR_VECTOR)
+    time_share = share
+    if ceilings is not None:
+        tensor_s = frame["flops_tensor"].fillna(0) / (ceilings.bf16_tensor_tflops * 1e12)
+        vector_s = frame["flops_vector"].fillna(0) / (ceilings.fp32_tflops * 1e12)
+        time_share = tensor_s / (tensor_s + vector_s).replace(0, np.nan)
+    frame["tensor_time_share"] = time_share
+    frame["class"] = _classes(frame, time_share)
+    frame["flop_class"] = _classes(frame, share)
+    frame["near_boundary"] = (_near(share) | _near(time_share) | (frame["class"] != frame["flop_class"])) & (
+        frame["flops"] > 0)
+    frame["recomputed"] = (frame["phase"] == "backward") & frame["kernel_name"].str.startswith(SSD_FORWARD_KERNELS)
     return frame[["launch_idx", "kernel_name", "phase", "category", "duration_ns", "flops_tensor", "flops_vector",
-                  "tensor_share", "class"]]
+                  "tensor_share", "tensor_time_share", "class", "flop_class", "near_boundary", "recomputed"]]
+
+
+RECOMPUTE_EXCLUDED = "backward without recomputed forward"
 
 
 def class_summary(classified: pd.DataFrame, category: str | None = "SSM scan") -> pd.DataFrame:
-    """Kernel counts (distinct names) and time share of each class, per phase (default: SSM kernels)."""
+    """Kernel counts (distinct names) and time share of each class, per phase (default: SSM kernels); where
+    backward recomputes forward kernels, a second backward row set without them."""
     frame = classified if category is None else classified[classified["category"] == category]
+    groups = list(frame.groupby("phase"))
+    if frame["recomputed"].any():
+        groups.append((RECOMPUTE_EXCLUDED, frame[(frame["phase"] == "backward") & ~frame["recomputed"]]))
     rows = []
-    for phase, group in frame.groupby("phase"):
+    for phase, group in groups:
         total = group["duration_ns"].sum()
         for name in CLASSES:
             members = group[group["class"] == name]

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ssmprof.analysis.roofline import Ceilings
+import pandas as pd
+
+from ssmprof.analysis.checks import Peaks, check_counters
+from ssmprof.analysis.roofline import Ceilings, at_least_achieved
 from ssmprof.profiler.gpu_specs import spec_for
 from ssmprof.schema import DeviceProfile, read_document
 
@@ -24,14 +27,36 @@ def datasheet_ceilings(info: dict) -> Ceilings | None:
     return Ceilings.from_datasheet(spec) if spec else None
 
 
-def ceilings_for(info: dict, profile: DeviceProfile | None = None) -> tuple[Ceilings | None, list[str]]:
+def ceilings_for(info: dict, profile: DeviceProfile | None = None,
+                 kernels: pd.DataFrame | None = None) -> tuple[Ceilings | None, list[str]]:
     """(ceilings, warnings) for the run of `info`: the profile's where it was measured on the run's GPU,
-    else the datasheet's (with a warning where a profile of another GPU was given)."""
+    else the datasheet's (with a warning where a profile of another GPU was given); with the run's analysis
+    frame `kernels`, raised to what its launches reach (`roofline.at_least_achieved`, with a note each)."""
     gpu = info["gpu"]["name"]
+    notes = []
     if profile is not None and profile.gpu.name == gpu:
-        return Ceilings.from_profile(profile.measured.model_dump()), []
-    ceilings = datasheet_ceilings(info)
-    if profile is None:
-        return ceilings, []
-    fallback = "the datasheet ceilings" if ceilings else "no ceilings (GPU not in the datasheet table): no roofline"
-    return ceilings, [f"the device profile was measured on {profile.gpu.name}, this run on {gpu}: using {fallback}"]
+        ceilings = Ceilings.from_profile(profile.measured.model_dump())
+    else:
+        ceilings = datasheet_ceilings(info)
+        if profile is not None:
+            fallback = ("the datasheet ceilings" if ceilings else
+                        "no ceilings (GPU not in the datasheet table): no roofline")
+            notes.append(f"the device profile was measured on {profile.gpu.name}, this run on {gpu}: using {fallback}")
+    if ceilings is not None and kernels is not None:
+        ceilings, raised = at_least_achieved(ceilings, kernels)
+        notes += raised
+    return ceilings, notes
+
+
+def datasheet_peaks(gpu_name: str) -> Peaks | None:
+    """Datasheet peaks for the counter self-checks (None for a GPU not in the table: rates go unchecked)."""
+    spec = spec_for(gpu_name)
+    if spec is None:
+        return None
+    return Peaks(dram_bytes=spec.dram_tb_s * 1e12, bf16_flops=spec.bf16_tflops * 1e12,
+                 tf32_flops=spec.tf32_tflops * 1e12, fp32_flops=spec.fp32_tflops * 1e12)
+
+
+def check_run_counters(kernels: pd.DataFrame, gpu_name: str) -> tuple[pd.DataFrame, dict]:
+    """`analysis.checks.check_counters` on the datasheet peaks of the run's GPU (`profile_run`'s `check`)."""
+    return check_counters(kernels, datasheet_peaks(gpu_name))

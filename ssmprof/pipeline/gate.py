@@ -1,5 +1,6 @@
-"""baseline and regress: a noise-aware kernel-efficiency baseline from repeated runs, and runs checked
-against it. The thresholds are `analysis.regress`'s; the baseline file is `schema.Baseline`."""
+"""baseline and regress: a baseline from repeated runs of one configuration, and runs gated against it.
+The checks and thresholds are `analysis.regress`'s; the baseline file is `schema.Baseline`; the markdown and
+JUnit are `reports.gate`'s."""
 
 from __future__ import annotations
 
@@ -8,59 +9,121 @@ from pathlib import Path
 
 import pandas as pd
 
-from ssmprof.analysis.compare import check_comparable
-from ssmprof.analysis.regress import build_baseline, regressions
-from ssmprof.errors import InvalidConfig
+from ssmprof.analysis.regress import Thresholds, build_baseline, regressions
+from ssmprof.errors import SsmprofError
 from ssmprof.pipeline.loading import load_run
-from ssmprof.reports.gate import gate_junit, gate_markdown
-from ssmprof.schema import Baseline, make_document, read_document, write_document
+from ssmprof.reports.gate import RunVerdict, gate_junit, gate_markdown
+from ssmprof.schema import Baseline, BaselineSource, make_document, read_document, write_document
+
+
+class IncomparableBaseline(SsmprofError):
+    pass
 
 
 @dataclass(frozen=True)
 class BaselineResult:
     path: Path
     runs: int
-    rows: int  # kernel metrics in the baseline
+    rows: int  # measurements in the baseline
 
 
 @dataclass(frozen=True)
 class GateResult:
-    summary: str  # markdown: PASS/FAIL and every regressed kernel metric
-    table: pd.DataFrame  # every baseline row with the current value, the allowed band, `regressed`, `missing`
+    summary: str  # markdown: PASS/FAIL, every regression, every change of shape
+    table: pd.DataFrame  # every check of every run (`run`), with `regressed` and `judged`
 
     @property
     def regressed(self) -> bool:
         return bool(self.table["regressed"].any())
 
 
+def thresholds(**given: float | None) -> Thresholds:
+    """The default thresholds, with those given (not None) instead."""
+    return Thresholds(**{name: value for name, value in given.items() if value is not None})
+
+
+def source_of(info: dict, runs: list[str]) -> BaselineSource:
+    """Where a run was measured, as a baseline records it."""
+    return BaselineSource(gpu=info["gpu"]["name"], driver=(info["gpu"].get("clocks") or {}).get("driver"),
+                          host=info.get("host"), versions=info.get("versions") or {}, runs=runs)
+
+
+def _config_changes(a: dict, b: dict) -> str:
+    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return ", ".join(f"{k} {a.get(k)} -> {b.get(k)}" for k in keys)
+
+
 def baseline(runs: list[Path], output: Path) -> BaselineResult:
-    """`ssmprof baseline`: runs of one workload (refused otherwise) into the baseline file `output`."""
+    """`ssmprof baseline`: repeated runs of one workload, config, GPU and software into the baseline file."""
     loaded = [load_run(path) for path in runs]
-    for other in loaded[1:]:
-        check_comparable(loaded[0].info, other.info)
+    first = loaded[0]
+    for path, other in zip(runs[1:], loaded[1:], strict=True):
+        differences = {"workload": (first.info["workload"]["name"], other.info["workload"]["name"]),
+                       "GPU": (first.info["gpu"]["name"], other.info["gpu"]["name"]),
+                       "library versions": (first.info.get("versions"), other.info.get("versions"))}
+        for what, (a, b) in differences.items():
+            if a != b:
+                raise IncomparableBaseline(f"{path} differs from {runs[0]} in {what} ({a} vs {b}): a baseline is "
+                                           "made of reruns of one configuration")
+        configs = first.info["workload"]["config"], other.info["workload"]["config"]
+        if configs[0] != configs[1]:
+            raise IncomparableBaseline(f"{path} differs from {runs[0]} in its config ({_config_changes(*configs)}): "
+                                       "a baseline is made of reruns of one configuration")
     table = build_baseline([run.kernels for run in loaded])
-    document = make_document(Baseline, workload=loaded[0].info["workload"], gpu=loaded[0].info["gpu"]["name"],
+    document = make_document(Baseline, workload=first.info["workload"],
+                             source=source_of(first.info, [Path(p).name for p in runs]),
                              rows=table.to_dict("records"))
     return BaselineResult(write_document(document, output), len(loaded), len(table))
 
 
+def provenance_notes(document: Baseline, info: dict, path: Path, allow_different_gpu: bool = False,
+                     allow_different_config: bool = False) -> list[str]:
+    """Refuse a run the baseline cannot judge (another workload; another GPU or config unless allowed);
+    the notes on every other difference (allowed ones, driver, host, library versions)."""
+    base, now = document.source, source_of(info, [])
+    workload = info["workload"]
+    if workload["name"] != document.workload.name:
+        raise IncomparableBaseline(f"{path} is a {workload['name']} run, the baseline is of {document.workload.name}")
+    notes = []
+    if now.gpu != base.gpu:
+        if not allow_different_gpu:
+            raise IncomparableBaseline(f"{path} ran on {now.gpu}, the baseline on {base.gpu}: gate it against a "
+                                       "baseline of its own GPU, or pass --allow-different-gpu")
+        notes.append(f"gated across GPUs ({base.gpu} -> {now.gpu}), explicitly allowed by --allow-different-gpu")
+    if workload["config"] != document.workload.config:
+        changes = _config_changes(document.workload.config, workload["config"])
+        if not allow_different_config:
+            raise IncomparableBaseline(f"{path} has another config than the baseline ({changes}): gate it against "
+                                       "a baseline of its config, or pass --allow-different-config")
+        notes.append(f"gated across configs ({changes}), explicitly allowed by --allow-different-config")
+    if now.driver != base.driver:
+        notes.append(f"driver {base.driver or 'not recorded'} -> {now.driver or 'not recorded'}")
+    if now.host != base.host:
+        cpu = [(h or {}).get("cpu", "not recorded") for h in (base.host, now.host)]
+        notes.append(f"another host (CPU {cpu[0]} -> {cpu[1]})" if cpu[0] != cpu[1] else "host details differ")
+    versions = _config_changes(base.versions, now.versions)
+    if versions:
+        notes.append(f"library versions differ: {versions}")
+    return notes
+
+
 def regress(runs: list[Path], baseline_file: Path, junit: Path | None = None, summary: Path | None = None,
-            min_effect: float = 0.05, sigmas: float = 3.0, min_time_ns: float = 1000,
-            min_impact: float = 0.001) -> GateResult:
-    """`ssmprof regress`: every run against the baseline (runs of another workload are refused); the markdown
-    summary, and the JUnit XML, also written where asked."""
+            thresholds: Thresholds = Thresholds(), allow_different_gpu: bool = False,
+            allow_different_config: bool = False) -> GateResult:
+    """`ssmprof regress`: every run against the baseline; the markdown summary, and the JUnit XML, also
+    written where asked. Runs the baseline cannot judge are refused before any is gated."""
     document = read_document(Baseline, baseline_file)
-    table, results = document.table(), []
-    for path in runs:
-        run = load_run(path)
-        if run.info["workload"]["name"] != document.workload.name:
-            raise InvalidConfig(f"{path} is a {run.info['workload']['name']} run, the baseline is of "
-                                f"{document.workload.name}")
-        results.append(regressions(table, run.kernels, min_effect, sigmas, min_time_ns, min_impact))
-    checked = pd.concat(results, ignore_index=True)
-    result = GateResult(gate_markdown(checked), checked)
+    table, verdicts = document.table(), []
+    loaded = [(Path(path), load_run(path)) for path in runs]
+    notes = [provenance_notes(document, run.info, path, allow_different_gpu, allow_different_config)
+             for path, run in loaded]
+    for (path, run), run_notes in zip(loaded, notes, strict=True):
+        checks = regressions(table, run.kernels, thresholds).assign(run=path.name)
+        verdicts.append(RunVerdict(path.name, checks, run_notes))
+    result = GateResult(gate_markdown(verdicts, document, thresholds),
+                        pd.concat([v.checks for v in verdicts], ignore_index=True))
     if summary is not None:
         summary.write_text(result.summary)
     if junit is not None:
-        junit.write_text(gate_junit(checked))
+        junit.write_text(gate_junit(verdicts))
     return result

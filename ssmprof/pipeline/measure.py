@@ -17,6 +17,7 @@ import pandas as pd
 from ssmprof.errors import InvalidConfig, NoGpu
 from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
+from ssmprof.pipeline.ceilings import check_run_counters
 from ssmprof.profiler.harness import Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, SuiteManifest, make_document, write_document
@@ -101,7 +102,8 @@ def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str 
     _check_counters(counters)
     ready = prepare(options)
     path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
-                       ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress)
+                       ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
+                       check=check_run_counters)
     if report_file is not None:
         reporting.report([path], "html", report_file)
     return path

@@ -56,7 +56,7 @@ def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
     analyzed, kernels, infos, ceilings = [], {}, {}, {}
     for index, path in enumerate(paths):
         run = load_run(path)
-        limits, notes = ceilings_for(run.info, profile)
+        limits, notes = ceilings_for(run.info, profile, run.kernels)
         tables = analyze(run, limits, origin(path))
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
@@ -94,7 +94,7 @@ def traced(path: Path, profile: DeviceProfile | None = None) -> tuple[dict, pd.D
     """A run's (run.json, per-launch frame) for the trace: the analysis frame with each launch's roofline
     verdict and % of roof where it has counters."""
     run = load_run(path)
-    limits, _ = ceilings_for(run.info, profile)
+    limits, _ = ceilings_for(run.info, profile, run.kernels)
     kernels = run.kernels
     if limits is not None and kernels["ncu_duration_ns"].notna().any():
         kernels = roofline(kernels, limits)
@@ -129,7 +129,7 @@ def results(readme: Path | None = None) -> str:
     kernels = {gpu: {w: run.kernels for w, run in loaded[gpu].items()} for gpu in loaded}
     infos = {gpu: {w: run.info for w, run in loaded[gpu].items()} for gpu in loaded}
     profile = read_device_profile(bundled.device_profile(first))
-    measured = {w: ceilings_for(run.info, profile)[0] for w, run in loaded[first].items()}
+    measured = {w: ceilings_for(run.info, profile, run.kernels)[0] for w, run in loaded[first].items()}
     # the projection is datasheet to datasheet by definition (`ssmprof project`)
     datasheet = {gpu: Ceilings.from_datasheet(SPECS[gpu]) for gpu in bundled.GPUS}
     steps = pd.concat([suite.step_times(infos[gpu]).assign(gpu=bundled.GPUS[gpu]) for gpu in bundled.GPUS],

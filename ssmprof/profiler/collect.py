@@ -15,18 +15,17 @@ import os
 import platform
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from ssmprof import schema
-from ssmprof.analysis.checks import Peaks, check_counters
 from ssmprof.errors import NoGpu
 from ssmprof.kernels import KernelPlan, software_versions
 from ssmprof.profiler import autotune
 from ssmprof.profiler.counters import SamplingPlan, attach_counters, available_metrics, child_command, run_ncu
-from ssmprof.profiler.gpu_specs import spec_for
 from ssmprof.profiler.harness import Progress, RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.ncu import check_metrics, chip_for, column_metrics, counter_metrics
@@ -107,9 +106,15 @@ def gpu_clocks() -> dict:
         return {"note": f"NVML: {exc}"}
 
 
+# The self-checks of the joined counters: (kernel table, GPU name) -> (checked table, run.json `checks`).
+# They are pure analyses (`analysis.checks`); the pipeline hands them in, so the profiler imports no analysis.
+CounterCheck = Callable[[pd.DataFrame, str], tuple[pd.DataFrame, dict]]
+
+
 def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
                 out: Path, steps: int, warmup: int, counters: str = "sampled", allow_fallback: bool = False,
-                keep_report: bool = False, ncu_timeout_s: float = 1800, progress: Progress | None = None) -> Path:
+                keep_report: bool = False, ncu_timeout_s: float = 1800, progress: Progress | None = None, *,
+                check: CounterCheck) -> Path:
     """Profile one training iteration (timeline, then Nsight Compute counters unless `counters` is "none")
     and write the run directory under `out`; returns its path. Nothing is written if a collector fails."""
     if plan.device != "cuda":
@@ -157,7 +162,7 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
                 if keep_report:
                     extra[report_path.name] = report_path
             kernels, notes = attach_counters(kernels, reports, plan)
-            kernels, checks = check_counters(schema.conform_kernels(kernels), peaks_for(result.gpu["name"]))
+            kernels, checks = check(schema.conform_kernels(kernels), result.gpu["name"])
             collectors["counters"].update({"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls,
                                            **notes, "metrics": metrics,
                                            "columns_not_on_chip": [c for c, m in column_metrics(chip).items()
@@ -167,12 +172,3 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
         info = run_info(result, overrides, collectors, kernels, triton_choices)
         info["checks"] = checks
         return schema.write_run(path, info, kernels, extra_files=extra)
-
-
-def peaks_for(gpu_name: str) -> Peaks | None:
-    """Datasheet peaks for the counter checks (None for a GPU not in the table: rates go unchecked)."""
-    spec = spec_for(gpu_name)
-    if spec is None:
-        return None
-    return Peaks(dram_bytes=spec.dram_tb_s * 1e12, bf16_flops=spec.bf16_tflops * 1e12,
-                 tf32_flops=spec.tf32_tflops * 1e12, fp32_flops=spec.fp32_tflops * 1e12)

@@ -191,12 +191,13 @@ class SamplingPlan:
         first = ~timeline.duplicated(CONFIG_KEY)
         frame = timeline[CONFIG_KEY].assign(problem=problem)
         several = frame.groupby(CONFIG_KEY, sort=False)["problem"].transform("nunique") > 1
-        further = several & ~frame.duplicated(CONFIG_KEY + ["problem"]) & ~first
-        targets: dict[str, set[int]] = {}
-        for name, number in zip(timeline.loc[further, "kernel_name"], invocation[further], strict=True):
-            targets.setdefault(name, set()).add(int(number))
+        # every launch of a problem the first pass does not measure could represent it
+        unmeasured = frame.groupby(CONFIG_KEY, sort=False)["problem"].transform("first") != frame["problem"]
+        candidates = timeline.loc[several & unmeasured, ["kernel_name"]].assign(
+            number=invocation, pair=frame["problem"] + "@" + frame[CONFIG_KEY].astype(str).agg(" ".join, axis=1))
+        targets = _fewest_invocations(candidates)
         labels = [_config_label(r) for r in timeline[several].drop_duplicates(CONFIG_KEY).itertuples()]
-        return cls(problem, labels, {name: sorted(numbers) for name, numbers in targets.items()}, first, invocation)
+        return cls(problem, labels, targets, first, invocation)
 
     def expected(self, timeline: pd.DataFrame, mode: str, targets: dict[str, list[int]] | None = None) -> pd.Index:
         """Positions (in `timeline`) of the launches a pass profiles, in launch order."""
@@ -207,6 +208,24 @@ class SamplingPlan:
         elif mode == "sampled":
             profiled &= self.first_of_config
         return timeline.index[profiled]
+
+
+def _fewest_invocations(candidates: pd.DataFrame) -> dict[str, list[int]]:
+    """Invocation numbers that reach every problem at least once (columns kernel_name, number, pair).
+
+    One --kernel-id takes one set of numbers for all the named functions, so each number asked for
+    profiles that invocation of every one of them: the fewer numbers, the fewer launches profiled. Greedy
+    set cover: the number that reaches the most problems not yet reached, the lowest on ties."""
+    left = set(candidates["pair"])
+    reach = candidates.groupby("number")["pair"].agg(set)
+    chosen = []
+    while left:
+        gains = pd.Series([len(pairs & left) for pairs in reach], index=reach.index)
+        number = int(gains[gains == gains.max()].index.min())
+        chosen.append(number)
+        left -= reach[number]
+    picked = candidates[candidates["number"].isin(chosen)]
+    return {name: sorted(set(group["number"].astype(int))) for name, group in picked.groupby("kernel_name")}
 
 
 def attach_counters(timeline: pd.DataFrame, passes: list[tuple[pd.DataFrame, pd.Index]],

@@ -12,7 +12,6 @@ from ssmprof.analysis.tensor_vector import TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTO
 from ssmprof.reports import figures, style
 
 TABLE_TITLES = {
-    "host": "Host or GPU: how much of the step the GPU runs kernels",
     "by_category": "Kernel time by category",
     "top_kernels": "Top kernels",
     "roofline_summary": "Roofline by category (time-weighted; DRAM throughput is in the cache table)",
@@ -20,6 +19,11 @@ TABLE_TITLES = {
     "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
     "ssd_analytic_vs_measured": "SSD forward kernels: analytic vs measured (per launch)",
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
+    "host": "GPU busy share of the step: host-bound or GPU-bound",
+    "limiters_ssm": "What limits each SSM kernel, and the counters that say so",
+    "limiters": "What limits the top kernels by time",
+    "headroom_by_category": "Headroom by category: step time saved at the roof, and at 80 % of it",
+    "headroom": "Headroom: the kernels where an optimization would pay most",
 }
 # Columns a table does not show: one DRAM figure per page (Nsight Compute's throughput, in the cache table),
 # not a second one beside it from the roofline.
