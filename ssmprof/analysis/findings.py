@@ -68,6 +68,11 @@ def _top_kernels(tables: dict[str, pd.DataFrame]) -> list[dict]:
             if len(hit):
                 b = hit.iloc[0]
                 text += f": {b['verdict']}, " + _at_roof(b["pct_of_roof"])
+        if "limiters" in tables:
+            limits = tables["limiters"]
+            hit = limits[(limits["kernel_name"] == row.kernel_name) & (limits["phase"] == row.phase)]
+            if len(hit):
+                text += f", limited by {hit['limiter'].iloc[0]}"
         parts.append(text)
     share = top["share"].sum()
     return [{"topic": "top kernels", "finding": f"The top {len(top)} kernels take {100 * share:.0f} % of kernel "
@@ -101,6 +106,13 @@ def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
     if len(row) and pd.notna(row["dram_throughput_pct"].iloc[0]):
         text += f"; DRAM throughput {row['dram_throughput_pct'].iloc[0]:.0f} % of peak (Nsight Compute), L2 hit " \
                 f"{row['l2_hit_rate_pct'].iloc[0]:.0f} %"
+    if "limiters_ssm" in tables and len(tables["limiters_ssm"]):
+        limits = tables["limiters_ssm"]
+        by_limiter = limits.groupby("limiter")["time_ms"].sum().sort_values(ascending=False)
+        text += f"; what limits them (share of the time of the {len(limits)} largest): " + ", ".join(
+            f"{name} {100 * value / by_limiter.sum():.0f} %" for name, value in by_limiter.head(3).items()
+            if value >= 0.01 * by_limiter.sum())
+        anchor = "limiters_ssm" if anchor == "by_category" else anchor
     if "tensor_vector_ssm" in tables and len(tables["tensor_vector_ssm"]):
         classes = tables["tensor_vector_ssm"]
         main = classes.loc[classes.groupby("phase")["time_share"].idxmax()]
