@@ -73,7 +73,9 @@ HEADERS: dict[str, str] = {
     "measured_dram_bytes": "DRAM bytes, measured",
     "bytes_ratio": "Bytes measured / minimum", "measured_ms": "Measured", "projected_ms": "Projected",
     "target_ms": "Measured on the target", "error_pct": "Error", "config": "Kernel [launch configuration]",
-    "host": "Host CPU",
+    "host": "Host CPU", "limiter": "Limiter", "evidence": "Evidence (longest launch)", "roof_ms": "Time at the roof",
+    "saved_at_roof_ms": "Saved at the roof", "saved_reachable_ms": "Saved at 80 % of the roof",
+    "saved_reachable_pct_of_kernel_time": "Saved at 80 % (% of kernel time)",
 }
 
 
@@ -115,6 +117,8 @@ def cell(column: str, value) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
+    if "ratio" in column:
+        return f"{value:.3g}"
     if column.endswith("_ns") or "_ns_" in column or column == "duration_ns":
         return duration(float(value))
     if column.endswith("_ms") or "_ms_" in column:
@@ -131,8 +135,6 @@ def cell(column: str, value) -> str:
         return si(float(value), "FLOP/s")
     if "flops" in column:
         return si(float(value), "FLOP")
-    if "ratio" in column:
-        return f"{value:.3g}"
     if "bytes" in column:
         return si(float(value), "B")
     if "speedup" in column or column == "ai_shift":
