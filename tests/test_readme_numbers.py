@@ -236,3 +236,10 @@ def test_headroom_reachable_share_rests_on_the_bundled_runs():
     assert span([100 * f["tensor"] for f in fractions.values()]) == "82-83"
     assert {round(100 * f["dram"]) for f in fractions.values()} == {97}
     assert min(f["tensor"] for f in fractions.values()) >= REACHABLE
+
+
+def test_host_bound_threshold_is_the_code_default():
+    from ssmprof.analysis.host import HOST_BOUND_IDLE_SHARE
+
+    assert round(100 * (1 - HOST_BOUND_IDLE_SHARE)) == 70
+    claims("(`analysis/host.py`: host-bound below 70 %)")
