@@ -135,6 +135,7 @@ def test_bundled_compare_never_divides_totals_across_launch_counts():
     assert "launch count differs" in cells and "28" in cells and "14" in cells
     assert "1.45x" not in row and "0.72x" in row  # per launch: the H200 is slower on what is left
     assert "-> nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN" in row
+    assert "> counters of B are unchecked (a schema-1 run) while the other run's passed the self-checks" in text
     assert "## Step time: GPU busy and host wait" in text and "| A | NVIDIA H100 80GB HBM3 | 214.54 ms" in text
 
 

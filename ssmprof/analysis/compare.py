@@ -164,3 +164,14 @@ def compare_categories_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame
     table["speedup"] = table["speedup"].where(same)
     return table[["category", "status", "launches_a", "launches_b", "time_ms_a", "time_ms_b", "speedup",
                   "share_a", "share_b"]]
+
+
+def counter_notes(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> list[str]:
+    """A note for each run whose counters were never checked (schema 1) when the other's were: its rates may
+    belong to other launches, so rate columns do not compare like for like."""
+    unchecked = [label for label, kernels in (("A", kernels_a), ("B", kernels_b))
+                 if (kernels["counter_status"] == "unchecked").any()]
+    if len(unchecked) == 1:
+        return [f"counters of {unchecked[0]} are unchecked (a schema-1 run) while the other run's passed the "
+                "self-checks: compare times with confidence, rates (DRAM %, FLOP/s, roofline) with care"]
+    return []

@@ -14,6 +14,7 @@ from ssmprof.analysis.compare import (
     check_comparable,
     compare_categories_launches,
     compare_launches,
+    counter_notes,
     step_split_table,
 )
 from ssmprof.analysis.findings import compare_findings, provenance, suite_findings
@@ -157,7 +158,7 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
     """`ssmprof compare`: two runs of one workload, by category and by kernel (matched by launch config)."""
     _check_format(fmt)
     a, b = load_run(run_a), load_run(run_b)
-    notes = check_comparable(a.info, b.info)
+    notes = check_comparable(a.info, b.info) + counter_notes(a.kernels, b.kernels)
     steps = step_split_table({"A": (a.info, a.kernels), "B": (b.info, b.kernels)})
     categories = compare_categories_launches(a.kernels, b.kernels)
     kernels = compare_launches(a.kernels, b.kernels)
