@@ -204,7 +204,8 @@ def calibrate(
 @error_boundary
 def report(
     runs: Annotated[list[Path], typer.Argument(help="run directories written by `ssmprof profile`")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: print]")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: print markdown; "
+                                                "HTML goes to report.html / compare.html]")] = None,
     format_: Annotated[str, typer.Option("--format", help="html or md")] = "html",
     csv: Annotated[Path | None, typer.Option(help="also write every table as CSV into this folder")] = None,
     device_profile: Annotated[Path | None, typer.Option(help="ceilings measured by `ssmprof calibrate` on the "
@@ -216,6 +217,7 @@ def report(
     suite overview first (category shares per workload, the SSM kernels of all of them)."""
     from ssmprof.pipeline import reporting
 
+    output = output or _html_default(format_, "report.html")
     _emit(reporting.report(runs, format_, output, csv, device_profile, trace), output)
     if trace is not None:
         console.print(f"trace written: {trace} (open in https://ui.perfetto.dev)")
@@ -263,12 +265,14 @@ def results(
 def compare(
     run_a: Annotated[Path, typer.Argument(help="run directory A")],
     run_b: Annotated[Path, typer.Argument(help="run directory B")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: print]")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: print markdown; "
+                                                "HTML goes to report.html / compare.html]")] = None,
     format_: Annotated[str, typer.Option("--format", help="html or md")] = "md",
 ) -> None:
     """Compare two runs of one workload (e.g. H100 vs H200): categories and kernels matched by launch config."""
     from ssmprof.pipeline import reporting
 
+    output = output or _html_default(format_, "compare.html")
     _emit(reporting.compare(run_a, run_b, format_, output), output)
 
 
@@ -331,6 +335,11 @@ def project(
     from ssmprof.pipeline import reporting
 
     sys.stdout.write(reporting.project(run, to, check))
+
+
+def _html_default(fmt: str, name: str) -> Path | None:
+    """HTML (megabytes, plotly.js inside) goes to a file unless -o says where; markdown is printed."""
+    return Path(name) if fmt == "html" else None
 
 
 def _emit(text: str, output: Path | None) -> None:

@@ -1,6 +1,8 @@
 """The CLI through typer's CliRunner: real tiny runs on the CPU, and one clear line for bad input."""
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -117,3 +119,36 @@ def test_suite_without_gpu(tmp_path):
     result = runner.invoke(app, ["suite", "--out", str(tmp_path)])
     assert result.exit_code == 1 and "no CUDA GPU" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+REFERENCE_RUN = "ssmprof/reference/h100-sxm/mamba2-lm"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "args", "message"),
+    [
+        ("--json names a folder", ["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--json", "{tmp}"],
+         "is a folder: give a file name"),
+        ("--out is a file", ["profile", "mamba2-lm", "--preset", "tiny", "--out", "{tmp}/file"],
+         "is a file, not a folder"),
+        ("report -o names a folder", ["report", str(Path(__file__).parent.parent / REFERENCE_RUN), "-o", "{tmp}"],
+         "is a folder: give a file name"),
+        ("--csv is a file", ["report", str(Path(__file__).parent.parent / REFERENCE_RUN), "--csv", "{tmp}/file"],
+         "is a file, not a folder"),
+        ("a CPU run of minutes", ["run", "graph-mamba", "--preset", "small", "--device", "cpu"],
+         "GFLOP per training step: on the CPU"),
+    ],
+)
+def test_output_paths_and_cpu_size_are_checked_before_any_work(tmp_path, scenario, args, message):
+    (tmp_path / "file").write_text("")
+    started = time.perf_counter()
+    result = runner.invoke(app, [arg.replace("{tmp}", str(tmp_path)) for arg in args])
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output, scenario
+    assert time.perf_counter() - started < 30, scenario  # refused before training, not after
+
+
+def test_html_report_without_output_goes_to_a_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["report", str(Path(__file__).parent.parent / REFERENCE_RUN)])
+    assert result.exit_code == 0 and "written: report.html" in result.output and len(result.output) < 1000
+    assert (tmp_path / "report.html").stat().st_size > 1e6

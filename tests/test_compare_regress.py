@@ -1,6 +1,7 @@
 """compare, baseline and regress on run directories: matching, noise-aware gating, and bad input."""
 
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -40,7 +41,7 @@ def test_compare_matches_kernels_and_reports_the_unmatched():
     assert categories.loc["SSM scan", "speedup"] == pytest.approx(2.0, rel=1e-3)
 
 
-def test_compare_cli_and_workload_mismatch(tmp_path):
+def test_compare_cli_and_workload_mismatch(tmp_path, monkeypatch):
     from ssmprof.cli import app
 
     a = schema.write_run(tmp_path / "a", run_info(), kernels())
@@ -48,8 +49,10 @@ def test_compare_cli_and_workload_mismatch(tmp_path):
     result = runner.invoke(app, ["compare", str(a), str(b)])
     assert result.exit_code == 0, result.output
     assert "GPUs: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in result.output and "## By category" in result.output
+    monkeypatch.chdir(tmp_path)  # HTML without -o goes to compare.html, not stdout
     html = runner.invoke(app, ["compare", str(a), str(b), "--format", "html"])
-    assert html.exit_code == 0 and "Roofline: both runs, each on its own GPU" in html.output
+    assert html.exit_code == 0 and "written: compare.html" in html.output
+    assert "Roofline: both runs, each on its own GPU" in Path("compare.html").read_text()
     other = schema.write_run(tmp_path / "c", run_info(workload="hybrid"), kernels())
     result = runner.invoke(app, ["compare", str(a), str(other)])
     assert result.exit_code == 1 and "different workloads (mamba2-lm vs hybrid)" in result.output

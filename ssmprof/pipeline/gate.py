@@ -12,6 +12,7 @@ import pandas as pd
 from ssmprof.analysis.regress import Thresholds, build_baseline, regressions
 from ssmprof.errors import SsmprofError
 from ssmprof.pipeline.loading import load_run
+from ssmprof.pipeline.outputs import check_file, write_text
 from ssmprof.reports.gate import RunVerdict, gate_junit, gate_markdown
 from ssmprof.schema import Baseline, BaselineSource, make_document, read_document, write_document
 
@@ -55,6 +56,7 @@ def _config_changes(a: dict, b: dict) -> str:
 
 def baseline(runs: list[Path], output: Path) -> BaselineResult:
     """`ssmprof baseline`: repeated runs of one workload, config, GPU and software into the baseline file."""
+    check_file(output, "--output")
     loaded = [load_run(path) for path in runs]
     first = loaded[0]
     for path, other in zip(runs[1:], loaded[1:], strict=True):
@@ -112,6 +114,8 @@ def regress(runs: list[Path], baseline_file: Path, junit: Path | None = None, su
             allow_different_config: bool = False) -> GateResult:
     """`ssmprof regress`: every run against the baseline; the markdown summary, and the JUnit XML, also
     written where asked. Runs the baseline cannot judge are refused before any is gated."""
+    check_file(junit, "--junit")
+    check_file(summary, "--summary")
     document = read_document(Baseline, baseline_file)
     table, verdicts = document.table(), []
     loaded = [(Path(path), load_run(path)) for path in runs]
@@ -123,7 +127,7 @@ def regress(runs: list[Path], baseline_file: Path, junit: Path | None = None, su
     result = GateResult(gate_markdown(verdicts, document, thresholds),
                         pd.concat([v.checks for v in verdicts], ignore_index=True))
     if summary is not None:
-        summary.write_text(result.summary)
+        write_text(summary, result.summary)
     if junit is not None:
-        junit.write_text(gate_junit(verdicts))
+        write_text(junit, gate_junit(verdicts))
     return result

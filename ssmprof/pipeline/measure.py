@@ -18,10 +18,11 @@ from ssmprof.errors import InvalidConfig, NoGpu
 from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.ceilings import check_run_counters
+from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.profiler.harness import Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, SuiteManifest, make_document, write_document
-from ssmprof.workloads.base import CommonConfig, Workload
+from ssmprof.workloads.base import CommonConfig, Workload, training_step_flops
 from ssmprof.workloads.registry import SUITE, get_workload
 
 COUNTER_MODES = ("sampled", "all", "none")
@@ -77,19 +78,35 @@ def prepare(options: WorkloadOptions, device: str = "auto") -> Prepared:
     cfg = chosen.config(options.preset, overrides)
     target = resolve_device(device)
     plan = plan_kernels(chosen.ops, target, options.allow_fallback, cfg.dtype)
+    if target == "cpu":
+        _check_cpu_size(chosen, cfg, plan)
     warmup = WARMUP[target] if options.warmup is None else options.warmup
     return Prepared(chosen, options.preset, cfg, plan, overrides, warmup)
+
+
+# The CPU runs mamba-ssm's pure-PyTorch reference kernels, which loop in Python: graph-mamba small (6e10
+# FLOPs a step) did not finish 3 steps in 300 s on a 2-core machine, while every tiny preset (under 2e8)
+# trains in seconds. Past this, a CPU run is refused before it starts.
+CPU_STEP_FLOPS_LIMIT = 1e10
+
+
+def _check_cpu_size(workload: Workload, cfg: CommonConfig, plan: KernelPlan) -> None:
+    flops = training_step_flops(workload, cfg, plan)
+    if flops > CPU_STEP_FLOPS_LIMIT:
+        raise InvalidConfig(f"{workload.name} with these settings does about {flops / 1e9:,.0f} GFLOP per training "
+                            "step: on the CPU (reference kernels) that takes minutes or more; use --preset tiny, "
+                            "smaller --batch-size/--seq-len/--layers, or a GPU")
 
 
 def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_out: Path | None = None,
           progress: Progress | None = None) -> RunResult:
     """`ssmprof run`: a few training iterations, timed (no collectors); also written as JSON to `json_out`."""
+    check_file(json_out, "--json")
     ready = prepare(options, device)
     result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, steps, ready.warmup, NvtxMarker(),
                           progress)
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(result.to_dict(), indent=2))
+        write_text(json_out, json.dumps(result.to_dict(), indent=2))
     return result
 
 
@@ -100,6 +117,8 @@ def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str 
     from ssmprof.profiler.collect import profile_run
 
     _check_counters(counters)
+    check_folder(out, "--out")
+    check_file(report_file, "--report")
     ready = prepare(options)
     path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
                        ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
@@ -125,6 +144,7 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
     reporting of each workload's profile."""
     chosen = [get_workload(name) for name in workloads] if workloads else list(SUITE)
     _check_counters(counters)
+    check_folder(out, "--out")
     if resolve_device("auto") != "cuda":
         raise NoGpu("the suite profiles GPU kernels: no CUDA GPU is visible")
     opened = progress_for or (lambda name: contextlib.nullcontext(None))
@@ -160,6 +180,8 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
     from ssmprof.profiler.gpu_specs import spec_for
     from ssmprof.profiler.harness import gpu_info
 
+    check_file(out, "--out")
+    check_file(keep_report, "--keep-report")
     measured, ceilings, ncu_wall = run_calibration(ncu_timeout_s, keep_report)
     checks = evaluate(measured, KNOWN_WORK)
     gpu = gpu_info()

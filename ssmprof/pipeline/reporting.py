@@ -25,6 +25,7 @@ from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.errors import InvalidConfig
 from ssmprof.pipeline.ceilings import ceilings_for, datasheet_ceilings, read_device_profile
 from ssmprof.pipeline.loading import load_run
+from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.profiler.gpu_specs import SPECS
 from ssmprof.reports.render import (
     RESULTS_END,
@@ -83,6 +84,9 @@ def report(runs: list[Path], fmt: str = "html", output: Path | None = None, csv:
     """`ssmprof report`: the runs' report (a suite overview first where there are several); with `trace`, also
     the profiled iterations as a Perfetto / Chrome trace (`reports.trace`)."""
     _check_format(fmt)
+    check_file(output, "--output")
+    check_file(trace, "--trace")
+    check_folder(csv, "--csv")
     profile = read_device_profile(device_profile)
     analyzed, overview = analyze_runs(runs, profile, csv)
     text = render_html(analyzed, overview) if fmt == "html" else render_markdown(analyzed, overview)
@@ -106,6 +110,7 @@ def reference(out: Path) -> list[Path]:
     """`ssmprof reference`: a suite report per GPU of the bundled runs, an H100-vs-H200 comparison per
     workload, and a Perfetto trace per GPU (every workload's profiled iteration), written into `out`; returns
     the files written (reports first, traces last)."""
+    check_folder(out, "--out")
     written, traces = [], []
     for gpu in bundled.GPUS:
         profile = read_device_profile(bundled.device_profile(gpu))
@@ -157,6 +162,7 @@ def splice_results(current: str, section: str, where: Path) -> str:
 def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = None) -> str:
     """`ssmprof compare`: two runs of one workload, by category and by kernel (matched by launch config)."""
     _check_format(fmt)
+    check_file(output, "--output")
     a, b = load_run(run_a), load_run(run_b)
     notes = check_comparable(a.info, b.info) + counter_notes(a.kernels, b.kernels)
     steps = step_split_table({"A": (a.info, a.kernels), "B": (b.info, b.kernels)})
@@ -207,8 +213,7 @@ def project(run: Path, to: str, check: Path | None = None) -> str:
 def write_output(text: str, output: Path | None) -> str:
     """Write `text` to `output` (its folder created) where one is given; returns the text either way."""
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text)
+        write_text(output, text)
     return text
 
 

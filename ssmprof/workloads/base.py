@@ -97,3 +97,17 @@ def _coerce(key: str, value: Any, field: dataclasses.Field, owner: type) -> Any:
     if value.lower() == "none" and type(None) in typing.get_args(hint):
         return None
     return value
+
+
+def training_step_flops(workload: Workload, cfg: CommonConfig, plan: KernelPlan) -> float:
+    """About the FLOPs of one training step (3x the forward's matmul and convolution FLOPs, as torch's
+    FlopCounterMode counts them), from a build on the meta device: no memory, no compute, about a second."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    meta = torch.device("meta")
+    with meta:
+        model = workload.build(cfg, plan)
+    batch = workload.batch(cfg, meta, torch.Generator())
+    with FlopCounterMode(display=False) as counter:
+        workload.loss(model, batch)
+    return 3.0 * counter.get_total_flops()

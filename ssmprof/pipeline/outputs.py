@@ -1,0 +1,52 @@
+"""Output paths checked before any expensive work: a training run or an Nsight Compute pass that ends in
+"permission denied" wastes minutes of GPU time. Each check is one line (`InvalidConfig`) naming the path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ssmprof.errors import InvalidConfig, SsmprofError
+
+
+def _writable_ancestor(path: Path) -> Path:
+    """The nearest existing folder at or above `path` (where the missing folders would be created)."""
+    folder = path.absolute()
+    while not folder.exists():
+        folder = folder.parent
+    return folder
+
+
+def check_file(path: Path | None, option: str) -> None:
+    """`path` can be written as a file: not a folder, and its folder exists or can be created."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise InvalidConfig(f"{option} {path} is a folder: give a file name")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InvalidConfig(f"{option} {path} is not writable")
+    _check_folder_creatable(path.parent, option, path)
+
+
+def check_folder(path: Path | None, option: str) -> None:
+    """`path` can hold new files: a folder that exists and is writable, or can be created."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise InvalidConfig(f"{option} {path} is a file, not a folder")
+    _check_folder_creatable(path, option, path)
+
+
+def _check_folder_creatable(folder: Path, option: str, named: Path) -> None:
+    ancestor = _writable_ancestor(folder)
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise InvalidConfig(f"cannot write {option} {named}: {ancestor} is not a writable folder")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write `text` to `path`, its folder created; a failure (disk full, permissions) is one line."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        raise SsmprofError(f"cannot write {path}: {exc.strerror or exc}") from None
