@@ -279,9 +279,12 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, run
         s = ssm_kernels
         low, high = s.loc[s["ssm_time_pct"].idxmin()], s.loc[s["ssm_time_pct"].idxmax()]
         bound = ", ".join(f"{r.workload} {r.memory_bound_pct:.0f} %" for r in s.itertuples())
+        checked = s[s["counters_checked"]]
+        roof = (f"at {checked['pct_of_roof'].min():.0f}-{checked['pct_of_roof'].max():.0f} % of the roof where "
+                f"counters are checked ({', '.join(checked['workload'])})" if len(checked) else
+                "roof unknown (no run's counters are checked)")
         text = f"SSM kernels take {low['ssm_time_pct']:.0f} % ({low['workload']}) to {high['ssm_time_pct']:.0f} % " \
-               f"({high['workload']}) of kernel time, at {s['pct_of_roof'].min():.0f}-{s['pct_of_roof'].max():.0f} % " \
-               f"of the roof, with DRAM throughput {s['dram_pct_of_peak'].min():.0f}-" \
+               f"({high['workload']}) of kernel time, {roof}, with DRAM throughput {s['dram_pct_of_peak'].min():.0f}-" \
                f"{s['dram_pct_of_peak'].max():.0f} % of peak (Nsight Compute). Share of SSM time memory-bound: " \
                f"{bound}."
         rows.append({"topic": "SSM kernels", "value": f"{low['ssm_time_pct']:.0f}-{high['ssm_time_pct']:.0f} %",

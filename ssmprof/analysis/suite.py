@@ -41,7 +41,9 @@ def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) ->
         row = {"workload": workload, "ssm_time_pct": 100 * ssm["duration_ns"].sum() / frame["duration_ns"].sum(),
                "dram_pct_of_peak": caches["dram_throughput_pct"], "l1_hit_pct": caches["l1_hit_rate_pct"],
                "l2_hit_pct": caches["l2_hit_rate_pct"], "pct_of_roof": roof["pct_of_roof"],
-               "memory_bound_pct": 100 * roof["memory_bound_share"]}
+               "memory_bound_pct": 100 * roof["memory_bound_share"],
+               # unchecked (schema-1) counters may belong to other launches: their roof % can exceed 100
+               "counters_checked": bool(ssm["counter_status"].isin(("measured", "lent")).any())}
         classes = class_summary(classify(ssm, ceilings[workload]))
         for phase in PHASES[:2]:  # forward, backward (the optimizer runs no SSM kernels)
             for name in FLOP_CLASSES:
