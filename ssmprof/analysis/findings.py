@@ -94,8 +94,9 @@ def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
         if len(row):
             r = row.iloc[0]
             memory = r["memory_bound_share"]
-            side = (f"{100 * memory:.0f} % of that time is memory-bound (below the ridge)" if memory >= 0.5 else
-                    f"{100 * (1 - memory):.0f} % of that time is compute-bound (above the ridge)")
+            side = (f"{100 * memory:.0f} % of that time is memory-bound (a memory roof, DRAM or L2, is the lowest)"
+                    if memory >= 0.5 else
+                    f"{100 * (1 - memory):.0f} % of that time is compute-bound (the compute roof is the lowest)")
             text += f"; {side}, at {r['pct_of_roof']:.0f} % of the roof (time-weighted)"
             if r["pct_of_roof"] < 60:
                 text += ": well under the roof, so neither DRAM bandwidth nor the peak FLOP/s of their path is " \
@@ -116,7 +117,7 @@ def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
     if "tensor_vector_ssm" in tables and len(tables["tensor_vector_ssm"]):
         classes = tables["tensor_vector_ssm"]
         main = classes.loc[classes.groupby("phase")["time_share"].idxmax()]
-        text += "; by FLOPs, most SSM time is " + ", ".join(
+        text += "; by compute time at the GPU's peaks, most SSM time is " + ", ".join(
             f"{name} in {phase} ({100 * share:.0f} %)"
             for name, phase, share in zip(main["class"], main["phase"], main["time_share"], strict=True))
     return [{"topic": "SSM kernels", "finding": text + ".", "value": f"{100 * share:.0f} %", "anchor": anchor}]
