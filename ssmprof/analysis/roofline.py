@@ -103,7 +103,7 @@ def at_least_achieved(ceilings: Ceilings, kernels: pd.DataFrame) -> tuple[Ceilin
         best = rates.idxmax()
         raised[field] = float(rates.max())
         notes.append(f"{field} ceiling {current:,.0f} {unit} ({ceilings.source}) is below what "
-                     f"{kernels.at[best, 'kernel_name']} ({kernels.at[best, 'phase']}) reaches in this run: "
+                     f"{kernels.at[best, 'kernel_name']} ({kernels.at[best, 'phase']}) reaches on this GPU: "
                      f"using {rates.max():,.0f} {unit}")
     if not raised:
         return ceilings, []

@@ -48,6 +48,17 @@ def ceilings_for(info: dict, profile: DeviceProfile | None = None,
     return ceilings, notes
 
 
+def ceilings_by_run(runs: dict, profile: DeviceProfile | None = None) -> dict[str, tuple[Ceilings | None, list[str]]]:
+    """`ceilings_for` of each run (label -> loaded run), raised to what any run of the same GPU reaches: one
+    GPU has one set of ceilings in a report, and a run whose counters are unchecked (schema 1) gets the
+    ceilings its checked neighbours showed the calibrated ones to be too low."""
+    pooled: dict[str, list[pd.DataFrame]] = {}
+    for run in runs.values():
+        pooled.setdefault(run.info["gpu"]["name"], []).append(run.kernels)
+    return {label: ceilings_for(run.info, profile, pd.concat(pooled[run.info["gpu"]["name"]], ignore_index=True))
+            for label, run in runs.items()}
+
+
 def datasheet_peaks(gpu_name: str) -> Peaks | None:
     """Datasheet peaks for the counter self-checks (None for a GPU not in the table: rates go unchecked)."""
     spec = spec_for(gpu_name)

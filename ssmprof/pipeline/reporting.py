@@ -23,7 +23,7 @@ from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline
 from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.errors import InvalidConfig
-from ssmprof.pipeline.ceilings import ceilings_for, datasheet_ceilings, read_device_profile
+from ssmprof.pipeline.ceilings import ceilings_by_run, ceilings_for, datasheet_ceilings, read_device_profile
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.profiler.gpu_specs import SPECS
@@ -56,9 +56,11 @@ def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
     """Every run analyzed on its ceilings (`ceilings_for`), and the suite overview where there are several
     runs; with `csv`, every frame is also written there as CSV."""
     analyzed, kernels, infos, ceilings = [], {}, {}, {}
+    loaded = {index: load_run(path) for index, path in enumerate(paths)}
+    limits_of = ceilings_by_run(loaded, profile)
     for index, path in enumerate(paths):
-        run = load_run(path)
-        limits, notes = ceilings_for(run.info, profile, run.kernels)
+        run = loaded[index]
+        limits, notes = limits_of[index]
         tables = analyze(run, limits, origin(path))
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
@@ -135,7 +137,7 @@ def results(readme: Path | None = None) -> str:
     kernels = {gpu: {w: run.kernels for w, run in loaded[gpu].items()} for gpu in loaded}
     infos = {gpu: {w: run.info for w, run in loaded[gpu].items()} for gpu in loaded}
     profile = read_device_profile(bundled.device_profile(first))
-    measured = {w: ceilings_for(run.info, profile, run.kernels)[0] for w, run in loaded[first].items()}
+    measured = {w: limits for w, (limits, _) in ceilings_by_run(loaded[first], profile).items()}
     # the projection is datasheet to datasheet by definition (`ssmprof project`)
     datasheet = {gpu: Ceilings.from_datasheet(SPECS[gpu]) for gpu in bundled.GPUS}
     steps = pd.concat([suite.step_times(infos[gpu]).assign(gpu=bundled.GPUS[gpu]) for gpu in bundled.GPUS],
