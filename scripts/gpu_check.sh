@@ -11,7 +11,8 @@
 #   scripts/gpu_check.sh profile   mamba2-lm profiles (small: the fixture; paper), the small iteration under a
 #                                  naive `ncu --set full` (cost comparison), the sequence sweep, a real OOM
 #   scripts/gpu_check.sh suite     `ssmprof suite --preset paper` (timed; the paper presets of every workload,
-#                                  with counters; SUITE_WORKLOADS=a,b for a part)
+#                                  with counters; SUITE_WORKLOADS=a,b for a part); sends the Triton cache
+#                                  back (triton-cache.tar.xz.*, autotuning kept on a host of the same GPU)
 #   scripts/gpu_check.sh regress   reruns of mamba2-lm small and a planted regression, for baseline/regress
 #   scripts/gpu_check.sh oom       a real GPU out-of-memory: one line, exit 1
 set -uo pipefail
@@ -25,6 +26,13 @@ pack() {  # on the lent device host $OUT brings back only a few files: one archi
     ls build/kernels/*/*/*.so >/dev/null 2>&1 && tar cf - build/kernels/*/*/*.so | xz -T0 -6 | split -b 15M - "$OUT/kernels.tar.xz."
     tar cf - build/triton-cache | xz -T0 -6 >"$OUT/triton-cache.tar.xz"
     ls -la "$OUT"
+  fi
+  if [[ $stage == suite && -d build/triton-cache ]]; then
+    # compiled kernels and autotuning choices of the paper shapes (cold, they cost minutes a workload on a
+    # fresh host), marked with the GPU that chose them; at most 5 parts of 15 MB, else none
+    nvidia-smi --query-gpu=name --format=csv,noheader | head -1 >build/triton-cache/.gpu
+    tar cf - build/triton-cache | xz -T0 -6 | split -b 15M - "$OUT/triton-cache.tar.xz."
+    if (( $(ls "$OUT"/triton-cache.tar.xz.* | wc -l) > 5 )); then rm -f "$OUT"/triton-cache.tar.xz.*; fi
   fi
 }
 trap pack EXIT
@@ -56,9 +64,12 @@ restore() {  # a fresh host: install, and unpack what an earlier `build` stage s
   if ! ls build/kernels/*/selective_scan_cuda/selective_scan_cuda.so >/dev/null 2>&1 && ls build/carry/kernels.tar.xz.* >/dev/null 2>&1; then
     log "unpack carried kernels"; cat build/carry/kernels.tar.xz.* | xz -d | tar xf -
   fi
-  if [[ ! -d build/triton-cache && -f build/carry/triton-cache.tar.xz ]]; then
-    # compiled kernels only: autotuning choices belong to the GPU that made them
-    xz -d <build/carry/triton-cache.tar.xz | tar xf - && find build/triton-cache -name '*.autotune.json' -delete
+  if [[ ! -d build/triton-cache ]] && ls build/carry/triton-cache.tar.xz* >/dev/null 2>&1; then
+    # autotuning choices belong to the GPU that made them: kept only on the same GPU
+    cat build/carry/triton-cache.tar.xz* | xz -d | tar xf -
+    if [[ "$(cat build/triton-cache/.gpu 2>/dev/null)" != "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" ]]; then
+      find build/triton-cache -name '*.autotune.json' -delete
+    fi
   fi
   make kernels 2>&1 | tail -1
 }
