@@ -1,7 +1,8 @@
 """Self-checks of every launch's counters: what fails is removed, counted and named, never silently used.
 
-Run by the profiler on the joined kernel table before the run directory is written (pure: frame in, frame
-and summary out). Per launch with counters (`measured` or `lent`):
+Run on the joined kernel table before the run directory is written (the pipeline hands it to the profiler
+through `pipeline.ceilings.check_run_counters`; pure: frame in, frame and summary out). Per launch with
+counters (`measured` or `lent`):
 
 - duration: the Nsight Compute duration the counters were measured over against this launch's timeline
   duration. Tolerance, chosen on the 12 paper runs bundled before schema 2 (H100 + H200, 1,242 profiled
