@@ -136,3 +136,14 @@ def test_headroom_is_the_time_above_the_roof_sorted_by_what_is_reachable():
     assert math.isnan(saved.loc["_chunk_state_fwd_kernel", "roof_ms"])  # no counters, no roof
     summary = headroom_summary(headroom(roofline(analyzed(), H100), H100.dram_gb_s), by="category")
     assert summary["saved_reachable_ms"].is_monotonic_decreasing
+
+
+def test_the_roofline_figure_draws_the_l2_level_where_an_l2_ceiling_is_known():
+    from ssmprof.reports.figures import roofline_scatter
+
+    measured = Ceilings(3000.0, 7000.0, 800.0, 50.0, "measured")
+    with_l2 = roofline_scatter(roofline(analysis_frame(kernels().assign(l2_bytes=2e8)), measured), "")
+    names = [trace.name for trace in with_l2.data]
+    assert "the same launches at L2 intensity" in names and any(", L2 (measured)" in name for name in names)
+    without = [trace.name for trace in roofline_scatter(roofline(analyzed(), H100), "").data]
+    assert not any("L2" in str(name) for name in without)

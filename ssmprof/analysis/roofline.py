@@ -48,6 +48,7 @@ def roofline(kernels: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
     frame["path"] = np.where(tensor, "tensor", "vector")
     frame["peak_flop_per_s"] = peak
     frame["ridge_ai"] = peak / bandwidth
+    frame["l2_ridge_ai"] = peak / (ceilings.l2_gb_s * 1e9) if ceilings.l2_gb_s else np.nan
     dram_roof = frame["ai_dram"] * bandwidth
     l2_roof = frame["ai_l2"] * ceilings.l2_gb_s * 1e9 if ceilings.l2_gb_s else pd.Series(np.inf, frame.index)
     frame["roof_flop_per_s"] = np.minimum(peak, np.minimum(dram_roof, l2_roof.fillna(np.inf)))

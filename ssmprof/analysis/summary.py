@@ -39,7 +39,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None) -> d
         tables["roofline"] = per_kernel[["launch_idx", "kernel_name", "phase", "category", "path", "duration_ns",
                                          "flops", "ai_dram", "ai_l2", "ai_l1", "flop_per_s", "pct_of_roof",
                                          "pct_of_dram_peak", "verdict", "roof_limiter", "peak_flop_per_s",
-                                         "ridge_ai", "ceiling_source"]]
+                                         "ridge_ai", "l2_ridge_ai", "ceiling_source"]]
         tables["roofline_summary"] = roofline_summary(per_kernel)
         saved = headroom(per_kernel, ceilings.dram_gb_s)
         tables["headroom"] = headroom_summary(saved)

@@ -46,16 +46,21 @@ def _add_roofs(figure: go.Figure, roofline: pd.DataFrame, x_range: tuple[float, 
     across the axis range."""
     low, high = 10 ** x_range[0], 10 ** x_range[1]
     for path, rows in roofline.groupby("path"):
-        peak, ridge = rows["peak_flop_per_s"].iloc[0], rows["ridge_ai"].iloc[0]
-        xs = [x for x in (low, ridge, high) if low <= x <= high] or [low, high]
-        figure.add_scatter(x=xs, y=[min(peak, peak * x / ridge) for x in xs], mode="lines", hoverinfo="name",
-                           name=f"{prefix}roof: {path} ({rows['ceiling_source'].iloc[0]})",
-                           line={"dash": style.ROOF_DASH.get(path, "solid"), "color": color, "width": 1.5})
+        peak = rows["peak_flop_per_s"].iloc[0]
+        levels = [("", rows["ridge_ai"].iloc[0], 1.5)]
+        if "l2_ridge_ai" in rows and pd.notna(rows["l2_ridge_ai"].iloc[0]):
+            levels.append((", L2", rows["l2_ridge_ai"].iloc[0], 0.8))  # the hierarchical roof's L2 level
+        for level, ridge, width in levels:
+            xs = [x for x in (low, ridge, high) if low <= x <= high] or [low, high]
+            figure.add_scatter(x=xs, y=[min(peak, peak * x / ridge) for x in xs], mode="lines", hoverinfo="name",
+                               name=f"{prefix}roof: {path}{level} ({rows['ceiling_source'].iloc[0]})",
+                               line={"dash": style.ROOF_DASH.get(path, "solid"), "color": color, "width": width})
 
 
 def _x_range(*rooflines: pd.DataFrame) -> tuple[float, float]:
     """log10 range of the x axis: the kernels' intensities and the ridges, half a decade either side."""
-    values = pd.concat([pd.concat([r["ai_dram"][r["ai_dram"] > 0], r["ridge_ai"]]) for r in rooflines]).dropna()
+    values = pd.concat([pd.concat([r[c][r[c] > 0] for c in ("ai_dram", "ai_l2", "ridge_ai", "l2_ridge_ai") if c in r])
+                        for r in rooflines]).dropna()
     if values.empty:
         return (-1.0, 3.0)
     return (math.log10(values.min()) - 0.5, math.log10(values.max()) + 0.5)
@@ -75,9 +80,10 @@ def _decades(log_range) -> dict:
     return {"tickvals": values, "ticktext": [style.decade_label(v) for v in values]}
 
 
-def _log_axes(figure: go.Figure, title: str, x_range, y_range) -> go.Figure:
+def _log_axes(figure: go.Figure, title: str, x_range, y_range, l2_points: bool = False) -> go.Figure:
+    x_title = "arithmetic intensity at DRAM (FLOP/byte)" + (", at L2 for the open grey markers" if l2_points else "")
     return _layout(figure, title, height=620,
-                   xaxis={"type": "log", "title": "arithmetic intensity at DRAM (FLOP/byte)", "range": list(x_range)},
+                   xaxis={"type": "log", "title": x_title, "range": list(x_range)},
                    yaxis={"type": "log", "title": "achieved FLOP/s", "range": y_range, **_decades(y_range)})
 
 
@@ -92,8 +98,23 @@ def roofline_scatter(roofline: pd.DataFrame, title: str, color_by: str = "catego
         else:
             symbol = style.WORKLOAD_SYMBOLS[index % len(style.WORKLOAD_SYMBOLS)]
             _add_kernels(figure, rows, str(group), style.category_color(str(rows["category"].iloc[0])), symbol, 9)
+    l2_points = _add_l2_points(figure, roofline)
     _add_roofs(figure, roofline, x_range)
-    return _log_axes(figure, title, x_range, _y_range(roofline))
+    return _log_axes(figure, title, x_range, _y_range(roofline), l2_points)
+
+
+def _add_l2_points(figure: go.Figure, roofline: pd.DataFrame) -> bool:
+    """The same launches at their L2 intensity (small open grey markers), against the L2 roof; False where no
+    L2 ceiling is known."""
+    if "ai_l2" not in roofline or "l2_ridge_ai" not in roofline or roofline["l2_ridge_ai"].isna().all():
+        return False
+    rows = roofline[roofline["ai_l2"].notna() & (roofline["flops"] > 0)]
+    figure.add_scatter(x=rows["ai_l2"], y=rows["flop_per_s"], mode="markers", name="the same launches at L2 intensity",
+                       marker={"symbol": "circle-open", "size": 5, "color": style.ROOF_COLORS[0]},
+                       customdata=rows[["kernel_name", "phase"]].to_numpy(),
+                       hovertemplate="%{customdata[0]} (%{customdata[1]})<br>L2 intensity %{x:.3g} FLOP/B"
+                       + "<extra></extra>")
+    return True
 
 
 def roofline_overlay(rooflines: dict[str, pd.DataFrame], title: str) -> go.Figure:
