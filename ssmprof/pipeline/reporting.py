@@ -23,7 +23,7 @@ from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline
 from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.errors import InvalidConfig
-from ssmprof.pipeline.ceilings import ceilings_by_run, ceilings_for, datasheet_ceilings, read_device_profile
+from ssmprof.pipeline.ceilings import ceilings_by_run, datasheet_ceilings, read_device_profile
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.profiler.gpu_specs import SPECS
@@ -53,14 +53,22 @@ class AnalyzedRun(NamedTuple):
 
 def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
                  csv: Path | None = None) -> tuple[list[AnalyzedRun], dict[str, pd.DataFrame] | None]:
-    """Every run analyzed on its ceilings (`ceilings_for`), and the suite overview where there are several
+    """Every run analyzed on its ceilings (`ceilings_by_run`), and the suite overview where there are several
     runs; with `csv`, every frame is also written there as CSV."""
-    analyzed, kernels, infos, ceilings = [], {}, {}, {}
+    return _analyze(paths, _load(paths, profile), csv)
+
+
+def _load(paths: list[Path], profile: DeviceProfile | None) -> dict[int, tuple[Run, Ceilings | None, list[str]]]:
+    """Each run loaded once, with the ceilings of its GPU in this set of runs and their notes."""
     loaded = {index: load_run(path) for index, path in enumerate(paths)}
-    limits_of = ceilings_by_run(loaded, profile)
+    return {index: (loaded[index], *limits) for index, limits in ceilings_by_run(loaded, profile).items()}
+
+
+def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, list[str]]],
+             csv: Path | None) -> tuple[list[AnalyzedRun], dict[str, pd.DataFrame] | None]:
+    analyzed, kernels, infos, ceilings = [], {}, {}, {}
     for index, path in enumerate(paths):
-        run = loaded[index]
-        limits, notes = limits_of[index]
+        run, limits, notes = loaded[index]
         tables = analyze(run, limits, origin(path))
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
@@ -89,19 +97,17 @@ def report(runs: list[Path], fmt: str = "html", output: Path | None = None, csv:
     check_file(output, "--output")
     check_file(trace, "--trace")
     check_folder(csv, "--csv")
-    profile = read_device_profile(device_profile)
-    analyzed, overview = analyze_runs(runs, profile, csv)
+    loaded = _load(runs, read_device_profile(device_profile))
+    analyzed, overview = _analyze(runs, loaded, csv)
     text = render_html(analyzed, overview) if fmt == "html" else render_markdown(analyzed, overview)
     if trace is not None:
-        write_output(trace_json([traced(path, profile) for path in runs]), trace)
+        write_output(trace_json([traced(run, limits) for run, limits, _ in loaded.values()]), trace)
     return write_output(text, output)
 
 
-def traced(path: Path, profile: DeviceProfile | None = None) -> tuple[dict, pd.DataFrame]:
+def traced(run: Run, limits: Ceilings | None) -> tuple[dict, pd.DataFrame]:
     """A run's (run.json, per-launch frame) for the trace: the analysis frame with each launch's roofline
-    verdict and % of roof where it has counters."""
-    run = load_run(path)
-    limits, _ = ceilings_for(run.info, profile, run.kernels)
+    verdict and % of roof where it has counters, on the ceilings its report used."""
     kernels = run.kernels
     if limits is not None and kernels["ncu_duration_ns"].notna().any():
         kernels = roofline(kernels, limits)
@@ -115,12 +121,12 @@ def reference(out: Path) -> list[Path]:
     check_folder(out, "--out")
     written, traces = [], []
     for gpu in bundled.GPUS:
-        profile = read_device_profile(bundled.device_profile(gpu))
-        analyzed, overview = analyze_runs(bundled.runs(gpu), profile)
+        loaded = _load(bundled.runs(gpu), read_device_profile(bundled.device_profile(gpu)))
+        analyzed, overview = _analyze(bundled.runs(gpu), loaded, None)
         written.append(out / f"suite-{gpu}.html")
         write_output(render_html(analyzed, overview), written[-1])
         traces.append(out / f"trace-{gpu}.json")
-        write_output(trace_json([traced(path, profile) for path in bundled.runs(gpu)]), traces[-1])
+        write_output(trace_json([traced(run, limits) for run, limits, _ in loaded.values()]), traces[-1])
     first, second = bundled.GPUS
     for path_a, path_b in zip(bundled.runs(first), bundled.runs(second), strict=True):
         target = out / f"compare-{path_a.name}-{first}-vs-{second}.html"
