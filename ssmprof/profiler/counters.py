@@ -160,14 +160,14 @@ def kernel_signature(full_name: str, short_name: str) -> str:
     return " ".join(w for w in words if w not in _STYLE_WORDS)
 
 
-def problems(timeline: pd.DataFrame) -> pd.Series:
+def problems(timeline: pd.DataFrame, signatures: pd.Series | None = None) -> pd.Series:
     """What each launch computes, as far as its counters are concerned: the kernel (signature), and for kernels
     launched by a framework op (cuBLAS, cuDNN and ATen kernels under `aten::*`) also that op and its input
     shapes, since their grid need not follow the shapes. Custom kernels (Triton, CUDA extensions) size their
     grids from the shapes, so their configuration is their problem; the duration check tests that."""
     library = timeline["launch_op"].fillna("").str.startswith("aten::")
     detail = "|" + timeline["launch_op"].fillna("") + "|" + timeline["launch_shapes"].fillna("")
-    return _signatures(timeline) + detail.where(library, "")
+    return (_signatures(timeline) if signatures is None else signatures) + detail.where(library, "")
 
 
 @dataclass
@@ -178,6 +178,7 @@ class SamplingPlan:
     invocations of a function across all its launch configurations (seen on the H100: numbers computed per
     configuration picked launches of other configurations), so the numbers here are per function."""
 
+    signatures: pd.Series  # each launch's `kernel_signature`
     problems: pd.Series
     ambiguous: list[str]  # configurations holding several problems
     targets: dict[str, list[int]]  # pass 2: function name -> 1-based invocation numbers
@@ -186,7 +187,8 @@ class SamplingPlan:
 
     @classmethod
     def of(cls, timeline: pd.DataFrame) -> SamplingPlan:
-        problem = problems(timeline)
+        signatures = _signatures(timeline)
+        problem = problems(timeline, signatures)
         invocation = timeline.groupby("kernel_name", sort=False).cumcount() + 1
         first = ~timeline.duplicated(CONFIG_KEY)
         frame = timeline[CONFIG_KEY].assign(problem=problem)
@@ -197,7 +199,7 @@ class SamplingPlan:
             number=invocation, pair=frame["problem"] + "@" + frame[CONFIG_KEY].astype(str).agg(" ".join, axis=1))
         targets = _fewest_invocations(candidates)
         labels = [_config_label(r) for r in timeline[several].drop_duplicates(CONFIG_KEY).itertuples()]
-        return cls(problem, labels, targets, first, invocation)
+        return cls(signatures, problem, labels, targets, first, invocation)
 
     def expected(self, timeline: pd.DataFrame, mode: str, targets: dict[str, list[int]] | None = None) -> pd.Index:
         """Positions (in `timeline`) of the launches a pass profiles, in launch order."""
@@ -239,7 +241,7 @@ def attach_counters(timeline: pd.DataFrame, passes: list[tuple[pd.DataFrame, pd.
     guessed). Placed rows make their launches `measured`; every other launch borrows from a measured launch
     of the same configuration and problem (`lent`) or has no counters (`unmatched`)."""
     timeline = timeline.reset_index(drop=True)
-    signatures = _signatures(timeline)
+    signatures = pd.Series(plan.signatures.to_numpy(), index=timeline.index)
     columns = list(COUNTER_COLUMNS)
     measured: dict[int, pd.Series] = {}
     unplaced: list[str] = []
