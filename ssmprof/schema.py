@@ -75,7 +75,8 @@ KERNEL_COLUMNS: dict[str, Column] = {
     "counter_lender": Column("int64", "", "launch_idx of the launch whose counters this row carries (its own when "
                              "measured), -1 when none"),
 }
-COUNTER_STATUSES = ("measured", "lent", "unmatched", "not collected", "unchecked")  # plus "rejected: <check>"
+# Statuses whose counters passed the self-checks: the only counters analyses may trust.
+CHECKED_STATUSES = ("measured", "lent")
 
 # Canonical counter column -> Nsight Compute metric (Hopper names; ncu 2025.3). Units are canonical:
 # bytes, percent, counts. FLOPs are derived in analysis (fp32 = fadd + fmul + 2 * ffma; a tensor-path op

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ssmprof.analysis.derived import derive
-from ssmprof.schema import COUNTER_COLUMNS
+from ssmprof.schema import CHECKED_STATUSES, COUNTER_COLUMNS, PHASES
 
 DURATION_FLOOR_NS = 4000
 DURATION_RATIO = 1.5
@@ -37,7 +37,6 @@ GEMM_RATIO_BAND = (0.8, 1.25)
 # Ops whose input shapes give a GEMM's work, and where M, K, N stand in the shapes ([batch,] rows, inner).
 _GEMM_OPS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
              "aten::addbmm": (1, 2)}
-WITH_COUNTERS = ("measured", "lent")
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ def check_counters(kernels: pd.DataFrame, peaks: Peaks | None) -> tuple[pd.DataF
     """(the table with failing launches' counters removed and `counter_status` = "rejected: <check>",
     the summary for run.json)."""
     frame = derive(kernels)
-    counted = kernels["counter_status"].isin(WITH_COUNTERS) & kernels["ncu_duration_ns"].notna()
+    counted = kernels["counter_status"].isin(CHECKED_STATUSES) & kernels["ncu_duration_ns"].notna()
     ncu, timeline = kernels["ncu_duration_ns"], kernels["duration_ns"].astype(float)
     ratio = ncu / timeline.replace(0, np.nan)
     duration_ok = ((ncu - timeline).abs() <= DURATION_FLOOR_NS) | ratio.between(1 / DURATION_RATIO, DURATION_RATIO)
@@ -138,7 +137,7 @@ def _rejected_table(rejected: pd.DataFrame, limit: int = 40) -> list[dict]:
 
 def _gemm_summary(gemms: pd.DataFrame, measured: pd.Series, analytic: pd.Series) -> dict:
     out = {}
-    for phase in ("forward", "backward"):
+    for phase in PHASES[:2]:  # forward, backward
         mask = gemms["phase"] == phase
         if mask.any():
             out[phase] = {"launches": int(mask.sum()), "measured_flops": float(measured[mask].sum()),

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ssmprof.analysis.frame import WEIGHT, time_weighted
 from ssmprof.analysis.headroom import REACHABLE
+from ssmprof.schema import CHECKED_STATUSES
 
 SSM = "SSM scan"
 COLUMNS = ["topic", "finding", "value", "anchor"]
@@ -154,13 +155,13 @@ def _host(tables: dict[str, pd.DataFrame]) -> list[dict]:
 def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
     status = tables["counter_checks"]
     share = dict(zip(status["counter_status"], status["time_share"], strict=True))
-    counted = sum(v for k, v in share.items() if k in ("measured", "lent", "unchecked"))
+    counted = sum(v for k, v in share.items() if k in (*CHECKED_STATUSES, "unchecked"))
     rejected = status[status["counter_status"].str.startswith("rejected")]
     if "unchecked" in share:
         text = f"Counters cover {100 * counted:.0f} % of kernel time, unchecked: a run written before the " \
                "self-checks (schema 1), whose counters were joined by short name and launch configuration."
     else:
-        sources = ", ".join(f"{k} {100 * v:.0f} %" for k, v in share.items() if k in ("measured", "lent"))
+        sources = ", ".join(f"{k} {100 * v:.0f} %" for k, v in share.items() if k in CHECKED_STATUSES)
         text = f"Counters cover {100 * counted:.0f} % of kernel time ({sources}; lent: one profiled launch per " \
                "configuration stands for the others) and passed the self-checks"
         if len(rejected):

@@ -37,7 +37,7 @@ import pandas as pd
 
 from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
 from ssmprof.errors import SsmprofError
-from ssmprof.schema import KERNEL_COLUMNS
+from ssmprof.schema import CHECKED_STATUSES, KERNEL_COLUMNS
 
 CONFIG = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
 SITE = ["kernel_name", "phase", "launch_op"]  # where a kernel is launched from: a config change keeps it
@@ -50,7 +50,6 @@ LAUNCHES = "launches"
 # efficiency metric -> the direction that is worse
 EFFICIENCY = {"dram_throughput_pct": "lower", "flop_per_s": "lower", "l2_hit_rate_pct": "lower",
               "l1_hit_rate_pct": "lower"}
-CHECKED = ("measured", "lent")  # counter statuses whose counters passed the self-checks
 MAD_TO_SIGMA = 1.4826
 
 
@@ -73,7 +72,7 @@ def checked_counters(kernels: pd.DataFrame) -> pd.DataFrame:
     self-checks (status other than measured/lent): only checked counters are gated."""
     derived = [c for c in kernels.columns if c not in KERNEL_COLUMNS and c != "category"]
     out = kernels.copy()
-    out.loc[~out["counter_status"].isin(CHECKED), derived] = np.nan
+    out.loc[~out["counter_status"].isin(CHECKED_STATUSES), derived] = np.nan
     return out
 
 
@@ -94,7 +93,7 @@ def kernel_table(kernels: pd.DataFrame, key: list[str] = GATE_KEY) -> pd.DataFra
     measured = frame[frame["flops"].notna() & frame["seconds"].notna()]
     work = measured.groupby(key, as_index=False)[["flops", "seconds"]].sum()
     work["flop_per_s"] = work["flops"] / work["seconds"]
-    status = frame["counter_status"].astype(str).where(~frame["counter_status"].isin(CHECKED), "checked")
+    status = frame["counter_status"].astype(str).where(~frame["counter_status"].isin(CHECKED_STATUSES), "checked")
     why = status.groupby([frame[k] for k in key]).agg(lambda s: s.value_counts().index[0]).rename("counters")
     return (table.merge(rates, on=key, how="left").merge(work[key + ["flop_per_s"]], on=key, how="left")
             .merge(why.reset_index(), on=key, how="left"))

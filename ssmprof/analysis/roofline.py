@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.checks import WITH_COUNTERS as CHECKED
 from ssmprof.analysis.frame import WEIGHT, time_weighted
+from ssmprof.schema import CHECKED_STATUSES
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def at_least_achieved(ceilings: Ceilings, kernels: pd.DataFrame) -> tuple[Ceilin
     """`ceilings` raised to the highest rate a launch of the run reaches on its checked counters (tensor and
     fp32 FLOP/s, DRAM and L2 bytes/s, each on the counters' own duration), with a note per raised ceiling.
     Unchecked counters (schema-1 runs, lent across problems) raise nothing."""
-    kernels = kernels[kernels["counter_status"].isin(CHECKED)]
+    kernels = kernels[kernels["counter_status"].isin(CHECKED_STATUSES)]
     seconds = kernels["seconds"]
     achieved = {
         "bf16_tensor_tflops": (kernels["flops_tensor"] / seconds / 1e12, "TFLOP/s"),

@@ -12,7 +12,7 @@ from ssmprof.analysis.host import busy_ns
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.tensor_vector import FLOP_CLASSES, class_summary, classify
-from ssmprof.schema import PHASES
+from ssmprof.schema import CHECKED_STATUSES, PHASES
 
 SSM = "SSM scan"
 
@@ -43,7 +43,7 @@ def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) ->
                "l2_hit_pct": caches["l2_hit_rate_pct"], "pct_of_roof": roof["pct_of_roof"],
                "memory_bound_pct": 100 * roof["memory_bound_share"],
                # unchecked (schema-1) counters may belong to other launches: their roof % can exceed 100
-               "counters_checked": bool(ssm["counter_status"].isin(("measured", "lent")).any())}
+               "counters_checked": bool(ssm["counter_status"].isin(CHECKED_STATUSES).any())}
         classes = class_summary(classify(ssm, ceilings[workload]))
         for phase in PHASES[:2]:  # forward, backward (the optimizer runs no SSM kernels)
             for name in FLOP_CLASSES:
