@@ -20,28 +20,30 @@ HOST_BOUND_IDLE_SHARE = 0.3
 SHORT_KERNEL_NS = 10_000  # launches under 10 us cost about what launching them costs
 
 
-def busy_ns(kernels: pd.DataFrame) -> int:
-    """Time at least one kernel runs: the union of [start, start + duration) over all launches."""
-    if kernels.empty:
-        return 0
+def _idle_gaps(kernels: pd.DataFrame) -> tuple[np.ndarray, int]:
+    """(the gaps before each launch in start order: its start minus the latest end before it, negative where
+    it overlaps; the span from the first start to the last end)."""
     order = kernels.sort_values("start_ns")
     starts = order["start_ns"].to_numpy()
-    ends = starts + order["duration_ns"].to_numpy()
-    reach = np.maximum.accumulate(ends)
-    new_block = np.r_[True, starts[1:] > reach[:-1]]
-    block_starts = starts[new_block]
-    block_ends = np.r_[reach[:-1][new_block[1:]], reach[-1]]
-    return int((block_ends - block_starts).sum())
+    reach = np.maximum.accumulate(starts + order["duration_ns"].to_numpy())
+    return starts[1:] - reach[:-1], int(reach[-1] - starts[0])
+
+
+def busy_ns(kernels: pd.DataFrame) -> int:
+    """Time at least one kernel runs: the union of [start, start + duration) over all launches, i.e. the span
+    less the idle gaps."""
+    if kernels.empty:
+        return 0
+    gaps, span = _idle_gaps(kernels)
+    return span - int(gaps[gaps > 0].sum())
 
 
 def host_summary(kernels: pd.DataFrame, step_ms: float) -> pd.DataFrame:
     """One row: step and busy time, busy share, idle time, launches per second at the step rate, share of
     launches under 10 us, the largest idle gap inside the iteration, and the verdict."""
-    busy = busy_ns(kernels)
+    gaps, span = _idle_gaps(kernels) if len(kernels) else (np.array([]), 0)
+    busy = span - int(gaps[gaps > 0].sum())  # as busy_ns, from the same gaps
     step_ns = step_ms * 1e6
-    order = kernels.sort_values("start_ns")
-    ends = np.maximum.accumulate((order["start_ns"] + order["duration_ns"]).to_numpy())
-    gaps = order["start_ns"].to_numpy()[1:] - ends[:-1]
     share = busy / step_ns if step_ns else float("nan")
     return pd.DataFrame([{
         "step_ms": step_ms,
