@@ -42,6 +42,13 @@ FUSED_KERNELS = {
     "selective_scan": ("selective_scan",),  # Mamba-1 CUDA selective scan (selective_scan_fwd_kernel, ...)
     "conv1d": ("causal_conv1d",),  # causal-conv1d CUDA (causal_conv1d_fwd_kernel, ...)
 }
+
+
+def is_fused_kernel(kernel_name: str) -> bool:
+    """Whether a kernel is one of FUSED_KERNELS (by name stem): the SSM and convolution kernels of the study."""
+    return any(stem in kernel_name for stems in FUSED_KERNELS.values() for stem in stems)
+
+
 # The forward SSD chain in launch order (`_mamba_chunk_scan_combined_fwd`): each kernel's name prefix.
 SSD_FORWARD_KERNELS = ("_chunk_cumsum_fwd", "_bmm_chunk_fwd", "_chunk_state_fwd", "_state_passing_fwd",
                        "_chunk_scan_fwd")

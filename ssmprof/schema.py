@@ -114,6 +114,16 @@ COUNTER_METRICS: dict[str, tuple[str, str, str]] = {
                         "tensor pipe active, % of peak while the SM is active"),
     "fma_pipe_pct": ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "%",
                      "FMA pipe active, % of peak while the SM is active"),
+    "alu_pipe_pct": ("sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active", "%",
+                     "ALU pipe (integer, logic, compare, conversion) active, % of peak while the SM is active"),
+    "xu_pipe_pct": ("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active", "%",
+                    "XU pipe (special functions: exp, log, rcp, sqrt) instruction rate, % of peak, SM active"),
+    "lsu_pipe_pct": ("sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active", "%",
+                     "load/store pipe instruction rate, % of peak while the SM is active"),
+    "issue_active_pct": ("smsp__issue_active.avg.pct_of_peak_sustained_active", "%",
+                         "cycles a warp scheduler issued an instruction, % of cycles it was active"),
+    "achieved_occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active", "%",
+                               "resident warps per active cycle, % of the SM's maximum (achieved occupancy)"),
     # launch attributes: recorded for every profiled launch at no extra replay pass
     "registers_per_thread": ("launch__registers_per_thread", "registers", "registers per thread"),
     "waves_per_sm": ("launch__waves_per_multiprocessor", "waves", "thread-block waves per SM (grid / resident)"),
@@ -128,7 +138,47 @@ COUNTER_COLUMNS: dict[str, Column] = {
     name: Column("float64", unit, f"{description} [{metric}]")
     for name, (metric, unit, description) in COUNTER_METRICS.items()
 }
-ALL_COLUMNS: dict[str, Column] = {**KERNEL_COLUMNS, **COUNTER_COLUMNS}
+# Why warps wait, from a separate Nsight Compute pass over the first launch of the kernels that matter
+# (warp-state counters take replay passes of their own; `profiler.counters.stall_targets`). Each reason is
+# the average number of warps stalled on it per issue cycle: they add up to `stall_warps_per_issue`, the
+# warps resident per issue cycle (ncu's "warp cycles per issued instruction" breakdown).
+STALL_REASONS: dict[str, str] = {
+    "long_scoreboard": "waiting on global/local memory (L1TEX) results",
+    "short_scoreboard": "waiting on shared memory or special-function (MIO) results",
+    "barrier": "waiting at a thread-block barrier",
+    "membar": "waiting at a memory barrier",
+    "mio_throttle": "MIO queue full (shared memory, special functions)",
+    "lg_throttle": "local/global memory queue full",
+    "tex_throttle": "texture/L1 pipe queue full",
+    "math_pipe_throttle": "math pipe busy (waiting for its turn on FMA/ALU/XU/tensor)",
+    "gmma": "waiting on warpgroup MMA (wgmma) results",
+    "wait": "fixed-latency dependency",
+    "dispatch_stall": "dispatcher stall",
+    "branch_resolving": "waiting for a branch target",
+    "no_instruction": "instruction cache miss or fetch",
+    "imc_miss": "immediate constant cache miss",
+    "sleeping": "sleeping (nanosleep or all threads yielded)",
+    "drain": "draining memory stores at exit",
+    "misc": "miscellaneous",
+    "not_selected": "eligible, another warp was issued",
+    "selected": "issuing",
+}
+STALL_METRICS: dict[str, tuple[str, str, str]] = {
+    "stall_duration_ns": ("gpu__time_duration.sum", "ns", "kernel duration under the warp-stall pass"),
+    "stall_warps_per_issue": ("smsp__average_warps_active_per_issue_active.ratio", "warps/issue",
+                              "warps resident per issue cycle (the sum of the stall reasons)"),
+    **{f"stall_{reason}": (f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio", "warps/issue",
+                           f"warps stalled per issue cycle: {meaning}")
+       for reason, meaning in STALL_REASONS.items()},
+}
+STALL_COLUMNS: dict[str, Column] = {
+    **{name: Column("float64", unit, f"{description} [{metric}]")
+       for name, (metric, unit, description) in STALL_METRICS.items()},
+    "stall_lender": Column("float64", "", "launch_idx of the launch whose warp-stall counters this row carries (its "
+                           "own when profiled in the stall pass; the same configuration and problem otherwise), "
+                           "NaN where none"),
+}
+ALL_COLUMNS: dict[str, Column] = {**KERNEL_COLUMNS, **COUNTER_COLUMNS, **STALL_COLUMNS}
 
 
 class SchemaError(SsmprofError):

@@ -14,8 +14,10 @@ from ssmprof.profiler.counters import (
     CounterCollectionError,
     SamplingPlan,
     attach_counters,
+    attach_stalls,
     kernel_signature,
     run_ncu,
+    stall_targets,
 )
 from ssmprof.schema import conform_kernels
 
@@ -131,6 +133,34 @@ def test_rows_that_fit_no_expected_launch_are_named_not_guessed():
     assert notes["profiled_not_placed"] == ["_chunk_scan_fwd_kernel grid 256x66x1 block 384x1x1 smem 1024",
                                             f"{GEMM} grid 2x66x1 block 384x1x1 smem 1024"]
     assert joined["counter_status"].tolist()[:3] == ["measured", "unmatched", "measured"]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "always", "targets"),
+    [
+        # GEMM 11,030 of 11,770 ns (94 %): it alone reaches 90 % of the time
+        ("the functions holding 90 % of the time, longest first", lambda name: False, [GEMM]),
+        ("and every SSM kernel, however short", lambda name: "chunk_scan" in name, [GEMM, "_chunk_scan_fwd_kernel"]),
+    ],
+)
+def test_stall_targets(scenario, always, targets):
+    assert stall_targets(timeline(), always) == {name: [1] for name in sorted(targets)}, scenario
+
+
+def test_stalls_are_placed_on_each_functions_first_launch_and_lent_within_its_problem():
+    kernels, plan = timeline(), SamplingPlan.of(timeline())
+    targets = {GEMM: [1], "_chunk_scan_fwd_kernel": [1]}
+    rows = report([(GEMM, GEMM, 2, NAN), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, NAN)])
+    rows = rows.drop(columns="dram_read_bytes").assign(stall_long_scoreboard=[0.5, 3.0], stall_duration_ns=[1500, 200])
+    joined, notes = attach_stalls(kernels, rows, plan.expected(kernels, "sampled", targets), plan)
+    joined = conform_kernels(joined)
+    # problem A of the GEMM (launches 0, 3) and the scan kernel forward and recomputed (1, 4); problem B and
+    # the cutlass kernels have none
+    assert joined["stall_long_scoreboard"].tolist() == pytest.approx([0.5, 3.0, NAN, 0.5, 3.0, NAN, NAN, NAN],
+                                                                     nan_ok=True)
+    assert joined["stall_lender"].tolist() == pytest.approx([0, 1, NAN, 0, 1, NAN, NAN, NAN], nan_ok=True)
+    assert notes["launches_profiled"] == 2 and notes["profiled_not_placed"] == []
+    assert notes["time_fraction"] == pytest.approx((1500 + 200 + 1510 + 210) / 11770)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from known_work import RECORDED_COUNTER_COLUMNS
 
 from ssmprof import schema
 from ssmprof.analysis.checks import check_counters, gemm_flops
@@ -30,7 +31,7 @@ def joined(tmp_path_factory):
         path = folder / f"counters-{number}.ncu-rep"
         with lzma.open(FIXTURE / f"counters-{number}.ncu-rep.xz") as packed, open(path, "wb") as out:
             shutil.copyfileobj(packed, out)
-        reports.append(read_report(path))
+        reports.append(read_report(path, columns=RECORDED_COUNTER_COLUMNS))
     with gzip.open(FIXTURE / "trace.json.gz", "rt") as f:
         timeline = schema.conform_kernels(kernel_table(json.load(f)))
     plan = SamplingPlan.of(timeline)

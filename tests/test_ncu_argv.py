@@ -6,6 +6,7 @@ import pytest
 from ssmprof.profiler.ncu import (
     CHIPS,
     LAUNCH_METRICS,
+    METRIC_GROUPS,
     UnknownMetric,
     check_metrics,
     chip_for,
@@ -15,7 +16,7 @@ from ssmprof.profiler.ncu import (
     parse_query_metrics,
     targeted_kernel_id,
 )
-from ssmprof.schema import COUNTER_METRICS
+from ssmprof.schema import COUNTER_METRICS, STALL_REASONS
 
 # `ncu --query-metrics --chip CHIP` of Nsight Compute 2025.3.1, beside the checkout (CI has it; see shared/README)
 QUERY_LISTS = Path(__file__).resolve().parents[2] / "shared" / "ncu"
@@ -67,7 +68,8 @@ def test_every_chip_metric_set_exists_in_that_chips_query_list(chip):
         pytest.skip(f"{listing} is not beside this checkout")
     with gzip.open(listing, "rt") as text:
         available = parse_query_metrics(text.read())
-    check_metrics(counter_metrics(chip), available, chip)  # raises on any unknown metric
+    for group in METRIC_GROUPS:
+        check_metrics(counter_metrics(chip, group), available, chip)  # raises on any unknown metric
     # what Hopper alone has is mapped or dropped on the others, never asked for
     if chip != "gh100":
         with pytest.raises(UnknownMetric, match="sm__ops_path_tensor_"):
@@ -80,6 +82,17 @@ def test_a100_collects_what_it_has_and_says_what_it_lacks():
     assert a100["tensor_ops_fp16"].count("+") == 1  # fp16 in with fp16 or fp32 accumulation
     assert [c for c, m in a100.items() if m is None] == ["tensor_ops_fp8", "tensor_ops_bf16_wgmma",
                                                          "tensor_ops_bf16_mma"]
+
+
+def test_the_stall_pass_asks_for_every_reason_the_chip_counts_and_their_sum():
+    hopper = column_metrics("gh100", "stalls")
+    assert hopper["stall_warps_per_issue"] == "smsp__average_warps_active_per_issue_active.ratio"
+    assert all(hopper[f"stall_{reason}"] for reason in STALL_REASONS)
+    assert [c for c, m in column_metrics("ga100", "stalls").items() if m is None] == ["stall_gmma"]
+    assert sorted(c for c, m in column_metrics("gb100", "stalls").items() if m is None) == ["stall_gmma",
+                                                                                            "stall_imc_miss"]
+    # the join places stall rows by launch configuration too
+    assert set(LAUNCH_METRICS) <= set(counter_metrics("gh100", "stalls"))
 
 
 def test_unknown_chip_and_unknown_metric_are_one_line_errors():

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from known_work import RECORDED_COUNTER_COLUMNS
 from typer.testing import CliRunner
 
 from ssmprof import bundled, schema
@@ -49,7 +50,7 @@ def test_calibration_report_extracts_and_passes(tmp_path):
     report = tmp_path / "calibrate.ncu-rep"
     with lzma.open(DATA / "calibrate-h100" / "calibrate.ncu-rep.xz") as packed, open(report, "wb") as out:
         shutil.copyfileobj(packed, out)
-    frame = read_report(report)
+    frame = read_report(report, columns=RECORDED_COUNTER_COLUMNS)
     assert len(frame) == 3 and set(frame["phase"]) == {"forward"}
     checks = evaluate(frame, KNOWN_WORK).set_index("check")
     assert checks["passed"].all(), checks

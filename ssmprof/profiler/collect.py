@@ -23,12 +23,20 @@ import torch
 
 from ssmprof import schema
 from ssmprof.errors import NoGpu
-from ssmprof.kernels import KernelPlan, software_versions
+from ssmprof.kernels import KernelPlan, is_fused_kernel, software_versions
 from ssmprof.profiler import autotune
-from ssmprof.profiler.counters import SamplingPlan, attach_counters, available_metrics, child_command, run_ncu
+from ssmprof.profiler.counters import (
+    SamplingPlan,
+    attach_counters,
+    attach_stalls,
+    available_metrics,
+    child_command,
+    run_ncu,
+    stall_targets,
+)
 from ssmprof.profiler.harness import Progress, RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
-from ssmprof.profiler.ncu import check_metrics, chip_for, column_metrics, counter_metrics
+from ssmprof.profiler.ncu import METRIC_GROUPS, check_metrics, chip_for, column_metrics, counter_metrics
 from ssmprof.profiler.ncu_extract import read_report
 from ssmprof.profiler.timeline import TimelineCapture, kernel_table
 from ssmprof.workloads.base import CommonConfig, Workload
@@ -142,30 +150,38 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
                 json.dump(capture.trace, f)
         if counters != "none":
             chip = chip_for(result.gpu["compute_capability"])
-            metrics = counter_metrics(chip)
-            check_metrics(metrics, available_metrics(chip), chip)
+            metrics = {group: counter_metrics(chip, group) for group in METRIC_GROUPS}
+            check_metrics([m for group in metrics.values() for m in group], available_metrics(chip), chip)
             choices_path = Path(scratch) / "autotune.json"
             choices_path.write_text(json.dumps(triton_choices))
             command = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path)
             plan = SamplingPlan.of(kernels)
-            passes = [(counters, None)]
+            # (metric group, mode, targeted invocations): the counters of every launch configuration, of each
+            # further problem, then the warp stalls of the kernels that hold the time
+            passes = [("counters", counters, None)]
             if counters == "sampled" and plan.targets:
-                passes.append(("sampled", plan.targets))
-            reports, walls = [], []
-            for number, (mode, targets) in enumerate(passes, start=1):
-                report_path = Path(scratch) / f"counters-{number}.ncu-rep"
+                passes.append(("counters", "sampled", plan.targets))
+            passes.append(("stalls", "sampled", stall_targets(kernels, is_fused_kernel)))
+            reports: dict[str, list] = {group: [] for group in METRIC_GROUPS}
+            walls = []
+            for number, (group, mode, targets) in enumerate(passes, start=1):
+                report_path = Path(scratch) / f"{group}-{number}.ncu-rep"
                 expected = plan.expected(kernels, mode, targets)
+                label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number})"
                 walls.append(run_ncu(command, report_path, mode, ncu_timeout_s,
-                                     lambda done, n=number, t=len(expected): tell(f"counters (ncu pass {n})", done, t),
-                                     metrics=metrics, targets=targets))
-                reports.append((read_report(report_path, chip), expected))
+                                     lambda done, label=label, t=len(expected): tell(label, done, t),
+                                     metrics=metrics[group], targets=targets))
+                reports[group].append((read_report(report_path, chip, group), expected))
                 if keep_report:
                     extra[report_path.name] = report_path
-            kernels, notes = attach_counters(kernels, reports, plan)
+            kernels, notes = attach_counters(kernels, reports["counters"], plan)
+            kernels, notes["stalls"] = attach_stalls(kernels, *reports["stalls"][0], plan)
             kernels, checks = check(schema.conform_kernels(kernels), result.gpu["name"])
             collectors["counters"].update({"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls,
-                                           **notes, "metrics": metrics,
-                                           "columns_not_on_chip": [c for c, m in column_metrics(chip).items()
+                                           **notes, "metrics": metrics["counters"],
+                                           "stall_metrics": metrics["stalls"],
+                                           "columns_not_on_chip": [c for group in METRIC_GROUPS
+                                                                   for c, m in column_metrics(chip, group).items()
                                                                    if m is None]})
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = Path(out) / f"{workload.name}-{preset}-{stamp}"

@@ -27,7 +27,7 @@ import pandas as pd
 
 from ssmprof.errors import SsmprofError
 from ssmprof.profiler.ncu import ncu_argv, parse_query_metrics
-from ssmprof.schema import COUNTER_COLUMNS
+from ssmprof.schema import COUNTER_COLUMNS, STALL_COLUMNS
 
 
 class CounterCollectionError(SsmprofError):
@@ -121,6 +121,10 @@ def child_command(workload: str, preset: str, overrides: dict, warmup: int, allo
     return command + (["--autotune", str(autotune_file)] if autotune_file else [])
 
 
+# The warp-stall pass: the functions holding this share of the kernel time, at most this many (plus the SSM
+# kernels); each profiled once, so the pass costs about one profiled launch per function.
+STALL_TIME_SHARE = 0.9
+STALL_FUNCTIONS = 24
 # Nsight Compute's launch configuration: function name, 3-D grid, 3-D block, shared memory per block. Its
 # per-launch-config filter profiles the first launch of each (pass 1 of sampled mode).
 CONFIG_KEY = ["kernel_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "shared_mem_bytes"]
@@ -251,13 +255,7 @@ def attach_counters(timeline: pd.DataFrame, passes: list[tuple[pd.DataFrame, pd.
             measured.setdefault(position, row.reindex(columns))
         unplaced += missed
     joined = timeline.copy()
-    own = pd.Series(False, index=timeline.index)
-    own[list(measured)] = True
-    key = CONFIG_KEY + ["_problem"]
-    keyed = timeline[CONFIG_KEY].assign(_problem=plan.problems.to_numpy(), _position=timeline.index)
-    lenders = keyed[own].drop_duplicates(key).rename(columns={"_position": "_lender"})
-    lender = keyed.merge(lenders, on=key, how="left")["_lender"]
-    lender[own.to_numpy()] = timeline.index[own]
+    own, lender = _lenders(timeline, plan, measured)
     values = pd.DataFrame.from_dict(measured, orient="index", columns=columns) if measured else None
     for column in columns:
         joined[column] = lender.map(values[column]) if values is not None else float("nan")
@@ -267,6 +265,55 @@ def attach_counters(timeline: pd.DataFrame, passes: list[tuple[pd.DataFrame, pd.
              "ambiguous_configurations": plan.ambiguous, "targeted_invocations": plan.targets,
              "profiled_not_placed": sorted(set(unplaced))}
     return joined, notes
+
+
+def _lenders(timeline: pd.DataFrame, plan: SamplingPlan, measured: dict) -> tuple[pd.Series, pd.Series]:
+    """(whether each launch was measured itself, the position of the launch it takes its values from: its own,
+    else the first measured launch of the same configuration and problem, else NaN)."""
+    own = pd.Series(False, index=timeline.index)
+    own[list(measured)] = True
+    key = CONFIG_KEY + ["_problem"]
+    keyed = timeline[CONFIG_KEY].assign(_problem=plan.problems.to_numpy(), _position=timeline.index)
+    lenders = keyed[own].drop_duplicates(key).rename(columns={"_position": "_lender"})
+    lender = keyed.merge(lenders, on=key, how="left")["_lender"]
+    lender[own.to_numpy()] = timeline.index[own]
+    return own, lender
+
+
+def stall_targets(timeline: pd.DataFrame, always: Callable[[str], bool]) -> dict[str, list[int]]:
+    """The functions the warp-stall pass measures, each at its first invocation: those that together take
+    STALL_TIME_SHARE of the kernel time (longest first, at most STALL_FUNCTIONS) and every function `always`
+    names (the SSM kernels). One invocation number for all keeps the pass exact: ncu's --kernel-id applies
+    one set of numbers to every named function."""
+    launches = timeline[~timeline["kernel_name"].str.startswith("nccl")]
+    by_function = launches.groupby("kernel_name")["duration_ns"].sum().sort_values(ascending=False, kind="stable")
+    before = by_function.cumsum().shift(fill_value=0) / max(by_function.sum(), 1)
+    chosen = set(by_function.index[before < STALL_TIME_SHARE][:STALL_FUNCTIONS])
+    chosen |= {name for name in by_function.index if always(name)}
+    return {name: [1] for name in sorted(chosen)}
+
+
+def attach_stalls(kernels: pd.DataFrame, rows: pd.DataFrame, expected: pd.Index,
+                  plan: SamplingPlan) -> tuple[pd.DataFrame, dict]:
+    """`kernels` (positionally the timeline of `plan`) with the warp-stall columns from the stall pass's report
+    `rows` (profiling order) placed on the `expected` launches as `attach_counters` places counters, and lent
+    to the launches of the same configuration and problem (`stall_lender`); notes for run.json."""
+    kernels = kernels.reset_index(drop=True)
+    signatures = pd.Series(plan.signatures.to_numpy(), index=kernels.index)
+    placed, unplaced = _align(rows, kernels.loc[expected], signatures.loc[expected])
+    columns = [c for c in STALL_COLUMNS if c != "stall_lender"]
+    measured = {position: row.reindex(columns) for position, row in placed}
+    own, lender = _lenders(kernels, plan, measured)
+    values = pd.DataFrame.from_dict(measured, orient="index", columns=columns) if measured else None
+    out = kernels.copy()
+    for column in columns:
+        out[column] = lender.map(values[column]) if values is not None else float("nan")
+    out["stall_lender"] = kernels["launch_idx"].reindex(lender).to_numpy(dtype=float)
+    total = kernels["duration_ns"].sum()
+    notes = {"functions": sorted(set(kernels.loc[expected, "kernel_name"])), "launches_profiled": int(own.sum()),
+             "time_fraction": float(kernels.loc[lender.notna().to_numpy(), "duration_ns"].sum() / total)
+             if total else 0.0, "profiled_not_placed": sorted(set(unplaced))}
+    return out, notes
 
 
 def _align(rows: pd.DataFrame, expected: pd.DataFrame, signatures: pd.Series) -> tuple[list, list[str]]:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ssmprof.errors import SsmprofError
-from ssmprof.schema import COUNTER_METRICS
+from ssmprof.schema import COUNTER_METRICS, STALL_METRICS
 
 # Kernel names ncu must skip: everything but NCCL (ncu matches names with ECMAScript regexes).
 NOT_NCCL = "regex:^(?!nccl)"
@@ -41,15 +41,19 @@ CHIPS = {"8.0": "ga100", "9.0": "gh100", "10.0": "gb100"}
 # chip has no such counter (the column stays NaN, and run.json lists it). A100 has no fp8 and no wgmma; its
 # fp16 tensor ops are split by accumulator type; Blackwell's tensor work is tcgen05, not wgmma.
 _FP16_BY_ACCUMULATOR = "sm__ops_path_tensor_src_fp16_dst_fp16.sum+sm__ops_path_tensor_src_fp16_dst_fp32.sum"
+# Warp stalls: only Hopper waits on wgmma; Blackwell lists no immediate-constant-cache stall.
 CHIP_OVERRIDES: dict[str, dict[str, str | None]] = {
     "gh100": {},
     "ga100": {"tensor_ops_fp16": _FP16_BY_ACCUMULATOR, "tensor_ops_fp8": None, "tensor_ops_bf16_wgmma": None,
-              "tensor_ops_bf16_mma": None},
+              "tensor_ops_bf16_mma": None, "stall_gmma": None},
     "gb100": {"tensor_ops_fp16": _FP16_BY_ACCUMULATOR,
               "tensor_ops_fp8": "sm__ops_path_tensor_src_fp4_fp6_fp8_dst_fp16.sum"
                                 "+sm__ops_path_tensor_src_fp4_fp6_fp8_dst_fp32.sum",
-              "tensor_ops_bf16_wgmma": None},
+              "tensor_ops_bf16_wgmma": None, "stall_gmma": None, "stall_imc_miss": None},
 }
+# The metric groups, one per kind of pass: the counters of every sampled launch, and the warp stalls of the
+# kernels that matter (`counters.stall_targets`).
+METRIC_GROUPS = {"counters": COUNTER_METRICS, "stalls": STALL_METRICS}
 
 
 class UnknownMetric(SsmprofError):
@@ -64,15 +68,18 @@ def chip_for(compute_capability: str) -> str:
     return chip
 
 
-def column_metrics(chip: str) -> dict[str, str | None]:
-    """Counter column -> the metric expression collected for it on `chip` ("a+b" sums; None: not on this chip)."""
+def column_metrics(chip: str, group: str = "counters") -> dict[str, str | None]:
+    """Column of `group` -> the metric expression collected for it on `chip` ("a+b" sums; None: not on this
+    chip)."""
     overrides = CHIP_OVERRIDES[chip]
-    return {column: overrides.get(column, metric) for column, (metric, _, _) in COUNTER_METRICS.items()}
+    return {column: overrides.get(column, metric) for column, (metric, _, _) in METRIC_GROUPS[group].items()}
 
 
-def counter_metrics(chip: str = "gh100") -> list[str]:
-    """The metric names passed to ncu on `chip`: every counter column's metrics plus the launch attributes."""
-    names = [name for expression in column_metrics(chip).values() if expression for name in expression.split("+")]
+def counter_metrics(chip: str = "gh100", group: str = "counters") -> list[str]:
+    """The metric names passed to ncu on `chip` for `group`: its columns' metrics plus the launch attributes
+    (the join needs them in every pass)."""
+    names = [name for expression in column_metrics(chip, group).values() if expression
+             for name in expression.split("+")]
     return list(dict.fromkeys(names + list(LAUNCH_METRICS)))
 
 

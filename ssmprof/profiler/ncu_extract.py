@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -12,11 +13,13 @@ from ssmprof.profiler.ncu import column_metrics
 from ssmprof.profiler.timeline import short_kernel_name
 
 
-def read_report(path: Path, chip: str = "gh100") -> pd.DataFrame:
+def read_report(path: Path, chip: str = "gh100", group: str = "counters",
+                columns: Iterable[str] | None = None) -> pd.DataFrame:
     """One row per profiled kernel, in profiling order: names, phase, 3-D grid and block, shared memory per
-    block, and the counter columns (`ncu.column_metrics(chip)`; NaN only for columns the chip has no counter
-    for). A metric the report lacks is an error, not NaN: it means the report was collected with another
-    metric set."""
+    block, and the columns of the metric group the pass collected (`ncu.column_metrics(chip, group)`; NaN
+    only for columns the chip has no counter for). A metric the report lacks is an error, not NaN: it means
+    the report was collected with another metric set. `columns` reads only those of the group (a report
+    recorded with an earlier, smaller set; the others stay NaN)."""
     try:
         import ncu_report
     except ImportError as exc:
@@ -25,7 +28,9 @@ def read_report(path: Path, chip: str = "gh100") -> pd.DataFrame:
         context = ncu_report.load_report(str(path))
     except Exception as exc:  # the SWIG binding raises plain Exceptions for unreadable files
         raise SsmprofError(f"cannot read Nsight Compute report {path}: {exc}") from None
-    expressions = column_metrics(chip)
+    expressions = column_metrics(chip, group)
+    if columns is not None:
+        expressions = {c: e if c in set(columns) else None for c, e in expressions.items()}
     rows = []
     for r in range(context.num_ranges()):
         profiled_range = context.range_by_idx(r)
