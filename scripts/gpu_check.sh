@@ -54,7 +54,8 @@ profile() {  # profile LIMIT_S WORKLOAD [args]: one run directory under $LOGS/ru
   (time timeout "$limit" $BIN/ssmprof profile "$@" --out "$LOGS/runs") >>"$LOGS/profile.log" 2>&1
   echo "exit $?"; tail -3 "$LOGS/profile.log"
   $BIN/python -c "import json,glob,os; d=json.load(open(max(glob.glob('$LOGS/runs/*/run.json'), key=os.path.getmtime))); \
-print(d['workload']['name'], d['workload']['preset'], d['coverage'], {k: round(v.get('wall_s', 0), 1) for k, v in d['collectors'].items()})"
+print(d['workload']['name'], d['workload']['preset'], d['coverage'], {k: round(v.get('wall_s', 0), 1) for k, v in d['collectors'].items()}); \
+print('pass wall s', d['collectors']['counters'].get('pass_wall_s'), 'stall checks', d.get('checks', {}).get('stalls'))"
 }
 restore() {  # a fresh host: install, and unpack what an earlier `build` stage sent back
   if [[ ! -x $BIN/ssmprof ]]; then

@@ -89,3 +89,27 @@ def test_summary_gives_time_shares_peaks_and_gemm_ratio_per_phase():
 )
 def test_gemm_flops_from_recorded_shapes(op, shapes, flops):
     assert gemm_flops(op, shapes) == pytest.approx(flops, nan_ok=True)
+
+
+def stalled(**values):
+    """A launch with a warp-stall profile that passes: 4.0 warps per issue cycle, 3.0 + 0.6 + 0.4 by reason."""
+    return launch(**{"stall_lender": 0.0, "stall_duration_ns": 100_000.0, "stall_warps_per_issue": 4.0,
+                     "stall_long_scoreboard": 3.0, "stall_barrier": 0.6, "stall_selected": 0.4, **values})
+
+
+@pytest.mark.parametrize(
+    ("scenario", "changes", "kept", "check"),
+    [
+        ("reasons add up, durations agree", {}, True, None),
+        ("reasons 8 % short of the total (a reason the chip lacks)", {"stall_barrier": 0.28}, True, None),
+        ("reasons half the total", {"stall_long_scoreboard": 1.0}, False, "reasons do not add up"),
+        ("stall pass measured another problem", {"stall_duration_ns": 400_000.0}, False, "duration"),
+    ],
+)
+def test_stall_checks(scenario, changes, kept, check):
+    checked, summary = check_counters(conform_kernels(pd.DataFrame([stalled(**changes)])), H100)
+    assert checked["stall_long_scoreboard"].notna().iloc[0] == kept, scenario
+    assert checked["counter_status"].iloc[0] == "measured", scenario  # the other counters stand on their own
+    stalls = summary["stalls"]
+    assert stalls["launches"] == 1 and stalls["time_fraction"] == (1.0 if kept else 0.0), scenario
+    assert sum(stalls["rejected"].values()) == (0 if kept else 1) and (kept or stalls["rejected"][check] == 1)

@@ -10,7 +10,7 @@ from ssmprof.analysis.checks import status_table
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary
-from ssmprof.analysis.limiters import limiter_summary, limiters
+from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.ssd_model import SsdShape, analytic_vs_measured
 from ssmprof.analysis.tensor_vector import class_summary, classify
@@ -33,6 +33,8 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None) -> d
         limited = limiters(kernels)
         tables["limiters"] = limiter_summary(limited)
         tables["limiters_ssm"] = limiter_summary(limited, category="SSM scan")
+        if kernels["stall_warps_per_issue"].notna().any():
+            tables["stalls"] = stall_summary(kernels)
     has_counters = kernels["ncu_duration_ns"].notna().any()
     if has_counters and ceilings is not None:
         per_kernel = roofline(kernels, ceilings)

@@ -187,3 +187,20 @@ def share_bars(shares: pd.DataFrame, title: str) -> go.Figure:
                        marker_color=style.category_color(category),
                        hovertemplate="%{x}<br>" + category + ": %{y:.1f} %<extra></extra>")
     return _layout(figure, title, barmode="stack", yaxis={"title": "% of kernel time", "range": [0, 100]})
+
+
+def stall_bars(stalls: pd.DataFrame, title: str) -> go.Figure:
+    """Horizontal stacked bars, one per kernel and phase (longest on top): what its warps do per issue cycle,
+    as shares of the warps resident, one segment per stall reason in its colour."""
+    labels = stalls["kernel_name"] + " (" + stalls["phase"] + ")"
+    figure = go.Figure()
+    for reason, color in style.STALL_COLORS.items():
+        column = f"{reason}_share"
+        if column not in stalls or not stalls[column].fillna(0).any():
+            continue
+        name = reason.replace("_", " ")
+        figure.add_bar(name=name, y=labels, x=100 * stalls[column], orientation="h", marker_color=color,
+                       hovertemplate="%{y}<br>" + name + ": %{x:.1f} %<extra></extra>")
+    return _layout(figure, title, barmode="stack", height=160 + 24 * len(stalls),
+                   xaxis={"title": "% of warps resident per issue cycle", "range": [0, 100]},
+                   yaxis={"autorange": "reversed"})

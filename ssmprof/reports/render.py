@@ -22,6 +22,7 @@ TABLE_TITLES = {
     "host": "GPU busy share of the step: host-bound or GPU-bound",
     "limiters_ssm": "What limits each SSM kernel, and the counters that say so",
     "limiters": "What limits the top kernels by time",
+    "stalls": "Why warps wait: each stall reason's share of the warps resident per issue cycle (stall pass)",
     "headroom_by_category": "Headroom by category: step time saved at the roof, and at 80 % of it",
     "headroom": "Headroom: the kernels where an optimization would pay most",
 }
@@ -132,6 +133,8 @@ def _figures(info: dict, tables: dict):
         yield None, "No roofline: this run has no counters (profile with --counters sampled or all)."
     if tables["caches"][["l1_hit_rate_pct", "l2_hit_rate_pct"]].notna().any().any():
         yield figures.rate_bars(tables["caches"], f"Caches and DRAM: {name}"), ""
+    if "stalls" in tables:
+        yield figures.stall_bars(tables["stalls"], f"Why warps wait, kernels the stall pass measured: {name}"), ""
     if "tensor_vector_ssm" in tables:
         if len(tables["tensor_vector_ssm"]):
             yield figures.class_bars(tables["tensor_vector_ssm"], f"Tensor vs vector, SSM kernels: {name}"), ""

@@ -35,6 +35,17 @@ WORKLOAD_SYMBOLS = ("circle-open", "diamond-open", "square-open", "triangle-up-o
                     "cross-open", "hexagon-open")
 # Neutral fills for metrics that are not categories (hit rates, classes).
 METRIC_COLORS = ("#c7c7c7", "#8f8f8f", "#4d4d4d", "#1a1a1a")
+# Warp-stall reasons: a colour per reason, families alike (memory reds, shared memory/MIO oranges, barriers
+# purples, math blues, front end greys, issuing greens), so a bar reads as "mostly memory" at a glance.
+STALL_COLORS: dict[str, str] = {
+    "long_scoreboard": "#b2182b", "lg_throttle": "#d6604d", "tex_throttle": "#f4a582", "drain": "#fddbc7",
+    "membar": "#e7298a", "imc_miss": "#c994c7",
+    "short_scoreboard": "#e66101", "mio_throttle": "#fdb863",
+    "barrier": "#5e3c99", "sleeping": "#b2abd2",
+    "math_pipe_throttle": "#2166ac", "gmma": "#4393c3", "wait": "#92c5de", "dispatch_stall": "#d1e5f0",
+    "no_instruction": "#636363", "branch_resolving": "#969696", "misc": "#cccccc",
+    "not_selected": "#a6dba0", "selected": "#1b7837",
+}
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 
 
