@@ -371,6 +371,7 @@ class _Versioned(_Closed):
 class MeasuredCeilings(_Closed):
     dram_gb_s: float
     l2_gb_s: float | None = None  # None where the measurement was not trustworthy (the profile's note says why)
+    l1_gb_s: float | None = None  # profiles measured before the L1 ceiling have none
     bf16_tensor_tflops: float
     fp32_tflops: float
     source: str = "measured by ssmprof calibrate"

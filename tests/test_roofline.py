@@ -79,16 +79,19 @@ def test_a_ceiling_below_what_a_launch_reaches_is_raised_and_said():
 
 
 @pytest.mark.parametrize(
-    ("scenario", "l2_gb_s", "limiter", "gemm_limiter"),
+    ("scenario", "l2_gb_s", "l1_gb_s", "limiter", "gemm_limiter"),
     [
-        ("no L2 ceiling: DRAM bounds the scan", None, "DRAM", "compute"),
-        ("a slow L2 bounds both below DRAM and compute", 100.0, "L2", "L2"),
-        ("a fast L2 leaves DRAM the bound", 1e6, "DRAM", "compute"),
+        ("no L2 ceiling: DRAM bounds the scan", None, None, "DRAM", "compute"),
+        ("a slow L2 bounds both below DRAM and compute", 100.0, None, "L2", "L2"),
+        ("a fast L2 leaves DRAM the bound", 1e6, None, "DRAM", "compute"),
+        ("a slow L1 bounds both below L2, DRAM and compute", 1e6, 50.0, "L1", "L1"),
+        ("a fast L1 leaves DRAM the bound", 1e6, 1e7, "DRAM", "compute"),
     ],
 )
-def test_hierarchical_roof_names_its_limiter(scenario, l2_gb_s, limiter, gemm_limiter):
-    ceilings = Ceilings(3350.0, l2_gb_s, 989.4, 67.0, "test")
-    l2_traffic = kernels().assign(l2_bytes=2e8)  # 30 FLOP per L2 byte for the scan: 4x its DRAM bytes
+def test_hierarchical_roof_names_its_limiter(scenario, l2_gb_s, l1_gb_s, limiter, gemm_limiter):
+    ceilings = Ceilings(3350.0, l2_gb_s, 989.4, 67.0, "test", l1_gb_s)
+    # 30 FLOP per L2 byte for the scan (4x its DRAM bytes), 15 per L1 byte
+    l2_traffic = kernels().assign(l2_bytes=2e8, l1_bytes=4e8)
     frame = roofline(analysis_frame(l2_traffic), ceilings).set_index("kernel_name")
     assert frame.loc["_chunk_scan_fwd_kernel", "roof_limiter"] == limiter, scenario
     assert frame.loc["nvjet_hsh_256x128", "roof_limiter"] == gemm_limiter

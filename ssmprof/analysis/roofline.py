@@ -4,9 +4,10 @@ Ceilings come from a device profile measured by `ssmprof calibrate` when one is 
 datasheet table; the returned frame says which (`ceiling_source`). A ceiling is never below what a launch
 of the run achieves (`at_least_achieved`): the workloads' own GEMMs reach more than calibrate's one GEMM
 shape, and a roof under a measured point would put it at 105 % of its roof. Where an L2 ceiling is known
-(measured), each kernel's roof is the lowest of the compute peak, its DRAM intensity times DRAM bandwidth
-and its L2 intensity times L2 bandwidth (the hierarchical roofline), and `roof_limiter` names which.
-No L1/shared-memory ceiling is measured yet, so L1 intensity is reported but bounds nothing.
+(measured), each kernel's roof is the lowest of the compute peak, its DRAM intensity times DRAM bandwidth,
+its L2 intensity times L2 bandwidth and, where an L1 ceiling is measured, its L1 intensity times L1
+bandwidth (the hierarchical roofline), and `roof_limiter` names which. L1 intensity counts global/local
+traffic through L1TEX (`l1tex__t_bytes`); shared-memory traffic is not in it.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ class Ceilings:
     bf16_tensor_tflops: float
     fp32_tflops: float
     source: str  # "measured by ssmprof calibrate" or "datasheet"
+    l1_gb_s: float | None = None  # measured only (no datasheet figure)
 
     @classmethod
     def from_profile(cls, measured: dict) -> Ceilings:
         return cls(measured["dram_gb_s"], measured.get("l2_gb_s"), measured["bf16_tensor_tflops"],
-                   measured["fp32_tflops"], measured.get("source", "measured"))
+                   measured["fp32_tflops"], measured.get("source", "measured"), measured.get("l1_gb_s"))
 
     @classmethod
     def from_datasheet(cls, spec) -> Ceilings:
@@ -50,20 +52,28 @@ def roofline(kernels: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
     frame["ridge_ai"] = peak / bandwidth
     frame["l2_ridge_ai"] = peak / (ceilings.l2_gb_s * 1e9) if ceilings.l2_gb_s else np.nan
     dram_roof = frame["ai_dram"] * bandwidth
-    l2_roof = frame["ai_l2"] * ceilings.l2_gb_s * 1e9 if ceilings.l2_gb_s else pd.Series(np.inf, frame.index)
-    frame["roof_flop_per_s"] = np.minimum(peak, np.minimum(dram_roof, l2_roof.fillna(np.inf)))
+    l2_roof = _level_roof(frame["ai_l2"], ceilings.l2_gb_s)
+    l1_roof = _level_roof(frame["ai_l1"], ceilings.l1_gb_s)
+    memory_roof = np.minimum(dram_roof, np.minimum(l2_roof, l1_roof))
+    frame["roof_flop_per_s"] = np.minimum(peak, memory_roof)
     frame["roof_limiter"] = np.select([frame["ai_dram"].isna(), frame["roof_flop_per_s"] >= peak,
-                                       dram_roof <= l2_roof.fillna(np.inf)], ["", "compute", "DRAM"], "L2")
+                                       dram_roof <= memory_roof, l2_roof <= memory_roof],
+                                      ["", "compute", "DRAM", "L2"], "L1")
     # % of the roof at the kernel's intensity; undefined for kernels that do no arithmetic (copies), whose
     # measure is % of DRAM peak.
     frame["pct_of_roof"] = (100 * frame["flop_per_s"] / frame["roof_flop_per_s"]).where(frame["flops"] > 0)
     frame["pct_of_dram_peak"] = 100 * frame["dram_bytes_per_s"] / bandwidth
-    # memory-bound where a memory level's roof is the lowest at the kernel's intensities (DRAM or, with a
-    # measured L2 ceiling, L2: `roof_limiter` says which), else compute-bound
-    frame["verdict"] = np.select([frame["ai_dram"].isna(), frame["roof_limiter"].isin(["DRAM", "L2"])],
+    # memory-bound where a memory level's roof is the lowest at the kernel's intensities (DRAM, or L2 / L1
+    # where their ceilings are measured: `roof_limiter` says which), else compute-bound
+    frame["verdict"] = np.select([frame["ai_dram"].isna(), frame["roof_limiter"].isin(["DRAM", "L2", "L1"])],
                                  ["no counters", "memory-bound"], "compute-bound")
     frame["ceiling_source"] = ceilings.source
     return frame
+
+
+def _level_roof(intensity: pd.Series, gb_s: float | None) -> pd.Series:
+    """A memory level's roof at each kernel's intensity there; no roof (infinite) without a ceiling."""
+    return (intensity * gb_s * 1e9).fillna(np.inf) if gb_s else pd.Series(np.inf, intensity.index)
 
 
 def roofline_summary(frame: pd.DataFrame) -> pd.DataFrame:
@@ -95,6 +105,7 @@ def at_least_achieved(ceilings: Ceilings, kernels: pd.DataFrame) -> tuple[Ceilin
         "fp32_tflops": (kernels["flops_fp32"] / seconds / 1e12, "TFLOP/s"),
         "dram_gb_s": (kernels["dram_bytes_per_s"] / 1e9, "GB/s"),
         "l2_gb_s": (kernels["l2_bytes"] / seconds / 1e9, "GB/s"),
+        "l1_gb_s": (kernels["l1_bytes"] / seconds / 1e9, "GB/s"),
     }
     raised, notes = {}, []
     for field, (rates, unit) in achieved.items():

@@ -6,8 +6,9 @@ Checks (Nsight Compute on a child process, like the counter collector):
   equal 2*N*ITERS within 1 %;
 - a copy kernel over S bytes: DRAM bytes read + written must equal 2*S within 2 %.
 Ceilings (CUDA events, in this process, median of repeats): DRAM GB/s (a copy far larger than L2),
-L2 GB/s (a copy that fits in L2, repeated), bf16 tensor TFLOP/s (a large GEMM), fp32 TFLOP/s (the FMA
-chain). They are written to a device profile that rooflines use instead of datasheet numbers.
+L2 GB/s (a copy that fits in L2, repeated), L1 GB/s (reads of a span that fits in L1, repeated), bf16
+tensor TFLOP/s (the best of several large GEMMs), fp32 TFLOP/s (independent FMA chains). They are
+written to a device profile that rooflines use instead of datasheet numbers.
 """
 
 from __future__ import annotations
@@ -77,6 +78,30 @@ def _fma_peak_kernel():
         tl.store(out_ptr + offsets, x0 + x1 + x2 + x3)
 
     return fma_peak
+
+
+def _l1_read_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def l1_read(x_ptr, out_ptr, ITERS: tl.constexpr, SPAN: tl.constexpr, BLOCK: tl.constexpr):
+        # Every program reads the same SPAN floats (16 KiB: in every SM's L1 after the first pass) ITERS
+        # times, BLOCK at a time; the offset moves with the loop so the compiler cannot hoist the load.
+        lanes = tl.arange(0, BLOCK)
+        total = tl.load(x_ptr + lanes)
+        for step in range(1, ITERS):
+            total += tl.load(x_ptr + (step * BLOCK + lanes) % SPAN)
+        tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, total)
+
+    return l1_read
+
+
+L1_SPAN, L1_BLOCK, L1_ITERS = 4096, 1024, 4096
+
+
+def l1_read(x: torch.Tensor, out: torch.Tensor, programs: int, iters: int = L1_ITERS) -> None:
+    _l1_read_kernel()[(programs,)](x, out, ITERS=iters, SPAN=L1_SPAN, BLOCK=L1_BLOCK)
 
 
 def fma_chain(x: torch.Tensor, out: torch.Tensor, iters: int) -> None:
@@ -171,12 +196,21 @@ def _fma_tflops(iters: int = 4096) -> float:
     return 2 * 4 * FMA_ELEMENTS * iters / (_median_ms(launch, 5) / 1e3) / 1e12
 
 
+def _l1_gb_s() -> float:
+    """Bytes per second read by `l1_read` from a 16 KiB span every SM holds in L1 (8 programs per SM)."""
+    programs = 8 * torch.cuda.get_device_properties(0).multi_processor_count
+    x, out = torch.randn(L1_SPAN, device="cuda"), torch.empty(programs * L1_BLOCK, device="cuda")
+    milliseconds = _median_ms(lambda: l1_read(x, out, programs), 5)
+    return programs * L1_ITERS * L1_BLOCK * 4 / (milliseconds / 1e3) / 1e9
+
+
 def measure_ceilings() -> dict:
     """Achievable rates on this GPU (what rooflines should use), each from a kernel built to hit it: DRAM from
-    one copy 20x larger than L2, L2 from 200 copies of a buffer that fits in it (as one CUDA graph), bf16
-    tensor from the best of GEMM_SHAPES, fp32 from `fma_peak` (independent FMA chains, unrolled)."""
+    one copy 20x larger than L2, L2 from 200 copies of a buffer that fits in it (as one CUDA graph), L1 from
+    repeated reads of a span that fits in every SM's L1, bf16 tensor from the best of GEMM_SHAPES, fp32 from
+    `fma_peak` (independent FMA chains, unrolled)."""
     return {"dram_gb_s": _copy_gb_s(COPY_BYTES, 1), "l2_gb_s": _copy_gb_s(L2_COPY_BYTES, 200),
-            "bf16_tensor_tflops": _gemm_tflops(), "fp32_tflops": _fma_tflops(),
+            "l1_gb_s": _l1_gb_s(), "bf16_tensor_tflops": _gemm_tflops(), "fp32_tflops": _fma_tflops(),
             "source": "measured by ssmprof calibrate"}
 
 
