@@ -23,6 +23,7 @@ from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline
 from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.errors import InvalidConfig
+from ssmprof.pipeline import regimes
 from ssmprof.pipeline.ceilings import ceilings_by_run, datasheet_ceilings, read_device_profile
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
@@ -92,7 +93,12 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
 def report(runs: list[Path], fmt: str = "html", output: Path | None = None, csv: Path | None = None,
            device_profile: Path | None = None, trace: Path | None = None) -> str:
     """`ssmprof report`: the runs' report (a suite overview first where there are several); with `trace`, also
-    the profiled iterations as a Perfetto / Chrome trace (`reports.trace`)."""
+    the profiled iterations as a Perfetto / Chrome trace (`reports.trace`). Sweep folders (`ssmprof sweep`)
+    get their regime map instead (`pipeline.regimes`)."""
+    if runs and all(regimes.is_sweep(path) for path in runs):
+        if trace is not None:
+            raise InvalidConfig("--trace takes run directories, not sweeps (give a sweep point's run directory)")
+        return regimes.report(runs, fmt, output, csv, device_profile)
     _check_format(fmt)
     check_file(output, "--output")
     check_file(trace, "--trace")

@@ -3,7 +3,12 @@
 Order: the timeline run in this process (it also gives the harness numbers), then Nsight Compute on the
 same iteration in a child process (two passes in sampled mode where one launch configuration holds several
 problems, see `ncu`), the join (`counters`), and the self-checks of every launch's counters
-(`analysis.checks`, recorded in run.json `checks`); the run directory is written only when all succeeded."""
+(`analysis.checks`, recorded in run.json `checks`); the run directory is written only when all succeeded.
+
+Counter modes: `sampled`, `all`, `none`, and `focus`: sampled's first pass on the kernels the timeline
+shows matter (`counters.focus_kernels`: the fused SSM kernels and the longest others) and no second pass;
+the other launches keep no counters (`not collected`), and coverage says how much time that leaves out.
+A sweep of twenty points pays that instead of twenty full samplings."""
 
 from __future__ import annotations
 
@@ -25,7 +30,14 @@ from ssmprof import schema
 from ssmprof.errors import NoGpu
 from ssmprof.kernels import KernelPlan, software_versions
 from ssmprof.profiler import autotune
-from ssmprof.profiler.counters import SamplingPlan, attach_counters, available_metrics, child_command, run_ncu
+from ssmprof.profiler.counters import (
+    SamplingPlan,
+    attach_counters,
+    available_metrics,
+    child_command,
+    focus_kernels,
+    run_ncu,
+)
 from ssmprof.profiler.harness import Progress, RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.ncu import check_metrics, chip_for, column_metrics, counter_metrics
@@ -114,9 +126,10 @@ CounterCheck = Callable[[pd.DataFrame, str], tuple[pd.DataFrame, dict]]
 def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
                 out: Path, steps: int, warmup: int, counters: str = "sampled", allow_fallback: bool = False,
                 keep_report: bool = False, ncu_timeout_s: float = 1800, progress: Progress | None = None, *,
-                check: CounterCheck) -> Path:
+                check: CounterCheck, name: str | None = None) -> Path:
     """Profile one training iteration (timeline, then Nsight Compute counters unless `counters` is "none")
-    and write the run directory under `out`; returns its path. Nothing is written if a collector fails."""
+    and write the run directory `name` (default: workload-preset-time) under `out`; returns its path.
+    Nothing is written if a collector fails."""
     if plan.device != "cuda":
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
                     "exercises the CPU reference path)")
@@ -148,27 +161,33 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
             choices_path.write_text(json.dumps(triton_choices))
             command = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path)
             plan = SamplingPlan.of(kernels)
-            passes = [(counters, None)]
+            names = focus_kernels(kernels) if counters == "focus" else None
+            first = "all" if counters == "all" else "sampled"
+            passes = [(first, None)]
             if counters == "sampled" and plan.targets:
                 passes.append(("sampled", plan.targets))
             reports, walls = [], []
             for number, (mode, targets) in enumerate(passes, start=1):
                 report_path = Path(scratch) / f"counters-{number}.ncu-rep"
-                expected = plan.expected(kernels, mode, targets)
+                expected = plan.expected(kernels, mode, targets, names)
                 walls.append(run_ncu(command, report_path, mode, ncu_timeout_s,
                                      lambda done, n=number, t=len(expected): tell(f"counters (ncu pass {n})", done, t),
-                                     metrics=metrics, targets=targets))
+                                     metrics=metrics, targets=targets, names=names))
                 reports.append((read_report(report_path, chip), expected))
                 if keep_report:
                     extra[report_path.name] = report_path
             kernels, notes = attach_counters(kernels, reports, plan)
+            if names is not None:  # launches outside the focus were never asked for: not collected, not unmatched
+                outside = ~kernels["kernel_name"].isin(names)
+                kernels.loc[outside, "counter_status"] = "not collected"
+                notes["focus_kernels"] = names
             kernels, checks = check(schema.conform_kernels(kernels), result.gpu["name"])
             collectors["counters"].update({"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls,
                                            **notes, "metrics": metrics,
                                            "columns_not_on_chip": [c for c, m in column_metrics(chip).items()
                                                                    if m is None]})
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        path = Path(out) / f"{workload.name}-{preset}-{stamp}"
+        path = Path(out) / (name or f"{workload.name}-{preset}-{stamp}")
         info = run_info(result, overrides, collectors, kernels, triton_choices)
         info["checks"] = checks
         return schema.write_run(path, info, kernels, extra_files=extra)
