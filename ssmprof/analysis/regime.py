@@ -133,29 +133,33 @@ def crossover(frame: pd.DataFrame, axis: str, metric: str = STEP_METRIC, by: lis
 
 
 def _crossing(diff: pd.Series, a: str, b: str, axis: str) -> dict:
-    """`diff` = a's metric - b's over the axis (sorted): the first crossing and who is faster on each side."""
+    """`diff` = a's metric - b's over the axis (sorted): the first crossing and who is faster on each side.
+    A point where they are equal is the crossing itself; `crossings` counts the changes of the faster one."""
     out = {"points": len(diff), f"crossover_{axis}": math.nan, "faster_below": "", "faster_above": "",
            "crossings": 0}
-    if len(diff) == 0:
-        return out
-    faster = lambda d: a if d < 0 else b  # noqa: E731 -- lower time is faster
-    signs = np.sign(diff.to_numpy())
-    changes = [i for i in range(len(diff) - 1) if signs[i] != signs[i + 1] and signs[i] != 0] + \
-              ([len(diff) - 1] if signs[-1] == 0 else [])
-    out["crossings"] = len(changes)
-    if not changes:
-        out["faster_below"] = out["faster_above"] = faster(diff.iloc[0])
-        return out
-    i = changes[0]
     x, d = np.log(diff.index.to_numpy(dtype=float)), diff.to_numpy()
-    if signs[i] == 0 or i == len(diff) - 1:
-        at = math.exp(x[i])
+    nonzero = np.flatnonzero(d)
+    if len(nonzero) == 0:
+        return out
+    faster = lambda value: a if value < 0 else b  # noqa: E731 -- the lower time is the faster
+    signs = np.sign(d[nonzero])
+    out["crossings"] = int((signs[1:] != signs[:-1]).sum())
+    if out["crossings"] == 0 and len(nonzero) == len(d):
+        out["faster_below"] = out["faster_above"] = faster(d[0])
+        return out
+    if d[0] == 0:  # equal at the first point
+        at, below, above = x[0], "", nonzero[0]
     else:
-        at = math.exp(x[i] + (0 - d[i]) * (x[i + 1] - x[i]) / (d[i + 1] - d[i]))
-    out[f"crossover_{axis}"] = at
-    out["faster_below"] = faster(d[i]) if d[i] != 0 else faster(d[i - 1]) if i else ""
-    after = d[i + 1] if i + 1 < len(d) else d[i]
-    out["faster_above"] = faster(after) if after != 0 else ""
+        below = 0
+        while d[below + 1] != 0 and np.sign(d[below + 1]) == np.sign(d[below]):
+            below += 1
+        above = below + 1
+        # equal at a grid point: that point; else linear in log(axis) between the bracketing points
+        at = x[above] if d[above] == 0 else x[below] - d[below] * (x[above] - x[below]) / (d[above] - d[below])
+        out["faster_below"] = faster(d[below])
+        above = next((i for i in nonzero if i >= above), None)
+    out[f"crossover_{axis}"] = math.exp(at)
+    out["faster_above"] = faster(d[above]) if above is not None else ""
     return out
 
 
