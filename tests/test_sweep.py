@@ -227,3 +227,27 @@ def test_focus_counters_measure_the_ssm_kernels_and_the_longest_others_of_a_real
 
 def test_a_folder_that_is_not_a_sweep_is_reported_as_runs():
     assert not regimes.is_sweep(DATA / "mamba2-lm-small-h100")
+
+
+def test_bundled_sweeps_put_their_headlines_into_the_results(tmp_path, on_cpu, monkeypatch):
+    reference = tmp_path / "reference"
+    sweeping.sweep(spec("seq_len=32,64", workloads=("mamba2-lm", "transformer")),
+                   reference / "h100-sxm" / bundled.SWEEPS / "seq_len", report=False)
+    (reference / "h100-sxm" / "device-profile.json").write_bytes(bundled.device_profile("h100-sxm").read_bytes())
+    monkeypatch.setattr(bundled, "REFERENCE", reference)
+    assert bundled.sweeps("h100-sxm") == [reference / "h100-sxm" / bundled.SWEEPS / "seq_len"] and not \
+        bundled.sweeps("h200")
+    text = reporting.sweep_headlines()
+    assert "**Sweep on the H100**: mamba2-lm, transformer --preset tiny over seq_len 32..64" in text
+    assert "- " in text and "per token" in text
+
+
+@pytest.mark.gpu
+def test_a_real_sweep_pays_autotuning_once_per_key(tmp_path):
+    """On the GPU: two sequence lengths share the SSD kernels' autotuning keys, so the second point's warm-up
+    skips the autotuning the first one paid (harness.seconds.warmup)."""
+    result = sweeping.sweep(sweeping.SweepSpec(["mamba2-lm"], "small", ["seq_len=1024,2048"], [], "none", 3),
+                            tmp_path / "s")
+    first, second = (json.loads((tmp_path / "s" / p.run / "run.json").read_text()) for p in result.manifest.points)
+    assert second["harness"]["seconds"]["warmup"] < first["harness"]["seconds"]["warmup"]
+    assert result.report.is_file() and not result.failed

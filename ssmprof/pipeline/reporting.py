@@ -160,9 +160,26 @@ def results(readme: Path | None = None) -> str:
         suite.ssm_kernels(kernels[first], measured),
         suite.gpu_pair(kernels[first], kernels[second], infos[first], infos[second]),
         suite.projection_errors(kernels[first], kernels[second], datasheet[first], datasheet[second]))
+    headlines = sweep_headlines()
+    if headlines:
+        text = text.replace(RESULTS_END, headlines + RESULTS_END)
     if readme is not None:
         readme.write_text(splice_results(readme.read_text(), text, readme))
     return text
+
+
+def sweep_headlines() -> str:
+    """The regime maps' findings of the bundled sweeps, per GPU, as markdown ("" while none is bundled)."""
+    lines = []
+    for gpu, label in bundled.GPUS.items():
+        for folder in bundled.sweeps(gpu):
+            analysis = regimes.analyze([folder], bundled.device_profile(gpu))
+            manifest = analysis.manifests[0]
+            lines += ["", f"**Sweep on the {label}**: {', '.join(manifest.workloads)} --preset {manifest.preset} over "
+                      f"{' x '.join(f'{k} {min(v)}..{max(v)}' for k, v in manifest.axes.items())} "
+                      f"(`ssmprof report ssmprof/reference/{gpu}/{bundled.SWEEPS}/{folder.name}`).", ""]
+            lines += [f"- {r.finding}" for r in analysis.tables["findings"].itertuples()]
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def splice_results(current: str, section: str, where: Path) -> str:
