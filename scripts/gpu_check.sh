@@ -9,7 +9,11 @@
 #                                  fused mamba2-lm small profile (the tests/data fixture)
 #   scripts/gpu_check.sh runs      mamba2-lm vs MambaLMHeadModel benchmark, the other workloads at small
 #   scripts/gpu_check.sh profile   mamba2-lm profiles (small: the fixture; paper), the small iteration under a
-#                                  naive `ncu --set full` (cost comparison), the sequence sweep, a real OOM
+#                                  naive `ncu --set full` (cost comparison), a real OOM
+#   scripts/gpu_check.sh sweep-seq    `ssmprof sweep` of mamba2-lm, hybrid and transformer over sequence length
+#   scripts/gpu_check.sh sweep-chunk  `ssmprof sweep` of mamba2-lm over d_state x chunk_size; each sweep stage
+#                                  resumes the sweep an earlier call left unfinished (run it again until the
+#                                  log says "0 pending"); bundle with scripts/bundle_sweep.sh
 #   scripts/gpu_check.sh suite     `ssmprof suite --preset paper` (timed; the paper presets of every workload,
 #                                  with counters; SUITE_WORKLOADS=a,b for a part); sends the Triton cache
 #                                  back (triton-cache.tar.xz.*, autotuning kept on a host of the same GPU)
@@ -38,7 +42,6 @@ pack() {  # on the lent device host $OUT brings back only a few files: one archi
 trap pack EXIT
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR="$PWD/build/triton-cache"
 BIN=.venv/bin
-LENGTHS=2048,4096,8192,16384,32768
 log() { echo "[$(date +%T)] $*"; }
 ssmrun() {  # ssmrun WORKLOAD PRESET [extra args]: one run, JSON + log kept
   local name=$1 preset=$2
@@ -112,9 +115,44 @@ if [[ $stage == profile || $stage == all ]]; then
     --kernel-name 'regex:^(?!nccl)' --export build/full.ncu-rep --force-overwrite \
     $BIN/python -m ssmprof.profiler.child mamba2-lm small '{}' 3) >"$LOGS/ncu-full.log" 2>&1
   echo "exit $? kernels profiled: $(grep -c '==PROF== Profiling' "$LOGS/ncu-full.log")"; tail -4 "$LOGS/ncu-full.log"
-  log "sequence sweep"
-  timeout 200 $BIN/python benchmarks/seq_sweep.py --models mamba2-lm,transformer --lengths $LENGTHS \
-    --json "$LOGS/sweep.json" 2>&1 | tee "$LOGS/sweep.log" | tail -9
+fi
+
+# Sweeps (issue #17): the regime maps, one per GPU kind, paper width. Costs from the bundled H100 runs'
+# run.json: a paper step is 0.2 s (mamba2-lm 214 ms at 8192 tokens), warm-up + 5 timed steps + the timeline
+# about 3 s once Triton's autotuning is paid; cold autotuning was 147 s for mamba2-lm (paid once per
+# autotuning key in a sweep's process, and not at all with a carried Triton cache of the same GPU); sampled
+# counters took 110 s (pass 1 70 s, of which ~20 s child start and warm-up; pass 2 39 s). `focus` counters
+# (pass 1 on the SSM kernels and the 5 longest others, ~15 of ~150 configurations, no pass 2) are estimated
+# at ~30 s a point. seq: 3 workloads x 5 lengths at batch 1 (2k..32k tokens a step: attention's cost per
+# token grows 16x, the crossover falls inside; 32k x 14 layers fits 80 GB at batch 1) = 15 points x ~35 s
+# ~ 9 min. chunk: d_state x chunk_size 3 x 3 at the preset's shape = 9 points x (~35 s + autotuning of each
+# new (d_state, chunk) key, ~30 s from a warm compile cache) ~ 10 min. Either may need a second call:
+# the stage resumes (the manifest is rewritten atomically after every point, so a sweep stopped by timeout
+# is whole up to its last point).
+sweep_stage() {  # sweep_stage NAME ARGS...: a sweep into $LOGS/sweeps/NAME, resumed where one is there
+  local name=$1
+  shift
+  local folder="$LOGS/sweeps/$name"
+  local resume=""
+  [[ -f $folder/sweep.json ]] && resume=--resume
+  log "ssmprof sweep $* $resume"
+  (time timeout --signal=INT --kill-after=20 ${SWEEP_TIMEOUT:-530} $BIN/ssmprof sweep "$@" --out "$folder" $resume) \
+    2>&1 | tee -a "$LOGS/sweep-$name.log" | grep -E "^\[|sweep of|written|real|error"
+  $BIN/python -c "import json; m=json.load(open('$folder/sweep.json')); s=[p['status'].split(':')[0] for p in m['points']]; \
+print('$name:', {k: s.count(k) for k in ('complete', 'failed', 'pending')}, round(m['wall_s']), 's')"
+  [[ -f $folder/sweep-report.html ]] || $BIN/ssmprof report "$folder" -o "$folder/sweep-report.html" --csv "$folder/sweep-csv"
+  $BIN/ssmprof report "$folder" --format md | head -30
+}
+
+if [[ $stage == sweep-seq ]]; then
+  restore
+  sweep_stage seq_len mamba2-lm hybrid transformer --preset paper --set batch_size=1 \
+    --vary seq_len=2048,4096,8192,16384,32768
+fi
+
+if [[ $stage == sweep-chunk ]]; then
+  restore
+  sweep_stage d_state-chunk_size mamba2-lm --preset paper --vary d_state=64,128,256 --vary chunk_size=64,128,256
 fi
 
 if [[ $stage == suite || $stage == all ]]; then

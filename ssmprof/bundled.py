@@ -6,7 +6,8 @@ schema 2 (run.json has `checks`) carry the exact counter join and checked counte
 2026-11-22) were joined by short name, grid and block size and load as `unchecked`; `ssmprof results`'
 Runs table says which is which. `make profile`
 on a machine without a GPU renders them (`ssmprof reference`), and `ssmprof results` writes the README's
-Results section from them.
+Results section from them. Sweeps (`ssmprof sweep`, through `scripts/gpu_check.sh sweep-seq` and
+`sweep-chunk`) live beside them in `<gpu>/sweeps/<name>/`; their regime maps' headlines join the Results.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 REFERENCE = Path(__file__).parent / "reference"
+SWEEPS = "sweeps"  # REFERENCE/<gpu>/sweeps/<name>/: sweep.json and its points' run.json + kernels.parquet
 GPUS = {"h100-sxm": "H100", "h200": "H200"}  # folder (a key of the datasheet table) -> short label
 
 
@@ -22,6 +24,11 @@ def runs(gpu: str) -> list[Path]:
     from ssmprof.workloads.registry import SUITE  # imports torch, which reports need not load
 
     return [REFERENCE / gpu / w.name for w in SUITE if (REFERENCE / gpu / w.name / "run.json").exists()]
+
+
+def sweeps(gpu: str) -> list[Path]:
+    """The sweep folders (`ssmprof sweep`, bundled by `scripts/bundle_sweep.sh`) measured on `gpu`, by name."""
+    return sorted(path.parent for path in (REFERENCE / gpu / SWEEPS).glob("*/sweep.json"))
 
 
 def device_profile(gpu: str) -> Path:

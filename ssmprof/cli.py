@@ -129,7 +129,8 @@ def profile(
     set_: SetOpt = None,
     allow_fallback: FallbackOpt = False,
     counters: Annotated[str, typer.Option(help="Nsight Compute counters: sampled (one launch per launch "
-                                          "configuration), all (every launch) or none (timeline only)")] = "sampled",
+                                          "configuration), all (every launch), focus (sampled, the SSM kernels "
+                                          "and the 5 longest others only) or none (timeline only)")] = "sampled",
     keep_report: Annotated[bool, typer.Option(help="keep the Nsight Compute reports and the "
                                                           "timeline's trace in the run directory")] = False,
     ncu_timeout: Annotated[float, typer.Option(help="seconds the Nsight Compute child may take")] = 1800,
@@ -174,6 +175,49 @@ def suite(
 
 @app.command()
 @error_boundary
+def sweep(
+    workloads_: Annotated[list[str], typer.Argument(metavar="WORKLOAD...", help="one workload, or several: the "
+                                                    "report then says where each overtakes the other per token")],
+    vary: Annotated[list[str], typer.Option(help="a setting and its values, NAME=V1,V2,...; repeat it for a grid "
+                                            "(e.g. --vary d_state=64,128 --vary chunk_size=128,256)")],
+    out: Annotated[Path, typer.Option(help="the sweep's folder: a run directory per point and sweep.json")] = Path(
+        "runs/sweep"),
+    preset: PresetOpt = "paper",
+    set_: SetOpt = None,
+    counters: Annotated[str, typer.Option(help="focus (the SSM kernels and the 5 longest others, sampled), "
+                                          "sampled, all or none")] = "focus",
+    steps: StepsOpt = 5,
+    warmup: WarmupOpt = None,
+    resume: Annotated[bool, typer.Option(help="finish the sweep in --out: run only its points not complete")] = False,
+    report_: Annotated[bool, typer.Option("--report/--no-report", help="write the regime map "
+                                          "(sweep-report.html, sweep-csv/) at the end")] = True,
+) -> None:
+    """Profile WORKLOAD(s) over a grid of settings, one run directory per point, and map the regimes: time per
+    token by category, the SSM kernels' limiters, crossovers, the best chunk size. A failed point is recorded
+    and the sweep goes on; `ssmprof report SWEEP_DIR` renders the map again."""
+    from ssmprof.pipeline import sweep as sweeping
+
+    @contextlib.contextmanager
+    def announced(index: int, total: int, point):
+        label = f"[{index}/{total}] {sweeping.point_label(point)}"
+        console.print(label, highlight=False)
+        with _progress() as tell:
+            yield tell
+        wall = f" ({point.wall_s:.0f} s)" if point.wall_s is not None else ""
+        console.print(f"{label}: {point.status}{wall}", highlight=False, soft_wrap=True)
+
+    spec = sweeping.SweepSpec(workloads_, preset, vary, set_ or [], counters, steps, warmup)
+    result = sweeping.sweep(spec, out, resume, report_, announced)
+    points = result.manifest.points
+    console.print(f"sweep of {len(points)} points in {result.manifest.wall_s:.0f} s: "
+                  f"{sum(p.complete for p in points)} complete, {len(result.failed)} failed "
+                  f"(manifest: {out / 'sweep.json'})")
+    if result.report is not None:
+        console.print(f"written: {result.report}")
+
+
+@app.command()
+@error_boundary
 def calibrate(
     out: Annotated[Path | None, typer.Option(help="device profile to write [default: runs/device-<gpu>.json]")] = None,
     ncu_timeout: Annotated[float, typer.Option(help="seconds the Nsight Compute child may take")] = 900,
@@ -203,7 +247,8 @@ def calibrate(
 @app.command()
 @error_boundary
 def report(
-    runs: Annotated[list[Path], typer.Argument(help="run directories written by `ssmprof profile`")],
+    runs: Annotated[list[Path], typer.Argument(help="run directories written by `ssmprof profile`, or sweep "
+                                                "folders written by `ssmprof sweep` (their regime map)")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: print markdown; "
                                                 "HTML goes to report.html / compare.html]")] = None,
     format_: Annotated[str, typer.Option("--format", help="html or md")] = "html",

@@ -14,7 +14,8 @@ directories are written atomically (a hidden `.NAME.partial-PID` sibling renamed
 an interrupted run never looks like a good one. `RunInfo` types the keys readers rely on and keeps any others.
 
 Beside runs: the device profile (`DeviceProfile`, by `ssmprof calibrate`), the regression baseline
-(`Baseline`, by `ssmprof baseline`) and the suite manifest (`SuiteManifest`, by `ssmprof suite`): pydantic
+(`Baseline`, by `ssmprof baseline`), the suite manifest (`SuiteManifest`, by `ssmprof suite`) and the sweep
+manifest (`SweepManifest`, by `ssmprof sweep`): pydantic
 models with a `version`, written by `write_document` and read by `read_document`, which turns a missing,
 unreadable, other-version or malformed file into one `CorruptFile` line.
 """
@@ -469,6 +470,42 @@ class SuiteManifest(_Versioned):
 
 
 SUITE_MANIFEST = "suite.json"
+
+PENDING, COMPLETE, FAILED = "pending", "complete", "failed"  # a sweep point's status: or "failed: <why>"
+
+
+class SweepPoint(_Closed):
+    """One point of a sweep: a workload at one combination of the varied settings."""
+
+    workload: str
+    settings: dict[str, Any]  # the varied settings of this point, typed as the workload's config types them
+    status: str = PENDING  # pending (not run yet), complete, or "failed: <one line why>"
+    run: str | None = None  # its run directory, beside the manifest, once complete
+    wall_s: float | None = None  # how long the point took, where it was run
+
+    @property
+    def complete(self) -> bool:
+        return self.status == COMPLETE
+
+
+class SweepManifest(_Versioned):
+    """What `ssmprof sweep` writes into its folder (`SWEEP_MANIFEST`), rewritten after every point so that an
+    interrupted sweep says which points ran: the workloads, one preset, the settings held (`fixed`) and varied
+    (`axes`, values in grid order), how each point ended, and how long the sweep took so far."""
+
+    VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "sweep manifest"
+    workloads: list[str]
+    preset: str
+    axes: dict[str, list[Any]]
+    fixed: dict[str, Any]
+    counters: str
+    steps: int
+    points: list[SweepPoint]
+    wall_s: float
+
+
+SWEEP_MANIFEST = "sweep.json"
 Document = TypeVar("Document", bound=_Versioned)
 
 
@@ -481,12 +518,18 @@ def make_document(kind: type[Document], **fields) -> Document:
 
 
 def write_document(document: _Versioned, path: Path) -> Path:
+    """Write atomically (a hidden sibling renamed into place): a reader never sees half a file, and a sweep
+    manifest rewritten after every point is whole whenever the sweep is interrupted."""
     path = Path(path)
+    staging = path.parent / f".{path.name}.partial-{os.getpid()}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(document.model_dump_json(indent=2) + "\n")
+        staging.write_text(document.model_dump_json(indent=2) + "\n")
+        os.replace(staging, path)
     except OSError as exc:
         raise SsmprofError(f"cannot write {document.WHAT} {path}: {exc.strerror or exc}") from None
+    finally:
+        staging.unlink(missing_ok=True)
     return path
 
 

@@ -106,7 +106,7 @@ def test_gpu_failures_are_one_line(monkeypatch, failure, message):
     ("args", "message"),
     [
         (["suite", "--workloads", "mamba2-lm,foo"], "unknown workload 'foo'"),
-        (["suite", "--counters", "some"], "--counters must be sampled, all or none"),
+        (["suite", "--counters", "some"], "--counters must be sampled, all, focus or none"),
     ],
 )
 def test_suite_bad_input(args, message):

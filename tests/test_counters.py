@@ -214,4 +214,4 @@ def test_missing_ncu(tmp_path, monkeypatch):
 
 def test_bad_counters_option_is_one_line():
     result = CliRunner().invoke(app, ["profile", "mamba2-lm", "--preset", "tiny", "--counters", "most"])
-    assert result.exit_code == 1 and "--counters must be sampled, all or none" in result.output
+    assert result.exit_code == 1 and "--counters must be sampled, all, focus or none" in result.output

@@ -25,7 +25,7 @@ from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, SuiteManifest, make_do
 from ssmprof.workloads.base import CommonConfig, Workload, training_step_flops
 from ssmprof.workloads.registry import SUITE, get_workload
 
-COUNTER_MODES = ("sampled", "all", "none")
+COUNTER_MODES = ("sampled", "all", "focus", "none")  # focus: see `profiler.collect`
 # Untimed iterations before the timed ones where `--warmup` is not given (Triton compiles and autotunes in
 # them: see `profiler.harness`); profile and suite share it, so a suite run is a profile run.
 WARMUP = {"cuda": 3, "cpu": 1}
@@ -112,17 +112,18 @@ def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_
 
 def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str = "sampled",
             keep_report: bool = False, ncu_timeout_s: float = 1800, report_file: Path | None = None,
-            progress: Progress | None = None) -> Path:
-    """`ssmprof profile`: one run directory under `out` (and its HTML report, where `report_file` is given)."""
+            progress: Progress | None = None, name: str | None = None) -> Path:
+    """`ssmprof profile`: one run directory under `out`, named `name` where given (and its HTML report, where
+    `report_file` is given)."""
     from ssmprof.profiler.collect import profile_run
 
-    _check_counters(counters)
+    check_counters_mode(counters)
     check_folder(out, "--out")
     check_file(report_file, "--report")
     ready = prepare(options)
     path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
                        ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
-                       check=check_run_counters)
+                       check=check_run_counters, name=name)
     if report_file is not None:
         reporting.report([path], "html", report_file)
     return path
@@ -143,7 +144,7 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
     combined report (with CSVs) and the suite manifest in `out`. `progress_for(workload)` opens the progress
     reporting of each workload's profile."""
     chosen = [get_workload(name) for name in workloads] if workloads else list(SUITE)
-    _check_counters(counters)
+    check_counters_mode(counters)
     check_folder(out, "--out")
     if resolve_device("auto") != "cuda":
         raise NoGpu("the suite profiles GPU kernels: no CUDA GPU is visible")
@@ -194,6 +195,7 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
     return CalibrationResult(document, checks, write_document(document, path))
 
 
-def _check_counters(counters: str) -> None:
+def check_counters_mode(counters: str) -> None:
     if counters not in COUNTER_MODES:
-        raise InvalidConfig(f"--counters must be sampled, all or none, got '{counters}'")
+        raise InvalidConfig(f"--counters must be {', '.join(COUNTER_MODES[:-1])} or {COUNTER_MODES[-1]}, "
+                            f"got '{counters}'")

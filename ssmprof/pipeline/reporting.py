@@ -23,6 +23,7 @@ from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline
 from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.errors import InvalidConfig
+from ssmprof.pipeline import regimes
 from ssmprof.pipeline.ceilings import ceilings_by_run, datasheet_ceilings, read_device_profile
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
@@ -92,7 +93,12 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
 def report(runs: list[Path], fmt: str = "html", output: Path | None = None, csv: Path | None = None,
            device_profile: Path | None = None, trace: Path | None = None) -> str:
     """`ssmprof report`: the runs' report (a suite overview first where there are several); with `trace`, also
-    the profiled iterations as a Perfetto / Chrome trace (`reports.trace`)."""
+    the profiled iterations as a Perfetto / Chrome trace (`reports.trace`). Sweep folders (`ssmprof sweep`)
+    get their regime map instead (`pipeline.regimes`)."""
+    if runs and all(regimes.is_sweep(path) for path in runs):
+        if trace is not None:
+            raise InvalidConfig("--trace takes run directories, not sweeps (give a sweep point's run directory)")
+        return regimes.report(runs, fmt, output, csv, device_profile)
     _check_format(fmt)
     check_file(output, "--output")
     check_file(trace, "--trace")
@@ -154,9 +160,26 @@ def results(readme: Path | None = None) -> str:
         suite.ssm_kernels(kernels[first], measured),
         suite.gpu_pair(kernels[first], kernels[second], infos[first], infos[second]),
         suite.projection_errors(kernels[first], kernels[second], datasheet[first], datasheet[second]))
+    headlines = sweep_headlines()
+    if headlines:
+        text = text.replace(RESULTS_END, headlines + RESULTS_END)
     if readme is not None:
         readme.write_text(splice_results(readme.read_text(), text, readme))
     return text
+
+
+def sweep_headlines() -> str:
+    """The regime maps' findings of the bundled sweeps, per GPU, as markdown ("" while none is bundled)."""
+    lines = []
+    for gpu, label in bundled.GPUS.items():
+        for folder in bundled.sweeps(gpu):
+            analysis = regimes.analyze([folder], bundled.device_profile(gpu))
+            manifest = analysis.manifests[0]
+            lines += ["", f"**Sweep on the {label}**: {', '.join(manifest.workloads)} --preset {manifest.preset} over "
+                      f"{' x '.join(f'{k} {min(v)}..{max(v)}' for k, v in manifest.axes.items())} "
+                      f"(`ssmprof report ssmprof/reference/{gpu}/{bundled.SWEEPS}/{folder.name}`).", ""]
+            lines += [f"- {r.finding}" for r in analysis.tables["findings"].itertuples()]
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def splice_results(current: str, section: str, where: Path) -> str:

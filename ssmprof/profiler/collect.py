@@ -3,7 +3,12 @@
 Order: the timeline run in this process (it also gives the harness numbers), then Nsight Compute on the
 same iteration in a child process (two passes in sampled mode where one launch configuration holds several
 problems, see `ncu`), the join (`counters`), and the self-checks of every launch's counters
-(`analysis.checks`, recorded in run.json `checks`); the run directory is written only when all succeeded."""
+(`analysis.checks`, recorded in run.json `checks`); the run directory is written only when all succeeded.
+
+Counter modes: `sampled`, `all`, `none`, and `focus`: sampled's first pass on the kernels the timeline
+shows matter (`counters.focus_kernels`: the fused SSM kernels and the longest others) and no second pass;
+the other launches keep no counters (`not collected`), and coverage says how much time that leaves out.
+A sweep of twenty points pays that instead of twenty full samplings."""
 
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from ssmprof.profiler.counters import (
     attach_stalls,
     available_metrics,
     child_command,
+    focus_kernels,
     run_ncu,
     stall_targets,
 )
@@ -122,9 +128,10 @@ CounterCheck = Callable[[pd.DataFrame, str], tuple[pd.DataFrame, dict]]
 def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
                 out: Path, steps: int, warmup: int, counters: str = "sampled", allow_fallback: bool = False,
                 keep_report: bool = False, ncu_timeout_s: float = 1800, progress: Progress | None = None, *,
-                check: CounterCheck) -> Path:
+                check: CounterCheck, name: str | None = None) -> Path:
     """Profile one training iteration (timeline, then Nsight Compute counters unless `counters` is "none")
-    and write the run directory under `out`; returns its path. Nothing is written if a collector fails."""
+    and write the run directory `name` (default: workload-preset-time) under `out`; returns its path.
+    Nothing is written if a collector fails."""
     if plan.device != "cuda":
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
                     "exercises the CPU reference path)")
@@ -156,26 +163,35 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
             choices_path.write_text(json.dumps(triton_choices))
             command = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path)
             plan = SamplingPlan.of(kernels)
-            # (metric group, mode, targeted invocations): the counters of every launch configuration, of each
-            # further problem, then the warp stalls of the kernels that hold the time
-            passes = [("counters", counters, None)]
+            names = focus_kernels(kernels) if counters == "focus" else None
+            # (metric group, mode, targeted invocations): the counters of every launch configuration (of the
+            # focus kernels only in focus mode), of each further problem, then the warp stalls of the kernels
+            # that hold the time (not in focus mode: a sweep point pays for one pass)
+            passes = [("counters", "all" if counters == "all" else "sampled", None)]
             if counters == "sampled" and plan.targets:
                 passes.append(("counters", "sampled", plan.targets))
-            passes.append(("stalls", "sampled", stall_targets(kernels, is_fused_kernel)))
+            if counters != "focus":
+                passes.append(("stalls", "sampled", stall_targets(kernels, is_fused_kernel)))
             reports: dict[str, list] = {group: [] for group in METRIC_GROUPS}
             walls = []
             for number, (group, mode, targets) in enumerate(passes, start=1):
                 report_path = Path(scratch) / f"{group}-{number}.ncu-rep"
-                expected = plan.expected(kernels, mode, targets)
+                only = names if group == "counters" else None
+                expected = plan.expected(kernels, mode, targets, only)
                 label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number})"
                 walls.append(run_ncu(command, report_path, mode, ncu_timeout_s,
                                      lambda done, label=label, t=len(expected): tell(label, done, t),
-                                     metrics=metrics[group], targets=targets))
+                                     metrics=metrics[group], targets=targets, names=only))
                 reports[group].append((read_report(report_path, chip, group), expected))
                 if keep_report:
                     extra[report_path.name] = report_path
             kernels, notes = attach_counters(kernels, reports["counters"], plan)
-            kernels, notes["stalls"] = attach_stalls(kernels, *reports["stalls"][0], plan)
+            if names is not None:  # launches outside the focus were never asked for: not collected, not unmatched
+                outside = ~kernels["kernel_name"].isin(names)
+                kernels.loc[outside, "counter_status"] = "not collected"
+                notes["focus_kernels"] = names
+            if reports["stalls"]:
+                kernels, notes["stalls"] = attach_stalls(kernels, *reports["stalls"][0], plan)
             kernels, checks = check(schema.conform_kernels(kernels), result.gpu["name"])
             collectors["counters"].update({"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls,
                                            **notes, "metrics": metrics["counters"],
@@ -184,7 +200,7 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
                                                                    for c, m in column_metrics(chip, group).items()
                                                                    if m is None]})
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        path = Path(out) / f"{workload.name}-{preset}-{stamp}"
+        path = Path(out) / (name or f"{workload.name}-{preset}-{stamp}")
         info = run_info(result, overrides, collectors, kernels, triton_choices)
         info["checks"] = checks
         return schema.write_run(path, info, kernels, extra_files=extra)

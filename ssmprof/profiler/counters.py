@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ssmprof.errors import SsmprofError
+from ssmprof.kernels import is_fused_kernel
 from ssmprof.profiler.ncu import ncu_argv, parse_query_metrics
 from ssmprof.schema import COUNTER_COLUMNS, STALL_COLUMNS
 
@@ -62,12 +63,12 @@ def available_metrics(chip: str) -> set[str]:
 
 def run_ncu(target: list[str], report: Path, mode: str, timeout_s: float,
             on_kernel: Callable[[int], None] | None = None, metrics: list[str] | None = None,
-            targets: dict[str, list[int]] | None = None) -> float:
+            targets: dict[str, list[int]] | None = None, names: list[str] | None = None) -> float:
     """Run Nsight Compute on `target`; returns its wall time. Any failure is one CounterCollectionError."""
     ncu = _ncu()
     started = time.perf_counter()
     try:
-        child = subprocess.Popen(ncu_argv(target, report, mode, metrics, ncu=ncu, targets=targets),
+        child = subprocess.Popen(ncu_argv(target, report, mode, metrics, ncu=ncu, targets=targets, names=names),
                                  stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True, errors="replace")
     except OSError as exc:
@@ -205,15 +206,35 @@ class SamplingPlan:
         labels = [_config_label(r) for r in timeline[several].drop_duplicates(CONFIG_KEY).itertuples()]
         return cls(signatures, problem, labels, targets, first, invocation)
 
-    def expected(self, timeline: pd.DataFrame, mode: str, targets: dict[str, list[int]] | None = None) -> pd.Index:
-        """Positions (in `timeline`) of the launches a pass profiles, in launch order."""
+    def expected(self, timeline: pd.DataFrame, mode: str, targets: dict[str, list[int]] | None = None,
+                 names: list[str] | None = None) -> pd.Index:
+        """Positions (in `timeline`) of the launches a pass profiles, in launch order (of the kernels
+        `names` only, where given)."""
         profiled = ~timeline["kernel_name"].str.startswith("nccl")
+        if names is not None:
+            profiled &= timeline["kernel_name"].isin(names)
         if targets:
             numbers = {n for wanted in targets.values() for n in wanted}  # one --kernel-id: the union
             profiled &= timeline["kernel_name"].isin(targets) & self.invocation.isin(numbers)
         elif mode == "sampled":
             profiled &= self.first_of_config
         return timeline.index[profiled]
+
+
+# `--counters focus`: the SSM layer's fused kernels and this many others, the longest by total time.
+FOCUS_TOP = 5
+
+
+def focus_kernels(timeline: pd.DataFrame, top: int = FOCUS_TOP) -> list[str]:
+    """Short names of the kernels `--counters focus` measures: every fused SSM-layer kernel of the iteration
+    (names holding a stem of `kernels.FUSED_KERNELS`) and the `top` others with the most timeline time. A
+    sweep's regime map needs the SSM kernels' limiters and the big kernels' rates, not every elementwise
+    kernel's: Nsight Compute's cost grows with the kernels it replays (about 0.4 s each at the paper preset)."""
+    names = timeline["kernel_name"]
+    fused = names.map(is_fused_kernel)
+    others = (timeline[~fused & ~names.str.startswith("nccl")].groupby("kernel_name")["duration_ns"].sum()
+              .sort_values(ascending=False).head(top).index)
+    return sorted(set(names[fused]) | set(others))
 
 
 def _fewest_invocations(candidates: pd.DataFrame) -> dict[str, list[int]]:

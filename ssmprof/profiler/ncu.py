@@ -103,12 +103,14 @@ def parse_query_metrics(text: str) -> set[str]:
 
 
 def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics: Iterable[str] | None = None,
-             ncu: str = "ncu", targets: dict[str, list[int]] | None = None) -> list[str]:
+             ncu: str = "ncu", targets: dict[str, list[int]] | None = None,
+             names: Iterable[str] | None = None) -> list[str]:
     """argv that profiles the cudaProfilerStart/Stop-bracketed iteration of `target` into `report`.
 
     mode "sampled": the first launch of each launch configuration; "all": every launch of the iteration.
     `targets` (function name -> 1-based invocation numbers within its launch configurations) turns it into
-    the second, targeted pass of sampled mode.
+    the second, targeted pass of sampled mode. `names` (function names) profiles only those kernels (the
+    `focus` counters of a sweep: the SSM kernels and the longest ones).
     """
     if mode not in MODES:
         raise ValueError(f"counter mode must be one of {MODES}, got {mode!r}")
@@ -125,10 +127,16 @@ def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics
     if targets:
         argv += ["--kernel-id", targeted_kernel_id(targets)]
     else:
-        argv += ["--kernel-name", NOT_NCCL]
+        argv += ["--kernel-name", only_named(names) if names is not None else NOT_NCCL]
         if mode == "sampled":
             argv += ["--filter-mode", "per-launch-config", "--launch-count", "1"]
     return argv + list(target)
+
+
+def only_named(names: Iterable[str]) -> str:
+    """`regex:^(NAMES)$` for ncu's --kernel-name: exactly these function names (never NCCL's)."""
+    kept = sorted(name for name in set(names) if not name.startswith("nccl"))
+    return f"regex:^({'|'.join(re.escape(name) for name in kept)})$"
 
 
 def targeted_kernel_id(targets: dict[str, list[int]]) -> str:

@@ -204,3 +204,44 @@ def stall_bars(stalls: pd.DataFrame, title: str) -> go.Figure:
     return _layout(figure, title, barmode="stack", height=160 + 24 * len(stalls),
                    xaxis={"title": "% of warps resident per issue cycle", "range": [0, 100]},
                    yaxis={"autorange": "reversed"})
+
+
+def sweep_lines(frame: pd.DataFrame, x: str, y: str, series: str, title: str, y_title: str,
+                text: str | None = None) -> go.Figure:
+    """A sweep over one setting: `y` against `x` (log 2 axis: settings are swept in powers of two), a line per
+    value of `series` (a workload or a kernel), its shape from style; `text` labels each point (a regime)."""
+    figure = go.Figure()
+    for index, (name, rows) in enumerate(frame.sort_values(x).groupby(series, sort=False)):
+        figure.add_scatter(x=rows[x], y=rows[y], name=str(name), mode="lines+markers+text" if text else "lines+markers",
+                           text=rows[text] if text else None, textposition="top center",
+                           marker={"symbol": style.WORKLOAD_SYMBOLS[index % len(style.WORKLOAD_SYMBOLS)], "size": 9},
+                           line={"color": style.SERIES_COLORS[index % len(style.SERIES_COLORS)]},
+                           hovertemplate=f"{x} %{{x}}<br>{y_title}: %{{y:.3g}}<extra>{name}</extra>")
+    return _layout(figure, title, xaxis={"type": "log", "title": x, "tickvals": sorted(frame[x].unique())},
+                   yaxis_title=y_title)
+
+
+def sweep_heatmap(frame: pd.DataFrame, x: str, y: str, z: str, title: str, z_title: str,
+                  text: str | None = None) -> go.Figure:
+    """A sweep over two settings: `z` on the (`x`, `y`) grid, a sequential scale; each cell says its value, or
+    `text` (a regime) above it. Missing cells (failed points) stay blank."""
+    grid = frame.pivot_table(index=y, columns=x, values=z, aggfunc="first")
+    labels = (frame.assign(_label=frame[text].astype(str) + "<br>" + frame[z].map(lambda v: f"{v:.3g}"))
+              .pivot_table(index=y, columns=x, values="_label", aggfunc="first").reindex_like(grid)
+              if text else grid.map(lambda v: "" if pd.isna(v) else f"{v:.3g}"))
+    figure = go.Figure(go.Heatmap(z=grid.to_numpy(), x=[str(v) for v in grid.columns], y=[str(v) for v in grid.index],
+                                  text=labels.fillna("").to_numpy(), texttemplate="%{text}",
+                                  colorscale=style.HEATMAP_SCALE, colorbar={"title": z_title},
+                                  hovertemplate=f"{x} %{{x}}, {y} %{{y}}<br>{z_title}: %{{z:.3g}}<extra></extra>"))
+    return _layout(figure, title, xaxis={"title": x, "type": "category"}, yaxis={"title": y, "type": "category"})
+
+
+def sweep_category_bars(frame: pd.DataFrame, x: str, title: str, unit: str) -> go.Figure:
+    """GPU kernel time per item at each value of `x`, stacked by category (each in its category's colour)."""
+    figure = go.Figure()
+    for category, rows in frame.sort_values(x).groupby("category", sort=False):
+        figure.add_bar(name=category, x=rows[x].astype(str), y=rows["us_per_item"],
+                       marker_color=style.category_color(category),
+                       hovertemplate=f"{x} %{{x}}<br>{category}: %{{y:.3g}} us per {unit}<extra></extra>")
+    return _layout(figure, title, barmode="stack", xaxis={"title": x, "type": "category"},
+                   yaxis_title=f"kernel time per {unit} (us)")

@@ -33,6 +33,10 @@ RUN_SIZES = (7, 11, 11, 9)
 # Workloads on one chart (a suite's SSM kernels): a shape per workload, open so overlapping points show.
 WORKLOAD_SYMBOLS = ("circle-open", "diamond-open", "square-open", "triangle-up-open", "x", "star-open",
                     "cross-open", "hexagon-open")
+# Lines of a sweep (workloads, kernels): distinct from the category colours' meaning, in order of appearance.
+SERIES_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")
+# Heatmaps of a sweep: one sequential scale, low values light.
+HEATMAP_SCALE = "Blues"
 # Neutral fills for metrics that are not categories (hit rates, classes).
 METRIC_COLORS = ("#c7c7c7", "#8f8f8f", "#4d4d4d", "#1a1a1a")
 # Warp-stall reasons: a colour per reason, families alike (memory reds, shared memory/MIO oranges, barriers
@@ -87,6 +91,12 @@ HEADERS: dict[str, str] = {
     "host": "Host CPU", "limiter": "Limiter", "evidence": "Evidence (longest launch)", "roof_ms": "Time at the roof",
     "saved_at_roof_ms": "Saved at the roof", "saved_reachable_ms": "Saved at 80 % of the roof",
     "saved_reachable_pct_of_kernel_time": "Saved at 80 % (% of kernel time)",
+    "step_us_per_item": "Step time per token (us)", "kernel_us_per_item": "Kernel time per token (us)",
+    "ssm_us_per_item": "SSM kernel time per token (us)", "us_per_item": "Time per token (us)",
+    "items_per_step": "Tokens per step",
+    "regime": "Regime", "points": "Points", "faster_below": "Faster below", "faster_above": "Faster above",
+    "workload_a": "Workload A", "workload_b": "Workload B", "crossings": "Crossings",
+    "runner_up_slower_pct": "Runner-up slower by", "result": "Result",
 }
 
 

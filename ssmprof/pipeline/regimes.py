@@ -1,0 +1,100 @@
+"""The regime map of a sweep (or of several: one per GPU, same settings varied), from sweep folders to HTML,
+markdown and CSV, on any machine. `ssmprof report SWEEP_DIR...` and `ssmprof sweep` (at its end) call it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ssmprof.analysis import regime
+from ssmprof.errors import InvalidConfig
+from ssmprof.pipeline.ceilings import ceilings_by_run, read_device_profile
+from ssmprof.pipeline.loading import load_run
+from ssmprof.pipeline.outputs import check_file, check_folder, write_text
+from ssmprof.reports.render import write_csv
+from ssmprof.reports.sweep import render_sweep
+from ssmprof.schema import FAILED, SWEEP_MANIFEST, SweepManifest, read_document
+
+SWEEP_REPORT = "sweep-report.html"
+CROSSOVER_AXIS = "seq_len"  # workloads cross over in sequence length (attention's cost per token grows with it)
+BEST_AXIS = "chunk_size"  # the SSD setting with a best value per GPU
+
+
+def is_sweep(path: Path) -> bool:
+    return (Path(path) / SWEEP_MANIFEST).is_file()
+
+
+@dataclass(frozen=True)
+class SweepAnalysis:
+    manifests: list[SweepManifest]
+    axes: list[str]
+    tables: dict[str, pd.DataFrame]
+
+
+def analyze(folders: list[Path], device_profile: Path | None = None) -> SweepAnalysis:
+    """Every complete point of the sweeps in `folders` loaded once, on its GPU's ceilings (pooled over the
+    points of that GPU, as a suite's runs are), and the regime frames over them."""
+    manifests = [read_document(SweepManifest, Path(folder) / SWEEP_MANIFEST) for folder in folders]
+    axes = list(manifests[0].axes)
+    if any(list(m.axes) != axes for m in manifests):
+        raise InvalidConfig("these sweeps vary different settings "
+                            f"({' vs '.join(', '.join(m.axes) for m in manifests)}): report them separately")
+    points = [(Path(folder), point) for folder, m in zip(folders, manifests, strict=True) for point in m.points]
+    complete = [(folder, point) for folder, point in points if point.complete]
+    loaded = {index: load_run(folder / point.run) for index, (folder, point) in enumerate(complete)}
+    limits = ceilings_by_run(loaded, read_device_profile(device_profile))
+    runs = [regime.SweepRun(point.settings, loaded[index].info, loaded[index].kernels, limits[index][0])
+            for index, (_, point) in enumerate(complete)]
+    return SweepAnalysis(manifests, axes, tables(runs, axes, points_table(points)))
+
+
+def points_table(points: list[tuple[Path, object]]) -> pd.DataFrame:
+    """Every point of the sweeps, run or not: sweep folder, workload, settings, result, run directory, wall."""
+    return pd.DataFrame([{"sweep": folder.name, "workload": p.workload, **p.settings, "result": p.status,
+                          "run": p.run or "", "wall_s": p.wall_s} for folder, p in points])
+
+
+def tables(runs: list[regime.SweepRun], axes: list[str], points: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The regime frames of a sweep's complete points (see `analysis.regime`), with the points table."""
+    per_item = regime.per_item(runs)
+    ssm = regime.ssm_kernels(runs)
+    out = {"points": points, "per_item": per_item, "category_time": regime.category_time(runs), "ssm_kernels": ssm,
+           "regime_map": regime.regime_map(ssm, axes), "model": regime.ssd_model_check(runs)}
+    others = lambda axis: [a for a in axes if a != axis]  # noqa: E731
+    axis = CROSSOVER_AXIS if CROSSOVER_AXIS in axes else axes[0]
+    if per_item["workload"].nunique() > 1 if len(per_item) else False:
+        by = ["gpu", *others(axis)]
+        steps = regime.crossover(per_item, axis, regime.STEP_METRIC, by)
+        kernel = regime.crossover(per_item, axis, regime.KERNEL_METRIC, by)
+        out["crossover"] = steps.assign(**{f"crossover_{axis}_kernel_time": kernel[f"crossover_{axis}"]})
+    if BEST_AXIS in axes and len(per_item):
+        by = ["workload", "gpu", *others(BEST_AXIS)]
+        best = regime.best_value(per_item, BEST_AXIS, regime.STEP_METRIC, by)
+        ssm_best = regime.best_value(per_item, BEST_AXIS, regime.SSM_METRIC, by)
+        out["best"] = best.assign(**{f"best_{BEST_AXIS}_ssm_time": ssm_best[f"best_{BEST_AXIS}"]})
+    failed = int(points["result"].str.startswith(FAILED).sum()) if len(points) else 0
+    out["findings"] = regime.regime_findings(out.get("crossover", pd.DataFrame()), out.get("best", pd.DataFrame()),
+                                             ssm, out["model"], axes, failed)
+    return out
+
+
+def report(folders: Path | list[Path], fmt: str = "html", output: Path | None = None, csv: Path | None = None,
+           device_profile: Path | None = None) -> str:
+    """The regime map of the sweeps in `folders`, as HTML or markdown, written to `output` where given; with
+    `csv`, every frame as CSV there."""
+    folders = [folders] if isinstance(folders, Path) else list(folders)
+    if fmt not in ("html", "md"):
+        raise InvalidConfig(f"--format must be html or md, got '{fmt}'")
+    check_file(output, "--output")
+    check_folder(csv, "--csv")
+    analysis = analyze(folders, device_profile)
+    if csv is not None:
+        write_csv(analysis.tables, csv, "sweep-")
+    first = analysis.manifests[0]
+    title = f"{', '.join(first.workloads)} --preset {first.preset} over {' x '.join(analysis.axes)}"
+    text = render_sweep(title, analysis.tables, analysis.axes, fmt)
+    if output is not None:
+        write_text(output, text)
+    return text

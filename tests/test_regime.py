@@ -1,0 +1,129 @@
+"""analysis.regime: crossovers and best values, table-driven on small frames (some derived from the bundled H100
+runs), and the per-point frames on real runs."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from ssmprof import bundled
+from ssmprof.analysis import regime
+from ssmprof.pipeline.ceilings import ceilings_by_run, read_device_profile
+from ssmprof.pipeline.loading import load_run
+
+LENGTHS = [2048, 4096, 8192, 16384]
+
+
+def curves(a: list[float], b: list[float], lengths=LENGTHS, gpu="H100") -> pd.DataFrame:
+    """Step time per token of workloads A and B over sequence length (NaN: a failed point)."""
+    rows = [{"workload": name, "gpu": gpu, "seq_len": length, regime.STEP_METRIC: value}
+            for name, values in (("A", a), ("B", b)) for length, value in zip(lengths, values, strict=True)]
+    return pd.DataFrame(rows).dropna()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "a", "b", "at", "below", "above", "crossings"),
+    [
+        ("B overtakes A half way (in log) between 2048 and 4096", [10, 10, 10, 10], [8, 12, 16, 20],
+         math.sqrt(2048 * 4096), "B", "A", 1),
+        ("A faster throughout: no crossover", [5, 5, 5, 5], [8, 12, 16, 20], math.nan, "A", "A", 0),
+        ("equal at a grid point: the crossover is that point", [10, 10, 10, 10], [9, 10, 11, 12], 4096, "B", "A", 1),
+        ("a failed point (NaN) is left out: bracketed by its neighbours", [10, 10, 10, 10],
+         [9, math.nan, 11, 12], math.sqrt(2048 * 8192), "B", "A", 1),
+        ("noise crossing twice: the first crossing, and the count", [10, 10, 10, 10], [9, 11, 9.5, 12],
+         math.sqrt(2048 * 4096), "B", "A", 3),
+        ("A catches up at the last point only", [12, 11, 10, 9], [8, 8.5, 9, 10], None, "B", "A", 1),
+    ],
+)
+def test_crossover(scenario, a, b, at, below, above, crossings):
+    row = regime.crossover(curves(a, b), "seq_len").iloc[0]
+    assert (row["workload_a"], row["workload_b"]) == ("A", "B"), scenario
+    if at is None:
+        assert 8192 < row["crossover_seq_len"] < 16384, scenario
+    elif math.isnan(at):
+        assert math.isnan(row["crossover_seq_len"]), scenario
+    else:
+        assert row["crossover_seq_len"] == pytest.approx(at), scenario
+    assert (row["faster_below"], row["faster_above"], row["crossings"]) == (below, above, crossings), scenario
+
+
+def test_crossover_of_mamba2_and_attention_derived_from_the_bundled_h100_runs():
+    """mamba2-lm's and the transformer's step time per token at 4096 (bundled paper runs); the transformer's
+    attention time per token grows with L (causal attention is O(L) per token), the rest stays: the curves
+    cross where the attention growth eats mamba2-lm's deficit, which the log interpolation finds within 10 %."""
+    runs = {w: load_run(bundled.REFERENCE / "h100-sxm" / w) for w in ("mamba2-lm", "transformer")}
+    per_token = {w: 1e3 * r.info["harness"]["step_ms"] / r.info["harness"]["items_per_step"] for w, r in runs.items()}
+    kernels = runs["transformer"].kernels
+    attention = kernels.loc[kernels["category"] == "attention", "duration_ns"].sum() / 1e3 / 8192
+    transformer = [per_token["transformer"] + attention * (length / 4096 - 1) for length in LENGTHS]
+    frame = curves([per_token["mamba2-lm"]] * 4, transformer)
+    row = regime.crossover(frame, "seq_len").iloc[0]
+    exact = 4096 * (1 + (per_token["mamba2-lm"] - per_token["transformer"]) / attention)
+    assert 4096 < row["crossover_seq_len"] < 8192 and row["crossover_seq_len"] == pytest.approx(exact, rel=0.1)
+    assert (row["faster_below"], row["faster_above"]) == ("B", "A")  # the transformer first, then mamba2-lm
+
+
+def test_crossover_per_gpu():
+    frame = pd.concat([curves([10] * 4, [8, 12, 16, 20], gpu="H100"), curves([10] * 4, [6, 8, 12, 16], gpu="H200")])
+    table = regime.crossover(frame, "seq_len")
+    assert table["gpu"].tolist() == ["H100", "H200"]
+    assert table["crossover_seq_len"].tolist() == pytest.approx([math.sqrt(2048 * 4096), math.sqrt(4096 * 8192)])
+
+
+@pytest.mark.parametrize(
+    ("scenario", "times", "best", "runner_up", "slower_pct"),
+    [
+        ("a clear best", {64: 12.0, 128: 10.0, 256: 11.0}, 128, 256, 10.0),
+        ("a tie goes to the smaller chunk", {64: 10.0, 128: 10.0, 256: 11.0}, 64, 128, 0.0),
+        ("a failed point is not a candidate", {64: math.nan, 128: 10.0, 256: 11.0}, 128, 256, 10.0),
+        ("one point: no runner-up", {256: 11.0}, 256, None, math.nan),
+    ],
+)
+def test_best_chunk_size(scenario, times, best, runner_up, slower_pct):
+    frame = pd.DataFrame([{"workload": "mamba2-lm", "gpu": "H100", "chunk_size": c, regime.STEP_METRIC: t}
+                          for c, t in times.items()])
+    row = regime.best_value(frame, "chunk_size").iloc[0]
+    assert row["best_chunk_size"] == best and row["points"] == sum(not math.isnan(t) for t in times.values())
+    assert (row["runner_up_chunk_size"] == runner_up) if runner_up else pd.isna(row["runner_up_chunk_size"])
+    assert row["runner_up_slower_pct"] == pytest.approx(slower_pct, nan_ok=True), scenario
+
+
+def test_best_value_per_other_setting():
+    frame = pd.DataFrame([{"workload": "mamba2-lm", "gpu": "H100", "d_state": n, "chunk_size": c,
+                           regime.STEP_METRIC: t} for n, c, t in
+                          [(64, 128, 9.0), (64, 256, 10.0), (256, 128, 14.0), (256, 256, 12.0)]])
+    table = regime.best_value(frame, "chunk_size", by=["workload", "gpu", "d_state"])
+    assert table[["d_state", "best_chunk_size"]].values.tolist() == [[64, 128], [256, 256]]
+
+
+@pytest.fixture(scope="module")
+def reference_points():
+    """The bundled H100 paper runs of mamba2-lm, hybrid and transformer as points of a sweep over workloads."""
+    loaded = {w: load_run(bundled.REFERENCE / "h100-sxm" / w) for w in ("mamba2-lm", "hybrid", "transformer")}
+    limits = ceilings_by_run(loaded, read_device_profile(bundled.device_profile("h100-sxm")))
+    return [regime.SweepRun({"seq_len": 4096}, run.info, run.kernels, limits[w][0]) for w, run in loaded.items()]
+
+
+def test_per_point_frames_on_real_runs(reference_points):
+    per_item = regime.per_item(reference_points)
+    mamba = per_item.set_index("workload").loc["mamba2-lm"]
+    assert mamba[regime.STEP_METRIC] == pytest.approx(1e3 * 214.5428 / 8192, rel=1e-4)
+    assert mamba[regime.KERNEL_METRIC] < mamba[regime.STEP_METRIC]  # kernels never outlast the step
+    assert per_item.set_index("workload").loc["transformer", regime.SSM_METRIC] == 0
+    categories = regime.category_time(reference_points)
+    total = categories.groupby("workload")["us_per_item"].sum()
+    assert total.to_dict() == pytest.approx(per_item.set_index("workload")[regime.KERNEL_METRIC].to_dict())
+    assert categories.groupby("workload")["share"].sum().tolist() == pytest.approx([1, 1, 1])
+
+
+def test_ssm_kernels_limiters_and_model_on_real_runs(reference_points):
+    ssm = regime.ssm_kernels(reference_points)
+    assert set(ssm["workload"]) == {"mamba2-lm", "hybrid"}  # the transformer has no SSM kernels
+    checked = ssm[ssm["workload"] == "mamba2-lm"]  # schema 2: checked counters
+    assert set(checked["regime"]) <= {regime.BANDWIDTH, regime.COMPUTE, regime.LATENCY, regime.NO_COUNTERS}
+    assert checked["regime"].eq(checked["limiter"].map(regime.regime_of)).all()
+    assert checked["dram_throughput_pct"].between(0, 100).all() and checked["verdict"].notna().all()
+    model = regime.ssd_model_check(reference_points)
+    assert set(model["workload"]) <= {"mamba2-lm", "hybrid"} and "flops_ratio" in model
+    heavy = regime.regime_map(ssm, ["seq_len"])
+    assert heavy.groupby("workload").size().max() <= 4 and list(heavy.columns[:3]) == ["workload", "gpu", "seq_len"]
