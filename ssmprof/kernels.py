@@ -70,6 +70,9 @@ GATED_NORM_FUSED_ENTRY = ("ops.triton.layernorm_gated", "rmsnorm_fn")  # RMSNorm
 MAMBA3_MODULE = "modules.mamba3"  # mamba-ssm's Mamba3 layer: SISO (Triton) or MIMO (TileLang) on the GPU
 # fla-core's chunked gated delta rule (Triton; `use_*_in_kernel` fuse the l2norm, gate and beta sigmoid into it)
 GATED_DELTA_ENTRY = ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule")
+GATED_DELTA_CHUNK_SIZES = (16, 32, 64)  # what fla's chunk kernels accept
+GDN_V_HEADS_PER_QK_HEAD = 2  # Qwen3-Next's layout (32 value heads read 16 q/k heads); the hybrid's GDN layers use it
+MAMBA3_CHUNK = 64  # mamba-ssm's recommended Mamba-3 chunk tile (SISO: steps; MIMO: steps x rank)
 # Backward kernels that recompute forward work (their FLOPs repeat the forward's): mamba-ssm's SSD chain launched
 # again in backward, fla's w/u and chunk states, Mamba-3 MIMO's forward recompute inside its backward.
 FORWARD_RECOMPUTE_KERNELS = SSD_FORWARD_KERNELS + ("recompute_w_u_fwd", "chunk_gated_delta_rule_fwd_kernel_h",

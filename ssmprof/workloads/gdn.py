@@ -30,8 +30,6 @@ from ssmprof.kernels import (
     mamba_ssm_module,
 )
 
-CHUNK_SIZES = (16, 32, 64)  # what fla's chunk kernels accept
-
 
 def _heads(q, k, v):
     """Grouped value heads (more v heads than q/k heads): v head i reads q/k head i // (hv / h)."""

@@ -21,10 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssmprof.kernels import KernelPlan
+from ssmprof.kernels import GATED_DELTA_CHUNK_SIZES, GDN_V_HEADS_PER_QK_HEAD, MAMBA3_CHUNK, KernelPlan
 from ssmprof.workloads.base import CommonConfig, Workload, check
 from ssmprof.workloads.data import token_batch
-from ssmprof.workloads.gdn import CHUNK_SIZES as GDN_CHUNK_SIZES
 from ssmprof.workloads.gdn import GatedDeltaNetMixer
 from ssmprof.workloads.layers import MLP, CausalLM, Mamba1Mixer, Mamba2Mixer, SelfAttention
 from ssmprof.workloads.mamba3 import Mamba3Mixer
@@ -69,7 +68,7 @@ class Mamba3Config(LMConfig):
     ngroups: int = 1  # mamba-ssm's default, the case its SISO kernel is tuned for
     # Rows of a chunk tile: SISO runs chunks of chunk_size steps; MIMO of chunk_size / mimo_rank steps (each
     # step holds mimo_rank rows): mamba-ssm recommends 64 for SISO and 64 / R for MIMO.
-    chunk_size: int = 64
+    chunk_size: int = MAMBA3_CHUNK
     mimo: bool = False  # MIMO (TileLang kernels) instead of SISO (Triton)
     mimo_rank: int = 4
 
@@ -78,7 +77,7 @@ class Mamba3Config(LMConfig):
 class GdnConfig(LMConfig):
     head_dim: int = 128  # key and value head size (Qwen3-Next: 128)
     expand: int = 2  # value width = expand * d_model, as Mamba's inner width
-    v_heads_per_qk_head: int = 2  # Qwen3-Next: 32 value heads read 16 q/k heads
+    v_heads_per_qk_head: int = GDN_V_HEADS_PER_QK_HEAD
     chunk_size: int = 64  # fla's chunk (16, 32 or 64)
 
 
@@ -152,8 +151,8 @@ def check_gdn(cfg: GdnConfig) -> None:
     n_qk, n_v = gdn_heads(cfg.d_model, cfg.expand, cfg.head_dim, cfg.v_heads_per_qk_head)
     check(cfg.v_heads_per_qk_head >= 1 and n_qk >= 1 and n_v % cfg.v_heads_per_qk_head == 0,
           f"value heads ({n_v}) must be a multiple of v_heads_per_qk_head ({cfg.v_heads_per_qk_head})")
-    check(cfg.chunk_size in GDN_CHUNK_SIZES, f"chunk_size must be one of {GDN_CHUNK_SIZES} (fla's chunk kernels), "
-          f"got {cfg.chunk_size}")
+    check(cfg.chunk_size in GATED_DELTA_CHUNK_SIZES,
+          f"chunk_size must be one of {GATED_DELTA_CHUNK_SIZES} (fla's chunk kernels), got {cfg.chunk_size}")
 
 
 GDN_OPS = ("gated_delta", "conv1d", "norm")
@@ -288,8 +287,8 @@ class HybridLM(LanguageModelWorkload):
         if cfg.ssm_layer == "mamba3":
             return self.mamba3(cfg, plan, layer_idx, min(cfg.chunk_size, MAMBA3_CHUNK))
         if cfg.ssm_layer == "gdn":  # keys and values of d_state per head: the state of a Mamba-2 head per pair
-            return self.gdn(cfg.d_model, cfg.expand, cfg.d_state, 2, min(cfg.chunk_size, max(GDN_CHUNK_SIZES)),
-                            plan)
+            return self.gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD,
+                            min(cfg.chunk_size, max(GATED_DELTA_CHUNK_SIZES)), plan)
         return self.mamba2(cfg, plan, layer_idx)
 
     def build(self, cfg: HybridConfig, plan: KernelPlan) -> nn.Module:
@@ -351,9 +350,6 @@ class Mamba1LM(LanguageModelWorkload):
     def build(self, cfg: Mamba1Config, plan: KernelPlan) -> nn.Module:
         mixers = [Mamba1Mixer(cfg.d_model, cfg.d_state, cfg.expand, plan, i) for i in range(cfg.layers)]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
-
-
-MAMBA3_CHUNK = 64  # mamba-ssm's recommended Mamba-3 chunk tile (SISO steps; MIMO steps x rank)
 
 
 class Mamba3LM(LanguageModelWorkload):
