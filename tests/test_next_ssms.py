@@ -158,3 +158,32 @@ def test_gdn_hybrid_is_three_to_one(layers, counts):
 def test_bad_settings_are_refused(name, overrides, message):
     with pytest.raises(InvalidConfig, match=message):
         get_workload(name).config("tiny", overrides)
+
+
+def gpu_host(**overrides):
+    from ssmprof.kernels import Availability
+
+    fields = dict(cuda=True, triton=True, causal_conv1d=True, selective_scan=True, sdpa_flash=True, flash_attn=False,
+                  hopper=True, tilelang=True, fla=True)
+    return Availability(**{**fields, **overrides})
+
+
+@pytest.mark.parametrize(
+    ("have", "op", "impl", "fused", "note"),
+    [
+        (gpu_host(), "mamba3", "triton-siso", True, "mamba3_siso_combined"),
+        (gpu_host(hopper=False), "mamba3", "torch-reference", False, "sm_90+"),
+        (gpu_host(), "mamba3_mimo", "tilelang-mimo", True, "TileLang"),
+        (gpu_host(tilelang=False), "mamba3_mimo", "torch-reference", False, "tilelang not installed"),
+        (gpu_host(), "gated_delta", "fla-triton-chunk", True, "chunk_gated_delta_rule"),
+        (gpu_host(flash_qla=True), "gated_delta", "fla-flashqla", True, "FlashQLA"),
+        (gpu_host(fla=False), "gated_delta", "torch-reference", False, "fla-core not installed"),
+    ],
+)
+def test_gpu_plan_records_which_kernels_run(monkeypatch, have, op, impl, fused, note):
+    from ssmprof.kernels import Availability
+
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: have))
+    plan = plan_kernels((op,), "cuda", allow_fallback=True)
+    assert (plan.impl(op), plan.choices[op].fused) == (impl, fused)
+    assert note in plan.provenance()[op]
