@@ -11,6 +11,11 @@ CPU_TORCH   ?= torch==2.13.0
 WHEEL_PY    ?= 3.12
 MAMBA_SSM   := mamba-ssm==2.3.2.post1
 CAUSAL_CONV := causal-conv1d==1.7.0
+# The `gpu` extra of pyproject.toml (Mamba-3 MIMO's TileLang, Gated DeltaNet's fla-core), installed on GPU hosts, and
+# what they pull in beyond the host's torch/numpy (for the offline wheelhouse). quack-kernels and nvidia-cutlass-dsl,
+# which mamba-ssm also declares, serve only Mamba-3's CuTe decode step, which training never calls: left out.
+GPU_DEPS    := tilelang==0.1.8 apache-tvm-ffi==0.1.9 fla-core==0.6.0
+GPU_DEPS_OF := torch-c-dlpack-ext==0.1.5 cloudpickle ml-dtypes psutil tqdm z3-solver==4.15.4.0
 PROFILE_ARGS ?= mamba2-lm --preset small
 # Extras of ssmprof to install: `dev` (pytest, ruff) everywhere; `make wheelhouse` carries them offline.
 EXTRAS      ?= dev
@@ -20,8 +25,9 @@ ifneq ($(WHEELHOUSE),)
 PIP_SOURCE := --no-index --find-links $(abspath $(WHEELHOUSE))
 endif
 # mamba-ssm / causal-conv1d: pure-Python install (their CUDA extensions come from `make kernels`);
-# FORCE_BUILD stops setup.py from downloading prebuilt binaries, --no-deps skips Mamba-3-only deps
-# (tilelang, quack-kernels, apache-tvm-ffi, ninja). They are installed last: pip checks the declared
+# FORCE_BUILD stops setup.py from downloading prebuilt binaries, --no-deps skips the deps it declares for Mamba-3
+# (tilelang, apache-tvm-ffi: the `gpu` extra on GPU hosts; quack-kernels, ninja: not needed to train). They are
+# installed last: pip checks the declared
 # dependencies of what is already installed whenever it installs their dependencies (torch, einops, ...),
 # and would print resolver ERROR lines about those skipped ones; with --no-deps it checks nothing.
 SDIST_ENV := MAMBA_FORCE_BUILD=TRUE MAMBA_SKIP_CUDA_BUILD=TRUE \
@@ -48,6 +54,9 @@ else
 endif
 	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation "setuptools>=61" wheel 2>/dev/null || true
 	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation -e ".$(if $(EXTRAS),[$(EXTRAS)])"
+ifeq ($(HAS_GPU),1)
+	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation -e ".[gpu]"
+endif
 	$(SDIST_ENV) $(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation --no-deps --no-binary mamba-ssm,causal-conv1d \
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
 	@$(BIN)/ssmprof doctor
@@ -66,6 +75,9 @@ wheelhouse: $(BIN)/ssmprof
 	$(BIN)/pip download -q --only-binary :all: --python-version $(WHEEL_PY) --implementation cp \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 		--platform manylinux_2_25_x86_64 -d wheelhouse nvtx plotly ncu-report narwhals pydantic pytest ruff setuptools wheel
+	$(BIN)/pip download -q --only-binary :all: --no-deps --python-version $(WHEEL_PY) --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-d wheelhouse $(GPU_DEPS) $(GPU_DEPS_OF)
 	@ls -la wheelhouse
 
 test: $(BIN)/ssmprof

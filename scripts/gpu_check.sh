@@ -19,6 +19,10 @@
 #                                  back (triton-cache.tar.xz.*, autotuning kept on a host of the same GPU)
 #   scripts/gpu_check.sh regress   reruns of mamba2-lm small and a planted regression, for baseline/regress
 #   scripts/gpu_check.sh oom       a real GPU out-of-memory: one line, exit 1
+#   scripts/gpu_check.sh next      Mamba-3 and Gated DeltaNet: the fused-vs-reference GPU tests (SISO Triton, MIMO
+#                                  TileLang, fla), MIMO and the hybrid's ssm_layer=mamba3|gdn at small, then
+#                                  `ssmprof suite --preset paper` of mamba3-lm, gdn-lm, gdn-hybrid with counters
+#                                  (NEXT_WORKLOADS=a,b for a part), each run's provenance checked to be fused
 set -uo pipefail
 LOGS=build/gpu-check
 mkdir -p "$LOGS"
@@ -178,6 +182,33 @@ if [[ $stage == regress || $stage == all ]]; then
   done
   log "planted: chunk_size 64"
   $BIN/ssmprof profile mamba2-lm --preset small --counters none --set chunk_size=64 --out "$LOGS/regress-planted" 2>&1 | tail -1
+fi
+
+if [[ $stage == next || $stage == all ]]; then
+  # The SSMs trained now (issue #17 parts 3-4). Their kernels JIT-compile at first use (Triton autotuning of the
+  # SISO and fla kernels, TileLang's nvcc build of MIMO): minutes on a fresh host, cached in build/ afterwards.
+  restore
+  export TILELANG_CACHE_DIR="$PWD/build/tilelang-cache"
+  $BIN/ssmprof doctor 2>&1 | grep -Ei "tilelang|fla|mamba_ssm|triton" || true
+  log "GPU tests: Mamba-3 (SISO, MIMO) and fla's gated delta rule against our references"
+  timeout 300 $BIN/python -m pytest -q -m gpu tests/test_layers_gpu.py -k "mamba3 or fla" 2>&1 | tail -6
+  for variant in "mamba3-lm mimo=true" "hybrid ssm_layer=mamba3" "hybrid ssm_layer=gdn"; do
+    set -- $variant
+    log "ssmprof run $1 --preset small --set $2"
+    $BIN/ssmprof run "$1" --preset small --set "$2" --json "$LOGS/next-run-$1-${2/=/-}.json" 2>&1 \
+      | tee -a "$LOGS/runs.log" | grep -E "step time|throughput|peak|error" || true
+  done
+  log "suite --preset paper of the new workloads, sampled counters"
+  (time timeout ${SUITE_TIMEOUT:-420} $BIN/ssmprof suite --preset paper --out "$LOGS/next" \
+    --workloads ${NEXT_WORKLOADS:-mamba3-lm,gdn-lm,gdn-hybrid}) 2>&1 | tee "$LOGS/next.log" | grep -E "preset|suite of|real|error"
+  # provenance: each run on its fused kernels (no torch-reference, no fallback), as run.json recorded it
+  for run in "$LOGS"/next/*/run.json "$LOGS"/next-run-*.json; do
+    [[ -f $run ]] || continue
+    $BIN/python -c "import json, sys; d = json.load(open('$run')); p = d['provenance']; \
+name = d['workload']['name'] if 'workload' in d and isinstance(d['workload'], dict) else d.get('workload'); \
+bad = {op: impl for op, impl in p.items() if 'reference' in impl or 'fallback' in impl}; \
+print('FUSED' if not bad else 'NOT FUSED', name, p); sys.exit(1 if bad else 0)" || echo "provenance check failed: $run"
+  done
 fi
 
 if [[ $stage == calibrate || $stage == all ]]; then

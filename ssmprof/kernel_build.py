@@ -4,6 +4,12 @@ Upstream setup.py files compile every architecture they support; one architectur
 that time (both extensions build in parallel). The sources come from the pinned sdists (in
 $WHEELHOUSE or ./wheelhouse, else downloaded). Each build lands in build/kernels/<torch>-<arch>/, a
 `.pth` file puts those folders on this environment's import path, and a finished build is reused.
+
+The sources are compiled here, whatever the sdist's setup.py would do: newer mamba-ssm releases build the
+selective-scan extension only on request (MAMBA_KEEP_CUDA_BUILD=TRUE), which does not matter to this build as
+long as the sdist still ships `csrc/selective_scan` (checked, with a clear error, if the pin moves).
+Nothing is built ahead for Mamba-3 or Gated DeltaNet: their Triton kernels (Mamba-3 SISO, fla) compile at first
+call into TRITON_CACHE_DIR, and Mamba-3 MIMO's TileLang kernels with the host's nvcc into TILELANG_CACHE_DIR.
 """
 
 from __future__ import annotations
@@ -63,6 +69,10 @@ def _build_one(name: str, build_dir: Path) -> None:
     from torch.utils.cpp_extension import load
 
     src = _unpack(SDISTS[name])
+    missing = [source for source in SOURCES[name] if not (src / source).exists()]
+    if missing:
+        raise SystemExit(f"{SDISTS[name]} lacks the sources of {name} ({', '.join(missing)}): the pinned release "
+                         "no longer ships them; pin a release that does")
     load(name=name, sources=[str(src / s) for s in SOURCES[name]], extra_cflags=["-O3", "-std=c++17"],
          extra_cuda_cflags=NVCC_FLAGS, extra_include_paths=[str(src / Path(SOURCES[name][0]).parent)],
          build_directory=str(build_dir), verbose=False)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ssmprof.errors import KernelUnavailable
 
 BUILD_HINT = "run `make kernels` (builds causal-conv1d and selective-scan for this GPU)"
+GPU_DEPS_HINT = "`make install` on a GPU host installs the `gpu` extra: tilelang, fla-core"
 
 # The ops a workload can ask for, each with a one-line meaning (shown by `ssmprof doctor`).
 OPS = {
@@ -29,6 +30,9 @@ OPS = {
     "selective_scan": "Mamba-1 selective scan",
     "norm": "residual add + RMSNorm",
     "attention": "causal / bidirectional self-attention",
+    "mamba3": "Mamba-3 SISO scan (mamba-ssm Triton: angle_dt + mamba3_siso fwd/bwd)",
+    "mamba3_mimo": "Mamba-3 MIMO scan (mamba-ssm TileLang mamba_mimo fwd/bwd + Triton helpers)",
+    "gated_delta": "Gated DeltaNet chunked delta rule (fla-core Triton chunk_gated_delta_rule)",
 }
 
 
@@ -41,6 +45,17 @@ FUSED_KERNELS = {
     "ssd": ("chunk_cumsum", "chunk_state", "state_passing", "bmm_chunk", "chunk_scan"),
     "selective_scan": ("selective_scan",),  # Mamba-1 CUDA selective scan (selective_scan_fwd_kernel, ...)
     "conv1d": ("causal_conv1d",),  # causal-conv1d CUDA (causal_conv1d_fwd_kernel, ...)
+    # Mamba-3 (mamba-ssm 2.3.2.post1): SISO Triton kernels (mamba3_siso_fwd_kernel, mamba3_siso_bwd_kernel_dqkv,
+    # ...), the rotary-angle cumsum (angle_dt_fwd_kernel), MIMO TileLang kernels (mamba_mimo_fwd_kernel_kernel,
+    # mamba_mimo_bwd_fwd/bwd_bwd) and the MIMO Triton helpers (dacs_segsum_kernel, bwd_dadt_cumsum_fused_kernel,
+    # bwd_segsum_dadt_kernel, bwd_dtrap_ddt_kernel)
+    "mamba3": ("mamba3_siso", "mamba_mimo", "angle_dt", "dacs_segsum", "bwd_dadt_cumsum", "bwd_segsum_dadt",
+               "bwd_dtrap_ddt"),
+    # Gated DeltaNet (fla-core 0.6.0 chunk path): gate + chunk cumsum, kkT + triangular solve (WY form), w/u, the
+    # inter-chunk state recurrence, the output; backward: dhu, dqkwg, dv_local, prepare_wy_repr_bwd, gate bwd
+    "gated_delta": ("gdn_gate", "chunk_gated_delta_rule", "chunk_scaled_dot_kkt", "solve_tril", "merge_16x16",
+                    "recompute_w_u", "prepare_wy_repr", "chunk_fwd_kernel_o", "chunk_bwd_kernel_d",
+                    "chunk_local_cumsum", "fused_beta_sigmoid"),
 }
 
 
@@ -58,6 +73,17 @@ SELECTIVE_SCAN_ENTRY = ("ops.selective_scan_interface", "selective_scan_fn", "se
 NORM_ENTRY = ("ops.triton.layer_norm", "layer_norm_fn", "rms_norm_ref")
 SSD_REFERENCE_ENTRY = ("modules.ssd_minimal", "ssd_minimal_discrete")
 GATED_NORM_REFERENCE_ENTRY = ("ops.triton.layernorm_gated", "rms_norm_ref")
+GATED_NORM_FUSED_ENTRY = ("ops.triton.layernorm_gated", "rmsnorm_fn")  # RMSNorm(x) * silu(z), one Triton kernel
+MAMBA3_MODULE = "modules.mamba3"  # mamba-ssm's Mamba3 layer: SISO (Triton) or MIMO (TileLang) on the GPU
+# fla-core's chunked gated delta rule (Triton; `use_*_in_kernel` fuse the l2norm, gate and beta sigmoid into it)
+GATED_DELTA_ENTRY = ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule")
+GATED_DELTA_CHUNK_SIZES = (16, 32, 64)  # what fla's chunk kernels accept
+GDN_V_HEADS_PER_QK_HEAD = 2  # Qwen3-Next's layout (32 value heads read 16 q/k heads); the hybrid's GDN layers use it
+MAMBA3_CHUNK = 64  # mamba-ssm's recommended Mamba-3 chunk tile (SISO: steps; MIMO: steps x rank)
+# Backward kernels that recompute forward work (their FLOPs repeat the forward's): mamba-ssm's SSD chain launched
+# again in backward, fla's w/u and chunk states, Mamba-3 MIMO's forward recompute inside its backward.
+FORWARD_RECOMPUTE_KERNELS = SSD_FORWARD_KERNELS + ("recompute_w_u_fwd", "chunk_gated_delta_rule_fwd_kernel_h",
+                                                   "mamba_mimo_bwd_fwd")
 
 
 class _MissingExtension(types.ModuleType):
@@ -100,6 +126,32 @@ def mamba_ssm_module(path: str):
     return importlib.import_module(f"mamba_ssm.{path}")
 
 
+def _missing_kernel(what: str):
+    def unavailable(*args, **kwargs):
+        raise KernelUnavailable(f"{what}: {GPU_DEPS_HINT}")
+
+    return unavailable
+
+
+def mamba3_module():
+    """mamba_ssm's Mamba-3 module. Without TileLang its MIMO entry point is None and `Mamba3(is_mimo=True)`
+    refuses to be built, even where it will only run our reference; a stand-in that raises when called
+    lets the layer (and its parameters) exist on any machine."""
+    module = mamba_ssm_module(MAMBA3_MODULE)
+    if module.mamba3_mimo_combined is None:
+        module.mamba3_mimo_combined = _missing_kernel("Mamba-3 MIMO needs TileLang (tilelang==0.1.8)")
+    return module
+
+
+def gated_delta_rule_fused():
+    """fla-core's `chunk_gated_delta_rule`, the fused Gated DeltaNet kernel chain."""
+    module, function = GATED_DELTA_ENTRY
+    try:
+        return getattr(importlib.import_module(module), function)
+    except ImportError as exc:
+        raise KernelUnavailable(f"fla-core cannot be imported ({exc}): {GPU_DEPS_HINT}") from exc
+
+
 @dataclass(frozen=True)
 class Availability:
     cuda: bool
@@ -108,6 +160,10 @@ class Availability:
     selective_scan: bool
     sdpa_flash: bool
     flash_attn: bool
+    hopper: bool = False  # sm_90 or newer: Mamba-3's SISO kernels load through TMA tensor descriptors
+    tilelang: bool = False  # Mamba-3 MIMO (JIT-compiled with nvcc at the first call of each shape)
+    fla: bool = False  # fla-core (Gated DeltaNet)
+    flash_qla: bool = False  # FlashQLA: where installed, fla dispatches the gated delta rule to its TileLang kernels
 
     @classmethod
     def probe(cls) -> Availability:
@@ -123,6 +179,10 @@ class Availability:
             and torch.backends.cuda.flash_sdp_enabled()
             and torch.cuda.get_device_capability()[0] >= 8,
             flash_attn=cuda and _importable("flash_attn"),
+            hopper=cuda and torch.cuda.get_device_capability()[0] >= 9,
+            tilelang=cuda and _importable("tilelang"),
+            fla=cuda and _importable("fla.ops.gated_delta_rule"),
+            flash_qla=cuda and _importable("flash_qla"),
         )
 
 
@@ -184,6 +244,20 @@ def _cuda_choice(op: str, have: Availability, dtype: str) -> KernelChoice:
         if have.sdpa_flash:
             return KernelChoice(op, "sdpa-flash", True, "torch SDPA, flash backend only")
         return KernelChoice(op, "sdpa", False, "flash backend unavailable")
+    if op == "mamba3":
+        if have.hopper:
+            return KernelChoice(op, "triton-siso", True, "mamba3_siso_combined")
+        return KernelChoice(op, "torch-reference", False, "Mamba-3 SISO kernels need sm_90+ (TMA)")
+    if op == "mamba3_mimo":
+        if have.tilelang:
+            return KernelChoice(op, "tilelang-mimo", True, "mamba3_mimo, TileLang JIT (nvcc) + Triton helpers")
+        return KernelChoice(op, "torch-reference", False, f"tilelang not installed ({GPU_DEPS_HINT})")
+    if op == "gated_delta":
+        if not have.fla:
+            return KernelChoice(op, "torch-reference", False, f"fla-core not installed ({GPU_DEPS_HINT})")
+        if have.flash_qla:  # fla's dispatcher prefers it: say so rather than record a kernel that did not run
+            return KernelChoice(op, "fla-flashqla", True, "fla dispatches chunk_gated_delta_rule to FlashQLA")
+        return KernelChoice(op, "fla-triton-chunk", True, "fla chunk_gated_delta_rule, gate/l2norm/beta fused")
     raise KeyError(op)
 
 
@@ -241,7 +315,7 @@ def software_versions() -> dict[str, str | None]:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
     }
-    for name in ("triton", "mamba_ssm", "causal_conv1d", "flash_attn"):
+    for name in ("triton", "mamba_ssm", "causal_conv1d", "flash_attn", "tilelang", "fla"):
         try:
             module = mamba_ssm() if name == "mamba_ssm" else importlib.import_module(name)
             versions[name] = getattr(module, "__version__", "unknown")

@@ -53,7 +53,7 @@ def test_run_emits_nvtx_start_end_ranges(monkeypatch):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "mamba3-lm"], "unknown workload 'mamba3-lm'"),
+        (["run", "mamba4-lm"], "unknown workload 'mamba4-lm'"),
         (["run", "mamba2-lm", "--preset", "huge"], "unknown preset 'huge'"),
         (["run", "mamba2-lm", "--preset", "tiny", "--seq-len", "0"], "sequence length must be >= 1"),
         (["run", "mamba2-lm", "--preset", "tiny", "--set", "chunk_size"], "--set expects KEY=VALUE"),

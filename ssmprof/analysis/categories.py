@@ -20,17 +20,20 @@ CATEGORIES = ("GEMM", "SSM scan", "convolution", "attention", "normalization", "
               "reduction/loss", "sort/scan", "memory", "optimizer", "communication", "graph gather/scatter", "other")
 
 # The fused kernels' names come from the kernel adapter (`kernels.FUSED_KERNELS`), the one place that knows them.
-_SSD, _SCAN, _CONV = ("|".join(FUSED_KERNELS[op]) for op in ("ssd", "selective_scan", "conv1d"))
+_SSD, _SCAN, _CONV, _MAMBA3, _GDN = ("|".join(FUSED_KERNELS[op])
+                                    for op in ("ssd", "selective_scan", "conv1d", "mamba3", "gated_delta"))
 
 # (category, regex on the short kernel name, regex on the launching op or None); case-insensitive.
 RULES: tuple[tuple[str, str, str | None], ...] = (
     ("communication", r"^nccl", None),
-    ("SSM scan", rf"^_?({_SSD})|{_SCAN}", None),
+    # Mamba-2 SSD chain, Mamba-1 scan, Mamba-3 (SISO, MIMO), Gated DeltaNet's chunked delta rule: one category, so
+    # a suite sets the sequence mixers' kernels side by side
+    ("SSM scan", rf"^_?({_SSD})|{_SCAN}|^({_MAMBA3})|^({_GDN})", None),
     ("convolution", rf"{_CONV}|conv_depthwise|convolution|implicit_gemm|fprop|dgrad|wgrad|winograd|"
                     r"nchwtonhwc|nhwctonchw|cudnn", None),
     ("attention", r"flash_(fwd|bwd)|fmha|attention", None),
     ("optimizer", r"multi_tensor_apply|fused_adam|adamw?_|_sgd_", None),
-    ("normalization", r"layer_norm|rms_norm|rmsnorm|batch_norm|group_norm|welford|_norm_|gammabeta", None),
+    ("normalization", r"layer_norm|rms_norm|rmsnorm|batch_norm|group_norm|welford|_norm_|gammabeta|l2norm", None),
     ("GEMM", r"^nvjet|gemm|cutlass|^sm\d+_xmma|cublas|splitkreduce|gemv", None),
     ("reduction/loss", r"cross_entropy|nll_loss|softmax|reduce_kernel|logsumexp", None),
     # cub radix sorts (graph node ordering), cumsum/cumprod scans

@@ -77,12 +77,13 @@ def ssd_forward_model(s: SsdShape) -> pd.DataFrame:
     return frame
 
 
-def analytic_vs_measured(kernels: pd.DataFrame, shape: SsdShape) -> pd.DataFrame:
-    """Forward SSD kernels: analytic FLOPs and minimal bytes per launch beside the measured means per
-    launch (one launch per layer), and their ratios. `kernels`: a run's `analysis_frame`."""
+def analytic_vs_measured(kernels: pd.DataFrame, model_frame: pd.DataFrame) -> pd.DataFrame:
+    """Forward scan kernels: analytic FLOPs and minimal bytes per launch (`model_frame`: `ssd_forward_model` or a
+    `scan_models` model) beside the measured means per launch (one launch per layer), and their ratios.
+    `kernels`: a run's `analysis_frame`."""
     measured = kernels[kernels["phase"] == FORWARD]
     rows = []
-    for model in ssd_forward_model(shape).itertuples():
+    for model in model_frame.itertuples():
         launches = measured[measured["kernel_name"].str.startswith(model.kernel)]
         flops = launches["flops"].mean() if len(launches) else float("nan")
         dram = launches["dram_bytes"].mean() if len(launches) else float("nan")

@@ -12,7 +12,8 @@ from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
-from ssmprof.analysis.ssd_model import SsdShape, analytic_vs_measured
+from ssmprof.analysis.scan_models import forward_model
+from ssmprof.analysis.ssd_model import analytic_vs_measured
 from ssmprof.analysis.tensor_vector import class_summary, classify
 from ssmprof.schema import Run
 
@@ -52,9 +53,9 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None) -> d
                                               "tensor_share", "near_boundary", "recomputed", "flops_tensor",
                                               "flops_vector", "duration_ns"]]
         tables["tensor_vector_ssm"] = class_summary(classified)
-        config = run.info["workload"]["config"]
-        if {"d_state", "chunk_size", "headdim"} <= set(config):
-            tables["ssd_analytic_vs_measured"] = analytic_vs_measured(kernels, SsdShape.from_config(config))
+        model = forward_model(run.info["workload"]["config"])
+        if model is not None:
+            tables["ssd_analytic_vs_measured"] = analytic_vs_measured(kernels, model)
     tables["findings"] = findings(tables, run.info)
     tables["provenance"] = provenance(run.info, origin or (f"run directory {run.path}" if run.path else "run"))
     return tables

@@ -7,8 +7,9 @@ peaks given, each kernel's tensor and vector work are turned into the time they 
 the class is defined on the tensor share of that compute time (`tensor_time_share`); the FLOP-share class
 stays beside it (`flop_class`). TensorOnly: at least 99 % tensor, VectorOnly: at most 1 %, Tensor+Vector in
 between, NoFLOPs: no arithmetic (data movement). `near_boundary` marks kernels within a factor of two of a
-threshold (e.g. 98-99.5 % tensor) or whose two classes differ. Forward SSD kernels launched in backward
-(mamba-ssm recomputes the forward chain there) are marked `recomputed`.
+threshold (e.g. 98-99.5 % tensor) or whose two classes differ. Backward launches that redo forward work
+(mamba-ssm's SSD chain again, fla's w/u and chunk states, Mamba-3 MIMO's forward inside its backward:
+`kernels.FORWARD_RECOMPUTE_KERNELS`) are marked `recomputed`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ssmprof.kernels import SSD_FORWARD_KERNELS
+from ssmprof.kernels import FORWARD_RECOMPUTE_KERNELS
 
 TENSOR_ONLY_SHARE = 0.99
 VECTOR_ONLY_SHARE = 0.01
@@ -54,7 +55,8 @@ def classify(kernels: pd.DataFrame, ceilings=None) -> pd.DataFrame:
     frame["flop_class"] = _classes(frame, share)
     frame["near_boundary"] = (_near(share) | _near(time_share) | (frame["class"] != frame["flop_class"])) & (
         frame["flops"] > 0)
-    frame["recomputed"] = (frame["phase"] == "backward") & frame["kernel_name"].str.startswith(SSD_FORWARD_KERNELS)
+    frame["recomputed"] = (frame["phase"] == "backward") & frame["kernel_name"].str.startswith(
+        FORWARD_RECOMPUTE_KERNELS)
     return frame[["launch_idx", "kernel_name", "phase", "category", "duration_ns", "flops_tensor", "flops_vector",
                   "tensor_share", "tensor_time_share", "class", "flop_class", "near_boundary", "recomputed"]]
 

@@ -77,7 +77,7 @@ def prepare(options: WorkloadOptions, device: str = "auto") -> Prepared:
     overrides.update({k: v for k, v in named.items() if v is not None})
     cfg = chosen.config(options.preset, overrides)
     target = resolve_device(device)
-    plan = plan_kernels(chosen.ops, target, options.allow_fallback, cfg.dtype)
+    plan = plan_kernels(chosen.kernel_ops(cfg), target, options.allow_fallback, cfg.dtype)
     if target == "cpu":
         _check_cpu_size(chosen, cfg, plan)
     warmup = WARMUP[target] if options.warmup is None else options.warmup

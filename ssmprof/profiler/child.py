@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     try:
         workload = get_workload(name)
         cfg = workload.config(preset, overrides)
-        plan = plan_kernels(workload.ops, "cuda", "--allow-fallback" in argv, cfg.dtype)
+        plan = plan_kernels(workload.kernel_ops(cfg), "cuda", "--allow-fallback" in argv, cfg.dtype)
         if "--autotune" in argv:
             with open(argv[argv.index("--autotune") + 1]) as f:
                 autotune.pin(json.load(f))

@@ -17,7 +17,7 @@ TABLE_TITLES = {
     "roofline_summary": "Roofline by category (time-weighted; DRAM throughput is in the cache table)",
     "caches": "Cache hit rates and DRAM throughput (time-weighted, Nsight Compute)",
     "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
-    "ssd_analytic_vs_measured": "SSD forward kernels: analytic vs measured (per launch)",
+    "ssd_analytic_vs_measured": "SSM forward kernels (SSD, Mamba-3, Gated DeltaNet): analytic vs measured (per launch)",
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
     "host": "GPU busy share of the step: host-bound or GPU-bound",
     "limiters_ssm": "What limits each SSM kernel, and the counters that say so",

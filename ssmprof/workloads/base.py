@@ -65,6 +65,11 @@ class Workload(ABC):
         check(cfg.layers >= 1, f"layers must be >= 1, got {cfg.layers}")
         check(cfg.dtype in DTYPES, f"dtype must be one of {', '.join(DTYPES)}, got '{cfg.dtype}'")
 
+    def kernel_ops(self, cfg: CommonConfig) -> tuple[str, ...]:
+        """The kernel ops a run with these settings needs (`ops`: those of the default settings); a setting
+        that swaps a layer's kernels (the hybrid's SSM layer, Mamba-3 MIMO) overrides this."""
+        return self.ops
+
     # ---- the training iteration ----------------------------------------------------------------
     @abstractmethod
     def build(self, cfg: CommonConfig, plan: KernelPlan) -> nn.Module: ...

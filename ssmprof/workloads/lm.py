@@ -1,4 +1,6 @@
-"""Language-model workloads: `mamba2-lm` (homogeneous Mamba-2) and `hybrid` (Mamba-2 + attention + MLP).
+"""Language-model workloads: `mamba2-lm` (homogeneous Mamba-2), `hybrid` (Mamba-2, Mamba-3 or Gated DeltaNet +
+attention + MLP), the baselines `transformer` and `mamba1-lm`, and the SSMs trained now: `mamba3-lm`, `gdn-lm`
+and the Qwen3-Next-style `gdn-hybrid`.
 
 Preset shapes. `paper` uses the block shapes of the 8B models of Waleffe et al. 2024 ("An Empirical
 Study of Mamba-based Language Models"), which the characterization study trained: d_model 4096,
@@ -19,10 +21,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssmprof.kernels import KernelPlan
+from ssmprof.kernels import GATED_DELTA_CHUNK_SIZES, GDN_V_HEADS_PER_QK_HEAD, MAMBA3_CHUNK, KernelPlan
 from ssmprof.workloads.base import CommonConfig, Workload, check
 from ssmprof.workloads.data import token_batch
+from ssmprof.workloads.gdn import GatedDeltaNetMixer
 from ssmprof.workloads.layers import MLP, CausalLM, Mamba1Mixer, Mamba2Mixer, SelfAttention
+from ssmprof.workloads.mamba3 import Mamba3Mixer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +45,44 @@ class Mamba2Config(LMConfig):
     chunk_size: int = 256
 
 
+SSM_LAYERS = ("mamba2", "mamba3", "gdn")  # what the hybrid's "M" layers can be
+
+
 @dataclasses.dataclass(frozen=True)
 class HybridConfig(Mamba2Config):
+    n_heads: int = 16
+    n_kv_heads: int = 4
+    mlp_ratio: int = 4
+    # The SSM layer: mamba2; mamba3 (same d_state/headdim/expand/ngroups, chunk min(chunk_size, 64)); or gdn
+    # (key and value heads of d_state, value width expand*d_model as Mamba's, chunk min(chunk_size, 64)).
+    ssm_layer: str = "mamba2"
+    mimo: bool = False  # mamba3 only: MIMO (TileLang) instead of SISO (Triton)
+    mimo_rank: int = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Mamba3Config(LMConfig):
+    d_state: int = 128
+    headdim: int = 64
+    expand: int = 2
+    ngroups: int = 1  # mamba-ssm's default, the case its SISO kernel is tuned for
+    # Rows of a chunk tile: SISO runs chunks of chunk_size steps; MIMO of chunk_size / mimo_rank steps (each
+    # step holds mimo_rank rows): mamba-ssm recommends 64 for SISO and 64 / R for MIMO.
+    chunk_size: int = MAMBA3_CHUNK
+    mimo: bool = False  # MIMO (TileLang kernels) instead of SISO (Triton)
+    mimo_rank: int = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class GdnConfig(LMConfig):
+    head_dim: int = 128  # key and value head size (Qwen3-Next: 128)
+    expand: int = 2  # value width = expand * d_model, as Mamba's inner width
+    v_heads_per_qk_head: int = GDN_V_HEADS_PER_QK_HEAD
+    chunk_size: int = 64  # fla's chunk (16, 32 or 64)
+
+
+@dataclasses.dataclass(frozen=True)
+class GdnHybridConfig(GdnConfig):
     n_heads: int = 16
     n_kv_heads: int = 4
     mlp_ratio: int = 4
@@ -72,7 +112,53 @@ def check_mamba2(cfg: Mamba2Config) -> None:
     check(cfg.d_state >= 1, f"d_state must be >= 1, got {cfg.d_state}")
 
 
-def check_attention(cfg: HybridConfig | TransformerConfig) -> None:
+def mamba3_steps(chunk_size: int, mimo: bool, mimo_rank: int) -> int:
+    """Steps per chunk of a Mamba-3 layer: the tile's rows over the MIMO rank."""
+    return chunk_size // mimo_rank if mimo else chunk_size
+
+
+def check_mamba3(cfg: Mamba3Config | HybridConfig, chunk_size: int) -> None:
+    d_inner = cfg.expand * cfg.d_model
+    check(d_inner % cfg.headdim == 0, f"expand*d_model ({d_inner}) must be a multiple of headdim ({cfg.headdim})")
+    check(cfg.ngroups >= 1 and (d_inner // cfg.headdim) % cfg.ngroups == 0,
+          f"Mamba-3 heads ({d_inner // cfg.headdim}) must be a multiple of ngroups ({cfg.ngroups})")
+    check(cfg.d_state >= 4 and cfg.d_state % 4 == 0, f"Mamba-3 d_state must be a multiple of 4 (half of it is "
+          f"rotated in pairs), got {cfg.d_state}")
+    check(cfg.mimo_rank >= 1, f"mimo_rank must be >= 1, got {cfg.mimo_rank}")
+    if cfg.mimo:
+        check(chunk_size % cfg.mimo_rank == 0 and chunk_size // cfg.mimo_rank >= 8,
+              f"MIMO of rank {cfg.mimo_rank} needs chunk_size a multiple of it with >= 8 steps per chunk, "
+              f"got chunk_size {chunk_size}")
+    else:
+        check(chunk_size >= 16 and chunk_size & (chunk_size - 1) == 0,
+              f"chunk_size must be a power of two >= 16, got {chunk_size}")
+
+
+def mamba3_ops(mimo: bool) -> tuple[str, ...]:
+    return ("mamba3_mimo" if mimo else "mamba3", "norm")
+
+
+def gdn_heads(d_model: int, expand: int, head_dim: int, v_heads_per_qk_head: int) -> tuple[int, int]:
+    """(q/k heads, value heads) of a Gated DeltaNet layer whose values are expand*d_model wide."""
+    n_v = expand * d_model // head_dim
+    return n_v // v_heads_per_qk_head, n_v
+
+
+def check_gdn(cfg: GdnConfig) -> None:
+    value = cfg.expand * cfg.d_model
+    check(cfg.head_dim >= 1 and value % cfg.head_dim == 0,
+          f"expand*d_model ({value}) must be a multiple of head_dim ({cfg.head_dim})")
+    n_qk, n_v = gdn_heads(cfg.d_model, cfg.expand, cfg.head_dim, cfg.v_heads_per_qk_head)
+    check(cfg.v_heads_per_qk_head >= 1 and n_qk >= 1 and n_v % cfg.v_heads_per_qk_head == 0,
+          f"value heads ({n_v}) must be a multiple of v_heads_per_qk_head ({cfg.v_heads_per_qk_head})")
+    check(cfg.chunk_size in GATED_DELTA_CHUNK_SIZES,
+          f"chunk_size must be one of {GATED_DELTA_CHUNK_SIZES} (fla's chunk kernels), got {cfg.chunk_size}")
+
+
+GDN_OPS = ("gated_delta", "conv1d", "norm")
+
+
+def check_attention(cfg: HybridConfig | TransformerConfig | GdnHybridConfig) -> None:
     check(cfg.n_heads >= 1 and cfg.d_model % cfg.n_heads == 0,
           f"d_model ({cfg.d_model}) must be a multiple of n_heads ({cfg.n_heads})")
     check(cfg.n_kv_heads >= 1 and cfg.n_heads % cfg.n_kv_heads == 0,
@@ -93,7 +179,19 @@ class LanguageModelWorkload(Workload):
         return Mamba2Mixer(cfg.d_model, cfg.d_state, cfg.headdim, cfg.expand, cfg.ngroups, cfg.chunk_size,
                            plan, layer_idx)
 
-    def attention_mlp(self, cfg: HybridConfig | TransformerConfig, plan: KernelPlan, kind: str) -> nn.Module:
+    def mamba3(self, cfg: Mamba3Config | HybridConfig, plan: KernelPlan, layer_idx: int, chunk_size: int
+               ) -> nn.Module:
+        return Mamba3Mixer(cfg.d_model, cfg.d_state, cfg.headdim, cfg.expand, cfg.ngroups,
+                           mamba3_steps(chunk_size, cfg.mimo, cfg.mimo_rank), cfg.mimo_rank if cfg.mimo else None,
+                           plan, layer_idx)
+
+    def gdn(self, d_model: int, expand: int, head_dim: int, v_heads_per_qk_head: int, chunk_size: int,
+            plan: KernelPlan) -> nn.Module:
+        n_qk, n_v = gdn_heads(d_model, expand, head_dim, v_heads_per_qk_head)
+        return GatedDeltaNetMixer(d_model, n_qk, n_v, head_dim, chunk_size, plan)
+
+    def attention_mlp(self, cfg: HybridConfig | TransformerConfig | GdnHybridConfig, plan: KernelPlan, kind: str
+                      ) -> nn.Module:
         if kind == "A":
             return SelfAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, plan)
         return MLP(cfg.d_model, cfg.mlp_ratio * cfg.d_model)
@@ -153,7 +251,8 @@ def hybrid_pattern(layers: int) -> str:
 
 class HybridLM(LanguageModelWorkload):
     name = "hybrid"
-    description = "Mamba-2-Hybrid LM: Mamba-2 / self-attention / MLP layers in a 43/7/50 % mix"
+    description = ("Mamba-2-Hybrid LM: Mamba-2 / self-attention / MLP layers in a 43/7/50 % mix "
+                   "(--set ssm_layer=mamba3|gdn swaps the SSM layer)")
     ops = ("ssd", "conv1d", "norm", "attention")
     presets = {
         "tiny": HybridConfig(batch_size=2, seq_len=64, layers=7, dtype="fp32", d_model=64, d_state=16,
@@ -170,15 +269,30 @@ class HybridLM(LanguageModelWorkload):
 
     def validate(self, cfg: HybridConfig) -> None:
         super().validate(cfg)
+        check(cfg.ssm_layer in SSM_LAYERS, f"ssm_layer must be one of {', '.join(SSM_LAYERS)}, got '{cfg.ssm_layer}'")
         check_mamba2(cfg)
+        if cfg.ssm_layer == "mamba3":
+            check_mamba3(cfg, min(cfg.chunk_size, MAMBA3_CHUNK))
         check_attention(cfg)
         try:
             hybrid_pattern(cfg.layers)
         except ValueError as exc:
             check(False, str(exc))
 
+    def kernel_ops(self, cfg: HybridConfig) -> tuple[str, ...]:
+        ssm = {"mamba2": ("ssd", "conv1d", "norm"), "mamba3": mamba3_ops(cfg.mimo), "gdn": GDN_OPS}[cfg.ssm_layer]
+        return (*ssm, "attention")
+
+    def ssm(self, cfg: HybridConfig, plan: KernelPlan, layer_idx: int) -> nn.Module:
+        if cfg.ssm_layer == "mamba3":
+            return self.mamba3(cfg, plan, layer_idx, min(cfg.chunk_size, MAMBA3_CHUNK))
+        if cfg.ssm_layer == "gdn":  # keys and values of d_state per head: the state of a Mamba-2 head per pair
+            return self.gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD,
+                            min(cfg.chunk_size, max(GATED_DELTA_CHUNK_SIZES)), plan)
+        return self.mamba2(cfg, plan, layer_idx)
+
     def build(self, cfg: HybridConfig, plan: KernelPlan) -> nn.Module:
-        mixers = [self.mamba2(cfg, plan, i) if kind == "M" else self.attention_mlp(cfg, plan, kind)
+        mixers = [self.ssm(cfg, plan, i) if kind == "M" else self.attention_mlp(cfg, plan, kind)
                   for i, kind in enumerate(hybrid_pattern(cfg.layers))]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
 
@@ -235,4 +349,114 @@ class Mamba1LM(LanguageModelWorkload):
 
     def build(self, cfg: Mamba1Config, plan: KernelPlan) -> nn.Module:
         mixers = [Mamba1Mixer(cfg.d_model, cfg.d_state, cfg.expand, plan, i) for i in range(cfg.layers)]
+        return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
+
+
+class Mamba3LM(LanguageModelWorkload):
+    """Mamba-3 at mamba2-lm's shapes (width, state, head size, depth, batch, sequence): the SSD chain's
+    successor, one fused chunked kernel per direction (SISO) where Mamba-2 runs five."""
+
+    name = "mamba3-lm"
+    description = "Mamba-3 language model (mamba-ssm Mamba3: SISO Triton kernels; --set mimo=true: TileLang MIMO)"
+    ops = mamba3_ops(False)
+    presets = {
+        "tiny": Mamba3Config(batch_size=2, seq_len=64, layers=2, dtype="fp32", d_model=64, d_state=16, headdim=16,
+                             ngroups=2, chunk_size=32, vocab_size=256),
+        "small": Mamba3Config(batch_size=4, seq_len=2048, layers=4, dtype="bf16", d_model=1024),
+        "paper": Mamba3Config(batch_size=2, seq_len=4096, layers=14, dtype="bf16", d_model=4096),
+    }
+    preset_notes = {
+        "tiny": "CPU smoke test, seconds",
+        "small": "one GPU, under a minute; mamba2-lm small's shapes",
+        "paper": "mamba2-lm paper's width, state, heads and depth; Mamba-3 blocks (1 B/C group, chunk 64)",
+    }
+
+    def validate(self, cfg: Mamba3Config) -> None:
+        super().validate(cfg)
+        check_mamba3(cfg, cfg.chunk_size)
+
+    def kernel_ops(self, cfg: Mamba3Config) -> tuple[str, ...]:
+        return mamba3_ops(cfg.mimo)
+
+    def build(self, cfg: Mamba3Config, plan: KernelPlan) -> nn.Module:
+        mixers = [self.mamba3(cfg, plan, i, cfg.chunk_size) for i in range(cfg.layers)]
+        return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
+
+
+class GdnLM(LanguageModelWorkload):
+    """Gated DeltaNet at mamba2-lm's width: values expand*d_model wide in heads of 128, q/k heads of 128 shared by
+    two value heads (Qwen3-Next's layout), so each layer holds as much state as a Mamba-2 layer of the same
+    preset (paper: 64 heads x 128 x 128 = 128 heads x 64 x 128). The contrast: chunked linear attention with a
+    delta-rule (WY) solve per chunk vs SSD's chunked scan, on the same GPU at the same width."""
+
+    name = "gdn-lm"
+    description = "Gated DeltaNet language model (fla-core chunk_gated_delta_rule, Triton; Qwen3-Next layer layout)"
+    ops = GDN_OPS
+    presets = {
+        "tiny": GdnConfig(batch_size=2, seq_len=64, layers=2, dtype="fp32", d_model=64, head_dim=16, chunk_size=16,
+                          vocab_size=256),
+        "small": GdnConfig(batch_size=4, seq_len=2048, layers=4, dtype="bf16", d_model=1024),
+        "paper": GdnConfig(batch_size=2, seq_len=4096, layers=14, dtype="bf16", d_model=4096),
+    }
+    preset_notes = {
+        "tiny": "CPU smoke test, seconds",
+        "small": "one GPU, under a minute; mamba2-lm small's width (16 value heads)",
+        "paper": "mamba2-lm paper's width and depth: 64 value / 32 q-k heads of 128, Mamba-2's state per layer",
+    }
+
+    def validate(self, cfg: GdnConfig) -> None:
+        super().validate(cfg)
+        check_gdn(cfg)
+
+    def build(self, cfg: GdnConfig, plan: KernelPlan) -> nn.Module:
+        mixers = [self.gdn(cfg.d_model, cfg.expand, cfg.head_dim, cfg.v_heads_per_qk_head, cfg.chunk_size, plan)
+                  for _ in range(cfg.layers)]
+        return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
+
+
+# Qwen3-Next's layout: every fourth token mixer is full attention (3 Gated DeltaNet : 1 attention), each mixer
+# followed by its MLP (an MoE there; a dense MLP here, so the comparison is about the mixers).
+GDN_HYBRID_GROUP = "GFGFGFAF"
+
+
+def gdn_hybrid_pattern(layers: int) -> str:
+    """Block kinds of a Qwen3-Next-style hybrid of `layers` blocks: G = Gated DeltaNet, A = attention, F = MLP."""
+    if layers < len(GDN_HYBRID_GROUP) or layers % len(GDN_HYBRID_GROUP):
+        raise ValueError(f"a Qwen3-Next-style hybrid is built of whole groups of {len(GDN_HYBRID_GROUP)} blocks "
+                         f"({GDN_HYBRID_GROUP}: 3 Gated DeltaNet + 1 attention, each with its MLP), got {layers}")
+    return GDN_HYBRID_GROUP * (layers // len(GDN_HYBRID_GROUP))
+
+
+class GdnHybridLM(LanguageModelWorkload):
+    """Qwen3-Next-style hybrid: 3 Gated DeltaNet layers to 1 attention layer (the ratio Qwen3-Next and Kimi Linear
+    chose: linear layers carry the sequence, every fourth layer recalls exactly), each followed by an MLP."""
+
+    name = "gdn-hybrid"
+    description = "Qwen3-Next-style hybrid LM: Gated DeltaNet / attention 3:1, each with an MLP (fla + flash attn)"
+    ops = (*GDN_OPS, "attention")
+    presets = {
+        "tiny": GdnHybridConfig(batch_size=2, seq_len=64, layers=8, dtype="fp32", d_model=64, head_dim=16,
+                                chunk_size=16, vocab_size=256, n_heads=4, n_kv_heads=2),
+        "small": GdnHybridConfig(batch_size=4, seq_len=2048, layers=16, dtype="bf16", d_model=1024),
+        "paper": GdnHybridConfig(batch_size=2, seq_len=4096, layers=16, dtype="bf16", d_model=4096, n_heads=32,
+                                 n_kv_heads=8),
+    }
+    preset_notes = {
+        "tiny": "CPU smoke test, seconds",
+        "small": "one GPU, under a minute; hybrid small's width",
+        "paper": "hybrid paper's width and attention; 16 blocks: 6 Gated DeltaNet, 2 attention, 8 MLP",
+    }
+
+    def validate(self, cfg: GdnHybridConfig) -> None:
+        super().validate(cfg)
+        check_gdn(cfg)
+        check_attention(cfg)
+        try:
+            gdn_hybrid_pattern(cfg.layers)
+        except ValueError as exc:
+            check(False, str(exc))
+
+    def build(self, cfg: GdnHybridConfig, plan: KernelPlan) -> nn.Module:
+        mixers = [self.gdn(cfg.d_model, cfg.expand, cfg.head_dim, cfg.v_heads_per_qk_head, cfg.chunk_size, plan)
+                  if kind == "G" else self.attention_mlp(cfg, plan, kind) for kind in gdn_hybrid_pattern(cfg.layers)]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)

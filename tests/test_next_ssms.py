@@ -1,0 +1,189 @@
+"""Mamba-3 and Gated DeltaNet on the CPU: our chunked references against the recurrences that define them, and
+the tiny presets (and the hybrid's SSM-layer setting) training on them."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ssmprof.errors import InvalidConfig
+from ssmprof.kernels import plan_kernels
+from ssmprof.pipeline.measure import WorkloadOptions, prepare
+from ssmprof.profiler.harness import Trainer
+from ssmprof.profiler.markers import RecordingMarker
+from ssmprof.workloads.gdn import gated_delta_rule_chunked, gated_delta_rule_recurrent
+from ssmprof.workloads.lm import gdn_heads, gdn_hybrid_pattern
+from ssmprof.workloads.mamba3 import _rotate, mamba3_scan_chunked, mamba3_scan_recurrent
+from ssmprof.workloads.registry import get_workload
+
+
+def max_rel(a, b):
+    return ((a - b).abs().max() / b.abs().max()).item()
+
+
+def gdn_inputs(seqlen, qk_heads, v_heads, generator):
+    def rand(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    q, k = (F.normalize(rand(2, seqlen, qk_heads, 8), dim=-1).requires_grad_() for _ in range(2))
+    v = rand(2, seqlen, v_heads, 6).requires_grad_()
+    g = (-torch.rand(2, seqlen, v_heads, generator=generator, dtype=torch.float64)).requires_grad_()
+    beta = torch.rand(2, seqlen, v_heads, generator=generator, dtype=torch.float64).requires_grad_()
+    return q, k, v, g, beta
+
+
+@pytest.mark.parametrize(("seqlen", "chunk", "qk_heads", "v_heads"),
+                         [(64, 16, 2, 2), (50, 16, 2, 4), (37, 32, 1, 2), (64, 64, 2, 4)])
+def test_gated_delta_rule_chunked_equals_recurrent(seqlen, chunk, qk_heads, v_heads):
+    inputs = gdn_inputs(seqlen, qk_heads, v_heads, torch.Generator().manual_seed(seqlen))
+    recurrent = gated_delta_rule_recurrent(*inputs)
+    chunked = gated_delta_rule_chunked(*inputs, chunk_size=chunk)
+    assert max_rel(chunked, recurrent) < 1e-10
+    grads = torch.autograd.grad(recurrent.square().sum(), inputs)
+    grads_chunked = torch.autograd.grad(chunked.square().sum(), inputs)
+    for grad, grad_chunked in zip(grads, grads_chunked, strict=True):
+        assert max_rel(grad_chunked, grad) < 1e-9
+
+
+def test_delta_rule_writes_the_value_at_beta_one():
+    """With beta = 1 and no decay, a key written once and read back returns exactly its value."""
+    k = F.normalize(torch.randn(1, 1, 1, 4, dtype=torch.float64), dim=-1)
+    v = torch.randn(1, 1, 1, 3, dtype=torch.float64)
+    out = gated_delta_rule_recurrent(k, k, v, torch.zeros(1, 1, 1, dtype=torch.float64),
+                                     torch.ones(1, 1, 1, dtype=torch.float64), scale=1.0)
+    torch.testing.assert_close(out, v)
+
+
+def mamba3_inputs(seqlen, rank, generator):
+    batch, groups, heads, dstate, headdim, angles = 2, 2, 4, 8, 4, 2
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    dt = torch.rand(batch, seqlen, heads, generator=generator, dtype=torch.float64) * 0.5
+    adt = -torch.rand(batch, seqlen, heads, generator=generator, dtype=torch.float64) * dt
+    mimo = [rand(heads, rank, headdim) for _ in range(3)] if rank > 1 else [None] * 3
+    tensors = [rand(batch, seqlen, rank, groups, dstate), rand(batch, seqlen, rank, groups, dstate),
+               rand(batch, seqlen, heads, headdim), adt, dt, rand(batch, seqlen, heads), rand(heads, rank, dstate),
+               rand(heads, rank, dstate), rand(batch, seqlen, angles), rand(heads), rand(batch, seqlen, heads, headdim)]
+    return [t.requires_grad_() for t in tensors], mimo
+
+
+@pytest.mark.parametrize(("seqlen", "chunk", "rank"), [(64, 16, 1), (45, 16, 1), (40, 8, 2), (33, 32, 4)])
+def test_mamba3_scan_chunked_equals_recurrent(seqlen, chunk, rank):
+    tensors, mimo = mamba3_inputs(seqlen, rank, torch.Generator().manual_seed(seqlen))
+    halves = rank > 1  # mamba-ssm's MIMO kernel pairs i with i + d_state/2
+    recurrent = mamba3_scan_recurrent(*tensors, *mimo, halves=halves)
+    chunked = mamba3_scan_chunked(*tensors, *mimo, halves=halves, chunk_size=chunk)
+    assert max_rel(chunked, recurrent) < 1e-10
+    grads = torch.autograd.grad(recurrent.square().sum(), tensors)
+    grads_chunked = torch.autograd.grad(chunked.square().sum(), tensors)
+    for grad, grad_chunked in zip(grads, grads_chunked, strict=True):
+        assert max_rel(grad_chunked, grad) < 1e-9
+
+
+@pytest.mark.parametrize(("halves", "partner"), [(False, 1), (True, 4)])
+def test_rotation_pairs_and_preserves_dot_products(halves, partner):
+    x = torch.zeros(8, dtype=torch.float64)
+    x[0] = 1.0
+    rotated = _rotate(x, torch.tensor([math.pi / 2, 0.3], dtype=torch.float64), halves)
+    expected = torch.zeros(8, dtype=torch.float64)
+    expected[partner] = 1.0  # a quarter turn moves the first coordinate onto its partner
+    torch.testing.assert_close(rotated, expected)
+    q, k, phi = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64), torch.randn(2).double()
+    torch.testing.assert_close(_rotate(q, phi, halves) @ _rotate(k, phi, halves), q @ k)
+
+
+SCENARIOS = [
+    ("mamba3-lm", {}, ("mamba3", "norm")),
+    ("mamba3-lm", {"mimo": "true", "mimo_rank": "2"}, ("mamba3_mimo", "norm")),
+    ("gdn-lm", {}, ("gated_delta", "conv1d", "norm")),
+    ("gdn-hybrid", {}, ("gated_delta", "conv1d", "norm", "attention")),
+    ("hybrid", {"ssm_layer": "mamba3"}, ("mamba3", "norm", "attention")),
+    ("hybrid", {"ssm_layer": "mamba3", "mimo": "true", "mimo_rank": "2"}, ("mamba3_mimo", "norm", "attention")),
+    ("hybrid", {"ssm_layer": "gdn"}, ("gated_delta", "conv1d", "norm", "attention")),
+]
+
+
+@pytest.mark.parametrize(("name", "overrides", "ops"), SCENARIOS)
+def test_tiny_presets_train_on_the_cpu_references(name, overrides, ops):
+    workload = get_workload(name)
+    cfg = workload.config("tiny", overrides)
+    assert workload.kernel_ops(cfg) == ops
+    plan = plan_kernels(workload.kernel_ops(cfg), "cpu", dtype=cfg.dtype)
+    trainer = Trainer(workload, cfg, plan, RecordingMarker())
+    losses = [trainer.step().item() for _ in range(6)]
+    assert all(math.isfinite(loss) for loss in losses)
+    assert losses[-1] < losses[0]  # AdamW on one fixed batch
+    assert all(torch.isfinite(p.grad).all() for p in trainer.model.parameters())
+
+
+@pytest.mark.parametrize(("name", "overrides"), [(name, overrides) for name, overrides, _ in SCENARIOS])
+def test_prepare_plans_the_settings_kernels_and_sizes_the_cpu_run(name, overrides):
+    sets = [f"{key}={value}" for key, value in overrides.items()]
+    ready = prepare(WorkloadOptions(name, "tiny", sets=sets), "cpu")  # meta-device FLOP count inside
+    assert tuple(ready.plan.choices) == get_workload(name).kernel_ops(ready.cfg)
+
+
+def test_gdn_paper_layer_holds_a_mamba2_layers_state():
+    """The comparison at the same width: a Gated DeltaNet layer of gdn-lm paper keeps as much state as a Mamba-2
+    layer of mamba2-lm paper (value heads x d_k x d_v = SSM heads x headdim x d_state)."""
+    gdn, mamba2 = get_workload("gdn-lm").config("paper"), get_workload("mamba2-lm").config("paper")
+    n_qk, n_v = gdn_heads(gdn.d_model, gdn.expand, gdn.head_dim, gdn.v_heads_per_qk_head)
+    assert (n_qk, n_v) == (32, 64)
+    assert n_v * gdn.head_dim**2 == mamba2.expand * mamba2.d_model * mamba2.d_state
+    assert gdn.d_model == mamba2.d_model == get_workload("mamba3-lm").config("paper").d_model
+
+
+@pytest.mark.parametrize(("layers", "counts"), [(8, {"G": 3, "A": 1, "F": 4}), (16, {"G": 6, "A": 2, "F": 8})])
+def test_gdn_hybrid_is_three_to_one(layers, counts):
+    pattern = gdn_hybrid_pattern(layers)
+    assert {kind: pattern.count(kind) for kind in "GAF"} == counts
+    assert pattern[:8] == "GFGFGFAF"
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "message"),
+    [
+        ("mamba3-lm", {"d_state": "18"}, "multiple of 4"),
+        ("mamba3-lm", {"mimo": "true", "chunk_size": "16"}, ">= 8 steps per chunk"),
+        ("mamba3-lm", {"chunk_size": "24"}, "power of two"),
+        ("gdn-lm", {"chunk_size": "128"}, "fla's chunk kernels"),
+        ("gdn-lm", {"head_dim": "48"}, "multiple of head_dim"),
+        ("gdn-hybrid", {"layers": "12"}, "whole groups of 8"),
+        ("hybrid", {"ssm_layer": "rwkv"}, "ssm_layer must be one of"),
+    ],
+)
+def test_bad_settings_are_refused(name, overrides, message):
+    with pytest.raises(InvalidConfig, match=message):
+        get_workload(name).config("tiny", overrides)
+
+
+def gpu_host(**overrides):
+    from ssmprof.kernels import Availability
+
+    fields = dict(cuda=True, triton=True, causal_conv1d=True, selective_scan=True, sdpa_flash=True, flash_attn=False,
+                  hopper=True, tilelang=True, fla=True)
+    return Availability(**{**fields, **overrides})
+
+
+@pytest.mark.parametrize(
+    ("have", "op", "impl", "fused", "note"),
+    [
+        (gpu_host(), "mamba3", "triton-siso", True, "mamba3_siso_combined"),
+        (gpu_host(hopper=False), "mamba3", "torch-reference", False, "sm_90+"),
+        (gpu_host(), "mamba3_mimo", "tilelang-mimo", True, "TileLang"),
+        (gpu_host(tilelang=False), "mamba3_mimo", "torch-reference", False, "tilelang not installed"),
+        (gpu_host(), "gated_delta", "fla-triton-chunk", True, "chunk_gated_delta_rule"),
+        (gpu_host(flash_qla=True), "gated_delta", "fla-flashqla", True, "FlashQLA"),
+        (gpu_host(fla=False), "gated_delta", "torch-reference", False, "fla-core not installed"),
+    ],
+)
+def test_gpu_plan_records_which_kernels_run(monkeypatch, have, op, impl, fused, note):
+    from ssmprof.kernels import Availability
+
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: have))
+    plan = plan_kernels((op,), "cuda", allow_fallback=True)
+    assert (plan.impl(op), plan.choices[op].fused) == (impl, fused)
+    assert note in plan.provenance()[op]
