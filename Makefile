@@ -11,11 +11,18 @@ CPU_TORCH   ?= torch==2.13.0
 WHEEL_PY    ?= 3.12
 MAMBA_SSM   := mamba-ssm==2.3.2.post1
 CAUSAL_CONV := causal-conv1d==1.7.0
-# The `gpu` extra of pyproject.toml (Mamba-3 MIMO's TileLang, Gated DeltaNet's fla-core), installed on GPU hosts, and
-# what they pull in beyond the host's torch/numpy (for the offline wheelhouse). quack-kernels and nvidia-cutlass-dsl,
-# which mamba-ssm also declares, serve only Mamba-3's CuTe decode step, which training never calls: left out.
-GPU_DEPS    := tilelang==0.1.8 apache-tvm-ffi==0.1.9 fla-core==0.6.0
-GPU_DEPS_OF := torch-c-dlpack-ext==0.1.5 cloudpickle ml-dtypes psutil tqdm z3-solver==4.15.4.0
+# The `gpu` extra of pyproject.toml (Gated DeltaNet's fla-core), installed on GPU hosts and carried in the offline
+# wheelhouse; the `mimo` extra (Mamba-3 MIMO's TileLang) and what it pulls in beyond the host's torch/numpy, 77 MB:
+# downloaded apart (wheelhouse-mimo/, `make wheelhouse-mimo`) since the wheelhouse and the built kernels must fit
+# in one 64 MiB transfer to an offline host, and installed only where they can be had. quack-kernels and
+# nvidia-cutlass-dsl, which mamba-ssm also declares, serve only Mamba-3's CuTe decode step, which training never
+# calls: left out.
+GPU_DEPS    := fla-core==0.6.0
+MIMO_DEPS   := tilelang==0.1.8 apache-tvm-ffi==0.1.9 torch-c-dlpack-ext==0.1.5 cloudpickle ml-dtypes psutil tqdm \
+               z3-solver==4.15.4.0
+WHEEL_PLATFORMS := --only-binary :all: --python-version $(WHEEL_PY) --implementation cp \
+	--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	--platform manylinux_2_25_x86_64
 PROFILE_ARGS ?= mamba2-lm --preset small
 # Extras of ssmprof to install: `dev` (pytest, ruff) everywhere; `make wheelhouse` carries them offline.
 EXTRAS      ?= dev
@@ -33,7 +40,7 @@ endif
 SDIST_ENV := MAMBA_FORCE_BUILD=TRUE MAMBA_SKIP_CUDA_BUILD=TRUE \
              CAUSAL_CONV1D_FORCE_BUILD=TRUE CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE
 
-.PHONY: install kernels wheelhouse test lint profile results gpu-check clean
+.PHONY: install kernels wheelhouse wheelhouse-mimo test lint profile results gpu-check clean
 
 # Present once `make install` has finished: what `profile`, `test`, `kernels` and `lint` need first.
 # (.DELETE_ON_ERROR: an install that fails after pip wrote the entry point removes it, so the next run retries.)
@@ -56,6 +63,9 @@ endif
 	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation -e ".$(if $(EXTRAS),[$(EXTRAS)])"
 ifeq ($(HAS_GPU),1)
 	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation -e ".[gpu]"
+	$(BIN)/pip install -q $(PIP_SOURCE) $(if $(WHEELHOUSE),--find-links $(abspath wheelhouse-mimo)) \
+		--no-build-isolation -e ".[mimo]" 2>/dev/null \
+		|| echo "Mamba-3 MIMO's TileLang could not be installed here (make wheelhouse-mimo): MIMO runs will say so"
 endif
 	$(SDIST_ENV) $(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation --no-deps --no-binary mamba-ssm,causal-conv1d \
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
@@ -72,13 +82,13 @@ wheelhouse: $(BIN)/ssmprof
 	mkdir -p wheelhouse
 	$(SDIST_ENV) $(BIN)/pip download -q --no-deps --no-binary :all: --no-build-isolation -d wheelhouse \
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
-	$(BIN)/pip download -q --only-binary :all: --python-version $(WHEEL_PY) --implementation cp \
-		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-		--platform manylinux_2_25_x86_64 -d wheelhouse nvtx plotly ncu-report narwhals pydantic pytest ruff setuptools wheel
-	$(BIN)/pip download -q --only-binary :all: --no-deps --python-version $(WHEEL_PY) --implementation cp \
-		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-		-d wheelhouse $(GPU_DEPS) $(GPU_DEPS_OF)
+	$(BIN)/pip download -q $(WHEEL_PLATFORMS) -d wheelhouse nvtx plotly ncu-report narwhals pydantic pytest ruff \
+		setuptools wheel
+	$(BIN)/pip download -q $(WHEEL_PLATFORMS) --no-deps -d wheelhouse $(GPU_DEPS)
 	@ls -la wheelhouse
+
+wheelhouse-mimo: $(BIN)/ssmprof
+	$(BIN)/pip download -q $(WHEEL_PLATFORMS) --no-deps -d wheelhouse-mimo $(MIMO_DEPS)
 
 test: $(BIN)/ssmprof
 	$(BIN)/python -m pytest -q

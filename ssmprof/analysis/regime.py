@@ -22,7 +22,8 @@ import pandas as pd
 from ssmprof.analysis.frame import WEIGHT, time_weighted
 from ssmprof.analysis.limiters import limiters
 from ssmprof.analysis.roofline import Ceilings, roofline
-from ssmprof.analysis.ssd_model import SsdShape, analytic_vs_measured
+from ssmprof.analysis.scan_models import forward_model
+from ssmprof.analysis.ssd_model import analytic_vs_measured
 from ssmprof.analysis.suite import SSM
 
 # What a limiter (`analysis.limiters`) means on a regime map: bandwidth, compute, or latency (every limiter
@@ -182,14 +183,15 @@ def best_value(frame: pd.DataFrame, axis: str, metric: str = STEP_METRIC, by: li
 
 
 def ssd_model_check(runs: list[SweepRun]) -> pd.DataFrame:
-    """Per point with a Mamba-2 SSD config and counters on its forward SSD kernels: the analytic model
-    (`ssd_model`) beside the measured FLOPs and DRAM bytes per launch, and their ratios."""
+    """Per point whose sequence mixer has an analytic model (`scan_models.forward_model`: the SSD chain,
+    Mamba-3 SISO, Gated DeltaNet) and counters on its forward scan kernels: the model beside the measured
+    FLOPs and DRAM bytes per launch, and their ratios."""
     frames = []
     for run in runs:
-        config = run.info["workload"]["config"]
-        if not {"d_state", "chunk_size", "headdim"} <= set(config):
+        model = forward_model(run.info["workload"]["config"])
+        if model is None:
             continue
-        checked = analytic_vs_measured(run.kernels, SsdShape.from_config(config))
+        checked = analytic_vs_measured(run.kernels, model)
         checked = checked[checked["launches"] > 0]
         if len(checked) and checked["measured_flops"].notna().any():
             frames.append(checked.assign(**run.key))
