@@ -24,7 +24,7 @@ _SSD, _SCAN, _CONV = ("|".join(FUSED_KERNELS[op]) for op in ("ssd", "selective_s
 
 # (category, regex on the short kernel name, regex on the launching op or None); case-insensitive.
 RULES: tuple[tuple[str, str, str | None], ...] = (
-    ("communication", r"^nccl", None),
+    ("communication", r"^(nccl|gloo:)", None),  # NCCL kernels; gloo collectives of CPU reference runs
     ("SSM scan", rf"^_?({_SSD})|{_SCAN}", None),
     ("convolution", rf"{_CONV}|conv_depthwise|convolution|implicit_gemm|fprop|dgrad|wgrad|winograd|"
                     r"nchwtonhwc|nhwctonchw|cudnn", None),

@@ -27,6 +27,7 @@ from ssmprof.pipeline.ceilings import ceilings_by_run, datasheet_ceilings, read_
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.profiler.gpu_specs import SPECS
+from ssmprof.profiler.links import links_frame
 from ssmprof.reports.render import (
     RESULTS_END,
     RESULTS_START,
@@ -69,7 +70,7 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
     analyzed, kernels, infos, ceilings = [], {}, {}, {}
     for index, path in enumerate(paths):
         run, limits, notes = loaded[index]
-        tables = analyze(run, limits, origin(path))
+        tables = analyze(run, limits, origin(path), links_frame())
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
         analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes))

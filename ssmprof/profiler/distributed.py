@@ -192,9 +192,20 @@ def parallel_section(job: RankJob, results: list[dict], ncu_rank: int | None) ->
         "ranks": [{"rank": r["rank"], "tp_rank": r["tp_rank"], "dp_rank": r["dp_rank"],
                    "step_ms": statistics.median(r["step_times_ms"]), "final_loss": r["final_loss"],
                    "peak_memory_bytes": r["peak_memory_bytes"]} for r in results],
-        "topology": topology() if job.device == "cuda" else None,
+        "topology": (topo := topology() if job.device == "cuda" else None),
+        "link": _link(results[0]["gpu"].get("name"), topo),
         "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if job.device == "cuda" else None,
     }
+
+
+def _link(gpu_name: str | None, topo: str | None) -> dict | None:
+    """The datasheet link between the ranks' GPUs (`links.link_for`), None on the CPU."""
+    from ssmprof.profiler.gpu_specs import spec_for
+    from ssmprof.profiler.links import link_for
+
+    spec = spec_for(gpu_name) if gpu_name else None
+    link = link_for(spec.key if spec else None, topo)
+    return dataclasses.asdict(link) if link else None
 
 
 def topology() -> str | None:

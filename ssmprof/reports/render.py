@@ -24,6 +24,16 @@ TABLE_TITLES = {
     "limiters": "What limits the top kernels by time",
     "headroom_by_category": "Headroom by category: step time saved at the roof, and at 80 % of it",
     "headroom": "Headroom: the kernels where an optimization would pay most",
+    "per_rank": "Per rank: step time, loss, kernel and communication time",
+    "collective_counts": "Communication: collectives per layer, measured on every rank vs predicted by the model's "
+                         "structure",
+    "bus_bandwidth": "Communication: bus bandwidth (NCCL-tests busbw) per collective and size, % of the link's "
+                     "datasheet bandwidth",
+    "exposed_communication": "Communication: exposed time (no compute overlaps it) and overlap share, per rank and "
+                             "phase",
+    "rank_imbalance": "Rank imbalance per phase: slowest vs fastest rank",
+    "communication_projection": "PROJECTION (not measured): communication time per step at other GPU counts and "
+                                "links (alpha-beta ring model at link peak, no overlap; latencies assumed)",
 }
 # Columns a table does not show: one DRAM figure per page (Nsight Compute's throughput, in the cache table),
 # not a second one beside it from the roofline.
