@@ -113,6 +113,19 @@ def rank_job(ready: Prepared, options: WorkloadOptions, steps: int, mode: str):
                    options.sequence_parallel, ready.plan.device, mode, scratch="", allow_fallback=options.allow_fallback)
 
 
+def parallel_numerics(options: WorkloadOptions, device: str = "auto") -> pd.DataFrame:
+    """The --tp/--dp model's loss and gradients against the single-GPU model's on a fixed batch, one row per rank
+    (`workloads.parallel.numerics`), with the relative loss difference."""
+    from ssmprof.profiler.distributed import check_numerics
+
+    ready = prepare(options, device)
+    if not options.parallelism().distributed:
+        raise InvalidConfig("the numerics check compares a --tp/--dp model with the single-GPU one: give --tp or --dp")
+    table = pd.DataFrame(check_numerics(rank_job(ready, options, 0, "numerics")))
+    return table.assign(loss_rel_diff=(table["parallel_loss"] - table["single_loss"]).abs() / table["single_loss"].abs(),
+                        grad_rel_diff=table["grad_max_abs_diff"] / table["grad_max_abs"])
+
+
 # The CPU runs mamba-ssm's pure-PyTorch reference kernels, which loop in Python: graph-mamba small (6e10
 # FLOPs a step) did not finish 3 steps in 300 s on a 2-core machine, while every tiny preset (under 2e8)
 # trains in seconds. Past this, a CPU run is refused before it starts.

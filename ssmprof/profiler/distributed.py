@@ -38,7 +38,7 @@ from ssmprof import schema
 from ssmprof.errors import NoGpu, SsmprofError
 from ssmprof.profiler.harness import RunResult
 
-MODES = ("train", "timeline", "counters")
+MODES = ("train", "timeline", "counters", "numerics")
 
 
 class RankFailed(SsmprofError):
@@ -56,7 +56,7 @@ class RankJob:
     dp: int
     sequence_parallel: bool
     device: str  # "cuda" or "cpu"
-    mode: str  # one of MODES
+    mode: str  # one of MODES (numerics: `workloads.parallel.numerics`, no training)
     scratch: str  # folder the ranks write their results into
     port: int = 0
     allow_fallback: bool = False
@@ -75,7 +75,7 @@ def rank_main(argv: list[str]) -> int:
     from ssmprof.profiler.harness import run_training
     from ssmprof.profiler.markers import NvtxMarker
     from ssmprof.profiler.timeline import TimelineCapture, cpu_table, kernel_table
-    from ssmprof.workloads.parallel import Parallelism, make_groups
+    from ssmprof.workloads.parallel import Parallelism, make_groups, numerics
     from ssmprof.workloads.registry import get_workload
 
     job = RankJob(**json.loads(Path(argv[0]).read_text()))
@@ -93,6 +93,10 @@ def rank_main(argv: list[str]) -> int:
         if job.autotune:
             autotune.pin(json.loads(Path(job.autotune).read_text()))
         groups = make_groups(Parallelism(job.tp, job.dp, job.sequence_parallel))
+        if job.mode == "numerics":
+            checked = numerics(workload, cfg, plan, groups, torch.device(job.device))
+            (out / f"rank-{rank}.json").write_text(json.dumps({**checked, "rank": rank}))
+            return 0
         capture = TimelineCapture(cuda) if job.mode == "timeline" else None
         steps = 1 if job.mode == "counters" else job.steps
         result = run_training(workload, job.preset, cfg, plan, steps, job.warmup, NvtxMarker(), capture=capture,
@@ -223,6 +227,14 @@ def train_parallel(job: RankJob, timeout_s: float = 3600) -> tuple[RunResult, di
     with tempfile.TemporaryDirectory() as scratch:
         results, _ = launch(dataclasses.replace(job, mode="train", scratch=scratch), timeout_s)
     return merged_result(results), parallel_section(job, results, None)
+
+
+def check_numerics(job: RankJob, timeout_s: float = 1800) -> list[dict]:
+    """Every rank's `workloads.parallel.numerics` (the parallel model vs the single-GPU model, same weights)."""
+    check_devices(job.device, job.world_size)
+    with tempfile.TemporaryDirectory() as scratch:
+        results, _ = launch(dataclasses.replace(job, mode="numerics", scratch=scratch), timeout_s)
+    return results
 
 
 def profile_parallel(job: RankJob, out: Path, counters: str, ncu_rank: int, ncu_timeout_s: float,

@@ -351,14 +351,17 @@ class ParallelCausalLM(CausalLM):
         sharded = {id(p) for layer in self.layers for p in layer.mixer.parameters()}
         return [p for p in self.parameters() if id(p) not in sharded and p.grad is not None]
 
-    def load_sharded(self, single: dict[str, torch.Tensor]) -> None:
-        """Load a single-GPU `CausalLM`'s state dict, each sharded tensor cut to this rank's part."""
+    def local_part(self, single: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """This rank's part of a single-GPU `CausalLM`'s tensors (state dict or gradients), by parameter name."""
         rules = {f"layers.{i}.mixer.{name}": rule for i, layer in enumerate(self.layers)
                  for name, rule in layer.mixer.shard_rules(self.cfg).items()}
         tp, rank = self.groups.parallelism.tp, self.groups.tp_rank
-        local = {name: shard(tensor, *rules[name], rank, tp) if name in rules else tensor
-                 for name, tensor in single.items()}
-        self.load_state_dict(local)
+        return {name: shard(tensor, *rules[name], rank, tp) if name in rules else tensor
+                for name, tensor in single.items()}
+
+    def load_sharded(self, single: dict[str, torch.Tensor]) -> None:
+        """Load a single-GPU `CausalLM`'s state dict, each sharded tensor cut to this rank's part."""
+        self.load_state_dict(self.local_part(single))
 
 
 def shard(tensor: torch.Tensor, dim: int, parts: list[int], rank: int, size: int) -> torch.Tensor:
@@ -376,3 +379,28 @@ def _all_reduce_coalesced(grads: list[torch.Tensor], group) -> None:
     for grad, synced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads), strict=True):
         grad.copy_(synced)
 
+
+
+def numerics(workload, cfg, plan: KernelPlan, groups: RankGroups, device: torch.device) -> dict[str, float]:
+    """The parallel model against the single-GPU one on a fixed batch, on this rank: both losses, and the
+    largest gradient difference (this rank's shards of the single model's gradients) relative to the largest
+    gradient. Both models from the same weights (the single model's, sharded); autocast as the run's dtype."""
+    torch.manual_seed(0)
+    with device:
+        single = workload.build(cfg, plan)
+        model = workload.build_parallel(cfg, plan, groups)
+    model.load_sharded(single.state_dict())
+    batch = workload.batch(cfg, device, torch.Generator().manual_seed(0))
+    autocast = torch.autocast(device.type, dtype=cfg.autocast_dtype(), enabled=cfg.dtype != "fp32")
+    with autocast:
+        reference = workload.loss(single, batch)
+    reference.backward()
+    with autocast:
+        loss = model.loss(model.local_batch(batch))
+    loss.backward()
+    model.finish_gradients()
+    expected = model.local_part({name: p.grad for name, p in single.named_parameters()})
+    worst = max(float((p.grad - expected[name]).abs().max()) for name, p in model.named_parameters())
+    scale = max(float(g.abs().max()) for g in expected.values())
+    return {"single_loss": float(reference), "parallel_loss": float(loss.detach()),
+            "grad_max_abs_diff": worst, "grad_max_abs": scale}
