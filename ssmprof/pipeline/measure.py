@@ -110,7 +110,8 @@ def rank_job(ready: Prepared, options: WorkloadOptions, steps: int, mode: str):
     from ssmprof.profiler.distributed import RankJob
 
     return RankJob(ready.workload.name, ready.preset, ready.overrides, ready.warmup, steps, options.tp, options.dp,
-                   options.sequence_parallel, ready.plan.device, mode, scratch="", allow_fallback=options.allow_fallback)
+                   options.sequence_parallel, ready.plan.device, mode, scratch="",
+                   allow_fallback=options.allow_fallback)
 
 
 def parallel_numerics(options: WorkloadOptions, device: str = "auto") -> pd.DataFrame:
@@ -122,7 +123,8 @@ def parallel_numerics(options: WorkloadOptions, device: str = "auto") -> pd.Data
     if not options.parallelism().distributed:
         raise InvalidConfig("the numerics check compares a --tp/--dp model with the single-GPU one: give --tp or --dp")
     table = pd.DataFrame(check_numerics(rank_job(ready, options, 0, "numerics")))
-    return table.assign(loss_rel_diff=(table["parallel_loss"] - table["single_loss"]).abs() / table["single_loss"].abs(),
+    loss_diff = (table["parallel_loss"] - table["single_loss"]).abs()
+    return table.assign(loss_rel_diff=loss_diff / table["single_loss"].abs(),
                         grad_rel_diff=table["grad_max_abs_diff"] / table["grad_max_abs"])
 
 

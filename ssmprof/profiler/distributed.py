@@ -268,7 +268,9 @@ def profile_parallel(job: RankJob, out: Path, counters: str, ncu_rank: int, ncu_
             choices.write_text(json.dumps(results[ncu_rank]["triton_autotune"]))
             timeline = schema.conform_kernels(tables[ncu_rank])
             plan = SamplingPlan.of(timeline)
-            passes = [(counters, None)] + ([("sampled", plan.targets)] if counters == "sampled" and plan.targets else [])
+            passes = [(counters, None)]
+            if counters == "sampled" and plan.targets:
+                passes.append(("sampled", plan.targets))
             reports, walls = [], []
             for number, (mode, targets) in enumerate(passes, start=1):
                 report = scratch / f"counters-{number}.ncu-rep"

@@ -29,10 +29,12 @@ class LinkSpec:
 LINKS: dict[str, LinkSpec] = {
     link.key: link
     for link in (
-        LinkSpec("nvlink3", "NVLink 3 (A100 SXM)", 300, 3.0, "NVIDIA A100 datasheet: NVLink 600 GB/s (both directions)"),
+        LinkSpec("nvlink3", "NVLink 3 (A100 SXM)", 300, 3.0,
+                 "NVIDIA A100 datasheet: NVLink 600 GB/s (both directions)"),
         LinkSpec("nvlink4", "NVLink 4 (H100 / H200 SXM)", 450, 3.0,
                  "NVIDIA H100 and H200 datasheets: NVLink 900 GB/s (both directions)"),
-        LinkSpec("nvlink5", "NVLink 5 (B200)", 900, 3.0, "NVIDIA Blackwell datasheet: NVLink 1.8 TB/s (both directions)"),
+        LinkSpec("nvlink5", "NVLink 5 (B200)", 900, 3.0,
+                 "NVIDIA Blackwell datasheet: NVLink 1.8 TB/s (both directions)"),
         LinkSpec("pcie4", "PCIe Gen4 x16", 32, 5.0, "NVIDIA A100 PCIe datasheet: PCIe Gen4 64 GB/s (both directions)"),
         LinkSpec("pcie5", "PCIe Gen5 x16", 64, 5.0, "NVIDIA H100 datasheet: PCIe Gen5 128 GB/s (both directions)"),
         LinkSpec("ib-hdr", "InfiniBand HDR (200 Gb/s per GPU)", 25, 6.0, "NVIDIA ConnectX-6: 200 Gb/s per port"),

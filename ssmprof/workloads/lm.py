@@ -23,7 +23,7 @@ from ssmprof.kernels import KernelPlan
 from ssmprof.workloads.base import CommonConfig, Workload, check
 from ssmprof.workloads.data import token_batch
 from ssmprof.workloads.layers import MLP, CausalLM, Mamba1Mixer, Mamba2Mixer, SelfAttention
-from ssmprof.workloads.parallel import ATTENTION, MAMBA1, MAMBA2, MLP_KIND, Parallelism, ParallelCausalLM, RankGroups
+from ssmprof.workloads.parallel import ATTENTION, MAMBA1, MAMBA2, MLP_KIND, ParallelCausalLM, Parallelism, RankGroups
 
 _KINDS = {"M": MAMBA2, "A": ATTENTION, "F": MLP_KIND}
 
