@@ -15,6 +15,7 @@ from ssmprof.analysis.communication import (
     predicted_counts,
     project_communication,
     rank_imbalance,
+    scaling,
 )
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.loading import load_run
@@ -169,3 +170,17 @@ def test_single_gpu_runs_read_as_rank_zero():
     run = load_run(DATA / "mamba2-lm-small-h100")
     assert (run.kernels["rank"] == 0).all() and (run.kernels["layer"] == -1).all()
     assert (run.kernels["collective"] == "").all()
+
+
+def test_scaling_against_the_single_process_run(runs):
+    single = {**runs["mamba2-lm-sp"].info, "parallel": None}
+    single = {**single, "harness": {**single["harness"], "step_ms": 300.0}}
+    tp2 = {**runs["mamba2-lm-sp"].info, "harness": {**runs["mamba2-lm-sp"].info["harness"], "step_ms": 200.0}}
+    table = scaling({"one": single, "two": tp2}).set_index("run")
+    assert table.loc["two", "speedup"] == 1.5 and table.loc["two", "efficiency_pct"] == 75.0
+    assert table.loc["one", "world_size"] == 1
+
+
+def test_suite_overview_of_parallel_runs_has_scaling():
+    text = reporting.report([DATA / "tp2-cpu-gloo-mamba2-lm-sp", DATA / "tp2-cpu-gloo-mamba1-lm-sp"], "md")
+    assert "Scaling: step time from 1 to N GPUs" in text and "mamba2-lm tp2x dp1" in text

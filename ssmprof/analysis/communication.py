@@ -215,6 +215,25 @@ def project_communication(kernels: pd.DataFrame, links: pd.DataFrame, world_size
     return summary.assign(kind="projection (alpha-beta ring model, link peak, no overlap)")
 
 
+def scaling(infos: dict[str, dict]) -> pd.DataFrame:
+    """Step time from 1 to N GPUs: per workload, preset and GPU, each run's world size, step time, and speedup
+    and parallel efficiency over the same configuration's single-GPU run (NaN where none is among `infos`).
+    The global batch is the same at every size (TP splits the model, DP the batch), so speedup = t1 / tN."""
+    rows = []
+    for label, info in infos.items():
+        parallel = info.get("parallel") or {}
+        rows.append({"run": label, "workload": info["workload"]["name"], "preset": info["workload"]["preset"],
+                     "gpu": info["gpu"]["name"], "world_size": parallel.get("world_size", 1),
+                     "tp": parallel.get("tp", 1), "dp": parallel.get("dp", 1), "step_ms": info["harness"]["step_ms"]})
+    table = pd.DataFrame(rows)
+    single = (table[table["world_size"] == 1].groupby(["workload", "preset", "gpu"])["step_ms"].min()
+              .rename("single_gpu_step_ms"))
+    table = table.join(single, on=["workload", "preset", "gpu"])
+    speedup = table["single_gpu_step_ms"] / table["step_ms"]
+    return table.assign(speedup=speedup, efficiency_pct=100 * speedup / table["world_size"]).sort_values(
+        ["workload", "preset", "gpu", "world_size"], ignore_index=True)
+
+
 def communication_tables(kernels: pd.DataFrame, info: dict, links: pd.DataFrame | None = None,
                          world_sizes: tuple[int, ...] = (2, 4, 8, 16, 64)) -> dict[str, pd.DataFrame]:
     """The communication section of a multi-rank run's report (empty for a single-GPU run)."""

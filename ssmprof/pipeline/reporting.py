@@ -10,6 +10,7 @@ import pandas as pd
 
 from ssmprof import bundled
 from ssmprof.analysis import suite
+from ssmprof.analysis.communication import scaling
 from ssmprof.analysis.compare import (
     check_comparable,
     compare_categories_launches,
@@ -74,7 +75,8 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
         analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes))
-        label = run.info["workload"]["name"]
+        parallel = run.info.get("parallel")
+        label = run.info["workload"]["name"] + (f" tp{parallel['tp']}x dp{parallel['dp']}" if parallel else "")
         label = label if label not in kernels else f"{label} ({run.info['gpu']['name']}, #{index})"
         kernels[label], infos[label], ceilings[label] = run.kernels, run.info, limits
     if len(paths) < 2:
@@ -83,6 +85,8 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
     overview = {"step_times": suite.step_times(infos), "category_shares": suite.category_shares(kernels),
                 "ssm_kernels": suite.ssm_kernels({k: kernels[k] for k in roofs}, roofs),
                 "ssm_roofline": suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs)}
+    if any("parallel" in info for info in infos.values()):
+        overview["scaling"] = scaling(infos)
     overview["findings"] = suite_findings(overview["category_shares"], overview["ssm_kernels"],
                                           dict(zip(kernels, (run.tables["findings"] for run in analyzed), strict=True)))
     if csv is not None:

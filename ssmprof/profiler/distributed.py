@@ -83,8 +83,10 @@ def rank_main(argv: list[str]) -> int:
     cuda = job.device == "cuda"
     if cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    # The ranks beside the one Nsight Compute replays wait in their collectives for as long as it takes: far past
+    # the default 10-minute watchdog on a paper preset.
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{job.port}", rank=rank,
-                            world_size=job.world_size)
+                            world_size=job.world_size, timeout=dt.timedelta(hours=2))
     out = Path(job.scratch)
     try:
         workload = get_workload(job.workload)

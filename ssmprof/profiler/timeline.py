@@ -136,10 +136,11 @@ def _dtype_bytes(dtype: str) -> int:
 def collective_size(kernel_args: dict, op_args: dict) -> tuple[int, int]:
     """(message bytes as NCCL-tests counts them, group size) of a collective: from the kernel's own recorded
     arguments where torch.profiler gives them, else from its c10d op's input shapes and dtype."""
-    if "In msg nelems" in kernel_args:
-        elements = max(int(kernel_args.get("In msg nelems", 0)), int(kernel_args.get("Out msg nelems", 0)))
-        size = _dtype_bytes(str(kernel_args.get("dtype", "")))
-        return (elements * size if size > 0 else -1), int(kernel_args.get("Group size", -1))
+    recorded = next((args for args in (kernel_args, op_args) if "In msg nelems" in args), None)
+    if recorded is not None:  # record_param_comms' arguments, on the NCCL kernel or its launching op
+        elements = max(int(recorded.get("In msg nelems", 0)), int(recorded.get("Out msg nelems", 0)))
+        size = _dtype_bytes(str(recorded.get("dtype", "")))
+        return (elements * size if size > 0 else -1), int(recorded.get("Group size", -1))
     dims, types = op_args.get("Input Dims", []), op_args.get("Input type", [])
     counts = []  # elements of each tensor argument; a tensor list counts as the sum of its tensors
     for shape, dtype in zip(dims, types, strict=False):

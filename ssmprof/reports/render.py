@@ -153,6 +153,7 @@ OVERVIEW_TITLES = {
     "step_times": "Runs: step time, throughput, memory, profiling cost",
     "category_shares": "Where the time goes: % of kernel time per category",
     "ssm_kernels": "SSM kernels: share of time, DRAM % of peak, hit rates, tensor/vector classes (% of SSM time)",
+    "scaling": "Scaling: step time from 1 to N GPUs (speedup and efficiency over the single-GPU run)",
 }
 
 

@@ -127,19 +127,24 @@ def selective_scan(plan: KernelPlan, u, delta, A, B, C, D=None, z=None, delta_bi
 
 
 def mamba1_mixer_ref(mixer: nn.Module, u: torch.Tensor, plan: KernelPlan, seqlen: int | None = None,
-                     reduce_x_dbl=None) -> torch.Tensor:
+                     reduce_x_dbl=None, conv=None) -> torch.Tensor:
     """Forward of a mamba_ssm `Mamba` (Mamba-1) module without its fused `mamba_inner_fn`: torch conv1d,
     projections, then the selective scan the plan picks (mamba-ssm's slow path, step for step).
 
     `seqlen` given: `u` is (batch * seqlen, d_model) (sequence parallelism). `reduce_x_dbl`: what completes
-    x_proj's output when d_inner is sharded over ranks (tensor parallelism: an all-reduce)."""
+    x_proj's output when d_inner is sharded over ranks (tensor parallelism: an all-reduce). `conv`: the causal
+    conv1d + SiLU as causal-conv1d's `causal_conv1d_fn(x, weight, bias, activation=)` computes it (default: the
+    module's torch conv1d)."""
     xz = mixer.in_proj(u)
     flat = seqlen is not None
     if flat:
         xz = rearrange(xz, "(b l) d -> b l d", l=seqlen)
     seqlen = xz.shape[1]
     x, z = rearrange(xz, "b l d -> b d l").chunk(2, dim=1)
-    x = F.silu(mixer.conv1d(x)[..., :seqlen])
+    if conv is None:
+        x = F.silu(mixer.conv1d(x)[..., :seqlen])
+    else:
+        x = conv(x, rearrange(mixer.conv1d.weight, "d 1 w -> d w"), mixer.conv1d.bias, activation="silu")
     x_dbl = mixer.x_proj(rearrange(x, "b d l -> (b l) d"))
     if reduce_x_dbl is not None:
         x_dbl = reduce_x_dbl(x_dbl)

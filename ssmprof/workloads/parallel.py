@@ -209,8 +209,11 @@ class ParallelMamba1(nn.Module):
             self.mamba.out_proj.weight.copy_(local_out)
 
     def forward(self, u, seqlen=None):
+        conv = None
+        if self.plan.impl("conv1d") == "causal-conv1d-cuda":
+            from causal_conv1d import causal_conv1d_fn as conv
         return mamba1_mixer_ref(self.mamba, u, self.plan, seqlen,
-                                reduce_x_dbl=lambda x: AllReduceBothWays.apply(x, self.group))
+                                reduce_x_dbl=lambda x: AllReduceBothWays.apply(x, self.group), conv=conv)
 
     def shard_rules(self, cfg) -> dict[str, tuple[int, list[int]]]:
         d_inner = [cfg.expand * cfg.d_model]
