@@ -15,6 +15,12 @@
 #                                  back (triton-cache.tar.xz.*, autotuning kept on a host of the same GPU)
 #   scripts/gpu_check.sh regress   reruns of mamba2-lm small and a planted regression, for baseline/regress
 #   scripts/gpu_check.sh oom       a real GPU out-of-memory: one line, exit 1
+#   scripts/gpu_check.sh tp        (nvidia-h200-x2; TP=4 / TP=8 on -x4 / -x8) tensor parallelism: the TP model vs
+#                                  the single-GPU model (gpu-marked tests, bf16), then mamba2-lm (counters on
+#                                  rank 0), hybrid and mamba1-lm paper at --tp $TP (timeline only unless
+#                                  TP_COUNTERS=sampled), one report with the communication sections
+#   scripts/gpu_check.sh tp-claim  the claim and scaling: mamba2-lm vs mamba1-lm paper at --tp $TP without
+#                                  sequence parallelism (all-reduces per layer), and the three single-GPU runs
 set -uo pipefail
 LOGS=build/gpu-check
 mkdir -p "$LOGS"
@@ -145,6 +151,44 @@ if [[ $stage == calibrate || $stage == all ]]; then
   restore
   log "calibrate"
   $BIN/ssmprof calibrate --out "$LOGS/device-profile.json" --keep-report "$LOGS/calibrate.ncu-rep" 2>&1 | tail -8
+fi
+
+if [[ $stage == tp || $stage == tp-claim ]]; then
+  TP=${TP:-2}
+  restore
+  nvidia-smi topo -m | tee "$LOGS/topology.txt"
+  tp_profile() {  # tp_profile LIMIT_S WORKLOAD [args]: one merged run under $LOGS/tp, its collective counts printed
+    local limit=$1 name=$2
+    shift 2
+    log "ssmprof profile $name --preset paper --tp $TP $*"
+    (time timeout "$limit" $BIN/ssmprof profile "$name" --preset paper --tp "$TP" --steps 5 --out "$LOGS/tp" "$@") \
+      >>"$LOGS/tp.log" 2>&1
+    echo "exit $?"; tail -2 "$LOGS/tp.log"
+    $BIN/python -c "import glob, os; from ssmprof.pipeline.loading import load_run; \
+from ssmprof.analysis.communication import collective_counts, exposed_communication; \
+r = load_run(max(glob.glob('$LOGS/tp/*/run.json'), key=os.path.getmtime).rsplit('/', 1)[0]); p = r.info['parallel']; \
+print(r.info['workload']['name'], 'tp', p['tp'], 'sp', p['sequence_parallel'], 'nccl', p['nccl_version'], 'step_ms', \
+round(r.info['harness']['step_ms'], 1), [round(x['step_ms'], 1) for x in p['ranks']]); \
+print(collective_counts(r.kernels, p['sequence_parallel']).to_string()); print(exposed_communication(r.kernels).to_string())"
+  }
+fi
+
+if [[ $stage == tp ]]; then
+  log "numerics: TP model vs single-GPU model (bf16, 2 layers)"
+  timeout 200 $BIN/python -m pytest -q tests/test_parallel.py -m gpu 2>&1 | tail -4
+  tp_profile 240 mamba2-lm --counters "${TP_COUNTERS:-sampled}"
+  tp_profile 140 hybrid --counters "${TP_COUNTERS:-none}"
+  tp_profile 140 mamba1-lm --counters "${TP_COUNTERS:-none}"
+  $BIN/ssmprof report "$LOGS"/tp/*/ -o "$LOGS/tp-report.html" 2>&1 | tail -1
+fi
+
+if [[ $stage == tp-claim ]]; then
+  for name in mamba2-lm mamba1-lm; do tp_profile 150 $name --counters none --no-sequence-parallel; done
+  for name in mamba2-lm hybrid mamba1-lm; do
+    log "single GPU: $name paper (scaling)"
+    timeout 120 $BIN/ssmprof profile $name --preset paper --counters none --steps 5 --out "$LOGS/tp" 2>&1 | tail -1
+  done
+  $BIN/ssmprof report "$LOGS"/tp/*/ -o "$LOGS/tp-claim-report.html" 2>&1 | tail -1
 fi
 
 if [[ $stage == oom || $stage == all ]]; then
