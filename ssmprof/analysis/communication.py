@@ -13,10 +13,13 @@ Mamba-1 a shared all-reduce of x_proj's output (forward and backward). Mamba-2, 
 column + row; Mamba-1 is column + shared + row. So at TP > 1 without sequence parallelism a Mamba-2
 layer all-reduces once forward and once backward, a Mamba-1 layer twice each way.
 
-HolisticTraceAnalysis computes comm/comp overlap from the raw Kineto trace's GPU kernel events (NCCL
-kernels by name on their streams); it cannot see the CPU (gloo) reference runs, which have no GPU kernels,
-and it works from the trace files, which a run directory does not keep; our merged table has the same
-intervals, so overlap is computed here on it, the same way on both.
+HolisticTraceAnalysis (0.5.0, read for this): its `get_comm_comp_overlap` is, per rank, the time where
+merged communication and merged computation kernel intervals overlap over the communication time, on GPU
+kernel events only (stream != -1, NCCL kernels by name); its straggler analysis compares NCCL kernel
+durations across ranks. It reads a folder of per-rank raw Kineto trace files (a run directory keeps the
+merged table, not the traces), finds nothing in the CPU (gloo) runs, which have no GPU kernels, and
+installs jupyterlab and pytest as dependencies. `exposed_communication` computes the same quantity
+(`overlap_pct`) on the merged table, on GPU and CPU runs alike; `rank_imbalance` stands for the straggler view.
 """
 
 from __future__ import annotations

@@ -168,8 +168,9 @@ def _overview_html(overview: dict[str, pd.DataFrame]) -> list[str]:
                                           color_by="workload")
         parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=False))
     for key, title in OVERVIEW_TITLES.items():
-        parts.append(f"<h3>{html.escape(title)}</h3>")
-        parts.append(table_html(overview[key], key, f"suite-{key}"))
+        if key in overview:
+            parts.append(f"<h3>{html.escape(title)}</h3>")
+            parts.append(table_html(overview[key], key, f"suite-{key}"))
     return parts
 
 
@@ -268,7 +269,8 @@ def render_projection(info: dict, target_gpu: str, categories: pd.DataFrame,
 def overview_markdown(overview: dict[str, pd.DataFrame], level: str = "##") -> list[str]:
     lines = []
     for key, title in OVERVIEW_TITLES.items():
-        lines += ["", f"{level} {title}", "", human_markdown_table(overview[key], key)]
+        if key in overview:
+            lines += ["", f"{level} {title}", "", human_markdown_table(overview[key], key)]
     return lines
 
 
