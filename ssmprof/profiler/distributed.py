@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import gzip
 import json
 import os
 import shutil
@@ -61,6 +62,7 @@ class RankJob:
     port: int = 0
     allow_fallback: bool = False
     autotune: str | None = None  # Triton autotuning choices to pin (the counters pass repeats the timeline's)
+    keep_trace: bool = False  # timeline mode: also write the rank's raw torch.profiler trace (trace-rank<r>.json.gz)
 
     @property
     def world_size(self) -> int:
@@ -106,6 +108,9 @@ def rank_main(argv: list[str]) -> int:
         if capture is not None:
             table = kernel_table(capture.trace) if cuda else cpu_table(capture.trace)
             table.assign(rank=rank).to_parquet(out / f"rank-{rank}.parquet", index=False)
+            if job.keep_trace:  # per-rank Kineto traces, as HolisticTraceAnalysis reads them
+                with gzip.open(out / f"trace-rank{rank}.json.gz", "wt") as f:
+                    json.dump(capture.trace, f)
         extra = {"rank": rank, "tp_rank": groups.tp_rank, "dp_rank": groups.dp_rank,
                  "triton_autotune": autotune.snapshot() if cuda else {}}
         (out / f"rank-{rank}.json").write_text(json.dumps({**dataclasses.asdict(result), **extra}))
@@ -255,7 +260,8 @@ def profile_parallel(job: RankJob, out: Path, counters: str, ncu_rank: int, ncu_
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
-        results, _ = launch(dataclasses.replace(job, mode="timeline", scratch=folder), timeout_s)
+        results, _ = launch(dataclasses.replace(job, mode="timeline", scratch=folder, keep_trace=keep_report),
+                            timeout_s)
         tables = [pd.read_parquet(scratch / f"rank-{rank}.parquet") for rank in range(job.world_size)]
         result = merged_result(results)
         collectors = {"harness": {"wall_s": time.perf_counter() - started},
@@ -298,7 +304,8 @@ def profile_parallel(job: RankJob, out: Path, counters: str, ncu_rank: int, ncu_
         name = f"{job.workload}-{job.preset}-tp{job.tp}" + (f"-dp{job.dp}" if job.dp > 1 else "") + f"-{stamp}"
         extra = {}
         if keep_report:
-            extra = {p.name: p for p in sorted(scratch.glob("counters-*.ncu-rep"))}
+            kept = [*scratch.glob("counters-*.ncu-rep"), *scratch.glob("trace-rank*.json.gz")]
+            extra = {path.name: path for path in sorted(kept)}
         return schema.write_run(Path(out) / name, info, kernels, extra_files=extra)
 
 
