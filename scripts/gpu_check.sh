@@ -188,6 +188,17 @@ if [[ $stage == tp-claim ]]; then
     log "single GPU: $name paper (scaling)"
     timeout 120 $BIN/ssmprof profile $name --preset paper --counters none --steps 5 --out "$LOGS/tp" 2>&1 | tail -1
   done
+  if (( TP > 2 )); then  # the projection against a run it never saw: TP=2's collectives projected to TP=$TP
+    log "projection check: mamba2-lm TP=2 -> TP=$TP over NVLink 4"
+    timeout 120 $BIN/ssmprof profile mamba2-lm --preset paper --tp 2 --counters none --steps 5 --out "$LOGS/tp2" \
+      2>&1 | tail -1
+    $BIN/python -c "import glob; from ssmprof.pipeline.loading import load_run; from ssmprof.profiler.links import \
+LINKS, links_frame; from ssmprof.analysis.communication import project_communication, projection_check; \
+pick = lambda pattern: load_run(sorted(glob.glob(pattern))[-1]); \
+two, n = pick('$LOGS/tp2/mamba2-lm-paper-tp2-*'), pick('$LOGS/tp/mamba2-lm-paper-tp$TP-2*'); \
+print(projection_check(project_communication(two.kernels, links_frame(), [$TP]), n.kernels, LINKS['nvlink4'].name, \
+$TP).to_string())"
+  fi
   $BIN/ssmprof report "$LOGS"/tp/*/ -o "$LOGS/tp-claim-report.html" 2>&1 | tail -1
 fi
 

@@ -14,6 +14,7 @@ from ssmprof.analysis.communication import (
     exposed_communication,
     predicted_counts,
     project_communication,
+    projection_check,
     rank_imbalance,
     scaling,
 )
@@ -184,3 +185,11 @@ def test_scaling_against_the_single_process_run(runs):
 def test_suite_overview_of_parallel_runs_has_scaling():
     text = reporting.report([DATA / "tp2-cpu-gloo-mamba2-lm-sp", DATA / "tp2-cpu-gloo-mamba1-lm-sp"], "md")
     assert "Scaling: step time from 1 to N GPUs" in text and "mamba2-lm tp2x dp1" in text
+
+
+def test_projection_check_against_a_measured_run(runs):
+    measured = runs["mamba2-lm-sp"].kernels
+    took = measured.query("rank == 0 and collective != '' and phase == 'forward'")["duration_ns"].sum() / 1e3
+    projection = pd.DataFrame({"link": ["l"], "world_size": [2], "phase": ["forward"], "projected_us": [2 * took]})
+    row = projection_check(projection, measured, "l", 2).iloc[0]
+    assert row["measured_us"] == pytest.approx(took) and row["error_pct"] == pytest.approx(100.0)

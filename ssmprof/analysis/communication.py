@@ -218,6 +218,18 @@ def project_communication(kernels: pd.DataFrame, links: pd.DataFrame, world_size
     return summary.assign(kind="projection (alpha-beta ring model, link peak, no overlap)")
 
 
+def projection_check(projection: pd.DataFrame, measured: pd.DataFrame, link: str, world_size: int,
+                     rank: int = 0) -> pd.DataFrame:
+    """The projection against a run it never saw: per phase, the communication time `projection` (of another
+    run, `project_communication`) gives at `world_size` over `link`, beside the time the collectives of
+    `measured` (a run at that size, over that link) took on `rank`, and the error in %."""
+    projected = projection[(projection["link"] == link) & (projection["world_size"] == world_size)]
+    comm = collectives(measured)
+    took = comm[comm["rank"] == rank].groupby("phase")["duration_ns"].sum().rename("measured_us") / 1e3
+    table = projected.set_index("phase")[["projected_us"]].join(took, how="inner").reset_index()
+    return table.assign(error_pct=100 * (table["projected_us"] / table["measured_us"] - 1))
+
+
 def scaling(infos: dict[str, dict]) -> pd.DataFrame:
     """Step time from 1 to N GPUs: per workload, preset and GPU, each run's world size, step time, and speedup
     and parallel efficiency over the same configuration's single-GPU run (NaN where none is among `infos`).
