@@ -188,9 +188,10 @@ if [[ $stage == tp-claim ]]; then
     log "single GPU: $name paper (scaling)"
     timeout 120 $BIN/ssmprof profile $name --preset paper --counters none --steps 5 --out "$LOGS/tp" 2>&1 | tail -1
   done
-  if (( TP > 2 )); then  # the projection against a run it never saw: TP=2's collectives projected to TP=$TP
+  if (( TP > 2 )); then  # the projection against a run it never saw: TP=2 (no SP, as the TP=$TP run just above)
     log "projection check: mamba2-lm TP=2 -> TP=$TP over NVLink 4"
-    timeout 120 $BIN/ssmprof profile mamba2-lm --preset paper --tp 2 --counters none --steps 5 --out "$LOGS/tp2" \
+    timeout 120 $BIN/ssmprof profile mamba2-lm --preset paper --tp 2 --counters none --steps 5 --no-sequence-parallel \
+      --out "$LOGS/tp2" \
       2>&1 | tail -1
     $BIN/python -c "import glob; from ssmprof.pipeline.loading import load_run; from ssmprof.profiler.links import \
 LINKS, links_frame; from ssmprof.analysis.communication import project_communication, projection_check; \
