@@ -23,6 +23,12 @@
 #                                  TileLang, fla), MIMO and the hybrid's ssm_layer=mamba3|gdn at small, then
 #                                  `ssmprof suite --preset paper` of mamba3-lm, gdn-lm, gdn-hybrid with counters
 #                                  (NEXT_WORKLOADS=a,b for a part), each run's provenance checked to be fused
+#   scripts/gpu_check.sh tp        (nvidia-h200-x2; TP=4 / TP=8 on -x4 / -x8) tensor parallelism: the TP model vs
+#                                  the single-GPU model (gpu-marked tests, bf16), then mamba2-lm (counters on
+#                                  rank 0), hybrid and mamba1-lm paper at --tp $TP (timeline only unless
+#                                  TP_COUNTERS=sampled), one report with the communication sections
+#   scripts/gpu_check.sh tp-claim  the claim and scaling: mamba2-lm vs mamba1-lm paper at --tp $TP without
+#                                  sequence parallelism (all-reduces per layer), and the three single-GPU runs
 set -uo pipefail
 LOGS=build/gpu-check
 mkdir -p "$LOGS"
@@ -215,6 +221,56 @@ if [[ $stage == calibrate || $stage == all ]]; then
   restore
   log "calibrate"
   $BIN/ssmprof calibrate --out "$LOGS/device-profile.json" --keep-report "$LOGS/calibrate.ncu-rep" 2>&1 | tail -8
+fi
+
+if [[ $stage == tp || $stage == tp-claim ]]; then
+  TP=${TP:-2}
+  restore
+  nvidia-smi topo -m | tee "$LOGS/topology.txt"
+  tp_profile() {  # tp_profile LIMIT_S WORKLOAD [args]: one merged run under $LOGS/tp, its collective counts printed
+    local limit=$1 name=$2
+    shift 2
+    log "ssmprof profile $name --preset paper --tp $TP $*"
+    (time timeout "$limit" $BIN/ssmprof profile "$name" --preset paper --tp "$TP" --steps 5 --out "$LOGS/tp" "$@") \
+      >>"$LOGS/tp.log" 2>&1
+    echo "exit $?"; tail -2 "$LOGS/tp.log"
+    $BIN/python -c "import glob, os; from ssmprof.pipeline.loading import load_run; \
+from ssmprof.analysis.communication import collective_counts, exposed_communication; \
+r = load_run(max(glob.glob('$LOGS/tp/*/run.json'), key=os.path.getmtime).rsplit('/', 1)[0]); p = r.info['parallel']; \
+print(r.info['workload']['name'], 'tp', p['tp'], 'sp', p['sequence_parallel'], 'nccl', p['nccl_version'], 'step_ms', \
+round(r.info['harness']['step_ms'], 1), [round(x['step_ms'], 1) for x in p['ranks']]); \
+print(collective_counts(r.kernels, p['sequence_parallel']).to_string()); print(exposed_communication(r.kernels).to_string())"
+  }
+fi
+
+if [[ $stage == tp ]]; then
+  log "numerics: TP model vs single-GPU model (bf16, 2 layers)"
+  timeout 200 $BIN/python -m pytest -q tests/test_parallel.py -m gpu 2>&1 | tail -4
+  tp_profile 240 mamba2-lm --counters "${TP_COUNTERS:-sampled}"
+  tp_profile 140 hybrid --counters "${TP_COUNTERS:-none}"
+  tp_profile 140 mamba1-lm --counters "${TP_COUNTERS:-none}"
+  $BIN/ssmprof report "$LOGS"/tp/*/ -o "$LOGS/tp-report.html" 2>&1 | tail -1
+fi
+
+if [[ $stage == tp-claim ]]; then
+  for name in mamba2-lm mamba1-lm; do tp_profile 150 $name --counters none --no-sequence-parallel; done
+  for name in mamba2-lm hybrid mamba1-lm; do
+    log "single GPU: $name paper (scaling)"
+    timeout 120 $BIN/ssmprof profile $name --preset paper --counters none --steps 5 --out "$LOGS/tp" 2>&1 | tail -1
+  done
+  if (( TP > 2 )); then  # the projection against a run it never saw: TP=2 (no SP, as the TP=$TP run just above)
+    log "projection check: mamba2-lm TP=2 -> TP=$TP over NVLink 4"
+    timeout 120 $BIN/ssmprof profile mamba2-lm --preset paper --tp 2 --counters none --steps 5 --no-sequence-parallel \
+      --out "$LOGS/tp2" \
+      2>&1 | tail -1
+    $BIN/python -c "import glob; from ssmprof.pipeline.loading import load_run; from ssmprof.profiler.links import \
+LINKS, links_frame; from ssmprof.analysis.communication import project_communication, projection_check; \
+pick = lambda pattern: load_run(sorted(glob.glob(pattern))[-1]); \
+two, n = pick('$LOGS/tp2/mamba2-lm-paper-tp2-*'), pick('$LOGS/tp/mamba2-lm-paper-tp$TP-2*'); \
+print(projection_check(project_communication(two.kernels, links_frame(), [$TP]), n.kernels, LINKS['nvlink4'].name, \
+$TP).to_string())"
+  fi
+  $BIN/ssmprof report "$LOGS"/tp/*/ -o "$LOGS/tp-claim-report.html" 2>&1 | tail -1
 fi
 
 if [[ $stage == oom || $stage == all ]]; then

@@ -86,6 +86,9 @@ LayersOpt = Annotated[int | None, typer.Option(help="override the preset's layer
 DtypeOpt = Annotated[str | None, typer.Option(help="autocast dtype: bf16 or fp32")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="any other setting, KEY=VALUE")]
 FallbackOpt = Annotated[bool, typer.Option(help="run on a GPU even if fused kernels are missing")]
+TpOpt = Annotated[int, typer.Option("--tp", help="tensor-parallel ranks (one GPU each; gloo processes on the CPU)")]
+DpOpt = Annotated[int, typer.Option("--dp", help="data-parallel replicas of the tensor-parallel model")]
+SpOpt = Annotated[bool, typer.Option(help="sequence parallelism under --tp (mamba-ssm's default)")]
 
 
 @app.command()
@@ -103,12 +106,15 @@ def run(
     set_: SetOpt = None,
     allow_fallback: FallbackOpt = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="also write the result as JSON")] = None,
+    tp: TpOpt = 1,
+    dp: DpOpt = 1,
+    sequence_parallel: SpOpt = True,
 ) -> None:
     """Train WORKLOAD for a few iterations and print step time, throughput, memory and kernels used."""
     from ssmprof.pipeline import measure
 
     options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
-                                      allow_fallback)
+                                      allow_fallback, tp, dp, sequence_parallel)
     with _progress() as report:
         result = measure.train(options, device, steps, json_out, report)
     _print_result(result)
@@ -135,14 +141,21 @@ def profile(
                                                           "timeline's trace in the run directory")] = False,
     ncu_timeout: Annotated[float, typer.Option(help="seconds the Nsight Compute child may take")] = 1800,
     report_file: Annotated[Path | None, typer.Option("--report", help="also write the HTML report here")] = None,
+    tp: TpOpt = 1,
+    dp: DpOpt = 1,
+    sequence_parallel: SpOpt = True,
+    ncu_rank: Annotated[int, typer.Option(help="with --tp/--dp: the rank Nsight Compute profiles")] = 0,
+    device: Annotated[str, typer.Option(help="auto or cuda; cpu only with --tp/--dp (gloo reference path, "
+                                             "timeline only)")] = "auto",
 ) -> None:
     """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
     from ssmprof.pipeline import measure
 
     options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
-                                      allow_fallback)
+                                      allow_fallback, tp, dp, sequence_parallel)
     with _progress() as report:
-        path = measure.profile(options, out, steps, counters, keep_report, ncu_timeout, report_file, report)
+        path = measure.profile(options, out, steps, counters, keep_report, ncu_timeout, report_file, report,
+                               device=device, ncu_rank=ncu_rank)
     console.print(f"run directory: {path}")
     if report_file is not None:
         console.print(f"written: {report_file}")

@@ -48,6 +48,7 @@ class Column:
     dtype: str  # pandas dtype
     unit: str
     description: str
+    default: Any = None  # the value of a column a table lacks (None: required, or NaN for counters)
 
 
 KERNEL_COLUMNS: dict[str, Column] = {
@@ -76,6 +77,22 @@ KERNEL_COLUMNS: dict[str, Column] = {
     "counter_lender": Column("int64", "", "launch_idx of the launch whose counters this row carries (its own when "
                              "measured), -1 when none"),
 }
+# Where a launch ran in a multi-GPU (tensor/data-parallel) run and what it communicated. Optional: a single-GPU
+# run (and every run written before these existed) is rank 0 with no layer ranges and no collectives.
+PARALLEL_COLUMNS: dict[str, Column] = {
+    "rank": Column("int64", "", "global rank of the process that launched it (0 in a single-GPU run)", 0),
+    "layer": Column("int64", "", "model layer whose `ssmprof/layer/<i>/<kind>` range (forward or backward) the "
+                    "launch fell in; -1 outside every layer or where layers were not marked", -1),
+    "layer_kind": Column("string", "", "that layer's kind: mamba2, mamba1, attention or mlp (empty: none)", ""),
+    "collective": Column("string", "", "the collective a communication launch performs: all_reduce, all_gather, "
+                         "reduce_scatter, broadcast, ... (empty: not a collective)", ""),
+    "message_bytes": Column("int64", "bytes", "a collective's size as NCCL-tests counts it (all-reduce: the "
+                            "buffer; all-gather: the gathered output; reduce-scatter: the input); -1: none", -1),
+    "group_size": Column("int64", "ranks", "ranks in the collective's process group; -1 where not recorded", -1),
+}
+# On the CPU (gloo) there are no kernels: a run's rows are its innermost aten ops and its gloo collectives, and
+# `stream` holds the thread id.
+
 # Statuses whose counters passed the self-checks: the only counters analyses may trust.
 CHECKED_STATUSES = ("measured", "lent")
 
@@ -179,7 +196,7 @@ STALL_COLUMNS: dict[str, Column] = {
                            "own when profiled in the stall pass; the same configuration and problem otherwise), "
                            "NaN where none"),
 }
-ALL_COLUMNS: dict[str, Column] = {**KERNEL_COLUMNS, **COUNTER_COLUMNS, **STALL_COLUMNS}
+ALL_COLUMNS: dict[str, Column] = {**KERNEL_COLUMNS, **PARALLEL_COLUMNS, **COUNTER_COLUMNS, **STALL_COLUMNS}
 
 
 class SchemaError(SsmprofError):
@@ -245,7 +262,8 @@ def conform_kernels(frame: pd.DataFrame) -> pd.DataFrame:
         raise SchemaError(f"unknown phase values {sorted(bad_phase)}; allowed: {', '.join(PHASE_VALUES)}")
     out = pd.DataFrame(index=frame.index)
     for name, column in ALL_COLUMNS.items():
-        values = frame[name] if name in frame.columns else float("nan")
+        values = frame[name] if name in frame.columns else (float("nan") if column.default is None
+                                                            else column.default)
         try:
             out[name] = pd.Series(values, index=frame.index).astype(column.dtype)
         except (TypeError, ValueError) as exc:

@@ -108,3 +108,14 @@ def test_hybrid_pattern_mix(layers, expected):
 def test_bad_configuration(name, preset, overrides, error, message):
     with pytest.raises(error, match=message):
         get_workload(name).config(preset, overrides)
+
+
+@pytest.mark.parametrize("args", [["mamba3-lm"], ["gdn-lm"], ["hybrid", "--set", "ssm_layer=gdn"]])
+def test_models_without_a_tensor_parallel_form_refuse_tp_in_one_line(args):
+    from typer.testing import CliRunner
+
+    from ssmprof.cli import app
+
+    result = CliRunner().invoke(app, ["run", *args, "--preset", "tiny", "--tp", "2", "--device", "cpu"])
+    assert result.exit_code != 0 and "has no tensor-parallel model" in result.output
+    assert "Traceback" not in result.output

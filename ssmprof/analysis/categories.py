@@ -25,7 +25,7 @@ _SSD, _SCAN, _CONV, _MAMBA3, _GDN = ("|".join(FUSED_KERNELS[op])
 
 # (category, regex on the short kernel name, regex on the launching op or None); case-insensitive.
 RULES: tuple[tuple[str, str, str | None], ...] = (
-    ("communication", r"^nccl", None),
+    ("communication", r"^(nccl|gloo:)", None),  # NCCL kernels; gloo collectives of CPU reference runs
     # Mamba-2 SSD chain, Mamba-1 scan, Mamba-3 (SISO, MIMO), Gated DeltaNet's chunked delta rule: one category, so
     # a suite sets the sequence mixers' kernels side by side
     ("SSM scan", rf"^_?({_SSD})|{_SCAN}|^({_MAMBA3})|^({_GDN})", None),

@@ -37,7 +37,7 @@ import pandas as pd
 
 from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
 from ssmprof.errors import SsmprofError
-from ssmprof.schema import CHECKED_STATUSES, KERNEL_COLUMNS
+from ssmprof.schema import CHECKED_STATUSES, KERNEL_COLUMNS, PARALLEL_COLUMNS
 
 CONFIG = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
 SITE = ["kernel_name", "phase", "launch_op"]  # where a kernel is launched from: a config change keeps it
@@ -70,7 +70,7 @@ class Thresholds:
 def checked_counters(kernels: pd.DataFrame) -> pd.DataFrame:
     """`kernels` with every counter and counter-derived column NaN on launches whose counters did not pass the
     self-checks (status other than measured/lent): only checked counters are gated."""
-    derived = [c for c in kernels.columns if c not in KERNEL_COLUMNS and c != "category"]
+    derived = [c for c in kernels.columns if c not in KERNEL_COLUMNS and c not in PARALLEL_COLUMNS and c != "category"]
     out = kernels.copy()
     out.loc[~out["counter_status"].isin(CHECKED_STATUSES), derived] = np.nan
     return out

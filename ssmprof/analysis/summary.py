@@ -7,6 +7,7 @@ import pandas as pd
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import status_table
+from ssmprof.analysis.communication import communication_tables
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary
@@ -18,9 +19,11 @@ from ssmprof.analysis.tensor_vector import class_summary, classify
 from ssmprof.schema import Run
 
 
-def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None) -> dict[str, pd.DataFrame]:
+def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
+            links: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """The summary frames of one run, its kernels already the `analysis_frame` (`pipeline.loading.load_run`),
-    with its findings in words and its provenance (`origin`: where the run directory comes from)."""
+    with its findings in words and its provenance (`origin`: where the run directory comes from). A
+    multi-rank run adds its communication frames (`links`: the table its projection covers)."""
     kernels = run.kernels
     tables = {
         "breakdown": breakdown(kernels),
@@ -56,6 +59,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None) -> d
         model = forward_model(run.info["workload"]["config"])
         if model is not None:
             tables["ssd_analytic_vs_measured"] = analytic_vs_measured(kernels, model)
+    tables.update(communication_tables(kernels, run.info, links))
     tables["findings"] = findings(tables, run.info)
     tables["provenance"] = provenance(run.info, origin or (f"run directory {run.path}" if run.path else "run"))
     return tables

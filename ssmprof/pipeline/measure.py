@@ -44,6 +44,14 @@ class WorkloadOptions:
     dtype: str | None = None
     sets: list[str] = field(default_factory=list)
     allow_fallback: bool = False
+    tp: int = 1  # tensor-parallel ranks (`workloads.parallel`)
+    dp: int = 1  # data-parallel replicas
+    sequence_parallel: bool = True
+
+    def parallelism(self):
+        from ssmprof.workloads.parallel import Parallelism
+
+        return Parallelism(self.tp, self.dp, self.sequence_parallel)
 
 
 @dataclass(frozen=True)
@@ -77,11 +85,47 @@ def prepare(options: WorkloadOptions, device: str = "auto") -> Prepared:
     overrides.update({k: v for k, v in named.items() if v is not None})
     cfg = chosen.config(options.preset, overrides)
     target = resolve_device(device)
+    if options.parallelism().distributed:
+        _check_parallel(chosen, cfg, options, target)
     plan = plan_kernels(chosen.kernel_ops(cfg), target, options.allow_fallback, cfg.dtype)
     if target == "cpu":
         _check_cpu_size(chosen, cfg, plan)
     warmup = WARMUP[target] if options.warmup is None else options.warmup
     return Prepared(chosen, options.preset, cfg, plan, overrides, warmup)
+
+
+def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOptions, device: str) -> None:
+    """A tensor/data-parallel run the model, the shapes and this host allow, refused in one line otherwise."""
+    from ssmprof.profiler.distributed import check_devices
+
+    if not hasattr(workload, "validate_parallel"):
+        raise InvalidConfig(f"{workload.name} has no tensor-parallel model (--tp/--dp): the language models "
+                            "(mamba2-lm, hybrid, mamba1-lm, transformer) have")
+    workload.validate_parallel(cfg, options.parallelism())
+    check_devices(device, options.tp * options.dp)
+
+
+def rank_job(ready: Prepared, options: WorkloadOptions, steps: int, mode: str):
+    """The job every rank of a parallel run runs (`profiler.distributed`)."""
+    from ssmprof.profiler.distributed import RankJob
+
+    return RankJob(ready.workload.name, ready.preset, ready.overrides, ready.warmup, steps, options.tp, options.dp,
+                   options.sequence_parallel, ready.plan.device, mode, scratch="",
+                   allow_fallback=options.allow_fallback)
+
+
+def parallel_numerics(options: WorkloadOptions, device: str = "auto") -> pd.DataFrame:
+    """The --tp/--dp model's loss and gradients against the single-GPU model's on a fixed batch, one row per rank
+    (`workloads.parallel.numerics`), with the relative loss difference."""
+    from ssmprof.profiler.distributed import check_numerics
+
+    ready = prepare(options, device)
+    if not options.parallelism().distributed:
+        raise InvalidConfig("the numerics check compares a --tp/--dp model with the single-GPU one: give --tp or --dp")
+    table = pd.DataFrame(check_numerics(rank_job(ready, options, 0, "numerics")))
+    loss_diff = (table["parallel_loss"] - table["single_loss"]).abs()
+    return table.assign(loss_rel_diff=loss_diff / table["single_loss"].abs(),
+                        grad_rel_diff=table["grad_max_abs_diff"] / table["grad_max_abs"])
 
 
 # The CPU runs mamba-ssm's pure-PyTorch reference kernels, which loop in Python: graph-mamba small (6e10
@@ -103,27 +147,42 @@ def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_
     """`ssmprof run`: a few training iterations, timed (no collectors); also written as JSON to `json_out`."""
     check_file(json_out, "--json")
     ready = prepare(options, device)
-    result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, steps, ready.warmup, NvtxMarker(),
-                          progress)
+    parallel = None
+    if options.parallelism().distributed:
+        from ssmprof.profiler.distributed import train_parallel
+
+        result, parallel = train_parallel(rank_job(ready, options, steps, "train"))
+    else:
+        result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, steps, ready.warmup, NvtxMarker(),
+                              progress)
     if json_out is not None:
-        write_text(json_out, json.dumps(result.to_dict(), indent=2))
+        extra = {"parallel": parallel} if parallel else {}
+        write_text(json_out, json.dumps({**result.to_dict(), **extra}, indent=2))
     return result
 
 
 def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str = "sampled",
             keep_report: bool = False, ncu_timeout_s: float = 1800, report_file: Path | None = None,
-            progress: Progress | None = None, name: str | None = None) -> Path:
+            progress: Progress | None = None, name: str | None = None, device: str = "auto",
+            ncu_rank: int = 0) -> Path:
     """`ssmprof profile`: one run directory under `out`, named `name` where given (and its HTML report, where
-    `report_file` is given)."""
+    `report_file` is given). With --tp/--dp: every rank's timeline, counters from rank `ncu_rank`, one merged
+    run (on the CPU too, over gloo and without counters: the reference path the tests record)."""
     from ssmprof.profiler.collect import profile_run
 
     check_counters_mode(counters)
     check_folder(out, "--out")
     check_file(report_file, "--report")
-    ready = prepare(options)
-    path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
-                       ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
-                       check=check_run_counters, name=name)
+    ready = prepare(options, device)
+    if options.parallelism().distributed:
+        from ssmprof.profiler.distributed import profile_parallel
+
+        path = profile_parallel(rank_job(ready, options, steps, "timeline"), out, counters, ncu_rank, ncu_timeout_s,
+                                check_run_counters, keep_report)
+    else:
+        path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
+                           ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
+                           check=check_run_counters, name=name)
     if report_file is not None:
         reporting.report([path], "html", report_file)
     return path

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ssmprof import bundled
 from ssmprof.analysis import suite
+from ssmprof.analysis.communication import scaling
 from ssmprof.analysis.compare import (
     check_comparable,
     compare_categories_launches,
@@ -28,6 +29,7 @@ from ssmprof.pipeline.ceilings import ceilings_by_run, datasheet_ceilings, read_
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.profiler.gpu_specs import SPECS
+from ssmprof.profiler.links import links_frame
 from ssmprof.reports.render import (
     RESULTS_END,
     RESULTS_START,
@@ -70,11 +72,12 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
     analyzed, kernels, infos, ceilings = [], {}, {}, {}
     for index, path in enumerate(paths):
         run, limits, notes = loaded[index]
-        tables = analyze(run, limits, origin(path))
+        tables = analyze(run, limits, origin(path), links_frame())
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
         analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes))
-        label = run.info["workload"]["name"]
+        parallel = run.info.get("parallel")
+        label = run.info["workload"]["name"] + (f" tp{parallel['tp']}x dp{parallel['dp']}" if parallel else "")
         label = label if label not in kernels else f"{label} ({run.info['gpu']['name']}, #{index})"
         kernels[label], infos[label], ceilings[label] = run.kernels, run.info, limits
     if len(paths) < 2:
@@ -83,6 +86,8 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
     overview = {"step_times": suite.step_times(infos), "category_shares": suite.category_shares(kernels),
                 "ssm_kernels": suite.ssm_kernels({k: kernels[k] for k in roofs}, roofs),
                 "ssm_roofline": suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs)}
+    if any("parallel" in info for info in infos.values()):
+        overview["scaling"] = scaling(infos)
     overview["findings"] = suite_findings(overview["category_shares"], overview["ssm_kernels"],
                                           dict(zip(kernels, (run.tables["findings"] for run in analyzed), strict=True)))
     if csv is not None:

@@ -125,6 +125,56 @@ def gpu_clocks() -> dict:
 CounterCheck = Callable[[pd.DataFrame, str], tuple[pd.DataFrame, dict]]
 
 
+# One Nsight Compute pass over the profiled iteration: (report path, mode, metrics, targeted invocations,
+# function names or None, progress callback) -> its wall seconds. A single process runs the child under ncu;
+# a parallel run wraps one rank of its launch.
+RunPass = Callable[[Path, str, list[str], dict | None, list[str] | None, Callable[[int], None]], float]
+
+
+def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, run_pass: RunPass,
+                     check: CounterCheck, tell: Callable[[str, int, int], None]
+                     ) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
+    """Counters for the timeline `kernels` in mode `counters` (sampled, all, focus): the passes, the join, the
+    self-checks. Returns (the joined, checked table; run.json's counter collector notes; its `checks`; the
+    pass reports, under `scratch`). Every metric is checked against ncu's list for the chip first."""
+    chip = chip_for(gpu["compute_capability"])
+    metrics = {group: counter_metrics(chip, group) for group in METRIC_GROUPS}
+    check_metrics([m for group in metrics.values() for m in group], available_metrics(chip), chip)
+    plan = SamplingPlan.of(kernels)
+    names = focus_kernels(kernels) if counters == "focus" else None
+    # (metric group, mode, targeted invocations): the counters of every launch configuration (of the focus
+    # kernels only in focus mode), of each further problem, then the warp stalls of the kernels that hold the
+    # time (not in focus mode: a sweep point pays for one pass)
+    passes = [("counters", "all" if counters == "all" else "sampled", None)]
+    if counters == "sampled" and plan.targets:
+        passes.append(("counters", "sampled", plan.targets))
+    if counters != "focus":
+        passes.append(("stalls", "sampled", stall_targets(kernels, is_fused_kernel)))
+    reports: dict[str, list] = {group: [] for group in METRIC_GROUPS}
+    walls, paths = [], []
+    for number, (group, mode, targets) in enumerate(passes, start=1):
+        path = scratch / f"{group}-{number}.ncu-rep"
+        only = names if group == "counters" else None
+        expected = plan.expected(kernels, mode, targets, only)
+        label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number})"
+        walls.append(run_pass(path, mode, metrics[group], targets, only,
+                              lambda done, label=label, t=len(expected): tell(label, done, t)))
+        reports[group].append((read_report(path, chip, group), expected))
+        paths.append(path)
+    kernels, notes = attach_counters(kernels, reports["counters"], plan)
+    if names is not None:  # launches outside the focus were never asked for: not collected, not unmatched
+        kernels.loc[~kernels["kernel_name"].isin(names), "counter_status"] = "not collected"
+        notes["focus_kernels"] = names
+    if reports["stalls"]:
+        kernels, notes["stalls"] = attach_stalls(kernels, *reports["stalls"][0], plan)
+    kernels, checks = check(schema.conform_kernels(kernels), gpu["name"])
+    notes = {"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls, **notes,
+             "metrics": metrics["counters"], "stall_metrics": metrics["stalls"],
+             "columns_not_on_chip": [c for group in METRIC_GROUPS for c, m in column_metrics(chip, group).items()
+                                     if m is None]}
+    return kernels, notes, checks, paths
+
+
 def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
                 out: Path, steps: int, warmup: int, counters: str = "sampled", allow_fallback: bool = False,
                 keep_report: bool = False, ncu_timeout_s: float = 1800, progress: Progress | None = None, *,
@@ -156,49 +206,19 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
             with gzip.open(extra["trace.json.gz"], "wt") as f:
                 json.dump(capture.trace, f)
         if counters != "none":
-            chip = chip_for(result.gpu["compute_capability"])
-            metrics = {group: counter_metrics(chip, group) for group in METRIC_GROUPS}
-            check_metrics([m for group in metrics.values() for m in group], available_metrics(chip), chip)
             choices_path = Path(scratch) / "autotune.json"
             choices_path.write_text(json.dumps(triton_choices))
             command = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path)
-            plan = SamplingPlan.of(kernels)
-            names = focus_kernels(kernels) if counters == "focus" else None
-            # (metric group, mode, targeted invocations): the counters of every launch configuration (of the
-            # focus kernels only in focus mode), of each further problem, then the warp stalls of the kernels
-            # that hold the time (not in focus mode: a sweep point pays for one pass)
-            passes = [("counters", "all" if counters == "all" else "sampled", None)]
-            if counters == "sampled" and plan.targets:
-                passes.append(("counters", "sampled", plan.targets))
-            if counters != "focus":
-                passes.append(("stalls", "sampled", stall_targets(kernels, is_fused_kernel)))
-            reports: dict[str, list] = {group: [] for group in METRIC_GROUPS}
-            walls = []
-            for number, (group, mode, targets) in enumerate(passes, start=1):
-                report_path = Path(scratch) / f"{group}-{number}.ncu-rep"
-                only = names if group == "counters" else None
-                expected = plan.expected(kernels, mode, targets, only)
-                label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number})"
-                walls.append(run_ncu(command, report_path, mode, ncu_timeout_s,
-                                     lambda done, label=label, t=len(expected): tell(label, done, t),
-                                     metrics=metrics[group], targets=targets, names=only))
-                reports[group].append((read_report(report_path, chip, group), expected))
-                if keep_report:
-                    extra[report_path.name] = report_path
-            kernels, notes = attach_counters(kernels, reports["counters"], plan)
-            if names is not None:  # launches outside the focus were never asked for: not collected, not unmatched
-                outside = ~kernels["kernel_name"].isin(names)
-                kernels.loc[outside, "counter_status"] = "not collected"
-                notes["focus_kernels"] = names
-            if reports["stalls"]:
-                kernels, notes["stalls"] = attach_stalls(kernels, *reports["stalls"][0], plan)
-            kernels, checks = check(schema.conform_kernels(kernels), result.gpu["name"])
-            collectors["counters"].update({"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls,
-                                           **notes, "metrics": metrics["counters"],
-                                           "stall_metrics": metrics["stalls"],
-                                           "columns_not_on_chip": [c for group in METRIC_GROUPS
-                                                                   for c, m in column_metrics(chip, group).items()
-                                                                   if m is None]})
+
+            def run_pass(report: Path, mode: str, metrics: list[str], targets, names, on_kernel) -> float:
+                return run_ncu(command, report, mode, ncu_timeout_s, on_kernel, metrics=metrics, targets=targets,
+                               names=names)
+
+            kernels, notes, checks, reports = collect_counters(kernels, counters, result.gpu, Path(scratch),
+                                                               run_pass, check, tell)
+            collectors["counters"].update(notes)
+            if keep_report:
+                extra.update({report.name: report for report in reports})
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = Path(out) / (name or f"{workload.name}-{preset}-{stamp}")
         info = run_info(result, overrides, collectors, kernels, triton_choices)

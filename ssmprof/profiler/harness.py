@@ -84,26 +84,32 @@ class Trainer:
     """Owns model, optimizer and batch; `step()` is one marked training iteration."""
 
     def __init__(self, workload: Workload, cfg: CommonConfig, plan: KernelPlan, marker: PhaseMarker,
-                 seed: int = 0):
+                 seed: int = 0, groups=None):
+        """`groups` (`workloads.parallel.RankGroups`): this rank's part of a tensor/data-parallel model."""
         self.workload, self.cfg, self.marker = workload, cfg, marker
-        self.device = torch.device(plan.device)
+        self.device = torch.device(plan.device)  # "cuda": the current device (a rank sets its own)
         torch.manual_seed(seed)
         generator = torch.Generator().manual_seed(seed)
         # Build straight on the device: a paper-preset model is billions of fp32 parameters.
         with self.device:
-            self.model = workload.build(cfg, plan)
+            self.model = workload.build(cfg, plan) if groups is None else workload.build_parallel(cfg, plan, groups)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, weight_decay=0.1,
                                            fused=self.device.type == "cuda")
         self.batch = workload.batch(cfg, self.device, generator)
+        if groups is not None:
+            self.batch = self.model.local_batch(self.batch)
+        self.parallel = groups is not None
         self.autocast = torch.autocast(self.device.type, dtype=cfg.autocast_dtype(),
                                        enabled=cfg.dtype != "fp32")
 
     def step(self) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)  # no kernels; grads stay readable after the step
         with self.marker.phase(FORWARD), self.autocast:
-            loss = self.workload.loss(self.model, self.batch)
+            loss = self.model.loss(self.batch) if self.parallel else self.workload.loss(self.model, self.batch)
         with self.marker.phase(BACKWARD):
             loss.backward()
+            if self.parallel:
+                self.model.finish_gradients()
         with self.marker.phase(OPTIMIZER):
             self.optimizer.step()
         return loss.detach()
@@ -111,7 +117,7 @@ class Trainer:
 
 def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, steps: int,
                  warmup: int, marker: PhaseMarker | None = None, progress: Progress | None = None,
-                 seed: int = 0, capture: contextlib.AbstractContextManager | None = None) -> RunResult:
+                 seed: int = 0, capture: contextlib.AbstractContextManager | None = None, groups=None) -> RunResult:
     """Build, warm up, time `steps` iterations, then run the profiled iteration (inside `capture`, e.g. a
     timeline collector, and cudaProfilerStart/Stop for Nsight Compute)."""
     if steps < 1 or warmup < 0:
@@ -121,7 +127,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
     seconds: dict[str, float] = {}
     try:
         t0 = time.perf_counter()
-        trainer = Trainer(workload, cfg, plan, marker or PhaseMarker(), seed)
+        trainer = Trainer(workload, cfg, plan, marker or PhaseMarker(), seed, groups)
         seconds["build"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()

@@ -5,13 +5,20 @@ framework op that launched it, and its phase. The phase comes from the harness's
 record_function ranges, matched by *time* rather than by thread: autograd launches backward kernels
 from its own thread while the main thread sits inside the `backward` range, so a kernel belongs to the
 phase range that contains the host-side launch call (cudaLaunchKernel / cuLaunchKernel), whatever thread
-made it. Kernels launched outside every range are `other`.
+made it. Kernels launched outside every range are `other`. The layer (`layer`, `layer_kind`) comes the same
+way from the `ssmprof/layer/<i>/<kind>` ranges a parallel model opens around each mixer, forward and backward.
+
+Collectives: an NCCL kernel's row says which collective it performs and its size (`collective`,
+`message_bytes`, `group_size`), from the arguments torch.profiler records for it (or else its launching
+c10d op's input shapes and dtype). On the CPU (gloo) there are no kernels: `cpu_table` makes rows of the
+innermost aten ops (the compute) and of each c10d collective, timed by the gloo work that carried it out.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import math
 import re
 import tempfile
 import time
@@ -21,9 +28,11 @@ import pandas as pd
 import torch
 
 from ssmprof.profiler.markers import NVTX_DOMAIN, PHASES
-from ssmprof.schema import KERNEL_COLUMNS
+from ssmprof.schema import KERNEL_COLUMNS, PARALLEL_COLUMNS
 
 _PHASE_LABELS = {f"{NVTX_DOMAIN}/{phase}": phase for phase in PHASES}
+LAYER_PREFIX = f"{NVTX_DOMAIN}/layer/"  # `workloads.parallel.LAYER_RANGE`: "ssmprof/layer/<index>/<kind>"
+TABLE_COLUMNS = [*KERNEL_COLUMNS, *PARALLEL_COLUMNS]
 _LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 
 
@@ -86,11 +95,66 @@ def phase_ranges(events: list[dict]) -> list[tuple[float, float, str]]:
     return sorted(ranges)
 
 
-def phase_at(ranges: list[tuple[float, float, str]], ts: float) -> str:
+def phase_at(ranges: list[tuple[float, float, str]], ts: float, outside: str = "other") -> str:
     i = bisect.bisect_right([start for start, _, _ in ranges], ts) - 1
     if i >= 0 and ranges[i][0] <= ts <= ranges[i][1]:
         return ranges[i][2]
-    return "other"
+    return outside
+
+
+def layer_ranges(events: list[dict]) -> list[tuple[float, float, str]]:
+    """(start, end, "<index>/<kind>") of every layer range (they never nest), sorted by start."""
+    return sorted((e["ts"], e["ts"] + e.get("dur", 0), e["name"][len(LAYER_PREFIX):]) for e in events
+                  if e.get("name", "").startswith(LAYER_PREFIX) and e.get("ph") == "X")
+
+
+def layer_at(ranges: list[tuple[float, float, str]], ts: float) -> tuple[int, str]:
+    label = phase_at(ranges, ts, "")
+    if not label:
+        return -1, ""
+    index, _, kind = label.partition("/")
+    return int(index), kind
+
+
+_COLLECTIVE_WORDS = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
+                     ("broadcast", "broadcast"), ("alltoall", "all_to_all"), ("barrier", "barrier"))
+DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "bfloat16": 2, "half": 2, "float16": 2,
+               "bf16": 2, "fp16": 2, "fp32": 4, "int": 4, "long int": 8, "int64": 8, "int32": 4}
+
+
+def collective_of(name: str) -> str:
+    """The collective a kernel or c10d op name performs ("" if none): ncclDevKernel_AllReduce_Sum_bf16_RING_LL,
+    c10d::allreduce_, c10d::_reduce_scatter_base_, gloo:all_gather, ..."""
+    folded = name.lower().replace("_", "")
+    return next((collective for word, collective in _COLLECTIVE_WORDS if word in folded), "")
+
+
+def _dtype_bytes(dtype: str) -> int:
+    return DTYPE_BYTES.get(dtype.lower().removeprefix("c10::"), -1)
+
+
+def collective_size(kernel_args: dict, op_args: dict) -> tuple[int, int]:
+    """(message bytes as NCCL-tests counts them, group size) of a collective: from the kernel's own recorded
+    arguments where torch.profiler gives them, else from its c10d op's input shapes and dtype."""
+    recorded = next((args for args in (kernel_args, op_args) if "In msg nelems" in args), None)
+    if recorded is not None:  # record_param_comms' arguments, on the NCCL kernel or its launching op
+        elements = max(int(recorded.get("In msg nelems", 0)), int(recorded.get("Out msg nelems", 0)))
+        size = _dtype_bytes(str(recorded.get("dtype", "")))
+        return (elements * size if size > 0 else -1), int(recorded.get("Group size", -1))
+    dims, types = op_args.get("Input Dims", []), op_args.get("Input type", [])
+    counts = []  # elements of each tensor argument; a tensor list counts as the sum of its tensors
+    for shape, dtype in zip(dims, types, strict=False):
+        if shape and isinstance(shape[0], list):
+            counts.append((sum(math.prod(s) for s in shape), dtype))
+        elif shape:
+            counts.append((math.prod(shape), dtype))
+    if not counts:
+        return -1, -1
+    elements, dtype = max(counts)
+    size = _dtype_bytes(dtype if dtype != "TensorList" else "float")
+    # all-gather / reduce-scatter: the larger tensor is the smaller times the group
+    group = max(c for c, _ in counts) // min(c for c, _ in counts) if len(counts) > 1 and min(counts)[0] else -1
+    return (elements * size if size > 0 else -1), group
 
 
 def kernel_table(trace: dict) -> pd.DataFrame:
@@ -99,8 +163,9 @@ def kernel_table(trace: dict) -> pd.DataFrame:
     ranges = phase_ranges(events)
     launches = {e["args"]["correlation"]: e for e in events
                 if e.get("cat") in _LAUNCH_CATEGORIES and "correlation" in e.get("args", {})}
-    ops = {e["args"]["External id"]: (e["name"], _shapes(e["args"])) for e in events
+    ops = {e["args"]["External id"]: (e["name"], _shapes(e["args"]), e["args"]) for e in events
            if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    layers = layer_ranges(events)
     kernels = sorted((e for e in events if e.get("cat") == "kernel"),
                      key=lambda e: (launches.get(e["args"].get("correlation"), e)["ts"], e["ts"]))
     rows = []
@@ -108,14 +173,17 @@ def kernel_table(trace: dict) -> pd.DataFrame:
     for index, kernel in enumerate(kernels):
         args = kernel["args"]
         launch = launches.get(args.get("correlation"))
-        op, shapes = ops.get(launch["args"].get("External id"), ("", "")) if launch else ("", "")
+        op, shapes, op_args = ops.get(launch["args"].get("External id"), ("", "", {})) if launch else ("", "", {})
         grid, block = args.get("grid", [0, 0, 0]), args.get("block", [0, 0, 0])
+        launched = launch["ts"] if launch else kernel["ts"]
+        collective = collective_of(kernel["name"]) if kernel["name"].lower().startswith("nccl") else ""
+        message, group = collective_size(args, op_args) if collective else (-1, -1)
         rows.append({
             "launch_idx": index,
             "kernel_name": short_kernel_name(kernel["name"]),
             "kernel_name_full": kernel["name"],
             # A kernel whose launch call was not recorded is placed by its own start (later than its launch).
-            "phase": phase_at(ranges, launch["ts"] if launch else kernel["ts"]),
+            "phase": phase_at(ranges, launched),
             "launch_op": op,
             "launch_shapes": shapes,
             "stream": args.get("stream", -1),
@@ -126,8 +194,61 @@ def kernel_table(trace: dict) -> pd.DataFrame:
             "duration_ns": round(kernel.get("dur", 0) * 1e3),
             "counter_status": "not collected",
             "counter_lender": -1,
+            "rank": 0,
+            **dict(zip(("layer", "layer_kind"), layer_at(layers, launched), strict=True)),
+            "collective": collective, "message_bytes": message, "group_size": group,
         })
-    return pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+# aten ops that move no data and compute nothing (views, metadata, allocation): not rows of a CPU table.
+_NO_WORK = re.compile(r"^aten::(view|_unsafe_view|as_strided|empty|empty_strided|detach|t|transpose|reshape|"
+                      r"slice|select|unsqueeze|squeeze|expand|permute|split|split_with_sizes|chunk|narrow|alias|"
+                      r"unflatten|flatten|lift_fresh|resolve_conj|resolve_neg|_reshape_alias|unbind|numpy_T|"
+                      r"view_as|result_type)$|^detach$")
+
+
+def cpu_table(trace: dict) -> pd.DataFrame:
+    """The CPU run's stand-in for a kernel table: one row per innermost aten op that does work (its thread as
+    `stream`), and one per c10d collective, timed by the gloo work that carried it out (gloo runs each
+    collective on its own thread after the c10d op returns; the i-th c10d op of the trace is the i-th gloo
+    work), in start order, with the same context columns as `kernel_table`."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    ranges, layers = phase_ranges(events), layer_ranges(events)
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["tid"], e["ts"], -e.get("dur", 0)))
+    works = sorted((e for e in events if e.get("name", "").startswith("gloo:")), key=lambda e: e["ts"])
+    calls = sorted((e for e in ops if e["name"].startswith("c10d::") and collective_of(e["name"])),
+                   key=lambda e: e["ts"])
+    rows = []
+    for i, call in enumerate(calls):
+        work = works[i] if len(works) == len(calls) else call
+        message, group = collective_size({}, call.get("args", {}))
+        rows.append(_cpu_row(work["name"], work, call, ranges, layers, collective_of(call["name"]), message, group))
+    for i, op in enumerate(ops):
+        following = ops[i + 1] if i + 1 < len(ops) else None
+        nested = following is not None and following["tid"] == op["tid"] and following["ts"] < op["ts"] + op["dur"]
+        if nested or _NO_WORK.match(op["name"]) or op["name"].startswith(("c10d::", "record_param_comms")):
+            continue
+        rows.append(_cpu_row(op["name"], op, op, ranges, layers, "", -1, -1))
+    table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    if table.empty:
+        return table
+    first = table["start_ns"].min()
+    table = table.sort_values(["start_ns", "stream"], kind="stable").reset_index(drop=True)
+    return table.assign(start_ns=table["start_ns"] - first, launch_idx=range(len(table)))
+
+
+def _cpu_row(name: str, timed: dict, called: dict, ranges, layers, collective: str, message: int, group: int) -> dict:
+    layer, kind = layer_at(layers, called["ts"])
+    return {
+        "launch_idx": 0, "kernel_name": short_kernel_name(name), "kernel_name_full": name,
+        "phase": phase_at(ranges, called["ts"]), "launch_op": called["name"],
+        "launch_shapes": _shapes(called.get("args", {})), "stream": timed.get("tid", -1),
+        "grid_x": 0, "grid_y": 0, "grid_z": 0, "block_x": 0, "block_y": 0, "block_z": 0, "shared_mem_bytes": -1,
+        "start_ns": round(timed["ts"] * 1e3), "duration_ns": round(timed.get("dur", 0) * 1e3),
+        "counter_status": "not collected", "counter_lender": -1, "rank": 0, "layer": layer, "layer_kind": kind,
+        "collective": collective, "message_bytes": message, "group_size": group,
+    }
 
 
 def _shapes(op_args: dict) -> str:

@@ -25,6 +25,16 @@ TABLE_TITLES = {
     "stalls": "Why warps wait: each stall reason's share of the warps resident per issue cycle (stall pass)",
     "headroom_by_category": "Headroom by category: step time saved at the roof, and at 80 % of it",
     "headroom": "Headroom: the kernels where an optimization would pay most",
+    "per_rank": "Per rank: step time, loss, kernel and communication time",
+    "collective_counts": "Communication: collectives per layer, measured on every rank vs predicted by the model's "
+                         "structure",
+    "bus_bandwidth": "Communication: bus bandwidth (NCCL-tests busbw) per collective and size, % of the link's "
+                     "datasheet bandwidth",
+    "exposed_communication": "Communication: exposed time (no compute overlaps it) and overlap share, per rank and "
+                             "phase",
+    "rank_imbalance": "Rank imbalance per phase: slowest vs fastest rank",
+    "communication_projection": "PROJECTION (not measured): communication time per step at other GPU counts and "
+                                "links (alpha-beta ring model at link peak, no overlap; latencies assumed)",
 }
 # Columns a table does not show: one DRAM figure per page (Nsight Compute's throughput, in the cache table),
 # not a second one beside it from the roofline.
@@ -146,6 +156,7 @@ OVERVIEW_TITLES = {
     "step_times": "Runs: step time, throughput, memory, profiling cost",
     "category_shares": "Where the time goes: % of kernel time per category",
     "ssm_kernels": "SSM kernels: share of time, DRAM % of peak, hit rates, tensor/vector classes (% of SSM time)",
+    "scaling": "Scaling: step time from 1 to N GPUs (speedup and efficiency over the single-GPU run)",
 }
 
 
@@ -160,8 +171,9 @@ def _overview_html(overview: dict[str, pd.DataFrame]) -> list[str]:
                                           color_by="workload")
         parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=False))
     for key, title in OVERVIEW_TITLES.items():
-        parts.append(f"<h3>{html.escape(title)}</h3>")
-        parts.append(table_html(overview[key], key, f"suite-{key}"))
+        if key in overview:
+            parts.append(f"<h3>{html.escape(title)}</h3>")
+            parts.append(table_html(overview[key], key, f"suite-{key}"))
     return parts
 
 
@@ -260,7 +272,8 @@ def render_projection(info: dict, target_gpu: str, categories: pd.DataFrame,
 def overview_markdown(overview: dict[str, pd.DataFrame], level: str = "##") -> list[str]:
     lines = []
     for key, title in OVERVIEW_TITLES.items():
-        lines += ["", f"{level} {title}", "", human_markdown_table(overview[key], key)]
+        if key in overview:
+            lines += ["", f"{level} {title}", "", human_markdown_table(overview[key], key)]
     return lines
 
 

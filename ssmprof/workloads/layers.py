@@ -52,12 +52,19 @@ def ssd_ref(x, dt, A, B, C, D, dt_bias, chunk_size):
     return (y[:, :seqlen].to(compute) + x * D.unsqueeze(-1)).to(x_in.dtype)
 
 
-def mamba2_mixer_ref(mixer: nn.Module, u: torch.Tensor) -> torch.Tensor:
-    """Pure-torch forward of a mamba_ssm `Mamba2` module (the composition its fused path computes)."""
+def mamba2_mixer_ref(mixer: nn.Module, u: torch.Tensor, seqlen: int | None = None) -> torch.Tensor:
+    """Pure-torch forward of a mamba_ssm `Mamba2` module (the composition its fused path computes).
+
+    `seqlen` given: `u` is flattened to (batch * seqlen, d_model) as `Mamba2.forward(u, seqlen=)` takes it
+    (sequence parallelism splits that dimension; a tensor-parallel `in_proj` gathers it back). The gated
+    RMSNorm's group size comes from the module's own (per-rank) sizes, as on the fused path."""
     module, function = GATED_NORM_REFERENCE_ENTRY
     rms_norm_ref = getattr(mamba_ssm_module(module), function)
-    seqlen = u.shape[1]
     zxbcdt = mixer.in_proj(u)
+    flat = seqlen is not None
+    if flat:
+        zxbcdt = rearrange(zxbcdt, "(b l) d -> b l d", l=seqlen)
+    seqlen = zxbcdt.shape[1]
     xbc_dim = mixer.d_ssm + 2 * mixer.ngroups * mixer.d_state
     z, xbc, dt = torch.split(zxbcdt, [mixer.d_ssm, xbc_dim, mixer.nheads], dim=-1)
     # Causal depthwise conv: the module's conv1d pads both sides by d_conv-1; keep the causal part.
@@ -81,8 +88,8 @@ def mamba2_mixer_ref(mixer: nn.Module, u: torch.Tensor) -> torch.Tensor:
         eps=mixer.norm.eps,
         group_size=mixer.d_ssm // mixer.ngroups,
         norm_before_gate=mixer.norm_before_gate,
-    )
-    return mixer.out_proj(y.to(zxbcdt.dtype))
+    ).to(zxbcdt.dtype)
+    return mixer.out_proj(rearrange(y, "b l d -> (b l) d") if flat else y)
 
 
 class Mamba2Mixer(nn.Module):
@@ -119,19 +126,34 @@ def selective_scan(plan: KernelPlan, u, delta, A, B, C, D=None, z=None, delta_bi
     return scan(u, delta, A, B, C, D, z=z, delta_bias=delta_bias, delta_softplus=delta_softplus)
 
 
-def mamba1_mixer_ref(mixer: nn.Module, u: torch.Tensor, plan: KernelPlan) -> torch.Tensor:
+def mamba1_mixer_ref(mixer: nn.Module, u: torch.Tensor, plan: KernelPlan, seqlen: int | None = None,
+                     reduce_x_dbl=None, conv=None) -> torch.Tensor:
     """Forward of a mamba_ssm `Mamba` (Mamba-1) module without its fused `mamba_inner_fn`: torch conv1d,
-    projections, then the selective scan the plan picks (mamba-ssm's slow path, step for step)."""
-    seqlen = u.shape[1]
-    x, z = rearrange(mixer.in_proj(u), "b l d -> b d l").chunk(2, dim=1)
-    x = F.silu(mixer.conv1d(x)[..., :seqlen])
+    projections, then the selective scan the plan picks (mamba-ssm's slow path, step for step).
+
+    `seqlen` given: `u` is (batch * seqlen, d_model) (sequence parallelism). `reduce_x_dbl`: what completes
+    x_proj's output when d_inner is sharded over ranks (tensor parallelism: an all-reduce). `conv`: the causal
+    conv1d + SiLU as causal-conv1d's `causal_conv1d_fn(x, weight, bias, activation=)` computes it (default: the
+    module's torch conv1d)."""
+    xz = mixer.in_proj(u)
+    flat = seqlen is not None
+    if flat:
+        xz = rearrange(xz, "(b l) d -> b l d", l=seqlen)
+    seqlen = xz.shape[1]
+    x, z = rearrange(xz, "b l d -> b d l").chunk(2, dim=1)
+    if conv is None:
+        x = F.silu(mixer.conv1d(x)[..., :seqlen])
+    else:
+        x = conv(x, rearrange(mixer.conv1d.weight, "d 1 w -> d w"), mixer.conv1d.bias, activation="silu")
     x_dbl = mixer.x_proj(rearrange(x, "b d l -> (b l) d"))
+    if reduce_x_dbl is not None:
+        x_dbl = reduce_x_dbl(x_dbl)
     dt, B, C = torch.split(x_dbl, [mixer.dt_rank, mixer.d_state, mixer.d_state], dim=-1)
     dt = rearrange(mixer.dt_proj.weight @ dt.t(), "d (b l) -> b d l", l=seqlen)
     B, C = (rearrange(t, "(b l) n -> b n l", l=seqlen).contiguous() for t in (B, C))
     y = selective_scan(plan, x, dt, -torch.exp(mixer.A_log.float()), B, C, mixer.D.float(), z=z,
                        delta_bias=mixer.dt_proj.bias.float())
-    return mixer.out_proj(rearrange(y, "b d l -> b l d"))
+    return mixer.out_proj(rearrange(y, "b d l -> (b l) d" if flat else "b d l -> b l d"))
 
 
 class Mamba1Mixer(nn.Module):
@@ -184,8 +206,12 @@ class SelfAttention(nn.Module):
         self.impl = plan.impl("attention")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out_proj(self.attend(self.qkv(x)))
+
+    def attend(self, qkv: torch.Tensor) -> torch.Tensor:
+        """(b, l, (heads + 2 kv heads) * head_dim) projections -> (b, l, heads * head_dim) attention output."""
         q, k, v = torch.split(
-            self.qkv(x),
+            qkv,
             [self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim, self.n_kv_heads * self.head_dim],
             dim=-1,
         )
@@ -195,7 +221,7 @@ class SelfAttention(nn.Module):
             shape = "b l (h d) -> b l h d"
             out = flash_attn_func(rearrange(q, shape, d=self.head_dim), rearrange(k, shape, d=self.head_dim),
                                   rearrange(v, shape, d=self.head_dim), causal=self.causal)
-            return self.out_proj(rearrange(out, "b l h d -> b l (h d)"))
+            return rearrange(out, "b l h d -> b l (h d)")
         q, k, v = (rearrange(t, "b l (h d) -> b h l d", d=self.head_dim) for t in (q, k, v))
         if self.impl == "sdpa-flash":
             from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -204,7 +230,7 @@ class SelfAttention(nn.Module):
                 out = self._sdpa(q, k, v)
         else:
             out = self._sdpa(q, k, v)
-        return self.out_proj(rearrange(out, "b h l d -> b l (h d)"))
+        return rearrange(out, "b h l d -> b l (h d)")
 
     def _sdpa(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal,

@@ -21,12 +21,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ssmprof.errors import InvalidConfig
 from ssmprof.kernels import GATED_DELTA_CHUNK_SIZES, GDN_V_HEADS_PER_QK_HEAD, MAMBA3_CHUNK, KernelPlan
 from ssmprof.workloads.base import CommonConfig, Workload, check
 from ssmprof.workloads.data import token_batch
 from ssmprof.workloads.gdn import GatedDeltaNetMixer
 from ssmprof.workloads.layers import MLP, CausalLM, Mamba1Mixer, Mamba2Mixer, SelfAttention
 from ssmprof.workloads.mamba3 import Mamba3Mixer
+from ssmprof.workloads.parallel import ATTENTION, MAMBA1, MAMBA2, MLP_KIND, ParallelCausalLM, Parallelism, RankGroups
+
+_KINDS = {"M": MAMBA2, "A": ATTENTION, "F": MLP_KIND}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +200,41 @@ class LanguageModelWorkload(Workload):
             return SelfAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, plan)
         return MLP(cfg.d_model, cfg.mlp_ratio * cfg.d_model)
 
+    def layer_kinds(self, cfg: LMConfig) -> list[str]:
+        """Each layer's mixer kind (`parallel.MAMBA2`, ...), in order; refused in one line where the model has no
+        tensor-parallel form (Mamba-3 and Gated DeltaNet layers: none is built yet)."""
+        raise InvalidConfig(f"{self.name} has no tensor-parallel model (--tp/--dp): mamba2-lm, hybrid "
+                            "(ssm_layer=mamba2), mamba1-lm and transformer have")
+
+    def build_parallel(self, cfg: LMConfig, plan: KernelPlan, groups: RankGroups) -> ParallelCausalLM:
+        """This rank's part of the model under tensor parallelism (see `workloads.parallel`)."""
+        return ParallelCausalLM(cfg, self.layer_kinds(cfg), plan, groups)
+
+    def validate_parallel(self, cfg: LMConfig, parallelism: Parallelism) -> None:
+        """Refuse, in one line, a split the model's shapes do not allow (before anything starts)."""
+        tp, dp = parallelism.tp, parallelism.dp
+        check(tp >= 1 and dp >= 1, f"--tp and --dp must be >= 1, got {tp} and {dp}")
+        check(cfg.batch_size % dp == 0, f"batch size ({cfg.batch_size}) must be divisible by --dp {dp}")
+        if parallelism.sequence_parallel:
+            tokens = cfg.batch_size // dp * cfg.seq_len
+            check(tokens % tp == 0, f"sequence parallelism needs batch x seq_len per replica ({tokens}) divisible "
+                  f"by --tp {tp}")
+        kinds = set(self.layer_kinds(cfg))
+        if MAMBA2 in kinds:
+            nheads = cfg.expand * cfg.d_model // cfg.headdim
+            check(cfg.ngroups % tp == 0 and nheads % tp == 0,
+                  f"{self.name}: ngroups ({cfg.ngroups}) and SSM heads ({nheads}) must be divisible by --tp {tp} "
+                  f"(each rank holds whole groups; try --set ngroups={tp * max(1, cfg.ngroups // tp)})")
+        if MAMBA1 in kinds:
+            check(cfg.expand * cfg.d_model % tp == 0,
+                  f"{self.name}: d_inner ({cfg.expand * cfg.d_model}) must be divisible by --tp {tp}")
+        if ATTENTION in kinds:
+            check(cfg.n_heads % tp == 0 and cfg.n_kv_heads % tp == 0,
+                  f"{self.name}: n_heads ({cfg.n_heads}) and n_kv_heads ({cfg.n_kv_heads}) must be divisible by "
+                  f"--tp {tp}")
+        if MLP_KIND in kinds:
+            check(cfg.mlp_ratio * cfg.d_model % tp == 0, f"{self.name}: MLP width must be divisible by --tp {tp}")
+
     def batch(self, cfg: LMConfig, device: torch.device, generator: torch.Generator) -> dict:
         return token_batch(cfg.batch_size, cfg.seq_len, cfg.vocab_size, device, generator, cfg.text_file)
 
@@ -226,6 +265,9 @@ class Mamba2LM(LanguageModelWorkload):
     def validate(self, cfg: Mamba2Config) -> None:
         super().validate(cfg)
         check_mamba2(cfg)
+
+    def layer_kinds(self, cfg: Mamba2Config) -> list[str]:
+        return [MAMBA2] * cfg.layers
 
     def build(self, cfg: Mamba2Config, plan: KernelPlan) -> nn.Module:
         mixers = [self.mamba2(cfg, plan, i) for i in range(cfg.layers)]
@@ -291,6 +333,11 @@ class HybridLM(LanguageModelWorkload):
                             min(cfg.chunk_size, max(GATED_DELTA_CHUNK_SIZES)), plan)
         return self.mamba2(cfg, plan, layer_idx)
 
+    def layer_kinds(self, cfg: HybridConfig) -> list[str]:
+        if cfg.ssm_layer != "mamba2":
+            return super().layer_kinds(cfg)
+        return [_KINDS[kind] for kind in hybrid_pattern(cfg.layers)]
+
     def build(self, cfg: HybridConfig, plan: KernelPlan) -> nn.Module:
         mixers = [self.ssm(cfg, plan, i) if kind == "M" else self.attention_mlp(cfg, plan, kind)
                   for i, kind in enumerate(hybrid_pattern(cfg.layers))]
@@ -320,6 +367,9 @@ class TransformerLM(LanguageModelWorkload):
         super().validate(cfg)
         check_attention(cfg)
 
+    def layer_kinds(self, cfg: TransformerConfig) -> list[str]:
+        return [ATTENTION, MLP_KIND] * cfg.layers
+
     def build(self, cfg: TransformerConfig, plan: KernelPlan) -> nn.Module:
         # Attention and MLP as separate pre-norm blocks: the layout the hybrid uses.
         mixers = [self.attention_mlp(cfg, plan, kind) for _ in range(cfg.layers) for kind in "AF"]
@@ -346,6 +396,9 @@ class Mamba1LM(LanguageModelWorkload):
     def validate(self, cfg: Mamba1Config) -> None:
         super().validate(cfg)
         check(cfg.d_state >= 1 and cfg.expand >= 1, "d_state and expand must be >= 1")
+
+    def layer_kinds(self, cfg: Mamba1Config) -> list[str]:
+        return [MAMBA1] * cfg.layers
 
     def build(self, cfg: Mamba1Config, plan: KernelPlan) -> nn.Module:
         mixers = [Mamba1Mixer(cfg.d_model, cfg.d_state, cfg.expand, plan, i) for i in range(cfg.layers)]

@@ -1,0 +1,268 @@
+"""Communication of a tensor/data-parallel run: collectives per layer against the model's structure, bus
+bandwidth against the link, exposed communication, rank imbalance, and a projection to other GPU counts
+and links. Pure frames: the kernel table of a merged multi-rank run (`rank`, `layer`, `layer_kind`,
+`collective`, `message_bytes`, `group_size`), run.json's `parallel` section, and a links table.
+
+Predicted counts. Every tensor-parallel layer is made of three pieces, whose collectives follow from the
+Megatron-style rules mamba-ssm's parallel linears implement (`mamba_ssm.distributed.tensor_parallel`):
+a column-parallel input (without sequence parallelism: nothing forward, an all-reduce of the input
+gradient backward; with it: an all-gather forward, and backward the input all-gathered again for the
+weight gradient plus a reduce-scatter of the input gradient), a row-parallel output (without: an
+all-reduce forward; with: a reduce-scatter forward and an all-gather of its gradient backward), and for
+Mamba-1 a shared all-reduce of x_proj's output (forward and backward). Mamba-2, attention and the MLP are
+column + row; Mamba-1 is column + shared + row. So at TP > 1 without sequence parallelism a Mamba-2
+layer all-reduces once forward and once backward, a Mamba-1 layer twice each way.
+
+HolisticTraceAnalysis (0.5.0, read for this): its `get_comm_comp_overlap` is, per rank, the time where
+merged communication and merged computation kernel intervals overlap over the communication time, on GPU
+kernel events only (stream != -1, NCCL kernels by name); its straggler analysis compares NCCL kernel
+durations across ranks. It reads a folder of per-rank raw Kineto trace files (a run directory keeps the
+merged table, not the traces), finds nothing in the CPU (gloo) runs, which have no GPU kernels, and
+installs jupyterlab and pytest as dependencies. `exposed_communication` computes the same quantity
+(`overlap_pct`) on the merged table, on GPU and CPU runs alike; `rank_imbalance` stands for the straggler view.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ssmprof.schema import BACKWARD, FORWARD
+
+ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER = "all_reduce", "all_gather", "reduce_scatter"
+_PIECES = {
+    ("column", False): {FORWARD: {}, BACKWARD: {ALL_REDUCE: 1}},
+    ("column", True): {FORWARD: {ALL_GATHER: 1}, BACKWARD: {ALL_GATHER: 1, REDUCE_SCATTER: 1}},
+    ("row", False): {FORWARD: {ALL_REDUCE: 1}, BACKWARD: {}},
+    ("row", True): {FORWARD: {REDUCE_SCATTER: 1}, BACKWARD: {ALL_GATHER: 1}},
+    ("shared", False): {FORWARD: {ALL_REDUCE: 1}, BACKWARD: {ALL_REDUCE: 1}},
+    ("shared", True): {FORWARD: {ALL_REDUCE: 1}, BACKWARD: {ALL_REDUCE: 1}},
+}
+LAYER_PIECES = {"mamba2": ("column", "row"), "mamba1": ("column", "shared", "row"),
+                "attention": ("column", "row"), "mlp": ("column", "row")}
+# NCCL-tests' bus-bandwidth factor of a ring over n ranks, and the ring's steps (the projection's alpha term).
+BUS_FACTOR = {ALL_REDUCE: lambda n: 2 * (n - 1) / n, ALL_GATHER: lambda n: (n - 1) / n,
+              REDUCE_SCATTER: lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
+RING_STEPS = {ALL_REDUCE: lambda n: 2 * (n - 1), ALL_GATHER: lambda n: n - 1, REDUCE_SCATTER: lambda n: n - 1,
+              "broadcast": lambda n: n - 1}
+
+
+def predicted_counts(kind: str, sequence_parallel: bool) -> dict[str, dict[str, int]]:
+    """phase -> collective -> count of one layer of `kind` at TP > 1 (see the module docstring)."""
+    counts: dict[str, dict[str, int]] = {FORWARD: {}, BACKWARD: {}}
+    for piece in LAYER_PIECES[kind]:
+        for phase, collectives in _PIECES[(piece, sequence_parallel)].items():
+            for collective, n in collectives.items():
+                counts[phase][collective] = counts[phase].get(collective, 0) + n
+    return counts
+
+
+def collectives(kernels: pd.DataFrame) -> pd.DataFrame:
+    return kernels[kernels["collective"].fillna("") != ""]
+
+
+def collective_counts(kernels: pd.DataFrame, sequence_parallel: bool) -> pd.DataFrame:
+    """Per layer kind, phase and collective: the count per layer the run shows on every rank (min and max over
+    layers and ranks), the count the structure predicts, whether they agree, the median message size and
+    the mean time per layer. Rows for collectives the prediction has but the run lacks are kept (0)."""
+    comm = collectives(kernels)
+    comm = comm[(comm["layer"] >= 0) & comm["phase"].isin((FORWARD, BACKWARD))]
+    layers = kernels.loc[kernels["layer"] >= 0, ["rank", "layer", "layer_kind"]].drop_duplicates()
+    expected = [{"layer_kind": kind, "phase": phase, "collective": collective, "predicted": n}
+                for kind in layers["layer_kind"].unique() if kind in LAYER_PIECES
+                for phase, counts in predicted_counts(kind, sequence_parallel).items()
+                for collective, n in counts.items()]
+    seen = comm.groupby(["layer_kind", "phase", "collective"])[[]].size().index.to_frame(index=False)
+    keys = pd.concat([pd.DataFrame(expected, columns=["layer_kind", "phase", "collective", "predicted"])
+                      .drop(columns="predicted"), seen], ignore_index=True).drop_duplicates()
+    rows = []
+    for key in keys.itertuples(index=False):
+        these = layers[layers["layer_kind"] == key.layer_kind]
+        mine = comm[(comm["layer_kind"] == key.layer_kind) & (comm["phase"] == key.phase)
+                    & (comm["collective"] == key.collective)]
+        per_layer = (mine.groupby(["rank", "layer"]).size()
+                     .reindex(pd.MultiIndex.from_frame(these[["rank", "layer"]]), fill_value=0))
+        predicted = next((e["predicted"] for e in expected if (e["layer_kind"], e["phase"], e["collective"])
+                          == (key.layer_kind, key.phase, key.collective)), 0)
+        rows.append({"layer_kind": key.layer_kind, "phase": key.phase, "collective": key.collective,
+                     "layers": these["layer"].nunique(), "measured_min": int(per_layer.min()),
+                     "measured_max": int(per_layer.max()), "predicted": predicted,
+                     "matches": bool(per_layer.min() == per_layer.max() == predicted),
+                     "message_bytes": float(mine["message_bytes"].median()) if len(mine) else float("nan"),
+                     "time_per_layer_us": float(mine["duration_ns"].sum() / max(len(per_layer), 1) / 1e3)})
+    return pd.DataFrame(rows).sort_values(["layer_kind", "phase", "collective"], ignore_index=True)
+
+
+def _group_sizes(comm: pd.DataFrame, tp: int) -> pd.Series:
+    """Each collective's group size; where not recorded (gloo all-reduces), the TP degree."""
+    return comm["group_size"].where(comm["group_size"] > 0, tp)
+
+
+def bus_bandwidth(kernels: pd.DataFrame, tp: int, link_gb_s: float | None) -> pd.DataFrame:
+    """Per phase, collective and message size: count, mean time, NCCL-tests algorithm and bus bandwidth
+    (busbw = size / time x the ring factor), and busbw as % of the link's datasheet bandwidth (NaN: no link)."""
+    comm = collectives(kernels)
+    comm = comm.assign(ranks=_group_sizes(comm, tp))
+    table = (comm.groupby(["phase", "collective", "message_bytes", "ranks"], as_index=False)
+             .agg(count=("duration_ns", "size"), mean_us=("duration_ns", lambda d: d.mean() / 1e3)))
+    algbw = table["message_bytes"] / (table["mean_us"] * 1e3)  # bytes/ns = GB/s
+    factor = [BUS_FACTOR.get(c, lambda n: 1.0)(n) for c, n in zip(table["collective"], table["ranks"], strict=True)]
+    table = table.assign(algbw_gb_per_s=algbw, busbw_gb_per_s=algbw * factor)
+    return table.assign(pct_of_link=100 * table["busbw_gb_per_s"] / link_gb_s if link_gb_s else float("nan"))
+
+
+def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def _covered(intervals: list[tuple[int, int]], cover: list[tuple[int, int]]) -> int:
+    """Length of `intervals` (disjoint, sorted) that `cover` (disjoint, sorted) overlaps."""
+    total, j = 0, 0
+    for start, end in intervals:
+        while j < len(cover) and cover[j][1] <= start:
+            j += 1
+        k = j
+        while k < len(cover) and cover[k][0] < end:
+            total += min(end, cover[k][1]) - max(start, cover[k][0])
+            k += 1
+    return total
+
+
+def exposed_communication(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and phase: communication time (union of its collectives' intervals), the part no compute
+    interval of the same rank overlaps (exposed), and the overlapped share. The same sums as
+    HolisticTraceAnalysis' comm/comp overlap, on the merged table (GPU: kernels; CPU: ops and gloo work)."""
+    rows = []
+    ends = kernels["start_ns"] + kernels["duration_ns"]
+    frame = kernels.assign(end_ns=ends, is_comm=kernels["collective"].fillna("") != "")
+    for (rank, phase), group in frame.groupby(["rank", "phase"]):
+        comm = _union(list(zip(group.loc[group["is_comm"], "start_ns"], group.loc[group["is_comm"], "end_ns"],
+                               strict=True)))
+        compute = _union(list(zip(group.loc[~group["is_comm"], "start_ns"], group.loc[~group["is_comm"], "end_ns"],
+                                  strict=True)))
+        comm_ns = sum(b - a for a, b in comm)
+        overlapped = _covered(comm, compute)
+        rows.append({"rank": rank, "phase": phase, "collectives": int(group["is_comm"].sum()),
+                     "comm_us": comm_ns / 1e3, "exposed_us": (comm_ns - overlapped) / 1e3,
+                     "overlap_pct": 100 * overlapped / comm_ns if comm_ns else float("nan"),
+                     "phase_span_us": (group["end_ns"].max() - group["start_ns"].min()) / 1e3})
+    return pd.DataFrame(rows)
+
+
+def per_rank(kernels: pd.DataFrame, info: dict) -> pd.DataFrame:
+    """One row per rank: its step time, final loss, launches, kernel and communication time."""
+    is_comm = kernels["collective"].fillna("") != ""
+    times = kernels.assign(comm=kernels["duration_ns"].where(is_comm, 0), compute=kernels["duration_ns"]
+                           .where(~is_comm, 0)).groupby("rank").agg(launches=("launch_idx", "size"),
+                                                                    compute_ms=("compute", "sum"),
+                                                                    comm_ms=("comm", "sum"))
+    times[["compute_ms", "comm_ms"]] /= 1e6
+    ranks = pd.DataFrame(info.get("parallel", {}).get("ranks", [])).set_index("rank")
+    return ranks.join(times, how="outer").reset_index()
+
+
+def rank_imbalance(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per phase: each rank's span (first start to last end) and compute time; the slowest and fastest rank,
+    and how much longer the slowest is (a TP step waits for its slowest rank at every collective)."""
+    frame = kernels.assign(end_ns=kernels["start_ns"] + kernels["duration_ns"],
+                           compute=kernels["duration_ns"].where(kernels["collective"].fillna("") == "", 0))
+    spans = frame.groupby(["phase", "rank"]).agg(start=("start_ns", "min"), end=("end_ns", "max"),
+                                                  compute_ns=("compute", "sum")).reset_index()
+    spans = spans.assign(span_ns=spans["end"] - spans["start"])
+    rows = []
+    for phase, group in spans.groupby("phase"):
+        slow, fast = group.loc[group["compute_ns"].idxmax()], group.loc[group["compute_ns"].idxmin()]
+        rows.append({"phase": phase, "ranks": len(group), "slowest_rank": int(slow["rank"]),
+                     "fastest_rank": int(fast["rank"]), "compute_max_us": slow["compute_ns"] / 1e3,
+                     "compute_min_us": fast["compute_ns"] / 1e3,
+                     "imbalance_pct": 100 * (slow["compute_ns"] / fast["compute_ns"] - 1) if fast["compute_ns"] else
+                     float("nan"), "span_max_us": group["span_ns"].max() / 1e3,
+                     "span_min_us": group["span_ns"].min() / 1e3})
+    return pd.DataFrame(rows)
+
+
+def project_communication(kernels: pd.DataFrame, links: pd.DataFrame, world_sizes: list[int],
+                          rank: int = 0) -> pd.DataFrame:
+    """A PROJECTION, not a measurement: one rank's communication time per step at other TP degrees and over
+    other links, from the collectives this run measured (count and NCCL-tests size per phase).
+
+    Model: a ring collective over n ranks of size S takes (alpha-beta) t = steps(n) * alpha + S * f(n) / B,
+    with steps and the bus factor f of `RING_STEPS` / `BUS_FACTOR` (all-reduce 2(n-1) steps and 2(n-1)/n;
+    all-gather and reduce-scatter n-1 and (n-1)/n), B the link's per-direction datasheet bandwidth and alpha
+    its assumed per-step latency (`links.latency_us`). S is held at the measured size: in these models a
+    collective carries a whole activation or gradient (B x L x d_model, or all replicated gradients), which
+    does not shrink with more TP ranks; the count per layer does not change either. It ignores overlap with
+    compute, contention and NCCL's protocol and algorithm choices (tree, LL/LL128): a lower bound of the
+    exposed time if nothing overlapped, at the link's peak."""
+    comm = collectives(kernels)
+    comm = comm[comm["rank"] == rank]
+    sizes = comm.groupby(["phase", "collective", "message_bytes"]).size().rename("count").reset_index()
+    rows = []
+    for link in links.itertuples(index=False):
+        for n in world_sizes:
+            for row in sizes.itertuples(index=False):
+                steps = RING_STEPS.get(row.collective, lambda k: k - 1)(n)
+                factor = BUS_FACTOR.get(row.collective, lambda k: 1.0)(n)
+                seconds = steps * link.latency_us * 1e-6 + row.message_bytes * factor / (link.gb_s * 1e9)
+                rows.append({"link": link.name, "world_size": n, "phase": row.phase, "collective": row.collective,
+                             "message_bytes": row.message_bytes, "count": row.count,
+                             "projected_us": row.count * seconds * 1e6})
+    table = pd.DataFrame(rows, columns=["link", "world_size", "phase", "collective", "message_bytes", "count",
+                                        "projected_us"])
+    summary = table.groupby(["link", "world_size", "phase"], as_index=False, sort=False)["projected_us"].sum()
+    return summary.assign(kind="projection (alpha-beta ring model, link peak, no overlap)")
+
+
+def projection_check(projection: pd.DataFrame, measured: pd.DataFrame, link: str, world_size: int,
+                     rank: int = 0) -> pd.DataFrame:
+    """The projection against a run it never saw: per phase, the communication time `projection` (of another
+    run, `project_communication`) gives at `world_size` over `link`, beside the time the collectives of
+    `measured` (a run at that size, over that link) took on `rank`, and the error in %."""
+    projected = projection[(projection["link"] == link) & (projection["world_size"] == world_size)]
+    comm = collectives(measured)
+    took = comm[comm["rank"] == rank].groupby("phase")["duration_ns"].sum().rename("measured_us") / 1e3
+    table = projected.set_index("phase")[["projected_us"]].join(took, how="inner").reset_index()
+    return table.assign(error_pct=100 * (table["projected_us"] / table["measured_us"] - 1))
+
+
+def scaling(infos: dict[str, dict]) -> pd.DataFrame:
+    """Step time from 1 to N GPUs: per workload, preset and GPU, each run's world size, step time, and speedup
+    and parallel efficiency over the same configuration's single-GPU run (NaN where none is among `infos`).
+    The global batch is the same at every size (TP splits the model, DP the batch), so speedup = t1 / tN."""
+    rows = []
+    for label, info in infos.items():
+        parallel = info.get("parallel") or {}
+        rows.append({"run": label, "workload": info["workload"]["name"], "preset": info["workload"]["preset"],
+                     "gpu": info["gpu"]["name"], "world_size": parallel.get("world_size", 1),
+                     "tp": parallel.get("tp", 1), "dp": parallel.get("dp", 1), "step_ms": info["harness"]["step_ms"]})
+    table = pd.DataFrame(rows)
+    single = (table[table["world_size"] == 1].groupby(["workload", "preset", "gpu"])["step_ms"].min()
+              .rename("single_gpu_step_ms"))
+    table = table.join(single, on=["workload", "preset", "gpu"])
+    speedup = table["single_gpu_step_ms"] / table["step_ms"]
+    return table.assign(speedup=speedup, efficiency_pct=100 * speedup / table["world_size"]).sort_values(
+        ["workload", "preset", "gpu", "world_size"], ignore_index=True)
+
+
+def communication_tables(kernels: pd.DataFrame, info: dict, links: pd.DataFrame | None = None,
+                         world_sizes: tuple[int, ...] = (2, 4, 8, 16, 64)) -> dict[str, pd.DataFrame]:
+    """The communication section of a multi-rank run's report (empty for a single-GPU run)."""
+    parallel = info.get("parallel")
+    if not parallel:
+        return {}
+    link = parallel.get("link") or {}
+    tables = {
+        "per_rank": per_rank(kernels, info),
+        "collective_counts": collective_counts(kernels, parallel["sequence_parallel"]),
+        "bus_bandwidth": bus_bandwidth(kernels, parallel["tp"], link.get("gb_s")),
+        "exposed_communication": exposed_communication(kernels),
+        "rank_imbalance": rank_imbalance(kernels),
+    }
+    if links is not None:
+        tables["communication_projection"] = project_communication(kernels, links, list(world_sizes))
+    return tables

@@ -1,0 +1,195 @@
+"""Communication analyses on real two-rank runs: the committed `tests/data/tp2-cpu-gloo-<workload>-<sp|no-sp>`
+runs, each recorded on the CPU over gloo with
+`ssmprof profile WORKLOAD --preset tiny --tp 2 --device cpu --counters none --steps 2 [--no-sequence-parallel]`
+(tiny presets: batch 2 x 64 tokens, d_model 64, fp32)."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ssmprof.analysis.communication import (
+    bus_bandwidth,
+    collective_counts,
+    exposed_communication,
+    predicted_counts,
+    project_communication,
+    projection_check,
+    rank_imbalance,
+    scaling,
+)
+from ssmprof.pipeline import reporting
+from ssmprof.pipeline.loading import load_run
+from ssmprof.profiler.links import LINKS, link_for, links_frame
+from ssmprof.profiler.timeline import collective_of, collective_size
+
+DATA = Path(__file__).parent / "data"
+RUNS = sorted(DATA.glob("tp2-cpu-gloo-*"))
+ACTIVATION_BYTES = 2 * 64 * 64 * 4  # batch x seq_len x d_model x fp32: what every layer collective carries
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {path.name.removeprefix("tp2-cpu-gloo-"): load_run(path) for path in RUNS}
+
+
+def test_fixtures_are_the_five_scenarios():
+    assert [p.name for p in RUNS] == [f"tp2-cpu-gloo-{s}" for s in ("hybrid-sp", "mamba1-lm-no-sp", "mamba1-lm-sp",
+                                                                   "mamba2-lm-no-sp", "mamba2-lm-sp")]
+
+
+def test_merged_run_holds_both_ranks(runs):
+    for name, run in runs.items():
+        kernels, parallel = run.kernels, run.info["parallel"]
+        assert sorted(kernels["rank"].unique()) == [0, 1], name
+        assert (kernels.groupby("rank")["launch_idx"].nunique() == kernels.groupby("rank").size()).all()
+        assert (parallel["world_size"], parallel["tp"], parallel["dp"]) == (2, 2, 1)
+        assert parallel["sequence_parallel"] == (not name.endswith("no-sp"))
+        losses = {r["final_loss"] for r in parallel["ranks"]}
+        assert len(losses) == 1, name  # every rank reports the global loss
+        assert (kernels.loc[kernels["collective"] != "", "category"] == "communication").all()
+
+
+def test_every_layer_makes_the_predicted_collectives(runs):
+    for name, run in runs.items():
+        counts = collective_counts(run.kernels, run.info["parallel"]["sequence_parallel"])
+        assert counts["matches"].all(), (name, counts)
+        assert set(counts["layer_kind"]) == set(run.kernels.loc[run.kernels["layer"] >= 0, "layer_kind"])
+
+
+def test_mamba2_all_reduces_half_as_often_as_mamba1(runs):
+    """The claim, measured: without sequence parallelism, all-reduces per layer, forward and backward."""
+    per_layer = {}
+    for name in ("mamba2-lm-no-sp", "mamba1-lm-no-sp"):
+        counts = collective_counts(runs[name].kernels, False).set_index(["phase", "collective"])
+        per_layer[name] = counts.loc[[("forward", "all_reduce"), ("backward", "all_reduce")], "measured_max"].tolist()
+    assert per_layer == {"mamba2-lm-no-sp": [1, 1], "mamba1-lm-no-sp": [2, 2]}
+
+
+@pytest.mark.parametrize(("kind", "sequence_parallel", "expected"), [
+    ("mamba2", False, {"forward": {"all_reduce": 1}, "backward": {"all_reduce": 1}}),
+    ("mamba2", True, {"forward": {"all_gather": 1, "reduce_scatter": 1},
+                      "backward": {"all_gather": 2, "reduce_scatter": 1}}),
+    ("mamba1", False, {"forward": {"all_reduce": 2}, "backward": {"all_reduce": 2}}),
+    ("mamba1", True, {"forward": {"all_gather": 1, "all_reduce": 1, "reduce_scatter": 1},
+                      "backward": {"all_gather": 2, "all_reduce": 1, "reduce_scatter": 1}}),
+])
+def test_predicted_counts_are_the_measured_h200_probe(kind, sequence_parallel, expected):
+    """Mamba-2 rows: what the issue's probe measured on 2 H200s with mamba-ssm's Mamba2 TP module."""
+    assert predicted_counts(kind, sequence_parallel) == expected
+
+
+def test_message_sizes_are_whole_activations(runs):
+    layer = runs["mamba2-lm-sp"].kernels.query("layer >= 0 and collective != ''")
+    assert set(layer["message_bytes"]) == {ACTIVATION_BYTES}
+    assert set(layer["group_size"]) == {2}
+    mamba1 = runs["mamba1-lm-no-sp"].kernels.query("layer >= 0 and collective != ''")
+    x_dbl = 2 * 64 * (4 + 2 * 16) * 4  # tokens x (dt_rank + 2 d_state) x fp32: Mamba-1's x_proj all-reduce
+    assert set(mamba1["message_bytes"]) == {ACTIVATION_BYTES, x_dbl}
+
+
+def test_bus_bandwidth_follows_nccl_tests(runs):
+    table = bus_bandwidth(runs["mamba1-lm-sp"].kernels, tp=2, link_gb_s=450.0)
+    ratio = (table["busbw_gb_per_s"] / table["algbw_gb_per_s"]).round(6)
+    expected = table["collective"].map({"all_reduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5})
+    assert (ratio == expected).all()
+    assert (table["pct_of_link"] == 100 * table["busbw_gb_per_s"] / 450.0).all()
+
+
+def test_exposed_communication_on_known_intervals():
+    frame = pd.DataFrame({"rank": 0, "phase": "forward", "launch_idx": range(4),
+                          "start_ns": [0, 5, 30, 40], "duration_ns": [10, 15, 10, 5],
+                          "collective": ["all_reduce", "", "all_gather", ""]})
+    row = exposed_communication(frame).iloc[0]
+    assert (row["comm_us"], row["exposed_us"]) == (20 / 1e3, 15 / 1e3)
+    assert row["overlap_pct"] == 25.0
+
+
+def test_exposed_communication_on_real_runs(runs):
+    for run in runs.values():
+        table = exposed_communication(run.kernels)
+        assert (table["exposed_us"] <= table["comm_us"] + 1e-9).all()
+        layers = table[table["phase"].isin(["forward", "backward"])]
+        assert (layers["collectives"] > 0).all() and layers["overlap_pct"].between(0, 100).all()
+
+
+def test_rank_imbalance_names_slowest_and_fastest(runs):
+    table = rank_imbalance(runs["hybrid-sp"].kernels)
+    assert set(table["phase"]) == {"forward", "backward", "optimizer"}
+    assert (table["compute_max_us"] >= table["compute_min_us"]).all() and (table["ranks"] == 2).all()
+
+
+def test_projection_is_the_ring_alpha_beta_model():
+    frame = pd.DataFrame({"rank": 0, "phase": "forward", "collective": ["all_reduce"], "message_bytes": [10**9],
+                          "launch_idx": [0], "duration_ns": [1]})
+    links = pd.DataFrame([{"name": "test link", "gb_s": 100.0, "latency_us": 0.0},
+                          {"name": "slow start", "gb_s": 100.0, "latency_us": 10.0}])
+    table = project_communication(frame, links, [2, 8]).set_index(["link", "world_size"])["projected_us"]
+    assert table[("test link", 2)] == pytest.approx(1e4)  # 2(n-1)/n x 1 GB at 100 GB/s
+    assert table[("test link", 8)] == pytest.approx(1e4 * 2 * 7 / 8)
+    assert table[("slow start", 8)] - table[("test link", 8)] == pytest.approx(2 * 7 * 10)
+
+
+def test_projection_covers_every_link_and_is_labelled(runs):
+    table = project_communication(runs["mamba2-lm-sp"].kernels, links_frame(), [2, 4, 8])
+    assert set(table["link"]) == {link.name for link in LINKS.values()}
+    assert table["kind"].str.startswith("projection").all()
+    by_size = table[table["link"] == LINKS["nvlink4"].name].groupby("world_size")["projected_us"].sum()
+    assert by_size.is_monotonic_increasing
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "all_reduce"),
+    ("ncclDevKernel_AllGather_RING_LL", "all_gather"),
+    ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL", "reduce_scatter"),
+    ("c10d::_allgather_base_", "all_gather"), ("c10d::_reduce_scatter_base_", "reduce_scatter"),
+    ("c10d::allreduce_", "all_reduce"), ("gloo:all_reduce", "all_reduce"), ("aten::mm", ""),
+])
+def test_collective_names(name, expected):
+    assert collective_of(name) == expected
+
+
+def test_collective_size_from_nccl_kernel_args():
+    args = {"In msg nelems": 1024, "Out msg nelems": 2048, "dtype": "BFloat16", "Group size": 2}
+    assert collective_size(args, {}) == (4096, 2)
+
+
+def test_link_for_h200_pair():
+    assert link_for("h200", "GPU0\tX \tNV18\n") == LINKS["nvlink4"]
+    assert link_for("h200", "GPU0\tX \tSYS\n") == LINKS["pcie5"]
+    assert link_for(None, None) is None
+
+
+def test_report_has_per_rank_and_communication_sections():
+    text = reporting.report([DATA / "tp2-cpu-gloo-mamba1-lm-no-sp"], "md")
+    for title in ("Per rank", "collectives per layer", "bus bandwidth", "exposed time", "Rank imbalance",
+                  "PROJECTION (not measured)"):
+        assert title in text
+
+
+def test_single_gpu_runs_read_as_rank_zero():
+    run = load_run(DATA / "mamba2-lm-small-h100")
+    assert (run.kernels["rank"] == 0).all() and (run.kernels["layer"] == -1).all()
+    assert (run.kernels["collective"] == "").all()
+
+
+def test_scaling_against_the_single_process_run(runs):
+    single = {**runs["mamba2-lm-sp"].info, "parallel": None}
+    single = {**single, "harness": {**single["harness"], "step_ms": 300.0}}
+    tp2 = {**runs["mamba2-lm-sp"].info, "harness": {**runs["mamba2-lm-sp"].info["harness"], "step_ms": 200.0}}
+    table = scaling({"one": single, "two": tp2}).set_index("run")
+    assert table.loc["two", "speedup"] == 1.5 and table.loc["two", "efficiency_pct"] == 75.0
+    assert table.loc["one", "world_size"] == 1
+
+
+def test_suite_overview_of_parallel_runs_has_scaling():
+    text = reporting.report([DATA / "tp2-cpu-gloo-mamba2-lm-sp", DATA / "tp2-cpu-gloo-mamba1-lm-sp"], "md")
+    assert "Scaling: step time from 1 to N GPUs" in text and "mamba2-lm tp2x dp1" in text
+
+
+def test_projection_check_against_a_measured_run(runs):
+    measured = runs["mamba2-lm-sp"].kernels
+    took = measured.query("rank == 0 and collective != '' and phase == 'forward'")["duration_ns"].sum() / 1e3
+    projection = pd.DataFrame({"link": ["l"], "world_size": [2], "phase": ["forward"], "projected_us": [2 * took]})
+    row = projection_check(projection, measured, "l", 2).iloc[0]
+    assert row["measured_us"] == pytest.approx(took) and row["error_pct"] == pytest.approx(100.0)
