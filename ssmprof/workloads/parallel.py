@@ -129,31 +129,18 @@ class _LayerSpan:
             self.handle = None
 
 
-class _OpenOnBackward(torch.autograd.Function):
-    """On a mixer's output: its backward runs first in the layer's backward."""
+class _OnBackward(torch.autograd.Function):
+    """Identity whose backward calls `action` first: on a mixer's output it runs first in the layer's backward
+    (open the layer's range there), on its input once every gradient of the layer has reached it (close it)."""
 
     @staticmethod
-    def forward(ctx, x, span):
-        ctx.span = span
+    def forward(ctx, x, action):
+        ctx.action = action
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad):
-        ctx.span.open()
-        return grad, None
-
-
-class _CloseOnBackward(torch.autograd.Function):
-    """On a mixer's input: its backward runs once every gradient of the layer has reached it."""
-
-    @staticmethod
-    def forward(ctx, x, span):
-        ctx.span = span
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        ctx.span.close()
+        ctx.action()
         return grad, None
 
 
@@ -312,10 +299,10 @@ class ParallelCausalLM(CausalLM):
             hidden = self.local_tokens(rearrange(hidden, "b l d -> (b l) d"))
         for layer, span in zip(self.layers, self.spans, strict=True):
             hidden, residual = layer.norm(hidden, residual, prenorm=True)
-            hidden = _CloseOnBackward.apply(hidden, span)
+            hidden = _OnBackward.apply(hidden, span.close)
             with torch.profiler.record_function(span.name):
                 hidden = layer.mixer(hidden, seqlen)
-            hidden = _OpenOnBackward.apply(hidden, span)
+            hidden = _OnBackward.apply(hidden, span.open)
         return self.lm_head(self.norm_f(hidden, residual, prenorm=False))
 
     def local_batch(self, batch: dict) -> dict:
