@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ssmprof.analysis.host import busy_ns
 from ssmprof.schema import BACKWARD, FORWARD
 
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER = "all_reduce", "all_gather", "reduce_scatter"
@@ -110,29 +111,6 @@ def bus_bandwidth(kernels: pd.DataFrame, tp: int, link_gb_s: float | None) -> pd
     return table.assign(pct_of_link=100 * table["busbw_gb_per_s"] / link_gb_s if link_gb_s else float("nan"))
 
 
-def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[list[int]] = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return [(a, b) for a, b in merged]
-
-
-def _covered(intervals: list[tuple[int, int]], cover: list[tuple[int, int]]) -> int:
-    """Length of `intervals` (disjoint, sorted) that `cover` (disjoint, sorted) overlaps."""
-    total, j = 0, 0
-    for start, end in intervals:
-        while j < len(cover) and cover[j][1] <= start:
-            j += 1
-        k = j
-        while k < len(cover) and cover[k][0] < end:
-            total += min(end, cover[k][1]) - max(start, cover[k][0])
-            k += 1
-    return total
-
-
 def exposed_communication(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per rank and phase: communication time (union of its collectives' intervals), the part no compute
     interval of the same rank overlaps (exposed), and the overlapped share. The same sums as
@@ -141,12 +119,9 @@ def exposed_communication(kernels: pd.DataFrame) -> pd.DataFrame:
     ends = kernels["start_ns"] + kernels["duration_ns"]
     frame = kernels.assign(end_ns=ends, is_comm=kernels["collective"].fillna("") != "")
     for (rank, phase), group in frame.groupby(["rank", "phase"]):
-        comm = _union(list(zip(group.loc[group["is_comm"], "start_ns"], group.loc[group["is_comm"], "end_ns"],
-                               strict=True)))
-        compute = _union(list(zip(group.loc[~group["is_comm"], "start_ns"], group.loc[~group["is_comm"], "end_ns"],
-                                  strict=True)))
-        comm_ns = sum(b - a for a, b in comm)
-        overlapped = _covered(comm, compute)
+        # time covered by communication, by compute, and by both (the union lengths of `host.busy_ns`)
+        comm_ns = busy_ns(group[group["is_comm"]])
+        overlapped = comm_ns + busy_ns(group[~group["is_comm"]]) - busy_ns(group)
         rows.append({"rank": rank, "phase": phase, "collectives": int(group["is_comm"].sum()),
                      "comm_us": comm_ns / 1e3, "exposed_us": (comm_ns - overlapped) / 1e3,
                      "overlap_pct": 100 * overlapped / comm_ns if comm_ns else float("nan"),
