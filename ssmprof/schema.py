@@ -152,10 +152,15 @@ COUNTER_METRICS: dict[str, tuple[str, str, str]] = {
     "occupancy_limit_warps": ("launch__occupancy_limit_warps", "blocks", "blocks per SM the warp slots allow"),
     "occupancy_limit_blocks": ("launch__occupancy_limit_blocks", "blocks", "blocks per SM the block slots allow"),
 }
-COUNTER_COLUMNS: dict[str, Column] = {
-    name: Column("float64", unit, f"{description} [{metric}]")
-    for name, (metric, unit, description) in COUNTER_METRICS.items()
-}
+
+
+def _metric_columns(metrics: dict[str, tuple[str, str, str]]) -> dict[str, Column]:
+    """Float columns for a metric group, each described by its meaning and the metric it holds."""
+    return {name: Column("float64", unit, f"{description} [{metric}]")
+            for name, (metric, unit, description) in metrics.items()}
+
+
+COUNTER_COLUMNS: dict[str, Column] = _metric_columns(COUNTER_METRICS)
 # Why warps wait, from a separate Nsight Compute pass over the first launch of the kernels that matter
 # (warp-state counters take replay passes of their own; `profiler.counters.stall_targets`). Each reason is
 # the average number of warps stalled on it per issue cycle: they add up to `stall_warps_per_issue`, the
@@ -190,8 +195,7 @@ STALL_METRICS: dict[str, tuple[str, str, str]] = {
        for reason, meaning in STALL_REASONS.items()},
 }
 STALL_COLUMNS: dict[str, Column] = {
-    **{name: Column("float64", unit, f"{description} [{metric}]")
-       for name, (metric, unit, description) in STALL_METRICS.items()},
+    **_metric_columns(STALL_METRICS),
     "stall_lender": Column("float64", "", "launch_idx of the launch whose warp-stall counters this row carries (its "
                            "own when profiled in the stall pass; the same configuration and problem otherwise), "
                            "NaN where none"),

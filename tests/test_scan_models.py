@@ -81,7 +81,7 @@ def test_gdn_matmul_flops_match_flop_counter_over_our_reference(seqlen, chunk, q
 
 
 @pytest.mark.parametrize(("model", "shape", "kernels"), [
-    (mamba3_forward_model, lambda L: Mamba3Shape(2, L, 128, 64, 128, 1, 64, 32), MAMBA3_FORWARD_KERNELS),
+    (mamba3_forward_model, lambda L: Mamba3Shape(2, L, 128, 64, 128, 1, 64, angles=32), MAMBA3_FORWARD_KERNELS),
     (gdn_forward_model, lambda L: GdnShape(2, L, 32, 64, 128, 64), GDN_FORWARD_KERNELS),
 ])
 def test_models_scale_linearly_in_sequence_length(model, shape, kernels):

@@ -27,7 +27,7 @@ is expected there). The l2norm and beta-sigmoid kernels fla runs first are left 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 
@@ -48,27 +48,21 @@ def _frame(rows) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class Mamba3Shape:
-    batch: int
-    seqlen: int
-    nheads: int
-    headdim: int
-    dstate: int
-    ngroups: int
-    chunk: int
-    angles: int  # rotary angle pairs: a quarter of d_state (mamba-ssm's default rope_fraction 0.5)
+class Mamba3Shape(SsdShape):
+    """A Mamba-2 layer's shape (Mamba-3 keeps its heads, head dim, state and groups) and Mamba-3's rotary angles."""
+
+    angles: int = field(kw_only=True)  # rotary angle pairs: a quarter of d_state (mamba-ssm's rope_fraction 0.5)
 
     @classmethod
     def from_config(cls, config: dict, chunk: int) -> Mamba3Shape:
-        d_inner = config["expand"] * config["d_model"]
-        return cls(config["batch_size"], config["seq_len"], d_inner // config["headdim"], config["headdim"],
-                   config["d_state"], config["ngroups"], chunk, config["d_state"] // 4)
+        ssd = replace(SsdShape.from_config(config), chunk=chunk)
+        return cls(**asdict(ssd), angles=ssd.dstate // 4)
 
 
 def mamba3_forward_model(s: Mamba3Shape) -> pd.DataFrame:
     """Per forward Mamba-3 SISO kernel of one layer: flops_matmul, flops_other, flops, min_bytes."""
-    b, L, h, p, n, g, Q, S = s.batch, s.seqlen, s.nheads, s.headdim, s.dstate, s.ngroups, s.chunk, s.angles
-    c = -(-L // Q)
+    b, L, h, p, n, g, Q, S, c = s.batch, s.seqlen, s.nheads, s.headdim, s.dstate, s.ngroups, s.chunk, s.angles, \
+        s.chunks
     steps, per_step = b * h * L, b * h * L * FP32
     angle_dt, siso = MAMBA3_FORWARD_KERNELS
     rows = [

@@ -152,6 +152,19 @@ def _figures(info: dict, tables: dict):
             yield None, "No tensor vs vector chart: no SSM kernels in this run."
 
 
+def figures_html(charts, embed: bool) -> tuple[list[str], bool]:
+    """Each (figure or None, why not) of `charts` as HTML, a skipped chart as its note; plotly.js goes into the
+    first figure where `embed` (once per page). Returns the parts and whether plotly.js is still to embed."""
+    parts = []
+    for figure, why in charts:
+        if figure is None:
+            parts.append(f'<p class="note">{html.escape(why)}</p>')
+            continue
+        parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=embed))
+        embed = False
+    return parts, embed
+
+
 OVERVIEW_TITLES = {
     "step_times": "Runs: step time, throughput, memory, profiling cost",
     "category_shares": "Where the time goes: % of kernel time per category",
@@ -187,7 +200,7 @@ def render_html(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]],
                                      for i, (info, _, _) in enumerate(runs))
         parts.append(f"<p>{len(runs)} runs: {contents}</p>")
         parts += _overview_html(overview)
-    first = not overview
+    embed = not overview
     for index, (info, tables, notes) in enumerate(runs):
         prefix = f"run{index}"
         parts.append(f'<h2 id="{prefix}">{html.escape(_title(info))}</h2>')
@@ -196,12 +209,8 @@ def render_html(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]],
         if "findings" in tables:
             parts.append(findings_html(tables["findings"], prefix))
         parts += [f'<p class="warning">{html.escape(note)}</p>' for note in notes]
-        for figure, why in _figures(info, tables):
-            if figure is None:
-                parts.append(f'<p class="note">{html.escape(why)}</p>')
-                continue
-            parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=first))
-            first = False
+        drawn, embed = figures_html(_figures(info, tables), embed)
+        parts += drawn
         for key, title in TABLE_TITLES.items():
             if key in tables:
                 parts.append(f"<h3>{html.escape(title)}</h3>")

@@ -7,10 +7,16 @@ from __future__ import annotations
 import html
 
 import pandas as pd
-import plotly.io as pio
 
 from ssmprof.reports import figures
-from ssmprof.reports.render import _page, findings_html, findings_markdown, human_markdown_table, table_html
+from ssmprof.reports.render import (
+    _page,
+    figures_html,
+    findings_html,
+    findings_markdown,
+    human_markdown_table,
+    table_html,
+)
 
 TITLES = {
     "crossover": "Crossover: where one workload overtakes another per token (step time; kernel time beside it)",
@@ -75,13 +81,7 @@ def render_sweep(title: str, tables: dict[str, pd.DataFrame], axes: list[str], f
                 lines += ["", f"## {heading}", "", human_markdown_table(tables[key], key)]
         return "\n".join(lines) + "\n"
     parts = [f"<h1>ssmprof sweep</h1><h2>{html.escape(title)}</h2>", findings_html(tables["findings"], "sweep")]
-    first = True
-    for figure, why in sweep_figures(tables, axes):
-        if figure is None:
-            parts.append(f'<p class="note">{html.escape(why)}</p>')
-            continue
-        parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=first))
-        first = False
+    parts += figures_html(sweep_figures(tables, axes), embed=True)[0]
     for key, heading in TITLES.items():
         if key in tables and len(tables[key]):
             parts.append(f"<h3>{html.escape(heading)}</h3>" + table_html(tables[key], key, f"sweep-{key}"))
