@@ -24,8 +24,10 @@ WHEEL_PLATFORMS := --only-binary :all: --python-version $(WHEEL_PY) --implementa
 	--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 	--platform manylinux_2_25_x86_64
 PROFILE_ARGS ?= mamba2-lm --preset small
-# Extras of ssmprof to install: `dev` (pytest, ruff) everywhere; `make wheelhouse` carries them offline.
-EXTRAS      ?= dev
+# Extras of ssmprof to install: `dev` (pytest, ruff) where the network is; `test` (pytest) from a wheelhouse: an
+# offline GPU host runs the tests but not the linter, whose 11 MB wheel would not fit beside the kernels in one
+# 64 MiB transfer. `make lint` installs ruff where it is missing.
+EXTRAS      ?= $(if $(WHEELHOUSE),test,dev)
 
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 ifneq ($(WHEELHOUSE),)
@@ -77,12 +79,12 @@ kernels: $(BIN)/ssmprof
 
 wheelhouse: $(BIN)/ssmprof
 	@# Run where the network is; installs first (torch is needed to read the sdists). The wheels cover what
-	@# the GPU host lacks besides its own torch/triton stack, the dev tools (pytest, ruff) and the build tools
+	@# the GPU host lacks besides its own torch/triton stack, the test extra (pytest) and the build tools
 	@# (setuptools, wheel: the sdists build with them, and torch may ask for a newer setuptools than the venv's).
 	mkdir -p wheelhouse
 	$(SDIST_ENV) $(BIN)/pip download -q --no-deps --no-binary :all: --no-build-isolation -d wheelhouse \
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
-	$(BIN)/pip download -q $(WHEEL_PLATFORMS) -d wheelhouse nvtx plotly ncu-report narwhals pydantic pytest ruff \
+	$(BIN)/pip download -q $(WHEEL_PLATFORMS) -d wheelhouse nvtx plotly ncu-report narwhals pydantic pytest \
 		setuptools wheel
 	$(BIN)/pip download -q $(WHEEL_PLATFORMS) --no-deps -d wheelhouse $(GPU_DEPS)
 	@ls -la wheelhouse
@@ -94,6 +96,7 @@ test: $(BIN)/ssmprof
 	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/ssmprof
+	@test -x $(BIN)/ruff || $(BIN)/pip install -q $(PIP_SOURCE) "ruff>=0.6"
 	$(BIN)/ruff check ssmprof tests benchmarks scripts
 
 profile: $(BIN)/ssmprof

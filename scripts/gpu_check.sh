@@ -73,7 +73,7 @@ print('pass wall s', d['collectors']['counters'].get('pass_wall_s'), 'stall chec
 restore() {  # a fresh host: install, and unpack what an earlier `build` stage sent back
   if [[ ! -x $BIN/ssmprof ]]; then
     log "install"
-    make install WHEELHOUSE=wheelhouse EXTRAS= >"$LOGS/install.log" 2>&1 || { tail -40 "$LOGS/install.log"; exit 1; }
+    make install WHEELHOUSE=wheelhouse >"$LOGS/install.log" 2>&1 || { tail -40 "$LOGS/install.log"; exit 1; }
   fi
   if ! ls build/kernels/*/selective_scan_cuda/selective_scan_cuda.so >/dev/null 2>&1 && ls build/carry/kernels.tar.xz.* >/dev/null 2>&1; then
     log "unpack carried kernels"; cat build/carry/kernels.tar.xz.* | xz -d | tar xf -
@@ -93,7 +93,7 @@ if [[ $stage == build ]]; then
   log "kernel build (background) + install"
   (time PYTHONPATH="$PWD" python3 -m ssmprof.kernel_build) >"$LOGS/kernels.log" 2>&1 &
   kernels_pid=$!
-  make install WHEELHOUSE=wheelhouse EXTRAS= >"$LOGS/install.log" 2>&1 || { tail -40 "$LOGS/install.log"; exit 1; }
+  make install WHEELHOUSE=wheelhouse >"$LOGS/install.log" 2>&1 || { tail -40 "$LOGS/install.log"; exit 1; }
   log "calibrate"
   timeout 200 $BIN/ssmprof calibrate --out "$LOGS/device-profile.json" --keep-report "$LOGS/calibrate.ncu-rep" 2>&1 \
     | tee "$LOGS/calibrate.log" | tail -16

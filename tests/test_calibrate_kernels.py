@@ -1,4 +1,7 @@
-"""The fp32 and L1 ceiling kernels compute what its FLOP count says, run by Triton's interpreter on the CPU."""
+"""The fp32 and L1 ceiling kernels compute what their FLOP and byte counts say (Triton's interpreter on the CPU),
+and compile for the H100 into the instructions those counts assume (PTX for sm_90, no GPU needed)."""
+
+import re
 
 import pytest
 import torch
@@ -28,3 +31,48 @@ def test_l1_read_sums_iters_blocks_of_its_span_in_every_program(monkeypatch):
     blocks = x.view(4, L1_BLOCK)
     expected = blocks.sum(0) + blocks[0] + blocks[1]
     assert torch.allclose(out.view(3, L1_BLOCK), expected.expand(3, L1_BLOCK), atol=1e-5)
+
+
+# The same kernels compiled for the H100 (sm_90) here, without a GPU: the PTX of each loop trip shows the work
+# the ceiling formulas count. Pointer arguments are 16-byte aligned, as Triton specializes them at launch.
+def _hopper_loop_bodies(kernel, scalars: dict, constants: dict) -> list[str]:
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", **scalars, **dict.fromkeys(constants, "constexpr")}
+    aligned = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
+    source = ASTSource(kernel, signature=signature, constexprs=constants, attrs=aligned)
+    ptx = triton.compile(source, target=GPUTarget("cuda", 90, 64)).asm["ptx"]
+    bodies = []
+    for label in re.finditer(r"^(\$L__BB\d+_\d+):", ptx, re.M):
+        back = re.search(rf"bra(?:\.uni)?\s+{re.escape(label.group(1))};", ptx[label.end():])
+        if back:
+            bodies.append(ptx[label.end():label.end() + back.start()])
+    return bodies
+
+
+ELEMENTS_PER_THREAD = 1024 // (4 * 32)  # BLOCK 1,024 over Triton's default 4 warps
+
+
+def test_fma_chain_loop_is_one_ffma_per_element_on_hopper():
+    from ssmprof.profiler.calibrate import _fma_kernel
+
+    (body,) = _hopper_loop_bodies(_fma_kernel(), {"a": "fp32", "b": "fp32"}, {"ITERS": 256, "BLOCK": 1024})
+    assert body.count("fma.rn.f32") == ELEMENTS_PER_THREAD
+    assert "mul.f32" not in body and "add.f32" not in body
+
+
+def test_fma_peak_loop_is_four_chains_unrolled_eight_times_on_hopper():
+    from ssmprof.profiler.calibrate import _fma_peak_kernel
+
+    (body,) = _hopper_loop_bodies(_fma_peak_kernel(), {"a": "fp32", "b": "fp32"}, {"ITERS": 256, "BLOCK": 1024})
+    assert body.count("fma.rn.f32") == 4 * 8 * ELEMENTS_PER_THREAD
+
+
+def test_l1_read_loop_loads_a_block_with_vector_loads_on_hopper():
+    from ssmprof.profiler.calibrate import L1_BLOCK, L1_ITERS, L1_SPAN, _l1_read_kernel
+
+    (body,) = _hopper_loop_bodies(_l1_read_kernel(), {}, {"ITERS": L1_ITERS, "SPAN": L1_SPAN, "BLOCK": L1_BLOCK})
+    assert body.count("ld.global.v4.b32") == ELEMENTS_PER_THREAD // 4  # 16-byte loads, none hoisted
+    assert body.count("add.f32") == ELEMENTS_PER_THREAD

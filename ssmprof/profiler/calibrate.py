@@ -55,7 +55,7 @@ def _fma_kernel():
         offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         x = tl.load(x_ptr + offsets)
         for _ in range(ITERS):
-            x = x * a + b  # one FFMA per element per iteration (Triton contracts mul+add)
+            x = tl.fma(x, a, b)  # one FFMA per element per iteration, whether or not Triton contracts mul+add
         tl.store(out_ptr + offsets, x)
 
     return fma_chain
@@ -74,7 +74,7 @@ def _fma_peak_kernel():
         x1, x2, x3 = x0 + 1.0, x0 + 2.0, x0 + 3.0
         for _ in range(ITERS // 8):
             for _ in tl.static_range(8):
-                x0, x1, x2, x3 = x0 * a + b, x1 * a + b, x2 * a + b, x3 * a + b
+                x0, x1, x2, x3 = tl.fma(x0, a, b), tl.fma(x1, a, b), tl.fma(x2, a, b), tl.fma(x3, a, b)
         tl.store(out_ptr + offsets, x0 + x1 + x2 + x3)
 
     return fma_peak
@@ -87,11 +87,12 @@ def _l1_read_kernel():
     @triton.jit
     def l1_read(x_ptr, out_ptr, ITERS: tl.constexpr, SPAN: tl.constexpr, BLOCK: tl.constexpr):
         # Every program reads the same SPAN floats (16 KiB: in every SM's L1 after the first pass) ITERS
-        # times, BLOCK at a time; the offset moves with the loop so the compiler cannot hoist the load.
+        # times, BLOCK at a time; the offset moves with the loop so the compiler cannot hoist the load. BLOCK
+        # divides SPAN, so each block is contiguous from an aligned start: 16-byte vector loads.
         lanes = tl.arange(0, BLOCK)
         total = tl.load(x_ptr + lanes)
         for step in range(1, ITERS):
-            total += tl.load(x_ptr + (step * BLOCK + lanes) % SPAN)
+            total += tl.load(x_ptr + (step * BLOCK) % SPAN + lanes)
         tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, total)
 
     return l1_read

@@ -14,7 +14,8 @@ shared memory). That is each launch's own work only where the configuration dete
 does not for library kernels whose grid ignores the shapes (cuBLAS's persistent `nvjet` GEMMs run grid 132
 for every shape) nor for template instances that share a function name. For those configurations the
 collector plans a second, targeted pass: `--kernel-id` with the configurations' function names and the
-invocation numbers (counted per launch configuration by ncu) of the first launch of each problem.
+invocation numbers (ncu counts a function's invocations across all its launch configurations) of the first
+launch of each further problem.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics
     """argv that profiles the cudaProfilerStart/Stop-bracketed iteration of `target` into `report`.
 
     mode "sampled": the first launch of each launch configuration; "all": every launch of the iteration.
-    `targets` (function name -> 1-based invocation numbers within its launch configurations) turns it into
+    `targets` (function name -> 1-based invocation numbers of that function) turns it into
     the second, targeted pass of sampled mode. `names` (function names) profiles only those kernels (the
     `focus` counters of a sweep: the SSM kernels and the longest ones).
     """
@@ -141,8 +142,8 @@ def only_named(names: Iterable[str]) -> str:
 
 def targeted_kernel_id(targets: dict[str, list[int]]) -> str:
     """`::regex:NAMES:INVOCATIONS` for ncu's --kernel-id: the named functions, at the union of the invocation
-    numbers (ncu counts invocations per launch configuration). The union over-selects a little where two
-    configurations need different numbers; the join keeps only the launches it asked for."""
+    numbers (ncu counts a function's invocations, whatever their configuration). The union over-selects a
+    little where two functions need different numbers; the join places those extra launches like the rest."""
     names = "|".join(re.escape(name) for name in sorted(targets))
     numbers = sorted({n for wanted in targets.values() for n in wanted})
     return f"::regex:^({names})$:^({'|'.join(map(str, numbers))})$"
