@@ -22,6 +22,7 @@ from ssmprof.schema import read_run
     ("mamba2-lm", 2, 1, True),  # mamba-ssm's Mamba2 TP module, sequence parallel
     ("mamba1-lm", 2, 1, False),  # our Mamba-1 TP (x_proj all-reduce), all-reduce path
     ("hybrid", 2, 2, True),  # attention and MLP TP, and data parallelism: 4 ranks
+    ("mamba1-lm", 1, 2, True),  # data parallelism alone: the single-GPU layers (sequence parallelism has no group)
 ])
 def test_parallel_model_matches_single_process_model(workload, tp, dp, sequence_parallel):
     """fp32 on the CPU: the TP/DP model, loaded from the single model's sharded weights, has its loss and (its
@@ -72,6 +73,19 @@ def test_two_rank_profile_merges_into_one_run(tmp_path):
     counts = collective_counts(run.kernels, parallel["sequence_parallel"])
     assert counts["matches"].all(), counts
     assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_data_parallel_alone_runs_no_collective_inside_a_layer(tmp_path):
+    """--dp 2 without --tp: the single-GPU model's layers on each rank; the only collectives are the loss's and
+    the gradients' all-reduces over the DP group, outside every layer."""
+    path = measure.profile(measure.WorkloadOptions("mamba2-lm", "tiny", dp=2), tmp_path, steps=1, counters="none",
+                           device="cpu")
+    run = read_run(path)
+    parallel = run.info["parallel"]
+    assert (parallel["tp"], parallel["dp"], parallel["sequence_parallel"]) == (1, 2, False)
+    comm = run.kernels[run.kernels["collective"].fillna("") != ""]
+    assert set(comm["collective"]) == {"all_reduce"} and (comm["layer"] < 0).all(), comm
+    assert len(comm) == 2 * 2  # per rank: the loss value and the coalesced gradients
 
 
 @pytest.mark.gpu

@@ -110,7 +110,7 @@ def rank_job(ready: Prepared, options: WorkloadOptions, steps: int, mode: str):
     from ssmprof.profiler.distributed import RankJob
 
     return RankJob(ready.workload.name, ready.preset, ready.overrides, ready.warmup, steps, options.tp, options.dp,
-                   options.sequence_parallel, ready.plan.device, mode, scratch="",
+                   options.parallelism().sequence_parallel, ready.plan.device, mode, scratch="",
                    allow_fallback=options.allow_fallback)
 
 

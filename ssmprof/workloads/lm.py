@@ -207,8 +207,10 @@ class LanguageModelWorkload(Workload):
                             "(ssm_layer=mamba2), mamba1-lm and transformer have")
 
     def build_parallel(self, cfg: LMConfig, plan: KernelPlan, groups: RankGroups) -> ParallelCausalLM:
-        """This rank's part of the model under tensor parallelism (see `workloads.parallel`)."""
-        return ParallelCausalLM(cfg, self.layer_kinds(cfg), plan, groups)
+        """This rank's part of the model under tensor parallelism (see `workloads.parallel`); with data
+        parallelism alone, the single-GPU model's layers."""
+        single = [layer.mixer for layer in self.build(cfg, plan).layers] if groups.parallelism.tp == 1 else None
+        return ParallelCausalLM(cfg, self.layer_kinds(cfg), plan, groups, single)
 
     def validate_parallel(self, cfg: LMConfig, parallelism: Parallelism) -> None:
         """Refuse, in one line, a split the model's shapes do not allow (before anything starts)."""

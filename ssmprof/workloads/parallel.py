@@ -23,6 +23,9 @@ after backward (`finish_gradients`), as Megatron does for its sequence-parallel 
 splits the batch over DP ranks and all-reduces every gradient over the DP group (one coalesced
 all-reduce after backward, no bucketing or overlap: the cheap kind).
 
+Data parallelism alone (TP 1) runs the single-GPU model's own layers (the fused Mamba-1 path included): no
+collective inside a layer, only the gradient all-reduce after backward.
+
 Rank layout: rank = dp_rank * tp + tp_rank, so a TP group is adjacent GPUs (one NVLink island).
 """
 
@@ -51,6 +54,11 @@ class Parallelism:
     tp: int = 1
     dp: int = 1
     sequence_parallel: bool = True
+
+    def __post_init__(self):
+        # sequence parallelism splits the tokens over a TP group: data parallelism alone has none to split over
+        if self.tp == 1:
+            object.__setattr__(self, "sequence_parallel", False)
 
     @property
     def world_size(self) -> int:
@@ -274,11 +282,16 @@ def build_mixer(kind: str, cfg, plan: KernelPlan, groups: RankGroups, layer_idx:
 class ParallelCausalLM(CausalLM):
     """`CausalLM` with tensor-parallel mixers (same parameter names, so a single-GPU model's weights shard
     onto it: `load_sharded`). Each mixer sits in a `ssmprof/layer/<i>/<kind>` profiler range, forward and
-    backward, so every collective is attributed to its layer."""
+    backward, so every collective is attributed to its layer. `single_mixers`: the single-GPU model's layers,
+    which data parallelism alone (TP 1) runs instead of tensor-parallel ones."""
 
-    def __init__(self, cfg, kinds: list[str], plan: KernelPlan, groups: RankGroups):
+    def __init__(self, cfg, kinds: list[str], plan: KernelPlan, groups: RankGroups,
+                 single_mixers: list[nn.Module] | None = None):
         self.groups, self.cfg = groups, cfg
-        mixers = [build_mixer(kind, cfg, plan, groups, i) for i, kind in enumerate(kinds)]
+        if groups.parallelism.tp == 1:
+            mixers = single_mixers
+        else:
+            mixers = [build_mixer(kind, cfg, plan, groups, i) for i, kind in enumerate(kinds)]
         super().__init__(cfg.vocab_size, cfg.d_model, mixers, plan)
         self.spans = [_LayerSpan(f"{LAYER_RANGE}/{i}/{kind}") for i, kind in enumerate(kinds)]
 
@@ -301,7 +314,7 @@ class ParallelCausalLM(CausalLM):
             hidden, residual = layer.norm(hidden, residual, prenorm=True)
             hidden = _OnBackward.apply(hidden, span.close)
             with torch.profiler.record_function(span.name):
-                hidden = layer.mixer(hidden, seqlen)
+                hidden = layer.mixer(hidden) if seqlen is None else layer.mixer(hidden, seqlen)
             hidden = _OnBackward.apply(hidden, span.open)
         return self.lm_head(self.norm_f(hidden, residual, prenorm=False))
 
@@ -343,9 +356,11 @@ class ParallelCausalLM(CausalLM):
 
     def local_part(self, single: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """This rank's part of a single-GPU `CausalLM`'s tensors (state dict or gradients), by parameter name."""
+        tp, rank = self.groups.parallelism.tp, self.groups.tp_rank
+        if tp == 1:
+            return dict(single)
         rules = {f"layers.{i}.mixer.{name}": rule for i, layer in enumerate(self.layers)
                  for name, rule in layer.mixer.shard_rules(self.cfg).items()}
-        tp, rank = self.groups.parallelism.tp, self.groups.tp_rank
         return {name: shard(tensor, *rules[name], rank, tp) if name in rules else tensor
                 for name, tensor in single.items()}
 
