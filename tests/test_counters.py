@@ -215,3 +215,21 @@ def test_missing_ncu(tmp_path, monkeypatch):
 def test_bad_counters_option_is_one_line():
     result = CliRunner().invoke(app, ["profile", "mamba2-lm", "--preset", "tiny", "--counters", "most"])
     assert result.exit_code == 1 and "--counters must be sampled, all, focus or none" in result.output
+
+
+@pytest.mark.parametrize(("gpu", "workload", "pass_2_launches"), [
+    # the fewest invocation numbers (the earlier plan) asked for 240 and 20 launches
+    ("h100-sxm", "graph-mamba", 139),
+    ("h100-sxm", "mamba2-lm", 17),
+])
+def test_targeted_pass_reaches_every_problem_on_bundled_iterations_for_few_launches(gpu, workload, pass_2_launches):
+    from ssmprof.bundled import REFERENCE
+    from ssmprof.profiler.counters import CONFIG_KEY
+    from ssmprof.schema import read_run
+
+    kernels = read_run(REFERENCE / gpu / workload).kernels.reset_index(drop=True)
+    plan = SamplingPlan.of(kernels)
+    reached = plan.expected(kernels, "sampled").union(plan.expected(kernels, "sampled", plan.targets))
+    work = kernels[CONFIG_KEY].assign(problem=plan.problems.to_numpy())
+    assert len(work.loc[reached].drop_duplicates()) == len(work.drop_duplicates())
+    assert len(plan.expected(kernels, "sampled", plan.targets)) == pass_2_launches

@@ -202,7 +202,7 @@ class SamplingPlan:
         unmeasured = frame.groupby(CONFIG_KEY, sort=False)["problem"].transform("first") != frame["problem"]
         candidates = timeline.loc[several & unmeasured, ["kernel_name"]].assign(
             number=invocation, pair=frame["problem"] + "@" + frame[CONFIG_KEY].astype(str).agg(" ".join, axis=1))
-        targets = _fewest_invocations(candidates)
+        targets = _cheapest_invocations(candidates, invocation.groupby(timeline["kernel_name"]).max())
         labels = [_config_label(r) for r in timeline[several].drop_duplicates(CONFIG_KEY).itertuples()]
         return cls(signatures, problem, labels, targets, first, invocation)
 
@@ -237,17 +237,21 @@ def focus_kernels(timeline: pd.DataFrame, top: int = FOCUS_TOP) -> list[str]:
     return sorted(set(names[fused]) | set(others))
 
 
-def _fewest_invocations(candidates: pd.DataFrame) -> dict[str, list[int]]:
-    """Invocation numbers that reach every problem at least once (columns kernel_name, number, pair).
+def _cheapest_invocations(candidates: pd.DataFrame, invocations: pd.Series) -> dict[str, list[int]]:
+    """Invocation numbers that reach every problem at least once (columns kernel_name, number, pair), profiling
+    few launches. `invocations`: each function's number of launches in the iteration.
 
-    One --kernel-id takes one set of numbers for all the named functions, so each number asked for
-    profiles that invocation of every one of them: the fewer numbers, the fewer launches profiled. Greedy
-    set cover: the number that reaches the most problems not yet reached, the lowest on ties."""
+    One --kernel-id takes one set of numbers for all the named functions, so each number asked for profiles
+    that invocation of every named function that has one: a low number costs a launch of each, a high one
+    only of the functions launched that often. Greedy weighted set cover: the number that reaches the most
+    problems not yet reached per launch it costs, the lowest on ties."""
     left = set(candidates["pair"])
     reach = candidates.groupby("number")["pair"].agg(set)
+    named = invocations[invocations.index.isin(candidates["kernel_name"])]
+    cost = pd.Series([int((named >= number).sum()) for number in reach.index], index=reach.index)
     chosen = []
     while left:
-        gains = pd.Series([len(pairs & left) for pairs in reach], index=reach.index)
+        gains = pd.Series([len(pairs & left) for pairs in reach], index=reach.index) / cost
         number = int(gains[gains == gains.max()].index.min())
         chosen.append(number)
         left -= reach[number]
