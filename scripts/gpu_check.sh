@@ -68,7 +68,7 @@ profile() {  # profile LIMIT_S WORKLOAD [args]: one run directory under $LOGS/ru
   echo "exit $?"; tail -3 "$LOGS/profile.log"
   $BIN/python -c "import json,glob,os; d=json.load(open(max(glob.glob('$LOGS/runs/*/run.json'), key=os.path.getmtime))); \
 print(d['workload']['name'], d['workload']['preset'], d['coverage'], {k: round(v.get('wall_s', 0), 1) for k, v in d['collectors'].items()}); \
-print('pass wall s', d['collectors']['counters'].get('pass_wall_s'), 'stall checks', d.get('checks', {}).get('stalls'))"
+print('pass wall s', d['collectors']['counters'].get('pass_wall_s'), 'apart', [{k: round(v, 1) for k, v in p.items()} for p in d['collectors']['counters'].get('pass_seconds', [])], 'stall checks', d.get('checks', {}).get('stalls'))"
 }
 restore() {  # a fresh host: install, and unpack what an earlier `build` stage sent back
   if [[ ! -x $BIN/ssmprof ]]; then

@@ -233,3 +233,14 @@ def test_targeted_pass_reaches_every_problem_on_bundled_iterations_for_few_launc
     work = kernels[CONFIG_KEY].assign(problem=plan.problems.to_numpy())
     assert len(work.loc[reached].drop_duplicates()) == len(work.drop_duplicates())
     assert len(plan.expected(kernels, "sampled", plan.targets)) == pass_2_launches
+
+
+def test_a_pass_wall_time_is_taken_apart_into_start_up_harness_stages_and_exit():
+    from ssmprof.profiler.counters import child_command, pass_seconds
+
+    command = child_command("mamba2-lm", "paper", {}, 3, False, timings_file="t.json")
+    assert command[-2:] == ["--timings", "t.json"]
+    timings = {"began": 1012.5, "build": 4.0, "warmup": 6.0, "timed": 0.5, "profiled": 30.0}
+    parts = pass_seconds(1000.0, 60.0, timings)
+    assert parts == {"start": 12.5, "build": 4.0, "warmup": 6.0, "timed": 0.5, "profiled": 30.0, "exit": 7.0}
+    assert sum(parts.values()) == 60.0

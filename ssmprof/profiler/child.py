@@ -1,16 +1,20 @@
 """The process Nsight Compute profiles: the same training iteration as the parent's, nothing else.
 
     python -m ssmprof.profiler.child WORKLOAD PRESET OVERRIDES_JSON WARMUP [--allow-fallback] [--autotune FILE]
+                                     [--timings FILE]
 
 Same workload, config, seed and warm-up as the timeline run, and the timeline run's Triton autotuning
 choices pinned (FILE), so the bracketed iteration launches the same kernels with the same launch
-configurations; one timed step (cheap: ncu is off outside the bracket).
+configurations; one timed step (cheap: ncu is off outside the bracket). `--timings` writes when the child's
+code began (after Nsight Compute's start-up, Python's and the imports) and the harness's seconds per stage,
+so a pass's wall time can be taken apart.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 
 from ssmprof.errors import SsmprofError
 from ssmprof.kernels import plan_kernels
@@ -21,6 +25,7 @@ from ssmprof.workloads.registry import get_workload
 
 
 def main(argv: list[str]) -> int:
+    began = time.time()
     name, preset, overrides, warmup = argv[0], argv[1], json.loads(argv[2]), int(argv[3])
     try:
         workload = get_workload(name)
@@ -29,7 +34,10 @@ def main(argv: list[str]) -> int:
         if "--autotune" in argv:
             with open(argv[argv.index("--autotune") + 1]) as f:
                 autotune.pin(json.load(f))
-        run_training(workload, preset, cfg, plan, steps=1, warmup=warmup, marker=NvtxMarker())
+        result = run_training(workload, preset, cfg, plan, steps=1, warmup=warmup, marker=NvtxMarker())
+        if "--timings" in argv:
+            with open(argv[argv.index("--timings") + 1], "w") as f:
+                json.dump({"began": began, **result.harness_seconds}, f)
     except SsmprofError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

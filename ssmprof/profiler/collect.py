@@ -37,6 +37,7 @@ from ssmprof.profiler.counters import (
     available_metrics,
     child_command,
     focus_kernels,
+    pass_seconds,
     run_ncu,
     stall_targets,
 )
@@ -206,17 +207,22 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
             with gzip.open(extra["trace.json.gz"], "wt") as f:
                 json.dump(capture.trace, f)
         if counters != "none":
-            choices_path = Path(scratch) / "autotune.json"
+            choices_path, timings_path = Path(scratch) / "autotune.json", Path(scratch) / "timings.json"
             choices_path.write_text(json.dumps(triton_choices))
-            command = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path)
+            command = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path,
+                                    timings_path)
+            phases = []
 
             def run_pass(report: Path, mode: str, metrics: list[str], targets, names, on_kernel) -> float:
-                return run_ncu(command, report, mode, ncu_timeout_s, on_kernel, metrics=metrics, targets=targets,
+                launched = time.time()
+                wall = run_ncu(command, report, mode, ncu_timeout_s, on_kernel, metrics=metrics, targets=targets,
                                names=names)
+                phases.append(pass_seconds(launched, wall, json.loads(timings_path.read_text())))
+                return wall
 
             kernels, notes, checks, reports = collect_counters(kernels, counters, result.gpu, Path(scratch),
                                                                run_pass, check, tell)
-            collectors["counters"].update(notes)
+            collectors["counters"].update(notes, pass_seconds=phases)
             if keep_report:
                 extra.update({report.name: report for report in reports})
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")

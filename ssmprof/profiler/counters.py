@@ -115,11 +115,23 @@ def _last_message(lines) -> str:
 
 
 def child_command(workload: str, preset: str, overrides: dict, warmup: int, allow_fallback: bool,
-                  autotune_file: Path | None = None) -> list[str]:
-    """The child's argv; `autotune_file` holds the parent's Triton autotuning choices (`autotune.snapshot`)."""
+                  autotune_file: Path | None = None, timings_file: Path | None = None) -> list[str]:
+    """The child's argv; `autotune_file` holds the parent's Triton autotuning choices (`autotune.snapshot`),
+    `timings_file` receives the child's own timings (`pass_seconds`)."""
     command = [sys.executable, "-m", "ssmprof.profiler.child", workload, preset, json.dumps(overrides), str(warmup)]
     command += ["--allow-fallback"] if allow_fallback else []
-    return command + (["--autotune", str(autotune_file)] if autotune_file else [])
+    command += ["--autotune", str(autotune_file)] if autotune_file else []
+    return command + (["--timings", str(timings_file)] if timings_file else [])
+
+
+def pass_seconds(launched: float, wall_s: float, timings: dict) -> dict[str, float]:
+    """One Nsight Compute pass's wall time taken apart: `start` (ncu's and Python's start-up and the imports,
+    until the child's code began), the child harness's stages (`build`, `warmup`, `timed`, and `profiled`: the
+    iteration ncu replays), and `exit` (the rest: the child's teardown, ncu writing the report). `launched`:
+    when the parent started ncu (time.time()); `timings`: what the child wrote with --timings."""
+    start = timings["began"] - launched
+    stages = {stage: float(timings[stage]) for stage in ("build", "warmup", "timed", "profiled") if stage in timings}
+    return {"start": start, **stages, "exit": wall_s - start - sum(stages.values())}
 
 
 # The warp-stall pass: the functions holding this share of the kernel time, at most this many (plus the SSM
