@@ -9,7 +9,7 @@ from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.frame import analysis_frame
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.roofline import Ceilings, at_least_achieved, roofline, roofline_summary
-from ssmprof.analysis.tensor_vector import class_summary, classify
+from ssmprof.analysis.tensor_vector import class_summary, classify, tensor_instruction
 from ssmprof.profiler.gpu_specs import SPECS
 
 H100 = Ceilings.from_datasheet(SPECS["h100-sxm"])
@@ -150,3 +150,28 @@ def test_the_roofline_figure_draws_the_l2_level_where_an_l2_ceiling_is_known():
     assert "the same launches at L2 intensity" in names and any(", L2 (measured)" in name for name in names)
     without = [trace.name for trace in roofline_scatter(roofline(analyzed(), H100), "").data]
     assert not any("L2" in str(name) for name in without)
+
+
+@pytest.mark.parametrize(("scenario", "wgmma", "mma", "family"), [
+    ("cuBLAS's persistent GEMM: all wgmma", 1000.0, 0.0, "wgmma"),
+    ("a Triton SSD kernel compiled to mma.sync", 0.0, 1000.0, "mma.sync"),
+    ("a kernel with both", 600.0, 400.0, "both"),
+    ("no bf16 tensor work", 0.0, 0.0, ""),
+    ("an A100: the split is not on the chip", math.nan, math.nan, ""),
+])
+def test_tensor_instruction_family(scenario, wgmma, mma, family):
+    frame = analyzed().iloc[[1]].assign(tensor_ops_bf16_wgmma=wgmma, tensor_ops_bf16_mma=mma)
+    assert tensor_instruction(frame).iloc[0] == family, scenario
+
+
+def test_the_bundled_h100_mamba2_run_names_its_ssd_kernels_on_mma_sync():
+    from ssmprof.bundled import REFERENCE
+    from ssmprof.pipeline.reporting import analyze_runs
+
+    (run,), _ = analyze_runs([REFERENCE / "h100-sxm" / "mamba2-lm"])
+    families = run.tables["tensor_instructions"].set_index(["category", "tensor_instruction"])
+    assert set(families.loc[("SSM scan", "mma.sync"), "names"].split(", ")) == {
+        "_chunk_scan_fwd_kernel", "_chunk_scan_chunk_state_bwd_dx_kernel", "_chunk_scan_bwd_dcb_kernel"}
+    assert families.loc[("GEMM", "wgmma"), "kernels"] == 7 and ("GEMM", "mma.sync") not in families.index
+    finding = run.tables["findings"].set_index("topic").loc["tensor instructions"]
+    assert finding["value"] == "11 % mma.sync" and "_chunk_scan_fwd_kernel" in finding["finding"]

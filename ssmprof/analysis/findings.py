@@ -152,6 +152,25 @@ def _host(tables: dict[str, pd.DataFrame]) -> list[dict]:
     return [{"topic": "host", "finding": text, "value": f"{host['gpu_busy_pct']:.0f} % busy", "anchor": "host"}]
 
 
+def _tensor_instructions(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    """From `tensor_instructions` (Hopper): which kernels do their tensor work on mma.sync instead of wgmma."""
+    families = tables.get("tensor_instructions")
+    if families is None or families.empty:
+        return []
+    parts = []
+    for category, group in families.groupby("category", sort=False):
+        parts.append(f"{category}: " + ", ".join(
+            f"{row.tensor_instruction} in {row.kernels} kernel{'s' if row.kernels > 1 else ''} ({row.time_ms:.1f} ms"
+            + (f": {row.names}" if row.tensor_instruction != "wgmma" and category == SSM else "") + ")"
+            for row in group.itertuples()))
+    tensor_ms = families["time_ms"].sum()
+    mma_ms = families.loc[families["tensor_instruction"] != "wgmma", "time_ms"].sum()
+    text = "Tensor instructions (Hopper's full tensor throughput needs wgmma; mma.sync is the warp-level " \
+           "instruction it keeps from Ampere): " + "; ".join(parts) + "."
+    return [{"topic": "tensor instructions", "finding": text, "value": f"{100 * mma_ms / tensor_ms:.0f} % mma.sync",
+             "anchor": "tensor_instructions"}]
+
+
 def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
     status = tables["counter_checks"]
     share = dict(zip(status["counter_status"], status["time_share"], strict=True))
@@ -176,8 +195,8 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
 
 def findings(tables: dict[str, pd.DataFrame], info: dict) -> pd.DataFrame:
     """The run's findings, most important first (see the module docstring)."""
-    rows = (_time(tables) + _top_kernels(tables) + _ssm(tables) + _headroom(tables) + _host(tables)
-            + _checks(tables, info))
+    rows = (_time(tables) + _top_kernels(tables) + _ssm(tables) + _tensor_instructions(tables) + _headroom(tables)
+            + _host(tables) + _checks(tables, info))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

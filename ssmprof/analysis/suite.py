@@ -11,7 +11,7 @@ from ssmprof.analysis.categories import CATEGORIES
 from ssmprof.analysis.host import busy_ns
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
-from ssmprof.analysis.tensor_vector import FLOP_CLASSES, class_summary, classify
+from ssmprof.analysis.tensor_vector import BOTH, FLOP_CLASSES, MMA_SYNC, class_summary, classify, tensor_instruction
 from ssmprof.schema import CHECKED_STATUSES, PHASES
 
 SSM = "SSM scan"
@@ -30,7 +30,9 @@ def category_shares(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) -> pd.DataFrame:
     """One row per workload with SSM kernels: their share of kernel time, time-weighted DRAM % of peak,
-    L1/L2 hit rates and % of roof, and the share of forward / backward SSM time per tensor/vector class."""
+    L1/L2 hit rates and % of roof, the share of SSM time in kernels doing their tensor work on mma.sync (Hopper;
+    NaN where the chip does not split it), and the share of forward / backward SSM time per tensor/vector
+    class."""
     rows = []
     for workload, frame in runs.items():
         ssm = frame[frame["category"] == SSM]
@@ -44,6 +46,9 @@ def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) ->
                "memory_bound_pct": 100 * roof["memory_bound_share"],
                # unchecked (schema-1) counters may belong to other launches: their roof % can exceed 100
                "counters_checked": bool(ssm["counter_status"].isin(CHECKED_STATUSES).any())}
+        family = tensor_instruction(ssm)
+        row["mma_sync_pct"] = (100 * ssm.loc[family.isin((MMA_SYNC, BOTH)), "duration_ns"].sum()
+                               / ssm["duration_ns"].sum() if (family != "").any() else float("nan"))
         classes = class_summary(classify(ssm, ceilings[workload]))
         for phase in PHASES[:2]:  # forward, backward (the optimizer runs no SSM kernels)
             for name in FLOP_CLASSES:

@@ -15,7 +15,7 @@ from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_model import analytic_vs_measured
-from ssmprof.analysis.tensor_vector import class_summary, classify
+from ssmprof.analysis.tensor_vector import class_summary, classify, instruction_summary
 from ssmprof.schema import Run
 
 
@@ -53,9 +53,12 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
     if has_counters:
         classified = classify(kernels, ceilings)
         tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",
-                                              "tensor_share", "near_boundary", "recomputed", "flops_tensor",
-                                              "flops_vector", "duration_ns"]]
+                                              "tensor_share", "near_boundary", "recomputed", "tensor_instruction",
+                                              "flops_tensor", "flops_vector", "duration_ns"]]
         tables["tensor_vector_ssm"] = class_summary(classified)
+        instructions = instruction_summary(classified)
+        if len(instructions):  # Hopper only: other chips do not split their tensor ops by instruction
+            tables["tensor_instructions"] = instructions
         model = forward_model(run.info["workload"]["config"])
         if model is not None:
             tables["ssd_analytic_vs_measured"] = analytic_vs_measured(kernels, model)

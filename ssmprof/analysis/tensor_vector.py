@@ -10,6 +10,11 @@ between, NoFLOPs: no arithmetic (data movement). `near_boundary` marks kernels w
 threshold (e.g. 98-99.5 % tensor) or whose two classes differ. Backward launches that redo forward work
 (mamba-ssm's SSD chain again, fla's w/u and chunk states, Mamba-3 MIMO's forward inside its backward:
 `kernels.FORWARD_RECOMPUTE_KERNELS`) are marked `recomputed`.
+
+On Hopper each kernel's bf16 tensor work is also named by its instruction family (`tensor_instruction`):
+wgmma (warpgroup, asynchronous, reads operands from shared memory: cuBLAS's nvjet GEMMs) or mma.sync (the
+warp-level Ampere instruction), from the two halves of the tensor-path ops; Triton picks one per kernel, so
+the SSD chain runs some kernels on each.
 """
 
 from __future__ import annotations
@@ -24,6 +29,18 @@ VECTOR_ONLY_SHARE = 0.01
 CLASSES = ("TensorOnly", "Tensor+Vector", "VectorOnly", "NoFLOPs")
 TENSOR_ONLY, TENSOR_VECTOR, VECTOR_ONLY, NO_FLOPS = CLASSES
 FLOP_CLASSES = (TENSOR_ONLY, TENSOR_VECTOR, VECTOR_ONLY)  # the classes of kernels that do arithmetic
+INSTRUCTION_FAMILIES = ("wgmma", "mma.sync", "both")
+WGMMA, MMA_SYNC, BOTH = INSTRUCTION_FAMILIES
+
+
+def tensor_instruction(kernels: pd.DataFrame) -> pd.Series:
+    """Per launch: the instruction family of its bf16 tensor ops (all but 1 % on one family names it, "both"
+    otherwise); "" without bf16 tensor work or where the chip does not split them (A100: mma.sync only)."""
+    wgmma, mma = kernels["tensor_ops_bf16_wgmma"], kernels["tensor_ops_bf16_mma"]
+    total = wgmma + mma
+    share = wgmma / total.where(total > 0)
+    return pd.Series(np.select([share >= TENSOR_ONLY_SHARE, share <= VECTOR_ONLY_SHARE, share.notna()],
+                               [WGMMA, MMA_SYNC, BOTH], ""), index=kernels.index)
 
 
 def _classes(frame: pd.DataFrame, share: pd.Series) -> np.ndarray:
@@ -40,7 +57,7 @@ def _near(share: pd.Series) -> pd.Series:
 def classify(kernels: pd.DataFrame, ceilings=None) -> pd.DataFrame:
     """Per launch with counters: kernel_name, phase, category, flops_tensor, flops_vector, tensor_share (of
     FLOPs), tensor_time_share (of compute time at `ceilings`' bf16 tensor and fp32 peaks; FLOP share where no
-    ceilings are given), class (on compute time), flop_class, near_boundary, recomputed.
+    ceilings are given), class (on compute time), flop_class, near_boundary, recomputed, tensor_instruction.
     `kernels`: an `analysis_frame`."""
     frame = kernels[kernels["flops"].notna()].copy()
     share = frame["flops_tensor"] / frame["flops"].replace(0, np.nan)
@@ -57,8 +74,22 @@ def classify(kernels: pd.DataFrame, ceilings=None) -> pd.DataFrame:
         frame["flops"] > 0)
     frame["recomputed"] = (frame["phase"] == "backward") & frame["kernel_name"].str.startswith(
         FORWARD_RECOMPUTE_KERNELS)
+    frame["tensor_instruction"] = tensor_instruction(frame)
     return frame[["launch_idx", "kernel_name", "phase", "category", "duration_ns", "flops_tensor", "flops_vector",
-                  "tensor_share", "tensor_time_share", "class", "flop_class", "near_boundary", "recomputed"]]
+                  "tensor_share", "tensor_time_share", "class", "flop_class", "near_boundary", "recomputed",
+                  "tensor_instruction"]]
+
+
+def instruction_summary(classified: pd.DataFrame) -> pd.DataFrame:
+    """Per category and tensor instruction family (launches with bf16 tensor work, where the chip splits it):
+    the kernels (distinct names, longest first), their count and time (ms)."""
+    frame = classified[classified["tensor_instruction"] != ""]
+    rows = []
+    for (category, family), group in frame.groupby(["category", "tensor_instruction"]):
+        by_name = group.groupby("kernel_name")["duration_ns"].sum().sort_values(ascending=False)
+        rows.append({"category": category, "tensor_instruction": family, "kernels": len(by_name),
+                     "time_ms": by_name.sum() / 1e6, "names": ", ".join(by_name.index)})
+    return pd.DataFrame(rows, columns=["category", "tensor_instruction", "kernels", "time_ms", "names"])
 
 
 RECOMPUTE_EXCLUDED = "backward without recomputed forward"

@@ -17,6 +17,7 @@ TABLE_TITLES = {
     "roofline_summary": "Roofline by category (time-weighted; DRAM throughput is in the cache table)",
     "caches": "Cache hit rates and DRAM throughput (time-weighted, Nsight Compute)",
     "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
+    "tensor_instructions": "Tensor instructions (Hopper): wgmma or mma.sync, per category (bf16 tensor work)",
     "ssd_analytic_vs_measured": "SSM forward kernels (SSD, Mamba-3, Gated DeltaNet): analytic vs measured (per launch)",
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
     "host": "GPU busy share of the step: host-bound or GPU-bound",
@@ -324,6 +325,8 @@ def human_markdown_table(table: pd.DataFrame, key: str = "") -> str:
 
 def markdown_table(table: pd.DataFrame) -> str:
     def cell(value) -> str:
+        if isinstance(value, float) and value != value:  # NaN: not measured, or not on this chip
+            return "n/a"
         text = f"{value:.4g}" if isinstance(value, float) else str(value)
         return text.replace("|", "\\|")
 
@@ -367,10 +370,11 @@ def render_results(labels: tuple[str, str], step_times: pd.DataFrame, shares: pd
         "", f"**Where the time goes** on the {a}: % of kernel time per category.", "",
         markdown_table(rounded["shares"]),
         "", f"**SSM kernels** on the {a}: their share of kernel time, time-weighted DRAM throughput (% of peak), L1/L2 "
-        "hit rates, % of the roof at their intensity (measured ceilings), share of SSM time memory-bound, and the "
-        f"share of forward / backward SSM time in each tensor/vector class ({TENSOR_ONLY}: >= "
-        f"{100 * TENSOR_ONLY_SHARE:.0f} % of FLOPs on the tensor path; {VECTOR_ONLY}: <= {100 * VECTOR_ONLY_SHARE:.0f} "
-        "%).", "", markdown_table(rounded["ssm"]),
+        "hit rates, % of the roof at their intensity (measured ceilings), share of SSM time memory-bound, share of "
+        "SSM time in kernels whose tensor work runs on mma.sync rather than wgmma (Hopper; n/a: no tensor work), and "
+        "the share of forward / backward SSM time in each tensor/vector class, defined on compute time at the GPU's "
+        f"peaks ({TENSOR_ONLY}: >= {100 * TENSOR_ONLY_SHARE:.0f} % of it on the tensor path; {VECTOR_ONLY}: <= "
+        f"{100 * VECTOR_ONLY_SHARE:.0f} %).", "", markdown_table(rounded["ssm"]),
         "", f"**{a} vs {b}** (A = {a}, B = {b}): speedup = A's time over B's.", "", markdown_table(rounded["pair"]),
         "", "**Projection check**: each run projected onto the other GPU (`ssmprof project --check`), largest "
         "per-category error over categories above 5 % of kernel time.", "", markdown_table(rounded["errors"]),

@@ -84,6 +84,8 @@ HEADERS: dict[str, str] = {
     "flop_per_s_a": "FLOP/s A", "flop_per_s_b": "FLOP/s B", "flop_per_s": "FLOP/s",
     "l2_hit_rate_pct_a": "L2 hit % A", "l2_hit_rate_pct_b": "L2 hit % B", "launch_op": "Launching op",
     "run": "Run", "busy_share_pct": "GPU busy %", "tensor_share": "Tensor share", "duration_ns": "Time",
+    "tensor_instruction": "Tensor instruction", "names": "Kernels, longest first",
+    "mma_sync_pct": "On mma.sync (% of SSM time)",
     "flops": "FLOPs", "ai_dram": "FLOP / DRAM byte", "finding": "Finding", "topic": "Topic", "item": "",
     "value": "", "errors": "Errors", "check": "Check",
     "kernel": "Kernel", "analytic_flops": "FLOPs, analytic", "measured_flops": "FLOPs, measured",
