@@ -84,7 +84,7 @@ wheelhouse: $(BIN)/ssmprof
 	mkdir -p wheelhouse
 	$(SDIST_ENV) $(BIN)/pip download -q --no-deps --no-binary :all: --no-build-isolation -d wheelhouse \
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
-	$(BIN)/pip download -q $(WHEEL_PLATFORMS) -d wheelhouse nvtx plotly ncu-report narwhals pydantic pytest \
+	$(BIN)/pip download -q $(WHEEL_PLATFORMS) -d wheelhouse nvtx plotly ncu-report narwhals pydantic tabulate pytest \
 		setuptools wheel
 	$(BIN)/pip download -q $(WHEEL_PLATFORMS) --no-deps -d wheelhouse $(GPU_DEPS)
 	@ls -la wheelhouse

@@ -1,6 +1,7 @@
 """Kernel tables whose work is known by construction, for the analysis and report tests."""
 
 import math
+import re
 
 import pandas as pd
 
@@ -14,6 +15,11 @@ NAN = math.nan
 RECORDED_COUNTER_COLUMNS = [c for c in COUNTER_METRICS if c not in
                             ("alu_pipe_pct", "xu_pipe_pct", "lsu_pipe_pct", "issue_active_pct",
                              "achieved_occupancy_pct")]
+
+
+def unpadded(markdown: str) -> str:
+    """Markdown with its tables' cell padding removed (tabulate pads each column to its widest cell)."""
+    return re.sub(r" +\|", " |", re.sub(r"\| +", "| ", markdown))
 
 
 def kernels(gemm_name: str = "nvjet_hsh_256x128"):

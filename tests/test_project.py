@@ -1,7 +1,7 @@
 """Projection onto another GPU: the roofline floor follows the target's ceilings, the time above it stays."""
 
 import pytest
-from known_work import analyzed, kernels, run_info
+from known_work import analyzed, kernels, run_info, unpadded
 from typer.testing import CliRunner
 
 from ssmprof import schema
@@ -42,6 +42,6 @@ def test_project_cli(tmp_path):
     run = schema.write_run(tmp_path / "run", run_info(counter_fraction=0.9), kernels())
     result = CliRunner().invoke(app, ["project", str(run), "--to", "h200"])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("# PROJECTION (not a measurement)") and "| memory |" in result.output
+    assert result.output.startswith("# PROJECTION (not a measurement)") and "| memory |" in unpadded(result.output)
     bad = CliRunner().invoke(app, ["project", str(run), "--to", "b300"])
     assert bad.exit_code == 1 and "unknown target GPU 'b300'" in bad.output

@@ -36,7 +36,8 @@ WGMMA, MMA_SYNC, BOTH = INSTRUCTION_FAMILIES
 def tensor_instruction(kernels: pd.DataFrame) -> pd.Series:
     """Per launch: the instruction family of its bf16 tensor ops (all but 1 % on one family names it, "both"
     otherwise); "" without bf16 tensor work or where the chip does not split them (A100: mma.sync only)."""
-    wgmma, mma = kernels["tensor_ops_bf16_wgmma"], kernels["tensor_ops_bf16_mma"]
+    halves = kernels.reindex(columns=["tensor_ops_bf16_wgmma", "tensor_ops_bf16_mma"])  # absent: not collected
+    wgmma, mma = halves["tensor_ops_bf16_wgmma"], halves["tensor_ops_bf16_mma"]
     total = wgmma + mma
     share = wgmma / total.where(total > 0)
     return pd.Series(np.select([share >= TENSOR_ONLY_SHARE, share <= VECTOR_ONLY_SHARE, share.notna()],

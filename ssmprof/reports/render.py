@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import plotly.io as pio
+from tabulate import tabulate
 
 from ssmprof.analysis.tensor_vector import TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
 from ssmprof.reports import figures, style
@@ -315,25 +316,25 @@ def findings_markdown(findings: pd.DataFrame) -> list[str]:
 def human_markdown_table(table: pd.DataFrame, key: str = "") -> str:
     """A frame as a markdown table with human headers and formatted numbers (as the HTML tables)."""
     table = table.drop(columns=[c for c in HIDDEN.get(key, ()) if c in table.columns])
-    header = "| " + " | ".join(style.header(str(c)) for c in table.columns) + " |"
-    rule = "|" + "---|" * len(table.columns)
-    rows = ["| " + " | ".join(style.cell(str(c), v).replace("|", "\\|") for c, v in zip(table.columns, row,
-                                                                                         strict=True)) + " |"
+    rows = [[style.cell(str(c), v) for c, v in zip(table.columns, row, strict=True)]
             for row in table.itertuples(index=False)]
-    return "\n".join([header, rule, *rows])
+    return _markdown([style.header(str(c)) for c in table.columns], rows)
 
 
 def markdown_table(table: pd.DataFrame) -> str:
     def cell(value) -> str:
         if isinstance(value, float) and value != value:  # NaN: not measured, or not on this chip
             return "n/a"
-        text = f"{value:.4g}" if isinstance(value, float) else str(value)
-        return text.replace("|", "\\|")
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
 
-    header = "| " + " | ".join(map(str, table.columns)) + " |"
-    rule = "|" + "---|" * len(table.columns)
-    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join([header, rule, *rows])
+    return _markdown([str(c) for c in table.columns], [[cell(v) for v in row] for row in table.itertuples(index=False)])
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub markdown table of cells already formatted (tabulate reads none of them as numbers); a `|` in a
+    cell is escaped, as GitHub would otherwise split the cell there."""
+    escaped = [[text.replace("|", "\\|") for text in row] for row in rows]
+    return tabulate(escaped, headers=header, tablefmt="github", disable_numparse=True)
 
 
 def write_csv(tables: dict[str, pd.DataFrame], folder: Path, prefix: str) -> list[Path]:
