@@ -17,7 +17,9 @@
 #   scripts/gpu_check.sh suite     `ssmprof suite --preset paper` (timed; the paper presets of every workload,
 #                                  with counters; SUITE_WORKLOADS=a,b for a part); sends the Triton cache
 #                                  back (triton-cache.tar.xz.*, autotuning kept on a host of the same GPU)
-#   scripts/gpu_check.sh regress   reruns of mamba2-lm small and a planted regression, for baseline/regress
+#   scripts/gpu_check.sh regress   the gate's held-back set: reruns of mamba2-lm small and regressions planted
+#                                  the way they happen (chunk size, autotuning cache, lost fusion, cuBLAS
+#                                  workspace), each gated; bundle with scripts/bundle_regress.sh
 #   scripts/gpu_check.sh oom       a real GPU out-of-memory: one line, exit 1
 #   scripts/gpu_check.sh next      Mamba-3 and Gated DeltaNet: the fused-vs-reference GPU tests (SISO Triton, MIMO
 #                                  TileLang, fla), MIMO and the hybrid's ssm_layer=mamba3|gdn at small, then
@@ -179,15 +181,52 @@ round(h['step_ms'], 2), 'ms', round(h['throughput']), d['harness']['unit'], roun
 fi
 
 if [[ $stage == regress || $stage == all ]]; then
-  # Reruns of one configuration (timeline only: kernel durations) for the regression gate's noise model,
-  # then a planted regression (a worse SSD chunk size); REGRESS_UNTIL: stop starting reruns after that second
+  # Issue #13's held-back set: the gate's thresholds were chosen on the committed H200 reruns; here, on another
+  # host, REGRESS_RERUNS clean reruns of mamba2-lm small (timeline; REGRESS_COUNTERS=sampled adds counters) and
+  # regressions planted the way they happen, none by editing ssmprof: a worse chunk size (a config change), a
+  # Triton autotuning choice that is not the best (an edited autotuning cache, as a stale or foreign cache would
+  # hold), a lost fusion (causal-conv1d's extension unimportable, the torch conv behind --allow-fallback), and
+  # cuBLAS without workspace (CUBLAS_WORKSPACE_CONFIG=:0:0, as deterministic-mode recipes set it). Reruns 1-4
+  # make the baseline; every other run is gated with the default thresholds. Bundle: scripts/bundle_regress.sh.
   restore
-  for i in 1 2 3 4 5 6 7 8; do
+  folder=$LOGS/regress
+  rerun() {  # rerun LABEL [env and args]: one run directory under $folder/LABEL
+    local label=$1
+    shift
+    log "regress: $label"
+    env "$@" $BIN/ssmprof profile mamba2-lm --preset small --steps 5 --counters "${REGRESS_COUNTERS:-none}" \
+      --out "$folder/$label" ${PLANT_ARGS:-} 2>&1 | tail -1
+  }
+  for i in $(seq 1 "${REGRESS_RERUNS:-8}"); do
     (( SECONDS < ${REGRESS_UNTIL:-9999} )) || break
-    log "rerun $i"; $BIN/ssmprof profile mamba2-lm --preset small --counters none --out "$LOGS/regress" 2>&1 | tail -1
+    rerun "rerun-$i"
   done
-  log "planted: chunk_size 64"
-  $BIN/ssmprof profile mamba2-lm --preset small --counters none --set chunk_size=64 --out "$LOGS/regress-planted" 2>&1 | tail -1
+  PLANT_ARGS="--set chunk_size=64" rerun planted-chunk64
+  # the autotuning cache of the hottest forward SSD kernel, its timings edited so the median config wins
+  rm -rf build/triton-cache-planted && cp -r build/triton-cache build/triton-cache-planted
+  $BIN/python - build/triton-cache-planted <<'PY'
+import json, pathlib, sys
+for path in pathlib.Path(sys.argv[1]).rglob("_chunk_scan_fwd_kernel.autotune.json"):
+    data = json.loads(path.read_text())
+    timed = sorted((t[0] if isinstance(t, list) else t, i) for i, (_, t) in enumerate(data["configs_timings"])
+                   if (t[0] if isinstance(t, list) else t) != float("inf"))
+    best, median = timed[0], timed[len(timed) // 2]
+    data["configs_timings"][median[1]][1] = [best[0] / 2] * 3 if isinstance(data["configs_timings"][median[1]][1], list) else best[0] / 2
+    path.write_text(json.dumps(data))
+    print(f"planted {path.name} key {data['key']}: config {median[1]} ({median[0] / best[0]:.2f}x the best's benchmark)")
+PY
+  rerun planted-autotune TRITON_CACHE_DIR="$PWD/build/triton-cache-planted"
+  mkdir -p build/plant-unfused && echo 'raise ImportError("planted: the fused conv is withheld")' \
+    >build/plant-unfused/causal_conv1d_cuda.py
+  PLANT_ARGS="--allow-fallback" rerun planted-unfused-conv PYTHONPATH="$PWD/build/plant-unfused"
+  rerun planted-cublas-no-workspace CUBLAS_WORKSPACE_CONFIG=:0:0
+  runs() { ls -d "$folder"/$1/*/ 2>/dev/null; }
+  $BIN/ssmprof baseline $(runs rerun-1) $(runs rerun-2) $(runs rerun-3) $(runs rerun-4) -o "$folder/baseline.json"
+  for label in $(ls "$folder" | grep -vE '^(rerun-[1-4]|baseline.json|.*\.md)$'); do
+    $BIN/ssmprof regress $(runs "$label") --baseline "$folder/baseline.json" --allow-different-config \
+      --summary "$folder/$label.md" >/dev/null 2>&1
+    echo "gate $label: exit $?; $(grep -m3 -iE 'fail|regress|config changed' "$folder/$label.md" | tr '\n' ' ' | cut -c1-300)"
+  done
 fi
 
 if [[ $stage == next || $stage == all ]]; then
