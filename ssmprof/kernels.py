@@ -14,6 +14,7 @@ is being characterized. On the CPU every op takes its pure-torch reference and s
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import types
 from dataclasses import dataclass, field
@@ -77,6 +78,14 @@ GATED_NORM_FUSED_ENTRY = ("ops.triton.layernorm_gated", "rmsnorm_fn")  # RMSNorm
 MAMBA3_MODULE = "modules.mamba3"  # mamba-ssm's Mamba3 layer: SISO (Triton) or MIMO (TileLang) on the GPU
 # fla-core's chunked gated delta rule (Triton; `use_*_in_kernel` fuse the l2norm, gate and beta sigmoid into it)
 GATED_DELTA_ENTRY = ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule")
+GATED_DELTA_IN_KERNEL = {"use_qk_l2norm_in_kernel": True, "use_gate_in_kernel": True,
+                         "use_beta_sigmoid_in_kernel": True}
+# fla-core 0.6.0's dispatcher hands parts of that chain to other backends where their packages are installed: its
+# `common` TileLang backend (on by default on Hopper with Triton >= 3.4, wherever TileLang and nvcc are, which
+# Mamba-3 MIMO's `mimo` extra brings) takes the backward's chunk_bwd_dqkwg as a TileLang kernel that no
+# FUSED_KERNELS stem names; FlashQLA would take the whole op (its verifier refuses our in-kernel gate and beta
+# today). Both pinned off, so what runs is the Triton chain the plan records, whatever else is installed.
+FLA_BACKENDS_OFF = {"FLA_TILELANG": "0", "FLA_FLASH_QLA": "0"}
 GATED_DELTA_CHUNK_SIZES = (16, 32, 64)  # what fla's chunk kernels accept
 GDN_V_HEADS_PER_QK_HEAD = 2  # Qwen3-Next's layout (32 value heads read 16 q/k heads); the hybrid's GDN layers use it
 MAMBA3_CHUNK = 64  # mamba-ssm's recommended Mamba-3 chunk tile (SISO: steps; MIMO: steps x rank)
@@ -144,7 +153,9 @@ def mamba3_module():
 
 
 def gated_delta_rule_fused():
-    """fla-core's `chunk_gated_delta_rule`, the fused Gated DeltaNet kernel chain."""
+    """fla-core's `chunk_gated_delta_rule`, the fused Gated DeltaNet kernel chain (its Triton kernels only: fla reads
+    FLA_BACKENDS_OFF at every dispatch)."""
+    os.environ.update(FLA_BACKENDS_OFF)
     module, function = GATED_DELTA_ENTRY
     try:
         return getattr(importlib.import_module(module), function)
@@ -163,7 +174,6 @@ class Availability:
     hopper: bool = False  # sm_90 or newer: Mamba-3's SISO kernels load through TMA tensor descriptors
     tilelang: bool = False  # Mamba-3 MIMO (JIT-compiled with nvcc at the first call of each shape)
     fla: bool = False  # fla-core (Gated DeltaNet)
-    flash_qla: bool = False  # FlashQLA: where installed, fla dispatches the gated delta rule to its TileLang kernels
 
     @classmethod
     def probe(cls) -> Availability:
@@ -182,7 +192,6 @@ class Availability:
             hopper=cuda and torch.cuda.get_device_capability()[0] >= 9,
             tilelang=cuda and _importable("tilelang"),
             fla=cuda and _importable("fla.ops.gated_delta_rule"),
-            flash_qla=cuda and _importable("flash_qla"),
         )
 
 
@@ -255,8 +264,6 @@ def _cuda_choice(op: str, have: Availability, dtype: str) -> KernelChoice:
     if op == "gated_delta":
         if not have.fla:
             return KernelChoice(op, "torch-reference", False, f"fla-core not installed ({GPU_DEPS_HINT})")
-        if have.flash_qla:  # fla's dispatcher prefers it: say so rather than record a kernel that did not run
-            return KernelChoice(op, "fla-flashqla", True, "fla dispatches chunk_gated_delta_rule to FlashQLA")
         return KernelChoice(op, "fla-triton-chunk", True, "fla chunk_gated_delta_rule, gate/l2norm/beta fused")
     raise KeyError(op)
 

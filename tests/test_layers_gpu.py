@@ -1,5 +1,7 @@
 """Fused GPU kernels against the pure-torch references that CPU runs use (same weights, same inputs)."""
 
+from contextlib import nullcontext
+
 import pytest
 import torch
 
@@ -72,16 +74,20 @@ def test_fused_mamba1_matches_reference():
         assert rel_err(g, g_ref) < 1e-2
 
 
-def mamba3_grads(mixer, u):
-    out = mixer(u)
+def mamba3_grads(mixer, u, autocast_dtype=None):
+    autocast = nullcontext() if autocast_dtype is None else torch.autocast("cuda", dtype=autocast_dtype)
+    with autocast:
+        out = mixer(u)
     params = [u, mixer.mamba.in_proj.weight, mixer.mamba.dt_bias, mixer.mamba.B_bias, mixer.mamba.D]
-    return out, torch.autograd.grad(out.square().sum(), params)
+    return out, torch.autograd.grad(out.float().square().sum(), params)
 
 
 @pytest.mark.parametrize(("mimo_rank", "chunk", "seqlen"), [(None, 64, 256), (None, 64, 300), (2, 16, 256)])
 def test_fused_mamba3_matches_our_reference(mimo_rank, chunk, seqlen):
-    """SISO: mamba-ssm's Triton kernels; MIMO: its TileLang kernels (JIT-compiled here with nvcc); both
-    against our chunked recurrence on the same parameters. The kernels cast q, k, v to bf16."""
+    """SISO: mamba-ssm's Triton kernels, which cast q, k, v to bf16 themselves; MIMO: its TileLang kernels
+    (JIT-compiled here with nvcc), which compute in the dtype of their input (Mamba3 passes `dtype=x.dtype`) and are
+    written for bf16, so they run under bf16 autocast, as the workloads run them. Both against our chunked
+    recurrence in fp32 on the same parameters."""
     from ssmprof.workloads.mamba3 import Mamba3Mixer
 
     if mimo_rank is not None:
@@ -93,7 +99,7 @@ def test_fused_mamba3_matches_our_reference(mimo_rank, chunk, seqlen):
         mixer = Mamba3Mixer(256, 64, 32, 2, 1, chunk, mimo_rank, plan, 0)
         u = torch.randn(2, seqlen, 256, requires_grad=True)
     assert not mixer.reference
-    out, grads = mamba3_grads(mixer, u)
+    out, grads = mamba3_grads(mixer, u, None if mimo_rank is None else torch.bfloat16)
     mixer.reference = True
     out_ref, grads_ref = mamba3_grads(mixer, u)
     assert rel_err(out, out_ref) < 2e-2

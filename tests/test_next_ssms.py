@@ -1,6 +1,7 @@
 """Mamba-3 and Gated DeltaNet on the CPU: our chunked references against the recurrences that define them, and
 the tiny presets (and the hybrid's SSM-layer setting) training on them."""
 
+import inspect
 import math
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from ssmprof.errors import InvalidConfig
-from ssmprof.kernels import plan_kernels
+from ssmprof.kernels import GATED_DELTA_IN_KERNEL, gated_delta_rule_fused, plan_kernels
 from ssmprof.pipeline.measure import WorkloadOptions, prepare
 from ssmprof.profiler.harness import Trainer
 from ssmprof.profiler.markers import RecordingMarker
@@ -97,11 +98,12 @@ def test_rotation_pairs_and_preserves_dot_products(halves, partner):
 
 SCENARIOS = [
     ("mamba3-lm", {}, ("mamba3", "norm")),
-    ("mamba3-lm", {"mimo": "true", "mimo_rank": "2"}, ("mamba3_mimo", "norm")),
+    ("mamba3-lm", {"mimo": "true", "mimo_rank": "2", "ngroups": "8"}, ("mamba3_mimo", "norm")),  # a group per head
     ("gdn-lm", {}, ("gated_delta", "conv1d", "norm")),
     ("gdn-hybrid", {}, ("gated_delta", "conv1d", "norm", "attention")),
     ("hybrid", {"ssm_layer": "mamba3"}, ("mamba3", "norm", "attention")),
-    ("hybrid", {"ssm_layer": "mamba3", "mimo": "true", "mimo_rank": "2"}, ("mamba3_mimo", "norm", "attention")),
+    ("hybrid", {"ssm_layer": "mamba3", "mimo": "true", "mimo_rank": "2", "ngroups": "1"},
+     ("mamba3_mimo", "norm", "attention")),
     ("hybrid", {"ssm_layer": "gdn"}, ("gated_delta", "conv1d", "norm", "attention")),
 ]
 
@@ -147,7 +149,11 @@ def test_gdn_hybrid_is_three_to_one(layers, counts):
     ("name", "overrides", "message"),
     [
         ("mamba3-lm", {"d_state": "18"}, "multiple of 4"),
+        ("mamba3-lm", {"d_state": "12"}, "SISO needs d_state a multiple of 8"),
         ("mamba3-lm", {"mimo": "true", "chunk_size": "16"}, ">= 8 steps per chunk"),
+        ("mamba3-lm", {"mimo": "true"}, r"ngroups 1 or one per head \(8\), got 2"),
+        ("hybrid", {"ssm_layer": "mamba3", "mimo": "true", "mimo_rank": "2", "ngroups": "1", "seq_len": "60"},
+         r"seq_len a multiple of its chunk \(8 steps"),
         ("mamba3-lm", {"chunk_size": "24"}, "power of two"),
         ("gdn-lm", {"chunk_size": "128"}, "fla's chunk kernels"),
         ("gdn-lm", {"head_dim": "48"}, "multiple of head_dim"),
@@ -176,7 +182,6 @@ def gpu_host(**overrides):
         (gpu_host(), "mamba3_mimo", "tilelang-mimo", True, "TileLang"),
         (gpu_host(tilelang=False), "mamba3_mimo", "torch-reference", False, "tilelang not installed"),
         (gpu_host(), "gated_delta", "fla-triton-chunk", True, "chunk_gated_delta_rule"),
-        (gpu_host(flash_qla=True), "gated_delta", "fla-flashqla", True, "FlashQLA"),
         (gpu_host(fla=False), "gated_delta", "torch-reference", False, "fla-core not installed"),
     ],
 )
@@ -187,3 +192,23 @@ def test_gpu_plan_records_which_kernels_run(monkeypatch, have, op, impl, fused, 
     plan = plan_kernels((op,), "cuda", allow_fallback=True)
     assert (plan.impl(op), plan.choices[op].fused) == (impl, fused)
     assert note in plan.provenance()[op]
+
+
+def test_our_gated_delta_call_runs_flas_triton_chain(monkeypatch):
+    """Where fla-core is installed (it imports on a CPU too): every keyword our layer passes is one fla's autograd
+    function takes (`chunk_gated_delta_rule` swallows **kwargs: a misspelt one would be dropped without a word), and
+    once `gated_delta_rule_fused()` has run, neither FlashQLA nor fla's TileLang backend, on by default on Hopper,
+    takes a part of the chain, even where the environment had switched them on."""
+    pytest.importorskip("fla.ops.gated_delta_rule")
+    from fla.ops.common.backends.tilelang import CommonTileLangBackend
+    from fla.ops.gated_delta_rule.backends.flash_qla import FlashQLABackend
+    from fla.ops.gated_delta_rule.chunk import ChunkGatedDeltaRuleFunction
+
+    taken = inspect.signature(ChunkGatedDeltaRuleFunction.forward).parameters
+    assert {*GATED_DELTA_IN_KERNEL, "A_log", "dt_bias", "chunk_size"} <= set(taken)
+    for backend in (CommonTileLangBackend, FlashQLABackend):
+        monkeypatch.setattr(backend, "default_enable", True)  # CommonTileLangBackend's on Hopper with Triton >= 3.4
+        monkeypatch.setenv(backend.env_var, "1")
+    assert CommonTileLangBackend().is_enabled() and FlashQLABackend().is_enabled()
+    gated_delta_rule_fused()
+    assert not CommonTileLangBackend().is_enabled() and not FlashQLABackend().is_enabled()

@@ -14,7 +14,7 @@ from ssmprof.analysis.communication import collective_counts
 from ssmprof.cli import app
 from ssmprof.errors import InvalidConfig, NoGpu
 from ssmprof.pipeline import measure
-from ssmprof.profiler.distributed import check_devices
+from ssmprof.profiler.distributed import check_devices, device_index
 from ssmprof.schema import read_run
 
 
@@ -50,6 +50,15 @@ def test_more_ranks_than_gpus_is_refused():
     ranks = torch.cuda.device_count() + 1
     with pytest.raises(NoGpu, match=f"need {ranks} GPUs"):
         check_devices("cuda", ranks)
+
+
+def test_a_launched_rank_takes_the_gpu_of_its_rank(monkeypatch):
+    """The rank Nsight Compute wraps inherits the parent's environment, not the LOCAL_RANK `launch` gives the
+    others: an outer launcher's LOCAL_RANK there must not put two ranks on one GPU. Under torchrun, LOCAL_RANK."""
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert device_index(["job.json", "--rank", "1"], 1) == 1
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert device_index(["job.json"], 7) == 3
 
 
 def test_cli_refusal_is_one_line():

@@ -84,7 +84,7 @@ def rank_main(argv: list[str]) -> int:
     rank = int(argv[argv.index("--rank") + 1]) if "--rank" in argv else int(os.environ["RANK"])
     cuda = job.device == "cuda"
     if cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(device_index(argv, rank))
     # The ranks beside the one Nsight Compute replays wait in their collectives for as long as it takes: far past
     # the default 10-minute watchdog on a paper preset.
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{job.port}", rank=rank,
@@ -93,7 +93,7 @@ def rank_main(argv: list[str]) -> int:
     try:
         workload = get_workload(job.workload)
         cfg = workload.config(job.preset, job.overrides)
-        plan = plan_kernels(workload.ops, job.device, job.allow_fallback, cfg.dtype)
+        plan = plan_kernels(workload.kernel_ops(cfg), job.device, job.allow_fallback, cfg.dtype)
         if job.autotune:
             autotune.pin(json.loads(Path(job.autotune).read_text()))
         groups = make_groups(Parallelism(job.tp, job.dp, job.sequence_parallel))
@@ -120,6 +120,13 @@ def rank_main(argv: list[str]) -> int:
     finally:
         dist.destroy_process_group()
     return 0
+
+
+def device_index(argv: list[str], rank: int) -> int:
+    """The GPU of a rank. Launched by `launch` (`--rank`, one host): the GPU numbered as the rank, whatever the
+    environment says, since the rank Nsight Compute wraps inherits the parent's, where a LOCAL_RANK of an outer
+    launcher may stand. Under torchrun: LOCAL_RANK."""
+    return rank if "--rank" in argv else int(os.environ.get("LOCAL_RANK", rank))
 
 
 def check_devices(device: str, world_size: int) -> None:

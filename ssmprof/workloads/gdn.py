@@ -23,6 +23,7 @@ from einops import rearrange
 from torch import nn
 
 from ssmprof.kernels import (
+    GATED_DELTA_IN_KERNEL,
     GATED_NORM_FUSED_ENTRY,
     GATED_NORM_REFERENCE_ENTRY,
     KernelPlan,
@@ -127,9 +128,8 @@ class GatedDeltaNetMixer(nn.Module):
         q, k = (rearrange(t, "b l (h d) -> b l h d", d=self.head_dim) for t in (q, k))
         v = rearrange(v, "b l (h d) -> b l h d", d=self.head_dim)
         if self.fused:
-            o, _ = gated_delta_rule_fused()(q, k, v, a, b, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
-                                            A_log=self.A_log, dt_bias=self.dt_bias, use_beta_sigmoid_in_kernel=True,
-                                            chunk_size=self.chunk_size)
+            o, _ = gated_delta_rule_fused()(q, k, v, a, b, **GATED_DELTA_IN_KERNEL, A_log=self.A_log,
+                                            dt_bias=self.dt_bias, chunk_size=self.chunk_size)
         else:
             g = -torch.exp(self.A_log.float()) * F.softplus(a.float() + self.dt_bias)
             o = gated_delta_rule_chunked(F.normalize(q.float(), dim=-1), F.normalize(k.float(), dim=-1), v, g,

@@ -133,9 +133,19 @@ def check_mamba3(cfg: Mamba3Config | HybridConfig, chunk_size: int) -> None:
         check(chunk_size % cfg.mimo_rank == 0 and chunk_size // cfg.mimo_rank >= 8,
               f"MIMO of rank {cfg.mimo_rank} needs chunk_size a multiple of it with >= 8 steps per chunk, "
               f"got chunk_size {chunk_size}")
+        # mamba-ssm 2.3.2.post1's MIMO backward (mamba_mimo_bwd_combined) reduces its q/k gradients to one group
+        # or to one group per head only, and its dt gradient (bwd_dadt_fused_triton) asserts whole chunks
+        nheads, steps = d_inner // cfg.headdim, mamba3_steps(chunk_size, True, cfg.mimo_rank)
+        check(cfg.ngroups in (1, nheads), f"Mamba-3 MIMO's backward takes ngroups 1 or one per head ({nheads}), "
+              f"got {cfg.ngroups}")
+        check(cfg.seq_len % steps == 0, f"Mamba-3 MIMO's backward needs seq_len a multiple of its chunk "
+              f"({steps} steps = chunk_size / mimo_rank), got {cfg.seq_len}")
     else:
         check(chunk_size >= 16 and chunk_size & (chunk_size - 1) == 0,
               f"chunk_size must be a power of two >= 16, got {chunk_size}")
+        # the SISO kernel (mamba3_siso_fwd) asserts an even number of rotary angles, d_state / 4
+        check(cfg.d_state % 8 == 0, f"Mamba-3 SISO needs d_state a multiple of 8 (an even number, d_state / 4, "
+              f"of rotary angles), got {cfg.d_state}")
 
 
 def mamba3_ops(mimo: bool) -> tuple[str, ...]:
