@@ -157,6 +157,8 @@ def test_gdn_hybrid_is_three_to_one(layers, counts):
         ("mamba3-lm", {"chunk_size": "24"}, "power of two"),
         ("gdn-lm", {"chunk_size": "128"}, "fla's chunk kernels"),
         ("gdn-lm", {"head_dim": "48"}, "multiple of head_dim"),
+        ("gdn-lm", {"head_dim": "4"}, r"head size \(4\) must be a multiple of 8 \(causal-conv1d\)"),
+        ("hybrid", {"ssm_layer": "gdn", "d_state": "4"}, r"head size \(4\) must be a multiple of 8"),
         ("gdn-hybrid", {"layers": "12"}, "whole groups of 8"),
         ("hybrid", {"ssm_layer": "rwkv"}, "ssm_layer must be one of"),
     ],

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 import pandas as pd
 
 from ssmprof.analysis.ssd_model import FP32, SsdShape, ssd_forward_model
-from ssmprof.kernels import GATED_DELTA_CHUNK_SIZES, GDN_V_HEADS_PER_QK_HEAD, MAMBA3_CHUNK
+from ssmprof.kernels import GDN_V_HEADS_PER_QK_HEAD, MAMBA3_CHUNK, hybrid_gdn_chunk
 
 BF16 = 2
 MAMBA3_FORWARD_KERNELS = ("angle_dt_fwd", "mamba3_siso_fwd")
@@ -117,7 +117,7 @@ def forward_model(config: dict) -> pd.DataFrame | None:
     layer = config.get("ssm_layer")
     if layer == "gdn":
         return gdn_forward_model(GdnShape.from_config(config, config["d_state"], GDN_V_HEADS_PER_QK_HEAD,
-                                                      min(config["chunk_size"], max(GATED_DELTA_CHUNK_SIZES))))
+                                                      hybrid_gdn_chunk(config["chunk_size"])))
     if "v_heads_per_qk_head" in config:
         return gdn_forward_model(GdnShape.from_config(config, config["head_dim"], config["v_heads_per_qk_head"],
                                                       config["chunk_size"]))

@@ -22,7 +22,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ssmprof.errors import InvalidConfig
-from ssmprof.kernels import GATED_DELTA_CHUNK_SIZES, GDN_V_HEADS_PER_QK_HEAD, MAMBA3_CHUNK, KernelPlan
+from ssmprof.kernels import (
+    GATED_DELTA_CHUNK_SIZES,
+    GDN_V_HEADS_PER_QK_HEAD,
+    MAMBA3_CHUNK,
+    KernelPlan,
+    hybrid_gdn_chunk,
+)
 from ssmprof.workloads.base import CommonConfig, Workload, check
 from ssmprof.workloads.data import token_batch
 from ssmprof.workloads.gdn import GatedDeltaNetMixer
@@ -158,15 +164,19 @@ def gdn_heads(d_model: int, expand: int, head_dim: int, v_heads_per_qk_head: int
     return n_v // v_heads_per_qk_head, n_v
 
 
-def check_gdn(cfg: GdnConfig) -> None:
-    value = cfg.expand * cfg.d_model
-    check(cfg.head_dim >= 1 and value % cfg.head_dim == 0,
-          f"expand*d_model ({value}) must be a multiple of head_dim ({cfg.head_dim})")
-    n_qk, n_v = gdn_heads(cfg.d_model, cfg.expand, cfg.head_dim, cfg.v_heads_per_qk_head)
-    check(cfg.v_heads_per_qk_head >= 1 and n_qk >= 1 and n_v % cfg.v_heads_per_qk_head == 0,
-          f"value heads ({n_v}) must be a multiple of v_heads_per_qk_head ({cfg.v_heads_per_qk_head})")
-    check(cfg.chunk_size in GATED_DELTA_CHUNK_SIZES,
-          f"chunk_size must be one of {GATED_DELTA_CHUNK_SIZES} (fla's chunk kernels), got {cfg.chunk_size}")
+def check_gdn(d_model: int, expand: int, head_dim: int, v_heads_per_qk_head: int, chunk_size: int) -> None:
+    """A Gated DeltaNet layer's shape, as fla's kernels and causal-conv1d take it."""
+    value = expand * d_model
+    check(head_dim >= 1 and value % head_dim == 0,
+          f"expand*d_model ({value}) must be a multiple of head_dim ({head_dim})")
+    # causal-conv1d runs the q/k/v conv channel-last, which takes channel counts that are multiples of 8 only
+    check(head_dim % 8 == 0, f"the Gated DeltaNet head size ({head_dim}) must be a multiple of 8 (causal-conv1d)")
+    n_qk, n_v = gdn_heads(d_model, expand, head_dim, v_heads_per_qk_head)
+    check(v_heads_per_qk_head >= 1 and n_qk >= 1 and n_v % v_heads_per_qk_head == 0,
+          f"value heads ({n_v}) must be a multiple of v_heads_per_qk_head ({v_heads_per_qk_head})")
+    check(chunk_size in GATED_DELTA_CHUNK_SIZES,
+          f"chunk_size must be one of {GATED_DELTA_CHUNK_SIZES} (fla's chunk kernels), got {chunk_size}")
+
 
 
 GDN_OPS = ("gated_delta", "conv1d", "norm")
@@ -327,6 +337,8 @@ class HybridLM(LanguageModelWorkload):
         check_mamba2(cfg)
         if cfg.ssm_layer == "mamba3":
             check_mamba3(cfg, min(cfg.chunk_size, MAMBA3_CHUNK))
+        if cfg.ssm_layer == "gdn":  # keys and values of d_state per head (see `ssm`)
+            check_gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD, hybrid_gdn_chunk(cfg.chunk_size))
         check_attention(cfg)
         try:
             hybrid_pattern(cfg.layers)
@@ -342,7 +354,7 @@ class HybridLM(LanguageModelWorkload):
             return self.mamba3(cfg, plan, layer_idx, min(cfg.chunk_size, MAMBA3_CHUNK))
         if cfg.ssm_layer == "gdn":  # keys and values of d_state per head: the state of a Mamba-2 head per pair
             return self.gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD,
-                            min(cfg.chunk_size, max(GATED_DELTA_CHUNK_SIZES)), plan)
+                            hybrid_gdn_chunk(cfg.chunk_size), plan)
         return self.mamba2(cfg, plan, layer_idx)
 
     def layer_kinds(self, cfg: HybridConfig) -> list[str]:
@@ -471,7 +483,7 @@ class GdnLM(LanguageModelWorkload):
 
     def validate(self, cfg: GdnConfig) -> None:
         super().validate(cfg)
-        check_gdn(cfg)
+        check_gdn(cfg.d_model, cfg.expand, cfg.head_dim, cfg.v_heads_per_qk_head, cfg.chunk_size)
 
     def build(self, cfg: GdnConfig, plan: KernelPlan) -> nn.Module:
         mixers = [self.gdn(cfg.d_model, cfg.expand, cfg.head_dim, cfg.v_heads_per_qk_head, cfg.chunk_size, plan)
@@ -514,7 +526,7 @@ class GdnHybridLM(LanguageModelWorkload):
 
     def validate(self, cfg: GdnHybridConfig) -> None:
         super().validate(cfg)
-        check_gdn(cfg)
+        check_gdn(cfg.d_model, cfg.expand, cfg.head_dim, cfg.v_heads_per_qk_head, cfg.chunk_size)
         check_attention(cfg)
         try:
             gdn_hybrid_pattern(cfg.layers)
