@@ -13,6 +13,7 @@ import pytest
 
 from ssmprof import bundled
 from ssmprof.analysis import suite
+from ssmprof.analysis.findings import WGMMA_ROWS, autotuned_rows
 from ssmprof.analysis.project import _floor_seconds
 from ssmprof.analysis.roofline import Ceilings, roofline
 from ssmprof.pipeline.ceilings import ceilings_by_run, read_device_profile
@@ -97,11 +98,9 @@ def test_main_findings_paragraph(reference):
     ssd = ssd[(ssd["category"] == SSM) & (ssd["tensor_ops_bf16"] > 0)]
     families = ssd.groupby("kernel_name")["tensor_ops_bf16_wgmma"].sum() > 0
     assert (families.sum(), (~families).sum()) == (7, 3)
-    tiles = {name.rsplit(".", 1)[-1]: int(text.split("BLOCK_SIZE_M: ")[1].split(",")[0])
-             for name, entries in reference["runs"]["h100-sxm"]["mamba2-lm"].info["triton_autotune"].items()
-             for _, _, text in entries if "BLOCK_SIZE_M" in text}
+    tiles = autotuned_rows(reference["runs"]["h100-sxm"]["mamba2-lm"].info)
     assert all(tiles[name] == 32 for name in families.index[~families])  # mma.sync: 32-row tiles
-    assert all(tiles[name] >= 64 for name in families.index[families])  # wgmma: 64 rows a warpgroup
+    assert all(tiles[name] >= WGMMA_ROWS for name in families.index[families])
     limiters = reference["limiters"]
     assert round(100 * limiters.loc[("mamba2-lm", "L2")]) == 83
     assert round(100 * limiters.loc[("mamba1-lm", "L2")]) == 100

@@ -152,11 +152,29 @@ def _host(tables: dict[str, pd.DataFrame]) -> list[dict]:
     return [{"topic": "host", "finding": text, "value": f"{host['gpu_busy_pct']:.0f} % busy", "anchor": "host"}]
 
 
-def _tensor_instructions(tables: dict[str, pd.DataFrame]) -> list[dict]:
-    """From `tensor_instructions` (Hopper): which kernels do their tensor work on mma.sync instead of wgmma."""
+def autotuned_rows(info: dict) -> dict[str, int]:
+    """Kernel function -> the rows of the tile its Triton autotuner chose (`BLOCK_SIZE_M`), from run.json's
+    `triton_autotune` (the first choice where a kernel was tuned for several keys)."""
+    rows = {}
+    for name, entries in info.get("triton_autotune", {}).items():
+        for _, _, config in entries:
+            if "BLOCK_SIZE_M: " in config:
+                rows.setdefault(name.rsplit(".", 1)[-1], int(config.split("BLOCK_SIZE_M: ")[1].split(",")[0]))
+    return rows
+
+
+# A wgmma instruction computes 64 rows of its tile per warpgroup of 4 warps (m64nNk16): Triton emits it only for
+# tiles of at least that many rows, and the warp-level mma.sync otherwise.
+WGMMA_ROWS = 64
+
+
+def _tensor_instructions(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
+    """From `tensor_instructions` (Hopper): which kernels do their tensor work on mma.sync instead of wgmma, and
+    where Triton's autotuning chose their tile, whether it was too short for a wgmma."""
     families = tables.get("tensor_instructions")
     if families is None or families.empty:
         return []
+    tiles = autotuned_rows(info)
     parts = []
     for category, group in families.groupby("category", sort=False):
         parts.append(f"{category}: " + ", ".join(
@@ -164,9 +182,15 @@ def _tensor_instructions(tables: dict[str, pd.DataFrame]) -> list[dict]:
             + (f": {row.names}" if row.tensor_instruction != "wgmma" and category == SSM else "") + ")"
             for row in group.itertuples()))
     tensor_ms = families["time_ms"].sum()
-    mma_ms = families.loc[families["tensor_instruction"] != "wgmma", "time_ms"].sum()
+    mma = families[families["tensor_instruction"] != "wgmma"]
+    mma_ms = mma["time_ms"].sum()
     text = "Tensor instructions (Hopper's full tensor throughput needs wgmma; mma.sync is the warp-level " \
            "instruction it keeps from Ampere): " + "; ".join(parts) + "."
+    short = sorted({name for names in mma["names"] for name in names.split(", ")
+                    if tiles.get(name, WGMMA_ROWS) < WGMMA_ROWS})
+    if short:
+        text += f" Triton's autotuning chose tiles of fewer than {WGMMA_ROWS} rows (a wgmma's rows per warpgroup) " \
+                f"for " + ", ".join(f"{name} ({tiles[name]})" for name in short) + "."
     return [{"topic": "tensor instructions", "finding": text, "value": f"{100 * mma_ms / tensor_ms:.0f} % mma.sync",
              "anchor": "tensor_instructions"}]
 
@@ -195,8 +219,8 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
 
 def findings(tables: dict[str, pd.DataFrame], info: dict) -> pd.DataFrame:
     """The run's findings, most important first (see the module docstring)."""
-    rows = (_time(tables) + _top_kernels(tables) + _ssm(tables) + _tensor_instructions(tables) + _headroom(tables)
-            + _host(tables) + _checks(tables, info))
+    rows = (_time(tables) + _top_kernels(tables) + _ssm(tables) + _tensor_instructions(tables, info)
+            + _headroom(tables) + _host(tables) + _checks(tables, info))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
