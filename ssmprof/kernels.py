@@ -87,7 +87,6 @@ GATED_DELTA_IN_KERNEL = {"use_qk_l2norm_in_kernel": True, "use_gate_in_kernel": 
 # today). Both pinned off, so what runs is the Triton chain the plan records, whatever else is installed.
 FLA_BACKENDS_OFF = {"FLA_TILELANG": "0", "FLA_FLASH_QLA": "0"}
 GATED_DELTA_CHUNK_SIZES = (16, 32, 64)  # what fla's chunk kernels accept
-
 GDN_V_HEADS_PER_QK_HEAD = 2  # Qwen3-Next's layout (32 value heads read 16 q/k heads); the hybrid's GDN layers use it
 MAMBA3_CHUNK = 64  # mamba-ssm's recommended Mamba-3 chunk tile (SISO: steps; MIMO: steps x rank)
 # Backward kernels that recompute forward work (their FLOPs repeat the forward's): mamba-ssm's SSD chain launched

@@ -178,7 +178,6 @@ def check_gdn(d_model: int, expand: int, head_dim: int, v_heads_per_qk_head: int
           f"chunk_size must be one of {GATED_DELTA_CHUNK_SIZES} (fla's chunk kernels), got {chunk_size}")
 
 
-
 GDN_OPS = ("gated_delta", "conv1d", "norm")
 
 
