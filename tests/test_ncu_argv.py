@@ -76,6 +76,33 @@ def test_every_chip_metric_set_exists_in_that_chips_query_list(chip):
             check_metrics(counter_metrics("gh100"), available, chip)
 
 
+# What Nsight Compute accepts after a base metric of each type (its "Metrics Structure"): counters and throughputs
+# take a roll-up (then optionally a sub-metric), ratios one of their own forms; anything else is refused at launch.
+ROLL_UPS = {"Counter": {"sum", "avg", "min", "max"}, "Throughput": {"sum", "avg", "min", "max"},
+            "Ratio": {"ratio", "pct", "max_rate"}}
+SUB_METRICS = {"pct_of_peak_sustained_active", "pct_of_peak_sustained_elapsed", "per_second", "per_cycle_active",
+               "per_cycle_elapsed", "peak_sustained"}
+
+
+@pytest.mark.parametrize("chip", sorted(set(CHIPS.values())))
+def test_every_metric_asks_for_a_form_its_type_has(chip):
+    listing = QUERY_LISTS / f"{chip}-metrics-ncu2025.3.1.txt.gz"
+    if not listing.exists():
+        pytest.skip(f"{listing} is not beside this checkout")
+    with gzip.open(listing, "rt") as text:
+        types = {parts[0]: parts[1] for parts in map(str.split, text) if len(parts) >= 2 and "__" in parts[0]}
+    for group in METRIC_GROUPS:
+        for metric in counter_metrics(chip, group):
+            if metric.startswith("launch__"):  # launch attributes: no type, no suffix
+                continue
+            base, *suffixes = metric.split(".")
+            assert suffixes and suffixes[0] in ROLL_UPS[types[base]], (chip, metric, types[base])
+            if types[base] == "Ratio":
+                assert len(suffixes) == 1, (chip, metric)
+            else:
+                assert set(suffixes[1:]) <= SUB_METRICS, (chip, metric)
+
+
 def test_a100_collects_what_it_has_and_says_what_it_lacks():
     a100 = column_metrics(chip_for("8.0"))
     assert a100["tensor_ops_bf16"] == "sm__ops_path_tensor_src_bf16_dst_fp32.sum"
