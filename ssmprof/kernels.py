@@ -114,6 +114,12 @@ def hybrid_gdn_chunk(chunk_size: int) -> int:
     return min(chunk_size, max(GATED_DELTA_CHUNK_SIZES))
 
 
+def mamba3_steps(chunk_size: int, mimo: bool, mimo_rank: int) -> int:
+    """Steps per chunk of a Mamba-3 layer: the tile's rows over the MIMO rank (the layer's chunk and the analytic
+    model's)."""
+    return chunk_size // mimo_rank if mimo else chunk_size
+
+
 def _extension_built(name: str) -> bool:
     module = sys.modules.get(name)
     if module is not None:

@@ -10,6 +10,38 @@ dim p, state n, B/C groups g, chunk Q, rotary angles S (c = L / Q chunks); the k
   key weights, decay mask, D skip, gate). Bytes: q, k (per group), v, z, the step tensors in; out, the pre-gate
   out, per-chunk states (bf16), rotated q and k and the per-step scalars out (what its backward reads).
 
+Mamba-3 MIMO (the same release's TileLang path, `mamba3_mimo`), rank R: each step feeds R projections of x into
+the state (psi v) and reads R outputs, so a chunk of Q steps is a tile of Q R rows (the layer's chunk is
+chunk_size / R steps: `kernels.mamba3_steps`). Three forward launches, activations in the compute dtype e
+(q, k, v, z, trap; the kernel runs in x's dtype, no casts), the rest fp32. Other FLOPs count each add,
+multiply, clamp and special function (exp, sigmoid, tanh, sin, cos) as one, as the code writes them:
+
+- angle_dt_fwd: as SISO's, ~3 b L h S other; angles in and cumulative angles out are fp32 here (Mamba3 casts
+  them to fp32, and only SISO's wrapper casts them back to bf16), dt in, the final angle state out.
+- dacs_segsum: ~b L h (3 Q + 4) other (forward and reverse cumsums of A dt, the reverse one rolled a step by a
+  masked Q-wide row sum, the Q x Q segment cumsums, their clamps at 0); A dt in; da_cs, da_cs_rev and the
+  Q x Q segment sums of every chunk out (fp32: b h c Q^2, as large as an activation of width Q).
+- mamba_mimo_fwd: b h L (4 R n p + 4 Q R^2 n + 2 Q R^2 p) matmul FLOPs: per chunk five tensor-core GEMMs on the
+  Q R-row tile, run per head (a group's q and k are re-read by each of its heads, counted once in the bytes):
+  q k^T (biased, unrotated: one rotation angle per step keeps the same-step dots), whose same-step R x R
+  blocks give the diagonal term, 2 (QR)^2 n; rotated q.state, 2 QR n p; rotated q times the trap-weighted
+  rotated k^T, 2 (QR)^2 n; the step-masked scores times psi v, 2 (QR)^2 p; the state update k^T (psi v),
+  2 QR n p. Other ~b h L (5 R n + 16 R S + 14 R p + 2 R^2 p + 2 Q R^2 + 6) + b h c n p: biases,
+  trap weights and decays of k (5 R n); both rotations with their sin and cos (16 R S); psi v, the output
+  decay, the same-step R x R blocks times psi v in a scalar loop (2 R^2 p, not a GEMM), D skip, SiLU gate
+  through mimo_z, mimo_o and the sum over the R ranks (14 R p); the decay mask, an exp and a multiply per
+  score (2 Q R^2); six per-step scalars; the state decay, n p per chunk. Bytes: q, k (per group), v, z, trap,
+  the cumulative angles, da_cs, da_cs_rev, dt, the segment sums and the parameters (q/k biases, mimo_x, mimo_z,
+  mimo_o, D) in; y out. It writes nothing for its backward, which reruns it (mamba_mimo_bwd_fwd), and the final
+  state and k only when decoding state is asked for (never in training).
+
+MIMO's three QR x QR GEMMs are counted dense, as the kernel runs them (the step mask zeroes scores after their
+product, and the masked GEMM multiplies those zeros), so measured/analytic near 1 is expected there, unlike the
+SSD chain's chunk_scan.
+Assumed: L a multiple of Q (the MIMO backward asserts whole chunks; `lm.check_mamba3` enforces it). Left out:
+the torch copies the autograd function's `.contiguous()` makes of the split z, x and the transposed dt, A dt and
+trap (elementwise kernels, not this chain's).
+
 Gated DeltaNet (fla-core 0.6.0 chunk path), per layer with q/k heads H, value heads V_h, head dim d (keys and
 values), chunk C:
 
@@ -32,10 +64,13 @@ from dataclasses import asdict, dataclass, field, replace
 import pandas as pd
 
 from ssmprof.analysis.ssd_model import FP32, SsdShape, ssd_forward_model
-from ssmprof.kernels import GDN_V_HEADS_PER_QK_HEAD, MAMBA3_CHUNK, hybrid_gdn_chunk
+from ssmprof.kernels import GDN_V_HEADS_PER_QK_HEAD, MAMBA3_CHUNK, hybrid_gdn_chunk, mamba3_steps
 
 BF16 = 2
 MAMBA3_FORWARD_KERNELS = ("angle_dt_fwd", "mamba3_siso_fwd")
+# MIMO's forward in launch order, as its traces name them by prefix: angle_dt_fwd_kernel and dacs_segsum_kernel
+# (Triton), mamba_mimo_fwd_kernel_kernel (TileLang's `<prim_func>_kernel`)
+MAMBA3_MIMO_FORWARD_KERNELS = (MAMBA3_FORWARD_KERNELS[0], "dacs_segsum", "mamba_mimo_fwd")
 GDN_FORWARD_KERNELS = ("gdn_gate_chunk_cumsum", "chunk_gated_delta_rule_fwd_kkt_solve", "recompute_w_u_fwd",
                        "chunk_gated_delta_rule_fwd_kernel_h", "chunk_fwd_kernel_o")
 COLUMNS = ["kernel", "flops_matmul", "flops_other", "min_bytes"]
@@ -59,17 +94,55 @@ class Mamba3Shape(SsdShape):
         return cls(**asdict(ssd), angles=ssd.dstate // 4)
 
 
+def _angle_dt_row(steps: int, S: int, angles_in: int, angles_out: int, final_state: int = 0) -> tuple:
+    """angle_dt_fwd, shared by SISO and MIMO: `steps` = b h L; angles in and out in the given bytes, dt in (fp32),
+    and `final_state` bytes of the last running angles."""
+    return (MAMBA3_FORWARD_KERNELS[0], 0, 3 * steps * S, steps * S * (angles_in + angles_out) + steps * FP32
+            + final_state)
+
+
 def mamba3_forward_model(s: Mamba3Shape) -> pd.DataFrame:
     """Per forward Mamba-3 SISO kernel of one layer: flops_matmul, flops_other, flops, min_bytes."""
     b, L, h, p, n, g, Q, S, c = s.batch, s.seqlen, s.nheads, s.headdim, s.dstate, s.ngroups, s.chunk, s.angles, \
         s.chunks
     steps, per_step = b * h * L, b * h * L * FP32
-    angle_dt, siso = MAMBA3_FORWARD_KERNELS
+    siso = MAMBA3_FORWARD_KERNELS[1]
     rows = [
-        (angle_dt, 0, 3 * steps * S, steps * S * (BF16 + FP32) + per_step),
+        _angle_dt_row(steps, S, BF16, FP32),
         (siso, steps * (4 * n * p + 2 * Q * n + 2 * Q * p + 2 * n), steps * (12 * S + 3 * n + Q + 6 * p),
          2 * b * L * g * n * BF16 + 2 * steps * p * BF16 + 2 * per_step + steps * BF16 + steps * S * FP32
          + 2 * steps * p * BF16 + b * h * p * c * n * BF16 + per_step + 2 * steps * n * BF16 + 3 * per_step),
+    ]
+    return _frame(rows)
+
+
+@dataclass(frozen=True)
+class Mamba3MimoShape(Mamba3Shape):
+    """A Mamba-3 MIMO layer: Mamba3Shape with `chunk` in steps (the tile's rows over the rank) and the rank."""
+
+    rank: int = field(kw_only=True)  # mimo_rank R
+
+    @classmethod
+    def from_config(cls, config: dict, chunk: int) -> Mamba3MimoShape:
+        """`chunk`: steps per chunk, `mamba3_steps` of the layer's chunk_size."""
+        return cls(**asdict(Mamba3Shape.from_config(config, chunk)), rank=config["mimo_rank"])
+
+
+def mamba3_mimo_forward_model(s: Mamba3MimoShape) -> pd.DataFrame:
+    """Per forward Mamba-3 MIMO kernel of one layer: flops_matmul, flops_other, flops, min_bytes."""
+    b, L, h, p, n, g, Q, S, c, R, e = s.batch, s.seqlen, s.nheads, s.headdim, s.dstate, s.ngroups, s.chunk, \
+        s.angles, s.chunks, s.rank, s.elem_bytes
+    steps, per_step = b * h * L, b * h * L * FP32
+    segsum = b * h * c * Q * Q * FP32
+    params = (2 * h * R * n + 3 * h * R * p + h) * FP32  # q/k biases, mimo_x, mimo_z, mimo_o, D
+    _, dacs, mimo = MAMBA3_MIMO_FORWARD_KERNELS
+    rows = [
+        _angle_dt_row(steps, S, FP32, FP32, b * h * S * FP32),
+        (dacs, 0, steps * (3 * Q + 4), per_step + 2 * per_step + segsum),  # A dt in; da_cs, da_cs_rev, segsum out
+        (mimo, steps * (4 * R * n * p + 4 * Q * R * R * n + 2 * Q * R * R * p),
+         steps * (5 * R * n + 16 * R * S + 14 * R * p + 2 * R * R * p + 2 * Q * R * R + 6) + b * h * c * n * p,
+         2 * b * L * R * g * n * e + 2 * b * L * h * p * e + steps * S * FP32 + 3 * per_step + steps * e + segsum
+         + params + b * L * h * p * e),
     ]
     return _frame(rows)
 
@@ -112,8 +185,9 @@ def gdn_forward_model(s: GdnShape) -> pd.DataFrame:
 
 def forward_model(config: dict) -> pd.DataFrame | None:
     """The analytic forward model of the run's sequence mixer, chosen by its workload config: Gated DeltaNet
-    (gdn-lm, gdn-hybrid, hybrid with ssm_layer=gdn), Mamba-3 SISO (mamba3-lm, hybrid with ssm_layer=mamba3; MIMO
-    has no model yet: None), else the SSD chain where the config has its settings (None otherwise)."""
+    (gdn-lm, gdn-hybrid, hybrid with ssm_layer=gdn), Mamba-3 SISO or MIMO (mamba3-lm, hybrid with
+    ssm_layer=mamba3; `mimo` picks, at the chunk the layer runs), else the SSD chain where the config has its
+    settings (None otherwise)."""
     layer = config.get("ssm_layer")
     if layer == "gdn":
         return gdn_forward_model(GdnShape.from_config(config, config["d_state"], GDN_V_HEADS_PER_QK_HEAD,
@@ -122,10 +196,11 @@ def forward_model(config: dict) -> pd.DataFrame | None:
         return gdn_forward_model(GdnShape.from_config(config, config["head_dim"], config["v_heads_per_qk_head"],
                                                       config["chunk_size"]))
     if layer == "mamba3" or (layer is None and "mimo" in config):
-        if config["mimo"]:
-            return None
-        chunk = config["chunk_size"] if layer is None else min(config["chunk_size"], MAMBA3_CHUNK)
-        return mamba3_forward_model(Mamba3Shape.from_config(config, chunk))
+        tile = config["chunk_size"] if layer is None else min(config["chunk_size"], MAMBA3_CHUNK)
+        if not config["mimo"]:
+            return mamba3_forward_model(Mamba3Shape.from_config(config, tile))
+        steps = mamba3_steps(tile, True, config["mimo_rank"])
+        return mamba3_mimo_forward_model(Mamba3MimoShape.from_config(config, steps))
     if {"d_state", "chunk_size", "headdim"} <= set(config):
         return ssd_forward_model(SsdShape.from_config(config))
     return None

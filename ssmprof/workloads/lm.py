@@ -28,6 +28,7 @@ from ssmprof.kernels import (
     MAMBA3_CHUNK,
     KernelPlan,
     hybrid_gdn_chunk,
+    mamba3_steps,
 )
 from ssmprof.workloads.base import CommonConfig, Workload, check
 from ssmprof.workloads.data import token_batch
@@ -120,11 +121,6 @@ def check_mamba2(cfg: Mamba2Config) -> None:
     check(cfg.chunk_size >= 16 and cfg.chunk_size & (cfg.chunk_size - 1) == 0,
           f"chunk_size must be a power of two >= 16, got {cfg.chunk_size}")
     check(cfg.d_state >= 1, f"d_state must be >= 1, got {cfg.d_state}")
-
-
-def mamba3_steps(chunk_size: int, mimo: bool, mimo_rank: int) -> int:
-    """Steps per chunk of a Mamba-3 layer: the tile's rows over the MIMO rank."""
-    return chunk_size // mimo_rank if mimo else chunk_size
 
 
 def check_mamba3(cfg: Mamba3Config | HybridConfig, chunk_size: int) -> None:
