@@ -4,7 +4,8 @@ run's workload config calls for.
 Mamba-3 SISO (mamba-ssm 2.3.2.post1, `mamba3_siso_combined`), per layer with batch b, sequence L, heads h, head
 dim p, state n, B/C groups g, chunk Q, rotary angles S (c = L / Q chunks); the kernel casts q, k, v, z to bf16:
 
-- angle_dt_fwd: ~3 b L h S other FLOPs (tanh, x pi dt, running sum); angles in (bf16), dt in, angles out (fp32).
+- angle_dt_fwd: ~3 b L h S other FLOPs (tanh, x pi dt, running sum); angles in (bf16: the SISO wrapper
+  casts them), dt in (fp32); cumulative angles and the final angle state out, in the angles' dtype (bf16).
 - mamba3_siso_fwd: b h L (4 n p + 2 Q n + 2 Q p + 2 n) matmul FLOPs (q.state, q k^T, masked scores.v, the
   state update, and the diagonal q.k through a dot), ~b h L (12 S + 3 n + Q + 6 p) other (rotations, biases,
   key weights, decay mask, D skip, gate). Bytes: q, k (per group), v, z, the step tensors in; out, the pre-gate
@@ -108,9 +109,9 @@ def mamba3_forward_model(s: Mamba3Shape) -> pd.DataFrame:
     steps, per_step = b * h * L, b * h * L * FP32
     siso = MAMBA3_FORWARD_KERNELS[1]
     rows = [
-        _angle_dt_row(steps, S, BF16, FP32),
+        _angle_dt_row(steps, S, BF16, BF16, b * h * S * BF16),
         (siso, steps * (4 * n * p + 2 * Q * n + 2 * Q * p + 2 * n), steps * (12 * S + 3 * n + Q + 6 * p),
-         2 * b * L * g * n * BF16 + 2 * steps * p * BF16 + 2 * per_step + steps * BF16 + steps * S * FP32
+         2 * b * L * g * n * BF16 + 2 * steps * p * BF16 + 2 * per_step + steps * BF16 + steps * S * BF16
          + 2 * steps * p * BF16 + b * h * p * c * n * BF16 + per_step + 2 * steps * n * BF16 + 3 * per_step),
     ]
     return _frame(rows)
