@@ -61,13 +61,18 @@ def test_targeted_pass_asks_for_the_union_of_invocations_of_the_named_functions(
     assert targeted_kernel_id({"a.b": [3]}) == "::regex:^(a\\.b)$:^(3)$"
 
 
-@pytest.mark.parametrize("chip", sorted(set(CHIPS.values())))
-def test_every_chip_metric_set_exists_in_that_chips_query_list(chip):
+def query_listing(chip: str) -> str:
+    """`ncu --query-metrics --chip CHIP`'s output, or a skip where shared/ is not beside the checkout."""
     listing = QUERY_LISTS / f"{chip}-metrics-ncu2025.3.1.txt.gz"
     if not listing.exists():
         pytest.skip(f"{listing} is not beside this checkout")
     with gzip.open(listing, "rt") as text:
-        available = parse_query_metrics(text.read())
+        return text.read()
+
+
+@pytest.mark.parametrize("chip", sorted(set(CHIPS.values())))
+def test_every_chip_metric_set_exists_in_that_chips_query_list(chip):
+    available = parse_query_metrics(query_listing(chip))
     for group in METRIC_GROUPS:
         check_metrics(counter_metrics(chip, group), available, chip)  # raises on any unknown metric
     # what Hopper alone has is mapped or dropped on the others, never asked for
@@ -86,11 +91,8 @@ SUB_METRICS = {"pct_of_peak_sustained_active", "pct_of_peak_sustained_elapsed", 
 
 @pytest.mark.parametrize("chip", sorted(set(CHIPS.values())))
 def test_every_metric_asks_for_a_form_its_type_has(chip):
-    listing = QUERY_LISTS / f"{chip}-metrics-ncu2025.3.1.txt.gz"
-    if not listing.exists():
-        pytest.skip(f"{listing} is not beside this checkout")
-    with gzip.open(listing, "rt") as text:
-        types = {parts[0]: parts[1] for parts in map(str.split, text) if len(parts) >= 2 and "__" in parts[0]}
+    rows = map(str.split, query_listing(chip).splitlines())
+    types = {parts[0]: parts[1] for parts in rows if len(parts) >= 2 and "__" in parts[0]}
     for group in METRIC_GROUPS:
         for metric in counter_metrics(chip, group):
             if metric.startswith("launch__"):  # launch attributes: no type, no suffix
