@@ -50,3 +50,17 @@ def test_calibrate_without_gpu(tmp_path):
     result = CliRunner().invoke(app, ["calibrate", "--out", str(tmp_path / "d.json")])
     assert result.exit_code == 1 and "no CUDA GPU" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "d.json").exists()
+
+
+@pytest.mark.parametrize(("scenario", "l1", "kept", "noted"), [
+    # the first L1 kernel on the H100 (2026-11-23): 3,205 GB/s against an L2 ceiling of 4,644
+    ("an L1 read slower than L2 is not an L1 ceiling", 3204.7, None, True),
+    ("an L1 read above L2 is kept", 20000.0, 20000.0, False),
+    ("a profile without an L1 ceiling stays without", None, None, False),
+])
+def test_an_l1_ceiling_must_be_above_the_l2_ceiling(scenario, l1, kept, noted):
+    from ssmprof.analysis.calibration import ordered_ceilings
+
+    ceilings, note = ordered_ceilings({"dram_gb_s": 2963.1, "l2_gb_s": 4643.6, "l1_gb_s": l1})
+    assert ceilings["l1_gb_s"] == kept and ceilings["l2_gb_s"] == 4643.6, scenario
+    assert (note is not None) == noted and (not noted or "4,644 GB/s" in note), scenario

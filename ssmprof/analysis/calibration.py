@@ -27,3 +27,13 @@ def evaluate(report: pd.DataFrame, known_work: tuple[dict, ...]) -> pd.DataFrame
                      "expected": work["expected"], "measured": measured, "unit": work["unit"], "error_pct": error,
                      "tolerance_pct": work["tolerance_pct"], "passed": bool(error <= work["tolerance_pct"])})
     return pd.DataFrame(rows)
+
+
+def ordered_ceilings(measured: dict) -> tuple[dict, str | None]:
+    """Memory ceilings rise toward the SM (DRAM < L2 < L1): an L1 ceiling at or below the L2 one was not reached by
+    its kernel, so it is dropped (None), with the reason, rather than put a slower level under the roofline."""
+    l1, l2 = measured.get("l1_gb_s"), measured.get("l2_gb_s")
+    if l1 is None or l2 is None or l1 > l2:
+        return measured, None
+    return {**measured, "l1_gb_s": None}, (f"the L1 read kernel reached {l1:,.0f} GB/s, not above the L2 ceiling "
+                                           f"({l2:,.0f} GB/s): it did not run at L1's bandwidth; no L1 ceiling")

@@ -235,7 +235,7 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
               ) -> CalibrationResult:
     """`ssmprof calibrate`: check the counter formulas on kernels of known work, measure this GPU's ceilings,
     and write both as its device profile (`out`, default runs/device-<gpu>.json), failed checks included."""
-    from ssmprof.analysis.calibration import evaluate
+    from ssmprof.analysis.calibration import evaluate, ordered_ceilings
     from ssmprof.profiler.calibrate import KNOWN_WORK, run_calibration
     from ssmprof.profiler.gpu_specs import spec_for
     from ssmprof.profiler.harness import gpu_info
@@ -243,13 +243,14 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
     check_file(out, "--out")
     check_file(keep_report, "--keep-report")
     measured, ceilings, ncu_wall = run_calibration(ncu_timeout_s, keep_report)
+    ceilings, note = ordered_ceilings(ceilings)
     checks = evaluate(measured, KNOWN_WORK)
     gpu = gpu_info()
     spec = spec_for(gpu["name"])
     datasheet = {"dram_gb_s": spec.dram_tb_s * 1e3, "bf16_tensor_tflops": spec.bf16_tflops,
                  "fp32_tflops": spec.fp32_tflops} if spec else {}
     document = make_document(DeviceProfile, gpu=gpu, measured=ceilings, datasheet=datasheet,
-                             checks=checks.to_dict("records"), ncu_wall_s=ncu_wall)
+                             checks=checks.to_dict("records"), ncu_wall_s=ncu_wall, note=note)
     path = out or Path("runs") / f"device-{(spec.key if spec else gpu['name']).replace(' ', '_')}.json"
     return CalibrationResult(document, checks, write_document(document, path))
 

@@ -88,12 +88,20 @@ def _l1_read_kernel():
     def l1_read(x_ptr, out_ptr, ITERS: tl.constexpr, SPAN: tl.constexpr, BLOCK: tl.constexpr):
         # Every program reads the same SPAN floats (16 KiB: in every SM's L1 after the first pass) ITERS
         # times, BLOCK at a time; the offset moves with the loop so the compiler cannot hoist the load. BLOCK
-        # divides SPAN, so each block is contiguous from an aligned start: 16-byte vector loads.
+        # divides SPAN, so each block is contiguous from an aligned start: 16-byte vector loads, cached in L1
+        # (.ca). Four blocks a trip into four sums: with one running sum each trip waited for its load, and the
+        # kernel reached 3.2 TB/s on the H100, below its L2 ceiling.
         lanes = tl.arange(0, BLOCK)
-        total = tl.load(x_ptr + lanes)
-        for step in range(1, ITERS):
-            total += tl.load(x_ptr + (step * BLOCK) % SPAN + lanes)
-        tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, total)
+        s0 = tl.load(x_ptr + lanes)
+        s1 = tl.load(x_ptr + BLOCK % SPAN + lanes)
+        s2 = tl.load(x_ptr + (2 * BLOCK) % SPAN + lanes)
+        s3 = tl.load(x_ptr + (3 * BLOCK) % SPAN + lanes)
+        for step in range(4, ITERS, 4):  # ITERS: a multiple of 4
+            s0 += tl.load(x_ptr + (step * BLOCK) % SPAN + lanes, cache_modifier=".ca")
+            s1 += tl.load(x_ptr + ((step + 1) * BLOCK) % SPAN + lanes, cache_modifier=".ca")
+            s2 += tl.load(x_ptr + ((step + 2) * BLOCK) % SPAN + lanes, cache_modifier=".ca")
+            s3 += tl.load(x_ptr + ((step + 3) * BLOCK) % SPAN + lanes, cache_modifier=".ca")
+        tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, s0 + s1 + s2 + s3)
 
     return l1_read
 
