@@ -7,13 +7,24 @@ from typer.testing import CliRunner
 
 from ssmprof.analysis.calibration import evaluate
 from ssmprof.cli import app
-from ssmprof.profiler.calibrate import COPY_BYTES, FMA_ELEMENTS, FMA_ITERS, GEMM_MNK, KNOWN_WORK
+from ssmprof.profiler.calibrate import (
+    COPY_BYTES,
+    FMA_ELEMENTS,
+    FMA_ITERS,
+    GEMM_MNK,
+    KNOWN_WORK,
+    L1_BLOCK,
+    L1_CHECK_ITERS,
+    L1_CHECK_PROGRAMS,
+)
 
 GEMM_FLOPS = 2.0 * GEMM_MNK[0] * GEMM_MNK[1] * GEMM_MNK[2]
 FMA_FLOPS = 2.0 * FMA_ELEMENTS * FMA_ITERS
+L1_BYTES = 4.0 * L1_CHECK_PROGRAMS * L1_BLOCK * (L1_CHECK_ITERS + 1)
 
 
-def report(tensor_ops=GEMM_FLOPS, ffma=FMA_FLOPS / 2, dram=2.0 * COPY_BYTES, gemm="nvjet_hsh_256x128_64x4_2x1_v"):
+def report(tensor_ops=GEMM_FLOPS, ffma=FMA_FLOPS / 2, dram=2.0 * COPY_BYTES, gemm="nvjet_hsh_256x128_64x4_2x1_v",
+           l1=L1_BYTES):
     nan = float("nan")
     rows = [
         {"kernel_name": gemm, "tensor_ops_bf16": tensor_ops, "inst_fadd": 0, "inst_fmul": 0, "inst_ffma": 0,
@@ -22,6 +33,7 @@ def report(tensor_ops=GEMM_FLOPS, ffma=FMA_FLOPS / 2, dram=2.0 * COPY_BYTES, gem
          "dram_read_bytes": 6.7e7, "dram_write_bytes": 6.7e7},
         {"kernel_name": "vectorized_elementwise_kernel", "tensor_ops_bf16": 0, "inst_fadd": nan, "inst_fmul": nan,
          "inst_ffma": nan, "dram_read_bytes": dram / 2, "dram_write_bytes": dram / 2},
+        {"kernel_name": "l1_read", "tensor_ops_bf16": 0, "l1_bytes": l1},
     ]
     return pd.DataFrame(rows)
 
@@ -29,20 +41,22 @@ def report(tensor_ops=GEMM_FLOPS, ffma=FMA_FLOPS / 2, dram=2.0 * COPY_BYTES, gem
 @pytest.mark.parametrize(
     ("frame", "passed"),
     [
-        (report(), [True, True, True]),
-        (report(tensor_ops=GEMM_FLOPS / 2), [False, True, True]),  # counting FMAs instead of FLOPs would do this
-        (report(tensor_ops=GEMM_FLOPS * 1.009), [True, True, True]),
-        (report(ffma=FMA_FLOPS / 2 * 1.02), [True, False, True]),
-        (report(dram=2.0 * COPY_BYTES * 1.019), [True, True, True]),
-        (report(dram=2.0 * COPY_BYTES * 1.05), [True, True, False]),
-        (report(gemm="some_other_kernel"), [False, True, True]),  # the GEMM was not found in the report
+        (report(), [True, True, True, True]),
+        (report(tensor_ops=GEMM_FLOPS / 2), [False, True, True, True]),  # counting FMAs instead of FLOPs does this
+        (report(tensor_ops=GEMM_FLOPS * 1.009), [True, True, True, True]),
+        (report(ffma=FMA_FLOPS / 2 * 1.02), [True, False, True, True]),
+        (report(dram=2.0 * COPY_BYTES * 1.019), [True, True, True, True]),
+        (report(dram=2.0 * COPY_BYTES * 1.05), [True, True, False, True]),
+        (report(gemm="some_other_kernel"), [False, True, True, True]),  # the GEMM was not found in the report
+        # the first L1 kernel on the H100: loads hoisted out of its loop, 145 GB/s of L1 traffic counted
+        (report(l1=L1_BYTES / 46), [True, True, True, False]),
     ],
 )
 def test_checks(frame, passed):
     result = evaluate(frame, KNOWN_WORK)
     assert result["passed"].tolist() == passed
     assert result["check"].tolist() == ["tensor FLOPs (bf16 GEMM)", "vector FLOPs (fp32 FMA chain)",
-                                        "DRAM bytes (copy kernel)"]
+                                        "DRAM bytes (copy kernel)", "L1 bytes (L1 read kernel)"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")

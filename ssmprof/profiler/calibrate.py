@@ -4,7 +4,9 @@ Checks (Nsight Compute on a child process, like the counter collector):
 - a bf16 GEMM of M x N x K: tensor-path ops must equal 2*M*N*K within 1 % (a tensor-path "op" is one FLOP);
 - a Triton kernel of ITERS chained fp32 multiply-adds on each of N elements: fadd + fmul + 2*ffma must
   equal 2*N*ITERS within 1 %;
-- a copy kernel over S bytes: DRAM bytes read + written must equal 2*S within 2 %.
+- a copy kernel over S bytes: DRAM bytes read + written must equal 2*S within 2 %;
+- the L1 read kernel: L1 bytes must equal every block it reads plus the sums it stores within 2 % (a load the
+  compiler hoisted out of the loop would leave its bytes uncounted).
 Ceilings (CUDA events, in this process, median of repeats): DRAM GB/s (a copy far larger than L2),
 L2 GB/s (a copy that fits in L2, repeated), L1 GB/s (reads of a span that fits in L1, repeated), bf16
 tensor TFLOP/s (the best of several large GEMMs), fp32 TFLOP/s (independent FMA chains). They are
@@ -32,6 +34,11 @@ GEMM_MNK = (4096, 4096, 4096)
 FMA_ELEMENTS, FMA_ITERS = 1 << 24, 256
 COPY_BYTES = 1 << 30  # 1 GiB: 20x the H100's L2, so the copy streams through DRAM
 L2_COPY_BYTES = 8 << 20  # 8 MiB source + 8 MiB destination fit in a 50 MB L2
+# The span is 5 blocks (20 KiB) while a trip reads 4: each sum's block moves every trip, so no load is loop-invariant
+# (over a 4-block span the compiler hoisted them all out of the loop, and the H100 counted 145 GB/s of L1 traffic
+# for a "6.7 TB/s" kernel).
+L1_SPAN, L1_BLOCK, L1_ITERS = 5 * 1024, 1024, 4096
+L1_CHECK_PROGRAMS, L1_CHECK_ITERS = 132, 256  # the known-work launch: small, so ncu replays it quickly
 
 
 # What each launch does, for `ssmprof.analysis.calibration.evaluate`: the derived column (computed by
@@ -43,6 +50,9 @@ KNOWN_WORK = (
      "expected": 2.0 * FMA_ELEMENTS * FMA_ITERS, "tolerance_pct": 1.0, "unit": "FLOP"},
     {"check": "DRAM bytes (copy kernel)", "kernel": r"elementwise", "column": "dram_bytes",
      "expected": 2.0 * COPY_BYTES, "tolerance_pct": 2.0, "unit": "bytes"},
+    # every block read through L1, and the sums stored: what the L1 ceiling's bytes count assumes
+    {"check": "L1 bytes (L1 read kernel)", "kernel": r"^l1_read$", "column": "l1_bytes",
+     "expected": 4.0 * L1_CHECK_PROGRAMS * L1_BLOCK * (L1_CHECK_ITERS + 1), "tolerance_pct": 2.0, "unit": "bytes"},
 )
 
 
@@ -106,7 +116,6 @@ def _l1_read_kernel():
     return l1_read
 
 
-L1_SPAN, L1_BLOCK, L1_ITERS = 4096, 1024, 4096
 
 
 def l1_read(x: torch.Tensor, out: torch.Tensor, programs: int, iters: int = L1_ITERS) -> None:
@@ -119,14 +128,16 @@ def fma_chain(x: torch.Tensor, out: torch.Tensor, iters: int) -> None:
 
 
 def known_work() -> list:
-    """The three calibration launches, as closures over preallocated buffers (random data, never zeros)."""
+    """The four calibration launches, as closures over preallocated buffers (random data, never zeros)."""
     m, n, k = GEMM_MNK
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     x, y = torch.randn(FMA_ELEMENTS, device="cuda"), torch.empty(FMA_ELEMENTS, device="cuda")
     src = torch.randn(COPY_BYTES // 4, device="cuda")
     dst = torch.empty_like(src)
-    return [lambda: a @ b, lambda: fma_chain(x, y, FMA_ITERS), lambda: copy_kernel(src, dst)]
+    span, sums = torch.randn(L1_SPAN, device="cuda"), torch.empty(L1_CHECK_PROGRAMS * L1_BLOCK, device="cuda")
+    return [lambda: a @ b, lambda: fma_chain(x, y, FMA_ITERS), lambda: copy_kernel(src, dst),
+            lambda: l1_read(span, sums, L1_CHECK_PROGRAMS, L1_CHECK_ITERS)]
 
 
 def copy_kernel(src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -225,7 +236,7 @@ def measure_ceilings() -> dict:
 
 def run_calibration(ncu_timeout_s: float = 900, keep_report: Path | None = None) -> tuple[pd.DataFrame, dict, float]:
     """(report of the KNOWN_WORK launches, measured ceilings, ncu wall seconds) on the visible GPU; the
-    three-kernel report is copied to `keep_report` if given (small: the test fixture for extraction)."""
+    four-kernel report is copied to `keep_report` if given (small: the test fixture for extraction)."""
     if not torch.cuda.is_available():
         raise NoGpu("calibrate measures a GPU: no CUDA GPU is visible")
     ceilings = measure_ceilings()
