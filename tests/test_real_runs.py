@@ -43,7 +43,9 @@ def test_profiled_mamba2_small_iteration_is_complete():
 
 
 def test_calibration_report_extracts_and_passes(tmp_path):
-    """The three known-work kernels of `ssmprof calibrate` on the H100, read back through ncu_report."""
+    """The four known-work kernels of `ssmprof calibrate` on the H100 (2026-11-23), read back through ncu_report: the
+    GEMM, FMA and copy checks pass; the L1 read kernel's L1 bytes come out 3.94x what it reads and stores, an open
+    question (the kernel or l1tex__t_bytes' accounting), so calibrate records no L1 ceiling and says why."""
     pytest.importorskip("ncu_report")
     from ssmprof.profiler.ncu_extract import read_report
 
@@ -51,9 +53,11 @@ def test_calibration_report_extracts_and_passes(tmp_path):
     with lzma.open(DATA / "calibrate-h100" / "calibrate.ncu-rep.xz") as packed, open(report, "wb") as out:
         shutil.copyfileobj(packed, out)
     frame = read_report(report, columns=RECORDED_COUNTER_COLUMNS)
-    assert len(frame) == 3 and set(frame["phase"]) == {"forward"}
+    assert len(frame) == 4 and set(frame["phase"]) == {"forward"}
     checks = evaluate(frame, KNOWN_WORK).set_index("check")
-    assert checks["passed"].all(), checks
+    assert checks["passed"].tolist() == [True, True, True, False], checks
+    l1 = checks.loc["L1 bytes (L1 read kernel)"]
+    assert l1["measured"] / l1["expected"] == pytest.approx(3.94, abs=0.01)
     assert checks.loc["tensor FLOPs (bf16 GEMM)", "error_pct"] == pytest.approx(0.0, abs=1e-9)
 
 
