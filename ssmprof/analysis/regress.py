@@ -15,7 +15,10 @@ median over its runs and their spread (median absolute deviation, scaled to a st
 - a site whose configurations changed (a Triton autotuning choice, another tile size, a kernel split into
   two configurations): the site's time, before and after, as one "config changed" check, and its efficiency
   metrics time-weighted over its configurations;
-- a site only in the baseline ("removed kernel") or only in the run ("new kernel"): its whole time.
+- a site only in the baseline ("removed kernel") or only in the run ("new kernel"): its whole time; except a new
+  site that takes a removed one's place (same phase, launching op, configurations and launch counts: another
+  variant of a library kernel), judged as a change of that site's time ("config changed", noted "kernel
+  replaced").
 
 `judge(checks, thresholds)` applies the thresholds (`Thresholds`): a check regresses where it is worse than
 the median by more than its band (max(relative effect, `sigmas` spreads, and for times per launch
@@ -156,6 +159,19 @@ def _shape_change(old: list[str], new: list[str]) -> str:
             + (f" ({kept} other configuration{'s' if kept > 1 else ''} unchanged)" if kept else ""))
 
 
+def _replacements(removed: list[tuple], added: list[tuple], shapes: dict) -> dict[tuple, tuple]:
+    """New site -> the removed site it replaces: same phase and launching op, and the same launch configurations
+    and counts (a library swapping one kernel for a variant, e.g. cuBLAS's `_ssched_` GEMMs without workspace).
+    Each removed site stands for at most one new one."""
+    pairs, free = {}, list(removed)
+    for site in added:
+        match = next((old for old in free if old[1:] == site[1:] and shapes[old][0] == shapes[site][1]), None)
+        if match is not None:
+            pairs[site] = match
+            free.remove(match)
+    return pairs
+
+
 def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     """Every check of a run against `baseline` (from `build_baseline`), no thresholds yet: `check` (total,
     phase, category, kernel, config changed, removed kernel, new kernel, efficiency), `scope`, the key
@@ -196,28 +212,35 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     base_sites = baseline[(baseline["scope"] == "site") & (baseline["metric"] == TIME)].set_index(SITE)
     now_sites = now[(now["scope"] == "site") & (now["metric"] == TIME)].set_index(SITE)
     same_shape, changed = [], []
+    shapes = {}  # site -> (its configurations in the baseline, in the run)
     for site in base_sites.index.union(now_sites.index):
         old = base_shape[(base_shape[SITE] == list(site)).all(axis=1)]
         new = now_shape[(now_shape[SITE] == list(site)).all(axis=1)]
-        old_shape, new_shape = _configs(old), _configs(new)
-        if site in base_sites.index and site in now_sites.index and old_shape == new_shape:
+        shapes[site] = (_configs(old), _configs(new), float(old["launches"].sum()) if len(old) else 0.0)
+        if site in base_sites.index and site in now_sites.index and shapes[site][0] == shapes[site][1]:
             same_shape.append(site)
+    replaced = _replacements([s for s in shapes if s not in now_sites.index],
+                             [s for s in shapes if s not in base_sites.index], shapes)
+    for site, (old_shape, new_shape, _) in shapes.items():
+        if site in same_shape or site in replaced.values():
             continue
+        former = replaced.get(site)
         row = dict(zip(SITE, site, strict=True), scope="site", metric=TIME)
-        median = float(base_sites.loc[site, "median"]) if site in base_sites.index else 0.0
-        spread = float(base_sites.loc[site, "spread"]) if site in base_sites.index else 0.0
+        was = former or site
+        median = float(base_sites.loc[was, "median"]) if was in base_sites.index else 0.0
+        spread = float(base_sites.loc[was, "spread"]) if was in base_sites.index else 0.0
         value = float(now_sites.loc[site, "value"]) if site in now_sites.index else 0.0
-        kind = ("new kernel" if site not in base_sites.index else "removed kernel" if site not in now_sites.index
-                else "config changed")
-        if kind == "config changed":
+        kind = ("config changed" if former or (site in base_sites.index and site in now_sites.index)
+                else "new kernel" if site not in base_sites.index else "removed kernel")
+        if kind == "config changed" and not former:
             changed.append(site)
         change = f"{(value - median) / 1000:+.1f} us"
-        note = {"new kernel": f"new kernel: {' + '.join(new_shape)}, {change}",
-                "removed kernel": f"removed kernel: {' + '.join(old_shape)}, {change}",
-                "config changed": f"config changed: {_shape_change(old_shape, new_shape)}, {change}"}[kind]
+        note = (f"kernel replaced: {former[0]} -> {site[0]} ({' + '.join(new_shape)}), {change}" if former else
+                {"new kernel": f"new kernel: {' + '.join(new_shape)}, {change}",
+                 "removed kernel": f"removed kernel: {' + '.join(old_shape)}, {change}",
+                 "config changed": f"config changed: {_shape_change(old_shape, new_shape)}, {change}"}[kind])
         checks.append(pd.DataFrame([{**row, "check": kind, "median": median, "spread": spread, "current": value,
-                                     "launches": float(old["launches"].sum()) if len(old) else 0.0,
-                                     "note": note}]))
+                                     "launches": shapes[was][2], "note": note}]))
 
     # kernels of unchanged sites: time per launch; efficiency wherever the kernel is in both, on checked counters
     kernel_now = kernel_table(current).rename(columns={"launches": "launches_now"})
