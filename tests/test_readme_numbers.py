@@ -163,6 +163,17 @@ def test_counter_cost_and_calibration_paragraphs():
     assert tolerance["dram_bytes"]["expected"] == 2 * 2**30 and tolerance["dram_bytes"]["tolerance_pct"] == 2
     claims("a bf16 4096^3 GEMM: tensor-path ops = 2MNK within 1 %", "fadd + fmul + 2 ffma within 1 %",
            "a copy kernel over 1 GiB: DRAM bytes = 2 x size within 2 %")
+    assert tolerance["l1_bytes"]["tolerance_pct"] == 2
+    profile = json.loads((DATA / "calibrate-h100" / "device-profile.json").read_text())
+    checks = {check["check"]: check for check in profile["checks"]}
+    assert [c["passed"] for c in checks.values()] == [True, True, True, False]
+    l1 = checks["L1 bytes (L1 read kernel)"]
+    assert round(l1["measured"] / l1["expected"], 2) == 3.94
+    assert round(100 * profile["measured"]["fp32_tflops"] / profile["datasheet"]["fp32_tflops"]) == 95
+    assert profile["measured"]["l1_gb_s"] is None and "not above the L2 ceiling" in profile["note"]
+    claims("an L1 read kernel: L1 bytes = what it reads and stores within 2 %",
+           "the first three pass and fp32 reaches 95 % of the datasheet; the L1 kernel's counted L1 bytes are 3.94x "
+           "what it reads and stores")
 
 
 def test_paper_presets_table(reference):
