@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -410,12 +411,22 @@ def _emit(text: str, output: Path | None) -> None:
 
 @contextlib.contextmanager
 def _progress():
-    """A rich progress bar (on a terminal); yields the `report(stage, done, total)` callback."""
+    """A rich progress bar on a terminal; elsewhere (a CI log, a batch job) one line when a stage starts and one
+    when it ends, with the seconds since the command began, so that a long profile shows where it spends.
+    Yields the `report(stage, done, total)` callback."""
+    terminal = sys.stderr.isatty()
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=err_console, transient=True, disable=not sys.stderr.isatty())
+                   console=err_console, transient=True, disable=not terminal)
     tasks: dict[str, int] = {}
+    logged: dict[str, str] = {}  # off a terminal: the last line printed for each stage
+    began = time.perf_counter()
 
     def report(stage: str, done: int, total: int) -> None:
+        state = "done" if done >= total else "started"
+        if not terminal and logged.get(stage) != state:
+            logged[stage] = state
+            err_console.print(f"[{time.perf_counter() - began:7.1f} s] {stage}: {state} ({done}/{total})",
+                              highlight=False, soft_wrap=True)
         if stage not in tasks:
             tasks[stage] = bar.add_task(stage, total=total)
         bar.update(tasks[stage], completed=done)
