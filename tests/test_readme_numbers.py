@@ -75,22 +75,22 @@ def test_status_line(reference):
     assert {info["created"][:10] for info in checked} == {"2026-11-23"} and {i["gpu"]["name"] for i in checked} == {
         "NVIDIA H100 80GB HBM3"}
     coverage = [100 * info["coverage"]["counter_time_fraction"] for info in checked]
-    assert round(min(coverage), 1) == 98.7 and max(coverage) == 100
+    assert round(min(coverage), 1) == 90.0 and max(coverage) == 100
     worst = reference["errors"][["max_error_a_to_b_pct", "max_error_b_to_a_pct"]].to_numpy().max()
     assert worst < 9
     claims("ran on an H100 and an H200 (2026-11-22; the exact counter join and the counter self-checks on the H100 "
-           "on 2026-11-23)", "checked counter coverage 98.7-100 % of kernel time",
+           "on 2026-11-23)", "checked counter coverage 90.0-100 % of kernel time",
            "`project` (errors under 9 %)")
 
 
 def test_main_findings_paragraph(reference):
     shares, ssm, pair = reference["shares"], reference["ssm"], reference["pair"]
     checked = {w for w, run in reference["runs"]["h100-sxm"].items() if "checks" in run.info}
-    assert checked == {"mamba2-lm", "mamba1-lm", "mamba-vision"}
+    assert checked == {"mamba2-lm", "mamba1-lm", "mamba-vision", "transformer", "graph-mamba"}
     assert round(shares.loc["mamba2-lm", SSM]) == 19 and round(shares.loc["hybrid", SSM]) == 9
     assert span(shares.loc[["mamba2-lm", "hybrid"], "GEMM"]) == "51-60"
     mamba2 = ssm.loc["mamba2-lm"]
-    assert round(mamba2["memory_bound_pct"]) == 100 and round(mamba2["pct_of_roof"]) == 73
+    assert round(mamba2["memory_bound_pct"]) == 100 and round(mamba2["pct_of_roof"]) == 72
     assert round(mamba2["dram_pct_of_peak"]) == 47 and round(mamba2["l2_hit_pct"]) == 62
     assert span(mamba2[["forward Tensor+Vector %", "backward Tensor+Vector %"]]) == "81-87"
     assert round(mamba2["mma_sync_pct"]) == 41
@@ -107,24 +107,24 @@ def test_main_findings_paragraph(reference):
     vector = ssm.loc[["mamba1-lm", "mamba-vision", "graph-mamba"]]
     assert (vector[["forward VectorOnly %", "backward VectorOnly %"]] == 100).all().all()
     assert span(vector["dram_pct_of_peak"], 1) == "3.3-9.5" and span(vector["l2_hit_pct"]) == "92-94"
-    assert round(ssm.loc["mamba1-lm", "pct_of_roof"]) == 67
+    assert round(ssm.loc["mamba1-lm", "pct_of_roof"]) == 66
     speedups = 100 * (pair.loc[["mamba2-lm", "hybrid"], f"{SSM} speedup"] - 1)
     assert span(speedups) == "5-7"
     assert round(100 * (SPECS["h200"].dram_tb_s / SPECS["h100-sxm"].dram_tb_s - 1)) == 43
     graph = pair.loc["graph-mamba"]
-    assert round(100 * (graph["step_speedup"] - 1)) == 44 and round(100 * (1 - 1 / graph["gpu_busy_speedup"])) == 3
-    assert round(100 * graph["gpu_busy_ms_a"] / graph["step_ms_a"]) == 24
+    assert round(100 * (graph["step_speedup"] - 1)) == 57 and round(100 * (1 - 1 / graph["gpu_busy_speedup"])) == 3
+    assert round(100 * graph["gpu_busy_ms_a"] / graph["step_ms_a"]) == 22
     assert reference["steps"].loc["graph-mamba", "launches"] == 1322
     claims("the Mamba-2 SSD chain is 19 % of mamba2-lm's kernel time and 9 % of the hybrid's (GEMMs 51-60 %)",
            "memory-bound (100 % of SSM time; for 83 % of it the lowest roof is L2, not DRAM) at 47 % of DRAM peak "
-           "with 62 % L2 hits, at 73 % of their hierarchical roof, and 81-87 % of their time",
+           "with 62 % L2 hits, at 72 % of their hierarchical roof, and 81-87 % of their time",
            "Triton compiles 7 of the 10 SSD kernels that use tensor cores to Hopper's wgmma and 3 to the older "
            "warp-level mma.sync", "which hold 41 % of SSM time: the autotuner picked 32-row tiles for those 3",
            "vector-only, at 3.3-9.5 % of DRAM peak with 92-94 % L2 hits",
-           "(all of mamba1-lm's scan time, at 67 % of that roof)",
+           "(all of mamba1-lm's scan time, at 66 % of that roof)",
            "speeds up the SSD chain by 5-7 % for 43 % more bandwidth",
-           "graph-mamba's step gets 44 % faster while its GPU busy time shrinks 3 %",
-           "24 % of the step on the H100", "the host launching 1,322 small kernels")
+           "graph-mamba's step gets 57 % faster while its GPU busy time shrinks 3 %",
+           "22 % of the step on the H100", "the host launching 1,322 small kernels")
 
 
 def test_projection_paragraph(reference):

@@ -209,7 +209,8 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
                "configuration stands for the others) and passed the self-checks"
         if len(rejected):
             names = info.get("checks", {}).get("rejected", [])[:3]
-            text += f"; the checks removed the counters of {int(rejected['launches'].sum()):,} launches " \
+            launches = int(rejected["launches"].sum())
+            text += f"; the checks removed the counters of {launches:,} launch{'es' * (launches != 1)} " \
                     f"({100 * rejected['time_share'].sum():.1f} % of kernel time)"
             if names:
                 text += ", e.g. " + ", ".join(f"{r['kernel_name']} ({r['phase']}, {r['check']})" for r in names)

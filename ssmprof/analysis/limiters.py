@@ -124,9 +124,9 @@ def limiter_summary(frame: pd.DataFrame, category: str | None = None, top: int =
 
 
 def stall_summary(frame: pd.DataFrame, category: str | None = None, top: int = 20) -> pd.DataFrame:
-    """Per kernel and phase with warp-stall counters (optionally one category), largest time first: the time
-    and each stall reason's share of the warps resident per issue cycle (`<reason>_share`), time-weighted over
-    its launches."""
+    """Per kernel and phase with warp-stall counters (optionally one category), largest time first: the time,
+    the three reasons most warps wait on (`top_waits`, for a page) and each stall reason's share of the warps
+    resident per issue cycle (`<reason>_share`, for the chart and the CSV), time-weighted over its launches."""
     if category is not None:
         frame = frame[frame["category"] == category]
     frame = frame[frame["stall_warps_per_issue"].notna()]
@@ -135,4 +135,8 @@ def stall_summary(frame: pd.DataFrame, category: str | None = None, top: int = 2
     time = frame.groupby(["kernel_name", "phase"])["duration_ns"].sum()
     table = grouped.sum(min_count=1).div(time, axis=0).add_suffix("_share").reset_index()
     table.insert(2, "time_ms", (time / 1e6).to_numpy())
+    waits = table[[f"{reason}_share" for reason in WAITS]]
+    table.insert(3, "top_waits", [", ".join(f"{name.removesuffix('_share').replace('_', ' ')} {100 * share:.0f} %"
+                                            for name, share in row.dropna().nlargest(3).items())
+                                  for _, row in waits.iterrows()])
     return table.sort_values("time_ms", ascending=False, ignore_index=True).head(top)

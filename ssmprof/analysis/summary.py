@@ -86,6 +86,7 @@ def warnings_for(run: Run) -> list[str]:
     rejected = run.info.get("checks", {}).get("rejected", [])
     if rejected:
         worst = ", ".join(f"{r['kernel_name']} ({r['phase']}, {r['check']})" for r in rejected[:3])
-        notes.append(f"self-checks removed the counters of {sum(r['launches'] for r in rejected)} launches "
+        launches = sum(r["launches"] for r in rejected)
+        notes.append(f"self-checks removed the counters of {launches} launch{'es' * (launches != 1)} "
                      f"({sum(r['time_ns'] for r in rejected) / 1e6:.2f} ms), e.g. {worst}")
     return notes

@@ -11,6 +11,7 @@ from tabulate import tabulate
 
 from ssmprof.analysis.tensor_vector import TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
 from ssmprof.reports import figures, style
+from ssmprof.schema import STALL_REASONS
 
 TABLE_TITLES = {
     "by_category": "Kernel time by category",
@@ -39,8 +40,9 @@ TABLE_TITLES = {
                                 "links (alpha-beta ring model at link peak, no overlap; latencies assumed)",
 }
 # Columns a table does not show: one DRAM figure per page (Nsight Compute's throughput, in the cache table),
-# not a second one beside it from the roofline.
-HIDDEN = {"roofline_summary": ("pct_of_dram_peak",)}
+# not a second one beside it from the roofline; the stall table's twenty reason shares (its chart draws them,
+# the CSV keeps them; the page shows the top three waits).
+HIDDEN = {"roofline_summary": ("pct_of_dram_peak",), "stalls": tuple(f"{reason}_share" for reason in STALL_REASONS)}
 NOWRAP = {"phase", "category", "counter_status", "verdict", "class", "gpu", "workload"}
 
 STYLE = """
