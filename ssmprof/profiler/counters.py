@@ -127,7 +127,7 @@ def child_command(workload: str, preset: str, overrides: dict, warmup: int, allo
 def pass_seconds(launched: float, wall_s: float, timings: dict) -> dict[str, float]:
     """One Nsight Compute pass's wall time taken apart: `start` (ncu's and Python's start-up and the imports,
     until the child's code began), the child harness's stages (`build`, `warmup`, `timed`, and `profiled`: the
-    iteration ncu replays), and `exit` (the rest: the child's teardown, ncu writing the report). `launched`:
+    iteration ncu replays), and `exit` (the rest: the child process ending, ncu writing the report). `launched`:
     when the parent started ncu (time.time()); `timings`: what the child wrote with --timings."""
     start = timings["began"] - launched
     stages = {stage: float(timings[stage]) for stage in ("build", "warmup", "timed", "profiled") if stage in timings}
