@@ -365,9 +365,9 @@ H100_RERUNS = [f"rerun-{i}" for i in range(1, 9)]
 H100_PLANTED = {  # what each planted regression changed (total kernel time vs the baseline) and which checks caught it
     "planted-autotune": ("category, config changed, phase, total", 2.0),
     "planted-chunk64": ("category, config changed, kernel, phase, total", 4.7),
-    # not a slowdown: cuBLAS's `_ssched_` variants; two GEMMs match as replaced kernels, but one splits 9 launches
-    # into 5 + 4 of the variant, and that new kernel fails: a false alarm the site matching cannot net out
-    "planted-cublas-no-workspace": ("new kernel", -0.1),
+    # not a slowdown, and passes: cuBLAS's `_ssched_` variants; two GEMMs match as replaced kernels, one splits its
+    # 9 launches into 5 + 4 of the variant, judged with it as one change ("kernel partly replaced")
+    "planted-cublas-no-workspace": ("not caught", -0.1),
     "planted-unfused-conv": ("category, config changed, new kernel, phase, removed kernel, total", 33.5),
 }
 
@@ -392,17 +392,28 @@ def test_h100_held_back_set_no_false_alarm_and_every_plant_caught(h100_runs, hal
 
 def test_h100_planted_sizes_are_what_the_gate_reported_on_the_host():
     """The total kernel time change of each plant, from the gate summaries `ssmprof regress` wrote on the H100
-    against reruns 1-4 (a cuBLAS change can swap kernels at an unchanged total: caught per kernel)."""
+    against reruns 1-4 (the cuBLAS plant failed there, before split launches were matched)."""
     for name, (_, change_pct) in H100_PLANTED.items():
         summary = (H100 / f"{name}.md").read_text()
         assert "FAIL" in summary and f"({change_pct:+.1f} %)" in summary, (name, summary[:300])
+
+
+def test_h100_cublas_split_is_one_change_of_the_gemm_site(h100_runs):
+    """The GEMM whose 9 launches became 5 of it and 4 of its `_ssched_` variant is one check of the site's summed
+    time, within noise; its variant is no new kernel."""
+    baseline = build_baseline([h100_runs[name] for name in H100_RERUNS[:4]])
+    judged = judge(compare(baseline, h100_runs["planted-cublas-no-workspace"]))
+    split = judged[judged["note"].str.startswith("kernel partly replaced: 9 launches -> 5 + 4 of nvjet_sm90_")]
+    assert len(split) == 1 and split["check"].item() == "config changed" and not split["regressed"].item()
+    assert "_ssched_" in split["note"].item() and abs(split["worse_by"].item()) < 5000  # ns: -0.9 us
+    assert (judged["check"] != "new kernel").all()
 
 
 def test_readme_h100_held_back_paragraph():
     claims = ["8 clean reruns, each half the baseline of the other, raise 0 false alarms",
               "`chunk_size` 64 (+4.7 % kernel time)", "runs its median config (+2.0 %)",
               "`--allow-fallback` (+33.5 %)", "`CUBLAS_WORKSPACE_CONFIG=:0:0` (-0.1 %, no slowdown)",
-              "splits its 9 launches into 5 plus 4 of the variant"]
+              "splits its 9 launches into 5 plus 4 of the variant", "judged with it as one change of their summed time"]
     for claim in claims:
         assert " ".join(claim.split()) in README, claim
     assert [f"{H100_PLANTED[name][1]:+.1f}" for name in ("planted-chunk64", "planted-autotune", "planted-unfused-conv",

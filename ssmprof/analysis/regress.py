@@ -18,6 +18,8 @@ median over its runs and their spread (median absolute deviation, scaled to a st
 - a site only in the baseline ("removed kernel") or only in the run ("new kernel"): its whole time; except a new
   site that takes a removed one's place (same phase, launching op, configurations and launch counts: another
   variant of a library kernel), judged as a change of that site's time ("config changed", noted "kernel
+  replaced"); and a new site that took the launches a kept site lost (same phase and op: a library sending
+  some calls to a variant), judged with that site as one change of their summed time ("kernel partly
   replaced").
 
 `judge(checks, thresholds)` applies the thresholds (`Thresholds`): a check regresses where it is worse than
@@ -172,6 +174,21 @@ def _replacements(removed: list[tuple], added: list[tuple], shapes: dict) -> dic
     return pairs
 
 
+def _splits(kept: list[tuple], added: list[tuple], launches: dict) -> dict[tuple, tuple]:
+    """New site -> the kept site it took part of the launches of: same phase and launching op, and the launches
+    the kept site lost are the new site's (a library sending some calls of one GEMM to a variant, e.g. cuBLAS
+    without workspace: 9 launches became 5 of the kernel and 4 of its `_ssched_` variant). `launches`: site ->
+    (in the baseline, in the run). Each kept site takes at most one new one."""
+    pairs, free = {}, list(kept)
+    for site in added:
+        match = next((old for old in free if old[1:] == site[1:]
+                      and launches[old][0] - launches[old][1] == launches[site][1] > 0), None)
+        if match is not None:
+            pairs[site] = match
+            free.remove(match)
+    return pairs
+
+
 def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     """Every check of a run against `baseline` (from `build_baseline`), no thresholds yet: `check` (total,
     phase, category, kernel, config changed, removed kernel, new kernel, efficiency), `scope`, the key
@@ -212,30 +229,38 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     base_sites = baseline[(baseline["scope"] == "site") & (baseline["metric"] == TIME)].set_index(SITE)
     now_sites = now[(now["scope"] == "site") & (now["metric"] == TIME)].set_index(SITE)
     same_shape, changed = [], []
-    shapes = {}  # site -> (its configurations in the baseline, in the run)
+    shapes = {}  # site -> (its configurations in the baseline, in the run, its launches in the baseline)
+    counts = {}  # site -> (its launches in the baseline, in the run)
     for site in base_sites.index.union(now_sites.index):
         old = base_shape[(base_shape[SITE] == list(site)).all(axis=1)]
         new = now_shape[(now_shape[SITE] == list(site)).all(axis=1)]
         shapes[site] = (_configs(old), _configs(new), float(old["launches"].sum()) if len(old) else 0.0)
+        counts[site] = (shapes[site][2], float(new["launches"].sum()) if len(new) else 0.0)
         if site in base_sites.index and site in now_sites.index and shapes[site][0] == shapes[site][1]:
             same_shape.append(site)
-    replaced = _replacements([s for s in shapes if s not in now_sites.index],
-                             [s for s in shapes if s not in base_sites.index], shapes)
+    added = [s for s in shapes if s not in base_sites.index]
+    replaced = _replacements([s for s in shapes if s not in now_sites.index], added, shapes)
+    split = _splits([s for s in shapes if s in base_sites.index and s in now_sites.index],
+                    [s for s in added if s not in replaced], counts)
+    parts = {kept: new for new, kept in split.items()}  # a kept site and the new site that took its launches
     for site, (old_shape, new_shape, _) in shapes.items():
-        if site in same_shape or site in replaced.values():
+        if site in same_shape or site in replaced.values() or site in split:
             continue
         former = replaced.get(site)
         row = dict(zip(SITE, site, strict=True), scope="site", metric=TIME)
         was = former or site
         median = float(base_sites.loc[was, "median"]) if was in base_sites.index else 0.0
         spread = float(base_sites.loc[was, "spread"]) if was in base_sites.index else 0.0
-        value = float(now_sites.loc[site, "value"]) if site in now_sites.index else 0.0
+        value = sum(float(now_sites.loc[s, "value"]) for s in (site, parts.get(site)) if s in now_sites.index)
         kind = ("config changed" if former or (site in base_sites.index and site in now_sites.index)
                 else "new kernel" if site not in base_sites.index else "removed kernel")
         if kind == "config changed" and not former:
             changed.append(site)
         change = f"{(value - median) / 1000:+.1f} us"
+        partner = parts.get(site)
         note = (f"kernel replaced: {former[0]} -> {site[0]} ({' + '.join(new_shape)}), {change}" if former else
+                f"kernel partly replaced: {int(counts[site][0])} launches -> {int(counts[site][1])} + "
+                f"{int(counts[partner][1])} of {partner[0]}, {change}" if partner else
                 {"new kernel": f"new kernel: {' + '.join(new_shape)}, {change}",
                  "removed kernel": f"removed kernel: {' + '.join(old_shape)}, {change}",
                  "config changed": f"config changed: {_shape_change(old_shape, new_shape)}, {change}"}[kind])
