@@ -33,6 +33,12 @@ class GpuKernelFault(SsmprofError):
     """A CUDA error inside a kernel (illegal address, launch failure): the CUDA context is lost."""
 
 
+class TrainingFailed(SsmprofError):
+    """A library raised a RuntimeError (not a CUDA error, not an out-of-memory) while a workload was built or
+    trained: e.g. a kernel library refusing this host's stack. The message names the workload and the library's
+    first line."""
+
+
 class InputFileError(SsmprofError):
     pass
 

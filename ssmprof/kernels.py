@@ -8,7 +8,9 @@ sort: mamba-ssm already treats its absence as "use torch's conv".
 
 `plan_kernels()` decides, per op, the implementation a run uses and records it as provenance. On a
 GPU a missing fused kernel is an error unless fallbacks are allowed, because a fallback changes what
-is being characterized. On the CPU every op takes its pure-torch reference and says so.
+is being characterized. On the CPU every op takes its pure-torch reference and says so. Where the host's stack
+is one a library refuses at run time (fla-core's Gated DeltaNet backward on Hopper with Triton 3.4-3.7.0), the
+plan decides before any model is built: the library's own way round it, or a one-line refusal.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ OPS = {
     "attention": "causal / bidirectional self-attention",
     "mamba3": "Mamba-3 SISO scan (mamba-ssm Triton: angle_dt + mamba3_siso fwd/bwd)",
     "mamba3_mimo": "Mamba-3 MIMO scan (mamba-ssm TileLang mamba_mimo fwd/bwd + Triton helpers)",
-    "gated_delta": "Gated DeltaNet chunked delta rule (fla-core Triton chunk_gated_delta_rule)",
+    "gated_delta": "Gated DeltaNet chunked delta rule (fla-core Triton chunk_gated_delta_rule; on Hopper with "
+                   "Triton 3.4-3.7.0 its backward's chunk_bwd_dqkwg on fla's TileLang backend)",
 }
 
 
@@ -58,11 +61,21 @@ FUSED_KERNELS = {
                     "recompute_w_u", "prepare_wy_repr", "chunk_fwd_kernel_o", "chunk_bwd_kernel_d",
                     "chunk_local_cumsum", "fused_beta_sigmoid"),
 }
+# Fused kernels known by their whole name only, a stem of theirs being too generic to match by. fla-core 0.6.0's
+# TileLang chunk_bwd_dqkwg (`fla/ops/common/backends/tilelang/chunk_bwd.py`, what the plan puts the Gated DeltaNet
+# backward's dq/dk/dw/dg on where fla refuses its Triton kernel, `gated_delta_choice`): its prim_func is named
+# `kernel`, and TileLang names a CUDA kernel `<prim_func>_kernel` (extern "C", so the trace's name is that too; cf.
+# mamba_mimo_fwd_kernel -> mamba_mimo_fwd_kernel_kernel), so `kernel_kernel`. Not yet seen in a trace of ours: a
+# name that proves otherwise lands in 'other' until added here. fla's other TileLang kernels (kda, attn, rwkv6,
+# sinkhorn) have the same name, but no ssmprof workload calls those ops, and no other kernel of ours is named so.
+FUSED_KERNEL_NAMES = {"gated_delta": ("kernel_kernel",)}
 
 
 def is_fused_kernel(kernel_name: str) -> bool:
-    """Whether a kernel is one of FUSED_KERNELS (by name stem): the SSM and convolution kernels of the study."""
-    return any(stem in kernel_name for stems in FUSED_KERNELS.values() for stem in stems)
+    """Whether a kernel is one of FUSED_KERNELS (by name stem) or FUSED_KERNEL_NAMES (by whole name): the SSM and
+    convolution kernels of the study."""
+    return (any(kernel_name == name for names in FUSED_KERNEL_NAMES.values() for name in names)
+            or any(stem in kernel_name for stems in FUSED_KERNELS.values() for stem in stems))
 
 
 # The forward SSD chain in launch order (`_mamba_chunk_scan_combined_fwd`): each kernel's name prefix.
@@ -82,10 +95,23 @@ GATED_DELTA_IN_KERNEL = {"use_qk_l2norm_in_kernel": True, "use_gate_in_kernel": 
                          "use_beta_sigmoid_in_kernel": True}
 # fla-core 0.6.0's dispatcher hands parts of that chain to other backends where their packages are installed: its
 # `common` TileLang backend (on by default on Hopper with Triton >= 3.4, wherever TileLang and nvcc are, which
-# Mamba-3 MIMO's `mimo` extra brings) takes the backward's chunk_bwd_dqkwg as a TileLang kernel that no
-# FUSED_KERNELS stem names; FlashQLA would take the whole op (its verifier refuses our in-kernel gate and beta
-# today). Both pinned off, so what runs is the Triton chain the plan records, whatever else is installed.
+# Mamba-3 MIMO's `mimo` extra brings) takes the backward's chunk_bwd_dqkwg as a TileLang kernel
+# (FUSED_KERNEL_NAMES); FlashQLA would take the whole op (its verifier refuses our in-kernel gate and beta today).
+# fla reads their switches (FLA_TILELANG, FLA_FLASH_QLA) at every dispatch. Where fla's Triton chain runs, both
+# are pinned off, so what runs is the Triton chain the plan records, whatever else is installed.
 FLA_BACKENDS_OFF = {"FLA_TILELANG": "0", "FLA_FLASH_QLA": "0"}
+# fla #640: Triton >= 3.4.0 and < 3.7.1 miscompiles fla's gated chunk_bwd_dqkwg on Hopper, so fla-core 0.6.0's
+# Triton path raises a RuntimeError there (`fla/ops/common/chunk_o.py`, IS_NVIDIA_HOPPER and TRITON_ABOVE_3_4_0
+# and not TRITON_ABOVE_3_7_1) and its `common` TileLang backend is the way round it. FLA_TILELANG has no finer
+# grain than every TileLang backend of fla at once (a backend's own switch is FLA_TILELANG too, and FLA_TILELANG
+# != "0" switches on all of them): of the Gated DeltaNet chain, the `common` backend implements chunk_bwd_dqkwg
+# only, and the other TileLang backends it also switches on (kda, attn, dplr, rwkv6, sinkhorn) serve ops that no
+# ssmprof workload calls, so every other kernel of the chain stays on fla's Triton path.
+FLA_640_TRITON = ("3.4.0", "3.7.1")  # the Triton versions fla refuses on Hopper: from, up to (not included)
+GDN_TRITON = "fla-triton-chunk"  # the gated_delta impl: fla's Triton chain
+GDN_TILELANG_DQKWG = "fla-triton-chunk+tilelang-dqkwg"  # the same with chunk_bwd_dqkwg on fla's TileLang backend
+FLA_BACKENDS = {GDN_TRITON: FLA_BACKENDS_OFF, GDN_TILELANG_DQKWG: {"FLA_TILELANG": "1", "FLA_FLASH_QLA": "0"}}
+MIMO_TILELANG = "tilelang==0.1.8"  # the `mimo` extra's TileLang (mamba-ssm's pin)
 GATED_DELTA_CHUNK_SIZES = (16, 32, 64)  # what fla's chunk kernels accept
 GDN_V_HEADS_PER_QK_HEAD = 2  # Qwen3-Next's layout (32 value heads read 16 q/k heads); the hybrid's GDN layers use it
 MAMBA3_CHUNK = 64  # mamba-ssm's recommended Mamba-3 chunk tile (SISO: steps; MIMO: steps x rank)
@@ -164,10 +190,11 @@ def mamba3_module():
     return module
 
 
-def gated_delta_rule_fused():
-    """fla-core's `chunk_gated_delta_rule`, the fused Gated DeltaNet kernel chain (its Triton kernels only: fla reads
-    FLA_BACKENDS_OFF at every dispatch)."""
-    os.environ.update(FLA_BACKENDS_OFF)
+def gated_delta_rule_fused(impl: str = GDN_TRITON):
+    """fla-core's `chunk_gated_delta_rule`, the fused Gated DeltaNet kernel chain, with fla's backends switched as
+    the plan's `impl` says (FLA_BACKENDS: its Triton kernels only, or chunk_bwd_dqkwg on its TileLang backend); fla
+    reads the switches at every dispatch."""
+    os.environ.update(FLA_BACKENDS[impl])
     module, function = GATED_DELTA_ENTRY
     try:
         return getattr(importlib.import_module(module), function)
@@ -186,15 +213,24 @@ class Availability:
     hopper: bool = False  # sm_90 or newer: Mamba-3's SISO kernels load through TMA tensor descriptors
     tilelang: bool = False  # Mamba-3 MIMO (JIT-compiled with nvcc at the first call of each shape)
     fla: bool = False  # fla-core (Gated DeltaNet)
+    # what fla's Gated DeltaNet backward depends on (`gated_delta_choice`): the GPU, Triton's version, and whether
+    # fla finds an nvcc for TileLang's JIT (fla.utils.has_usable_nvcc; fla's TileLang backends need one)
+    capability: tuple[int, int] = (0, 0)
+    device_name: str = ""
+    triton_version: str = ""
+    nvcc: bool = False
 
     @classmethod
     def probe(cls) -> Availability:
         import torch
 
         cuda = torch.cuda.is_available()
+        triton = cuda and _importable("triton")
+        tilelang = cuda and _importable("tilelang")
+        fla = cuda and _importable("fla.ops.gated_delta_rule")
         return cls(
             cuda=cuda,
-            triton=cuda and _importable("triton"),
+            triton=triton,
             causal_conv1d=_extension_built("causal_conv1d_cuda") and _importable("causal_conv1d"),
             selective_scan=_extension_built("selective_scan_cuda"),
             sdpa_flash=cuda
@@ -202,8 +238,12 @@ class Availability:
             and torch.cuda.get_device_capability()[0] >= 8,
             flash_attn=cuda and _importable("flash_attn"),
             hopper=cuda and torch.cuda.get_device_capability()[0] >= 9,
-            tilelang=cuda and _importable("tilelang"),
-            fla=cuda and _importable("fla.ops.gated_delta_rule"),
+            tilelang=tilelang,
+            fla=fla,
+            capability=torch.cuda.get_device_capability() if cuda else (0, 0),
+            device_name=torch.cuda.get_device_name() if cuda else "",
+            triton_version=getattr(importlib.import_module("triton"), "__version__", "") if triton else "",
+            nvcc=tilelang and fla and importlib.import_module("fla.utils").has_usable_nvcc(),
         )
 
 
@@ -221,6 +261,7 @@ class KernelChoice:
     impl: str
     fused: bool  # the real fused GPU kernel (what a characterization is about)
     note: str = ""
+    refusal: str = ""  # a fallback's own one-line refusal (cause and remedies), where the generic one would mislead
 
     def describe(self) -> str:
         return f"{self.impl}" + (f" ({self.note})" if self.note else "")
@@ -276,14 +317,60 @@ def _cuda_choice(op: str, have: Availability, dtype: str) -> KernelChoice:
     if op == "gated_delta":
         if not have.fla:
             return KernelChoice(op, "torch-reference", False, f"fla-core not installed ({GPU_DEPS_HINT})")
-        return KernelChoice(op, "fla-triton-chunk", True, "fla chunk_gated_delta_rule, gate/l2norm/beta fused")
+        return gated_delta_choice(have.capability, have.triton_version, have.tilelang, have.nvcc, have.device_name)
     raise KeyError(op)
+
+
+def fla_hopper(capability: tuple[int, int], device_name: str = "") -> bool:
+    """fla-core 0.6.0's IS_NVIDIA_HOPPER (`fla/utils/hardware.py`): compute capability 9.x, or a name holding
+    "NVIDIA H". Blackwell (10.x, 12.x) is not."""
+    return capability[0] == 9 or "NVIDIA H" in device_name
+
+
+def fla_refuses_triton_dqkwg(triton_version: str) -> bool:
+    """Whether this Triton is one fla #640 names (>= 3.4.0, < 3.7.1), compared as fla compares it (packaging)."""
+    from packaging.version import InvalidVersion, Version
+
+    low, fixed = FLA_640_TRITON
+    try:
+        return Version(low) <= Version(triton_version) < Version(fixed)
+    except InvalidVersion:
+        return False
+
+
+def gated_delta_choice(capability: tuple[int, int], triton_version: str, tilelang: bool, nvcc: bool = True,
+                       device_name: str = "") -> KernelChoice:
+    """How fla's Gated DeltaNet chain runs on a GPU of this compute capability (and name) with this Triton, where
+    fla-core is installed; `tilelang`: tilelang imports; `nvcc`: fla finds an nvcc for its JIT. Where fla refuses
+    its Triton chunk_bwd_dqkwg (fla #640: Hopper, Triton 3.4.0 to 3.7.0), that kernel goes to fla's TileLang
+    backend if it can run, and the op is refused otherwise (a fallback with its own refusal: the cause, the
+    remedies); everywhere else, fla's Triton chain with every other backend off."""
+    op, chain = "gated_delta", "fla chunk_gated_delta_rule, gate/l2norm/beta fused"
+    if not (fla_hopper(capability, device_name) and fla_refuses_triton_dqkwg(triton_version)):
+        return KernelChoice(op, GDN_TRITON, True, chain)
+    low, fixed = FLA_640_TRITON
+    cause = f"fla #640: Triton >= {low} and < {fixed} miscompiles it on Hopper, and this is Triton {triton_version}"
+    if tilelang and nvcc:
+        return KernelChoice(op, GDN_TILELANG_DQKWG, True,
+                            f"{chain}; chunk_bwd_dqkwg on fla's TileLang backend ({cause})")
+    if tilelang:
+        missing, remedy = ("fla finds no nvcc to compile its TileLang one with",
+                           "put a CUDA toolkit's nvcc on PATH or in CUDA_HOME")
+    else:
+        missing, remedy = ("tilelang, which its TileLang one needs, is not installed",
+                           f"install the `mimo` extra's {MIMO_TILELANG}")
+    refusal = (f"Gated DeltaNet cannot train here: fla-core refuses its Triton chunk_bwd_dqkwg ({cause}), and "
+               f"{missing}: upgrade Triton to >= {fixed}, or {remedy} (--allow-fallback trains our torch reference "
+               "instead)")
+    return KernelChoice(op, "torch-reference", False, f"fla refuses its Triton chunk_bwd_dqkwg ({cause}); {missing}",
+                        refusal)
 
 
 def plan_kernels(ops: tuple[str, ...], device: str, allow_fallback: bool = False,
                  dtype: str = "bf16") -> KernelPlan:
     """Choose an implementation for each op (`dtype`: the run's compute dtype); refuse GPU fallbacks
-    unless allowed."""
+    unless allowed, in the fallback's own line where it has one (`KernelChoice.refusal`). Called before any
+    model is built."""
     unknown = [op for op in ops if op not in OPS]
     if unknown:
         raise KeyError(f"unknown kernel ops {unknown}")
@@ -295,6 +382,9 @@ def plan_kernels(ops: tuple[str, ...], device: str, allow_fallback: bool = False
     if not have.triton:
         raise KernelUnavailable("Triton cannot run here: the SSD and norm kernels need a CUDA GPU and triton")
     plan = KernelPlan("cuda", {op: _cuda_choice(op, have, dtype) for op in ops})
+    own = [c.refusal for c in plan.fallbacks if c.refusal]
+    if own and not allow_fallback:
+        raise KernelUnavailable(own[0])
     if plan.fallbacks and not allow_fallback:
         missing = ", ".join(f"{c.op}: {c.note}" for c in plan.fallbacks)
         raise KernelUnavailable(

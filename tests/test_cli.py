@@ -103,6 +103,39 @@ def test_gpu_failures_are_one_line(monkeypatch, failure, message):
 
 
 @pytest.mark.parametrize(
+    ("failure", "message"),
+    [
+        (RuntimeError("x\ny"), "running mamba2-lm failed (batch 2, seq_len 64): x (RuntimeError raised in test_cli)"),
+        # what fla-core 0.6.0 raises on our H100 (Triton 3.6.0, no tilelang), where the plan now refuses first
+        (RuntimeError("Triton >= 3.4.0 and < 3.7.1 on Hopper GPUs produces incorrect results for gated "
+                      "chunk_bwd_dqkwg (see #640). Please upgrade Triton to >= 3.7.1 or install tilelang: `pip "
+                      "install tilelang`"),
+         "running mamba2-lm failed (batch 2, seq_len 64): Triton >= 3.4.0 and < 3.7.1 on Hopper GPUs produces "
+         "incorrect results for gated chunk_bwd_dqkwg (see #640). Please upgrade Triton to >= 3.7.1 or install "
+         "tilelang: `pip install tilelang` (RuntimeError raised in test_cli)"),
+        (RuntimeError(""), "running mamba2-lm failed (batch 2, seq_len 64): RuntimeError (RuntimeError raised in"),
+    ],
+)
+def test_a_library_runtime_error_in_training_is_one_typed_line(monkeypatch, failure, message):
+    """A RuntimeError that is neither a CUDA error nor an OOM (a library refusing this host's stack) is one line
+    naming the workload and the library's first line, not a traceback; the library's exception stays chained."""
+    from ssmprof.errors import TrainingFailed
+    from ssmprof.pipeline.measure import WorkloadOptions, train
+
+    def fail(self):
+        raise failure
+
+    monkeypatch.setattr(harness.Trainer, "step", fail)
+    result = runner.invoke(app, ["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert message in " ".join(result.output.split())  # rich wraps the line to the terminal; the text is one line
+    with pytest.raises(TrainingFailed) as error:
+        train(WorkloadOptions("mamba2-lm", "tiny"), "cpu", steps=1)
+    assert "\n" not in str(error.value) and error.value.__cause__ is failure
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (["suite", "--workloads", "mamba2-lm,foo"], "unknown workload 'foo'"),

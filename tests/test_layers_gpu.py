@@ -110,12 +110,21 @@ def test_fused_mamba3_matches_our_reference(mimo_rank, chunk, seqlen):
 @pytest.mark.parametrize("seqlen", [256, 200])
 def test_fla_gated_delta_rule_matches_our_reference(seqlen):
     """fla's chunk_gated_delta_rule (l2norm, gate and beta fused in) against our chunked reference, inside the
-    Gated DeltaNet layer (causal-conv1d and the gated norm run the same kernels on both sides)."""
+    Gated DeltaNet layer (causal-conv1d and the gated norm run the same kernels on both sides): fla's Triton chain,
+    or on Hopper with Triton 3.4-3.7.0 the same with chunk_bwd_dqkwg on fla's TileLang backend (fla #640). Where
+    the plan refuses this host's stack (that Triton, no tilelang), there is no fused chain to check."""
+    from ssmprof.errors import KernelUnavailable
+    from ssmprof.kernels import FLA_BACKENDS
     from ssmprof.workloads.gdn import GatedDeltaNetMixer
 
     torch.manual_seed(0)
-    plan = plan_kernels(("gated_delta", "conv1d", "norm"), "cuda")
-    assert plan.impl("gated_delta") == "fla-triton-chunk"
+    try:
+        plan = plan_kernels(("gated_delta", "conv1d", "norm"), "cuda")
+    except KernelUnavailable as exc:
+        if "fla #640" not in str(exc):
+            raise
+        pytest.skip(str(exc))
+    assert plan.impl("gated_delta") in FLA_BACKENDS
     with torch.device("cuda"):
         mixer = GatedDeltaNetMixer(256, 2, 4, 64, 64, plan)
         u = torch.randn(2, seqlen, 256, requires_grad=True)

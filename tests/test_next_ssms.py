@@ -8,8 +8,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ssmprof.errors import InvalidConfig
-from ssmprof.kernels import GATED_DELTA_IN_KERNEL, gated_delta_rule_fused, plan_kernels
+from ssmprof.errors import InvalidConfig, KernelUnavailable
+from ssmprof.kernels import (
+    FLA_BACKENDS,
+    GATED_DELTA_IN_KERNEL,
+    GDN_TILELANG_DQKWG,
+    fla_hopper,
+    gated_delta_choice,
+    gated_delta_rule_fused,
+    plan_kernels,
+)
 from ssmprof.pipeline.measure import WorkloadOptions, prepare
 from ssmprof.profiler.harness import Trainer
 from ssmprof.profiler.markers import RecordingMarker
@@ -196,6 +204,119 @@ def test_gpu_plan_records_which_kernels_run(monkeypatch, have, op, impl, fused, 
     assert note in plan.provenance()[op]
 
 
+H100, A100, B200 = (9, 0), (8, 0), (10, 0)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "capability", "triton", "tilelang", "nvcc", "impl", "fused", "says"),
+    [
+        # the stack of our H100 host (torch 2.11): fla refuses its Triton chunk_bwd_dqkwg, nothing takes it
+        ("Hopper, Triton 3.6.0, no tilelang: refused", H100, "3.6.0", False, False, "torch-reference", False,
+         "is not installed"),
+        ("Hopper, Triton 3.6.0, tilelang: dqkwg on TileLang", H100, "3.6.0", True, True,
+         "fla-triton-chunk+tilelang-dqkwg", True, "chunk_bwd_dqkwg on fla's TileLang backend (fla #640"),
+        ("Hopper, Triton 3.6.0, tilelang without nvcc: refused", H100, "3.6.0", True, False, "torch-reference", False,
+         "no nvcc"),
+        ("Hopper, Triton 3.4.0 (the first bad one)", H100, "3.4.0", True, True, "fla-triton-chunk+tilelang-dqkwg",
+         True, "Triton 3.4.0"),
+        ("Hopper, Triton 3.7.0 (the last bad one)", H100, "3.7.0", False, False, "torch-reference", False, "#640"),
+        ("Hopper, Triton 3.7.1: fixed", H100, "3.7.1", False, False, "fla-triton-chunk", True,
+         "chunk_gated_delta_rule"),
+        ("Hopper, Triton 3.3.1: before the bug", H100, "3.3.1", False, False, "fla-triton-chunk", True,
+         "chunk_gated_delta_rule"),
+        ("Ampere, Triton 3.6.0", A100, "3.6.0", False, False, "fla-triton-chunk", True, "chunk_gated_delta_rule"),
+        # fla's IS_NVIDIA_HOPPER is capability 9.x (or "NVIDIA H" in the name): Blackwell is not Hopper
+        ("Blackwell 10.0, Triton 3.6.0", B200, "3.6.0", False, False, "fla-triton-chunk", True,
+         "chunk_gated_delta_rule"),
+    ],
+)
+def test_gdn_backward_path_follows_fla_640(scenario, capability, triton, tilelang, nvcc, impl, fused, says):
+    """fla-core 0.6.0 refuses its Triton chunk_bwd_dqkwg on Hopper with Triton >= 3.4.0, < 3.7.1 (#640): the plan
+    puts that kernel on fla's TileLang backend where it can run, refuses the op where it cannot, and leaves fla's
+    Triton chain everywhere else."""
+    choice = gated_delta_choice(capability, triton, tilelang, nvcc)
+    assert (choice.impl, choice.fused) == (impl, fused), scenario
+    assert says in choice.describe(), scenario
+    assert bool(choice.refusal) == (not fused), scenario
+    if choice.refusal:
+        assert "\n" not in choice.refusal and f"this is Triton {triton}" in choice.refusal
+        assert "upgrade Triton to >= 3.7.1" in choice.refusal
+        assert ("tilelang==0.1.8" if not tilelang else "nvcc") in choice.refusal
+    else:
+        assert impl in FLA_BACKENDS  # what gated_delta_rule_fused() switches fla's backends to
+
+
+def test_fla_hopper_is_flas_definition():
+    assert fla_hopper((9, 0)) and fla_hopper((9, 0), "NVIDIA H100 80GB HBM3")
+    assert fla_hopper((0, 0), "NVIDIA H20")  # fla: a name holding "NVIDIA H" is Hopper too
+    assert not fla_hopper((8, 0), "NVIDIA A100-SXM4-80GB") and not fla_hopper((10, 0), "NVIDIA B200")
+    assert not fla_hopper((12, 0), "NVIDIA GeForce RTX 5090")
+
+
+def test_gdn_plan_on_a_hopper_fla_refuses_is_one_line_unless_fallbacks_are_allowed(monkeypatch):
+    from ssmprof.kernels import Availability
+
+    have = gpu_host(capability=H100, device_name="NVIDIA H100 80GB HBM3", triton_version="3.6.0", tilelang=False)
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: have))
+    with pytest.raises(KernelUnavailable) as error:
+        plan_kernels(("gated_delta", "conv1d", "norm"), "cuda")
+    assert str(error.value).startswith("Gated DeltaNet cannot train here: fla-core refuses its Triton "
+                                       "chunk_bwd_dqkwg (fla #640: Triton >= 3.4.0 and < 3.7.1 miscompiles it on "
+                                       "Hopper, and this is Triton 3.6.0), and tilelang")
+    assert "make kernels" not in str(error.value)  # the generic refusal's remedy does not apply
+    plan = plan_kernels(("gated_delta", "conv1d", "norm"), "cuda", allow_fallback=True)
+    assert plan.impl("gated_delta") == "torch-reference" and "#640" in plan.provenance()["gated_delta"]
+    tilelang_host = gpu_host(capability=H100, triton_version="3.6.0", tilelang=True, nvcc=True)
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: tilelang_host))
+    plan = plan_kernels(("gated_delta", "conv1d", "norm"), "cuda")
+    assert plan.impl("gated_delta") == "fla-triton-chunk+tilelang-dqkwg" and plan.choices["gated_delta"].fused
+    assert "chunk_bwd_dqkwg on fla's TileLang backend (fla #640" in plan.provenance()["gated_delta"]
+
+
+def test_the_probe_reads_what_the_gdn_decision_needs(monkeypatch):
+    """On a GPU host the probe records the compute capability, the GPU's name and Triton's version that
+    `gated_delta_choice` decides by (here an H100 stood in for, tilelang absent)."""
+    pytest.importorskip("triton")
+    import triton
+
+    from ssmprof import kernels
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(kernels, "_importable", lambda name: name != "tilelang")
+    have = kernels.Availability.probe()
+    assert (have.capability, have.device_name, have.triton_version) == ((9, 0), "NVIDIA H100 80GB HBM3",
+                                                                        triton.__version__)
+    assert have.hopper and have.fla and not have.tilelang and not have.nvcc
+
+
+@pytest.mark.parametrize(("name", "sets"), [("gdn-lm", []), ("gdn-hybrid", []), ("hybrid", ["ssm_layer=gdn"])])
+def test_every_gdn_workload_is_refused_before_any_model_is_built(monkeypatch, name, sets):
+    """`ssmprof run gdn-lm --preset small` on our H100's stack (Triton 3.6.0, no tilelang): one line, exit 1, no
+    model built (it died with fla's traceback after building and warming up)."""
+    from typer.testing import CliRunner
+
+    from ssmprof.cli import app
+    from ssmprof.kernels import Availability
+    from ssmprof.profiler import harness
+
+    def built(*args, **kwargs):
+        raise AssertionError("a model was built")
+
+    have = gpu_host(capability=H100, triton_version="3.6.0", tilelang=False)
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: have))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(harness.Trainer, "__init__", built)
+    args = ["run", name, "--preset", "small", *[arg for pair in sets for arg in ("--set", pair)]]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    line = " ".join(result.output.split())
+    assert all(text in line for text in ("Gated DeltaNet cannot train here", "upgrade Triton to >= 3.7.1",
+                                         "tilelang==0.1.8"))
+
+
 def test_our_gated_delta_call_runs_flas_triton_chain(monkeypatch):
     """Where fla-core is installed (it imports on a CPU too): every keyword our layer passes is one fla's autograd
     function takes (`chunk_gated_delta_rule` swallows **kwargs: a misspelt one would be dropped without a word), and
@@ -214,3 +335,12 @@ def test_our_gated_delta_call_runs_flas_triton_chain(monkeypatch):
     assert CommonTileLangBackend().is_enabled() and FlashQLABackend().is_enabled()
     gated_delta_rule_fused()
     assert not CommonTileLangBackend().is_enabled() and not FlashQLABackend().is_enabled()
+    # where the plan puts chunk_bwd_dqkwg on fla's TileLang backend (fla #640): that backend on, FlashQLA still off;
+    # of the Gated DeltaNet chain the `common` TileLang backend implements chunk_bwd_dqkwg only
+    gated_delta_rule_fused(GDN_TILELANG_DQKWG)
+    assert CommonTileLangBackend().is_enabled() and not FlashQLABackend().is_enabled()
+    taken = {name for name in vars(CommonTileLangBackend) if not name.startswith("_") and callable(
+        getattr(CommonTileLangBackend, name)) and not name.endswith("_verifier")}
+    assert taken == {"chunk_bwd_dqkwg"}
+    gated_delta_rule_fused()
+    assert not CommonTileLangBackend().is_enabled()

@@ -50,6 +50,9 @@ from ssmprof.workloads.registry import get_workload
         ("chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", "SSM scan"),
         ("chunk_fwd_kernel_o", "SSM scan"),
         ("chunk_bwd_kernel_dqkwg", "SSM scan"),
+        ("kernel_kernel", "SSM scan"),  # fla's TileLang chunk_bwd_dqkwg (prim_func `kernel`), by whole name only
+        ("main_kernel", "other"),  # another TileLang kernel (TileLang's default prim_func name `main`)
+        ("fused_kernel_kernel_1", "other"),
         ("prepare_wy_repr_bwd_kernel", "SSM scan"),
         ("solve_tril_16x16_kernel", "SSM scan"),
         ("chunk_local_cumsum_scalar_kernel", "SSM scan"),
@@ -59,6 +62,11 @@ from ssmprof.workloads.registry import get_workload
 )
 def test_new_kernels_categories(kernel, category):
     assert categorize(kernel) == category
+
+
+def test_flas_tilelang_dqkwg_is_fused_by_its_whole_name_only():
+    assert is_fused_kernel("kernel_kernel") and is_fused_kernel("mamba_mimo_fwd_kernel_kernel")
+    assert not is_fused_kernel("main_kernel") and not is_fused_kernel("other_kernel_kernel")
 
 
 def test_backward_launches_that_redo_forward_work_are_marked():

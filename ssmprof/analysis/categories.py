@@ -14,21 +14,23 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from ssmprof.kernels import FUSED_KERNELS
+from ssmprof.kernels import FUSED_KERNEL_NAMES, FUSED_KERNELS
 
 CATEGORIES = ("GEMM", "SSM scan", "convolution", "attention", "normalization", "elementwise/activation",
               "reduction/loss", "sort/scan", "memory", "optimizer", "communication", "graph gather/scatter", "other")
 
-# The fused kernels' names come from the kernel adapter (`kernels.FUSED_KERNELS`), the one place that knows them.
+# The fused kernels' names come from the kernel adapter (`kernels.FUSED_KERNELS`, `kernels.FUSED_KERNEL_NAMES`: those
+# matched by whole name only), the one place that knows them.
 _SSD, _SCAN, _CONV, _MAMBA3, _GDN = ("|".join(FUSED_KERNELS[op])
                                     for op in ("ssd", "selective_scan", "conv1d", "mamba3", "gated_delta"))
+_WHOLE = "|".join(re.escape(name) for names in FUSED_KERNEL_NAMES.values() for name in names)
 
 # (category, regex on the short kernel name, regex on the launching op or None); case-insensitive.
 RULES: tuple[tuple[str, str, str | None], ...] = (
     ("communication", r"^(nccl|gloo:)", None),  # NCCL kernels; gloo collectives of CPU reference runs
-    # Mamba-2 SSD chain, Mamba-1 scan, Mamba-3 (SISO, MIMO), Gated DeltaNet's chunked delta rule: one category, so
-    # a suite sets the sequence mixers' kernels side by side
-    ("SSM scan", rf"^_?({_SSD})|{_SCAN}|^({_MAMBA3})|^({_GDN})", None),
+    # Mamba-2 SSD chain, Mamba-1 scan, Mamba-3 (SISO, MIMO), Gated DeltaNet's chunked delta rule (and fla's TileLang
+    # chunk_bwd_dqkwg, by whole name): one category, so a suite sets the sequence mixers' kernels side by side
+    ("SSM scan", rf"^_?({_SSD})|{_SCAN}|^({_MAMBA3})|^({_GDN})|^({_WHOLE})$", None),
     ("convolution", rf"{_CONV}|conv_depthwise|convolution|implicit_gemm|fprop|dgrad|wgrad|winograd|"
                     r"nchwtonhwc|nhwctonchw|cudnn", None),
     ("attention", r"flash_(fwd|bwd)|fmha|attention", None),

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ssmprof.errors import GpuKernelFault, GpuOutOfMemory, InvalidConfig, NoGpu
+from ssmprof.errors import GpuKernelFault, GpuOutOfMemory, InvalidConfig, NoGpu, TrainingFailed
 from ssmprof.kernels import KernelPlan
 from ssmprof.profiler.markers import PhaseMarker
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER
@@ -119,7 +119,8 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
                  warmup: int, marker: PhaseMarker | None = None, progress: Progress | None = None,
                  seed: int = 0, capture: contextlib.AbstractContextManager | None = None, groups=None) -> RunResult:
     """Build, warm up, time `steps` iterations, then run the profiled iteration (inside `capture`, e.g. a
-    timeline collector, and cudaProfilerStart/Stop for Nsight Compute)."""
+    timeline collector, and cudaProfilerStart/Stop for Nsight Compute). A failure on the way is one typed line:
+    GpuOutOfMemory, GpuKernelFault (a CUDA error), TrainingFailed (any other RuntimeError)."""
     if steps < 1 or warmup < 0:
         raise InvalidConfig(f"need steps >= 1 and warmup >= 0, got steps={steps} warmup={warmup}")
     report = progress or (lambda stage, done, total: None)
@@ -162,14 +163,20 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
     except RuntimeError as exc:
         # Seen on our H100: mamba2-lm paper at batch 256 (256 x 4096 x 8192 > 2^31 elements per tensor)
         # dies with an illegal memory access, not an OOM: kernels index with 32-bit integers.
-        if "CUDA error" not in str(exc):
-            raise
-        reason = str(exc).split("CUDA error:", 1)[-1].strip().splitlines()[0]
-        raise GpuKernelFault(
-            f"a CUDA kernel failed running {workload.name} (batch {cfg.batch_size}, seq_len {cfg.seq_len}): "
-            f"{reason}; tensors beyond 2^31 elements overflow 32-bit kernel indexing, so lower --batch-size "
-            f"or --seq-len"
-        ) from None
+        if "CUDA error" in str(exc):
+            reason = str(exc).split("CUDA error:", 1)[-1].strip().splitlines()[0]
+            raise GpuKernelFault(
+                f"a CUDA kernel failed running {workload.name} (batch {cfg.batch_size}, seq_len {cfg.seq_len}): "
+                f"{reason}; tensors beyond 2^31 elements overflow 32-bit kernel indexing, so lower --batch-size "
+                f"or --seq-len"
+            ) from None
+        # Any other RuntimeError is a library refusing or failing (seen on our H100: fla-core refusing its Triton
+        # chunk_bwd_dqkwg on Hopper with Triton 3.6.0, fla #640, a multi-line message): one line, not a
+        # traceback. The library's exception stays chained (`__cause__`) for whoever debugs it.
+        raise TrainingFailed(
+            f"running {workload.name} failed (batch {cfg.batch_size}, seq_len {cfg.seq_len}): {_first_line(exc)} "
+            f"(RuntimeError raised in {_raised_in(exc)})"
+        ) from exc
     final_loss = float(losses[-1])
     if not math.isfinite(final_loss):
         raise InvalidConfig(f"the loss is not finite ({final_loss}); the configuration diverges")
@@ -188,6 +195,21 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         provenance=plan.provenance(),
         harness_seconds=seconds,
     )
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message (its type's name where it has none)."""
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+
+
+def _raised_in(exc: BaseException) -> str:
+    """The module of the innermost Python frame an exception passed through (the library that raised it)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return "an unknown module"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_globals.get("__name__", tb.tb_frame.f_code.co_filename)
 
 
 def time_steps(trainer: Trainer, steps: int, on_step: Callable[[int], None] | None = None

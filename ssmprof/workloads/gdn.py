@@ -92,14 +92,16 @@ class GatedDeltaNetMixer(nn.Module):
     a causal depthwise conv (kernel 4) + SiLU over q, k, v, l2-normalised q and k, gate
     g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), the gated delta rule, a per-head RMSNorm gated
     by silu(z), and the output projection. `n_qk_heads` q/k heads serve `n_v_heads` value heads (Qwen3-Next: 2x).
-    GPU: causal-conv1d, fla's fused chunk kernels (l2norm, gate and beta inside) and mamba-ssm's gated-norm
-    Triton kernel; CPU: torch conv, our chunked reference and mamba-ssm's `rms_norm_ref`."""
+    GPU: causal-conv1d, fla's fused chunk kernels (l2norm, gate and beta inside; on Hopper with Triton 3.4-3.7.0
+    the backward's chunk_bwd_dqkwg on fla's TileLang backend, `kernels.gated_delta_choice`) and mamba-ssm's
+    gated-norm Triton kernel; CPU: torch conv, our chunked reference and mamba-ssm's `rms_norm_ref`."""
 
     def __init__(self, d_model: int, n_qk_heads: int, n_v_heads: int, head_dim: int, chunk_size: int,
                  plan: KernelPlan, d_conv: int = 4):
         super().__init__()
         self.n_qk, self.n_v, self.head_dim, self.chunk_size = n_qk_heads, n_v_heads, head_dim, chunk_size
         self.fused = plan.choices["gated_delta"].fused
+        self.impl = plan.impl("gated_delta")  # which of fla's backends the fused chain takes (kernels.FLA_BACKENDS)
         self.conv_impl = plan.impl("conv1d")
         self.norm_fused = plan.device == "cuda"
         key_dim, value_dim = n_qk_heads * head_dim, n_v_heads * head_dim
@@ -128,8 +130,8 @@ class GatedDeltaNetMixer(nn.Module):
         q, k = (rearrange(t, "b l (h d) -> b l h d", d=self.head_dim) for t in (q, k))
         v = rearrange(v, "b l (h d) -> b l h d", d=self.head_dim)
         if self.fused:
-            o, _ = gated_delta_rule_fused()(q, k, v, a, b, **GATED_DELTA_IN_KERNEL, A_log=self.A_log,
-                                            dt_bias=self.dt_bias, chunk_size=self.chunk_size)
+            o, _ = gated_delta_rule_fused(self.impl)(q, k, v, a, b, **GATED_DELTA_IN_KERNEL, A_log=self.A_log,
+                                                     dt_bias=self.dt_bias, chunk_size=self.chunk_size)
         else:
             g = -torch.exp(self.A_log.float()) * F.softplus(a.float() + self.dt_bias)
             o = gated_delta_rule_chunked(F.normalize(q.float(), dim=-1), F.normalize(k.float(), dim=-1), v, g,
