@@ -70,7 +70,7 @@ profile() {  # profile LIMIT_S WORKLOAD [args]: one run directory under $LOGS/ru
   echo "exit $?"; tail -3 "$LOGS/profile.log"
   $BIN/python -c "import json,glob,os; d=json.load(open(max(glob.glob('$LOGS/runs/*/run.json'), key=os.path.getmtime))); \
 print(d['workload']['name'], d['workload']['preset'], d['coverage'], {k: round(v.get('wall_s', 0), 1) for k, v in d['collectors'].items()}); \
-print('pass wall s', d['collectors']['counters'].get('pass_wall_s'), 'apart', [{k: round(v, 1) for k, v in p.items()} for p in d['collectors']['counters'].get('pass_seconds', [])], 'stall checks', d.get('checks', {}).get('stalls'))"
+print('pass wall s', d['collectors']['counters'].get('pass_wall_s'), 'apart', [{k: round(v, 1) for k, v in p.items()} for p in d['collectors']['counters'].get('pass_seconds', [])], 'replay', d['collectors']['counters'].get('pass_replay'), 'stall checks', d.get('checks', {}).get('stalls'))"
 }
 restore() {  # a fresh host: install, and unpack what an earlier `build` stage sent back
   if [[ ! -x $BIN/ssmprof ]]; then
@@ -176,7 +176,9 @@ if [[ $stage == suite || $stage == all ]]; then
   for run in "$LOGS"/suite/*/run.json; do
     $BIN/python -c "import json; d=json.load(open('$run')); h=d['harness']; print(d['workload']['name'], \
 round(h['step_ms'], 2), 'ms', round(h['throughput']), d['harness']['unit'], round(h['peak_memory_bytes'] / 2**30, 2), \
-'GiB', {k: round(v.get('wall_s', 0)) for k, v in d['collectors'].items()}, d['provenance'])"
+'GiB', {k: round(v.get('wall_s', 0)) for k, v in d['collectors'].items()}, d['provenance']); \
+print('  passes', [{k: round(v, 1) for k, v in p.items()} for p in d['collectors']['counters'].get('pass_seconds', [])], \
+'replay', d['collectors']['counters'].get('pass_replay'))"
   done
 fi
 

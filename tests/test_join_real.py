@@ -68,3 +68,21 @@ def test_a_persistent_gemm_configuration_holds_several_problems_each_measured_on
     assert ratios.between(1.0, 1.06).all(), ratios.describe()
     for phase in ("forward", "backward"):
         assert 0.97 <= checks["gemm_flops"][phase]["ratio"] <= 1.05
+
+
+def test_each_pass_records_what_its_replays_cost(tmp_path):
+    """Nsight Compute's own bookkeeping, read from the recorded H100 report: every launch of the 1-layer
+    iteration took 14 replay passes, each restoring the 6.17 GiB the process had allocated (the caching
+    allocator's pool, not the kernel's working set)."""
+    pytest.importorskip("ncu_report")
+    from ssmprof.profiler.collect import replay_cost
+    from ssmprof.profiler.ncu_extract import read_report
+
+    path = tmp_path / "counters-1.ncu-rep"
+    with lzma.open(FIXTURE / "counters-1.ncu-rep.xz") as packed, open(path, "wb") as out:
+        shutil.copyfileobj(packed, out)
+    rows = read_report(path, columns=RECORDED_COUNTER_COLUMNS)
+    assert (rows["replay_passes"] == 14).all() and rows["replay_bytes_per_pass"].nunique() == 1
+    cost = replay_cost(rows)
+    assert cost["launches"] == 76 and cost["passes_median"] == 14
+    assert round(cost["gib_per_pass_median"], 2) == round(cost["gib_per_pass_max"], 2) == 6.17

@@ -265,3 +265,22 @@ def test_host_bound_threshold_is_the_code_default():
 
     assert round(100 * (1 - HOST_BOUND_IDLE_SHARE)) == 70
     claims("(`analysis/host.py`: host-bound below 70 %)")
+
+
+def test_counter_pass_cost_paragraph(reference):
+    from ssmprof.kernels import is_fused_kernel
+    from ssmprof.profiler.counters import SamplingPlan, stall_targets
+
+    exits, launches = [], []
+    for run in reference["runs"]["h100-sxm"].values():
+        parts = run.info["collectors"]["counters"].get("pass_seconds", [])
+        if not parts:
+            continue
+        exits += [part["exit"] for part in parts]
+        kernels = run.kernels.sort_values("launch_idx").reset_index(drop=True)
+        plan = SamplingPlan.of(kernels)
+        launches += [len(plan.expected(kernels, "sampled")), len(plan.expected(kernels, "sampled", plan.targets)),
+                     len(plan.expected(kernels, "sampled", stall_targets(kernels, is_fused_kernel)))]
+    assert span(exits, 1) == "15.2-19.9" and (min(launches), max(launches)) == (13, 201)
+    claims("every pass spent 15.2-19.9 s after the child's code had finished, for 13 profiled launches as for 201",
+           "every launch took 14 replay passes, each restoring all 6.17 GiB the process had allocated")

@@ -132,6 +132,15 @@ CounterCheck = Callable[[pd.DataFrame, str], tuple[pd.DataFrame, dict]]
 RunPass = Callable[[Path, str, list[str], dict | None, list[str] | None, Callable[[int], None]], float]
 
 
+def replay_cost(rows: pd.DataFrame) -> dict:
+    """One pass's replay bookkeeping (`ncu_extract.REPLAY_METRICS`): launches, median passes per launch, and the
+    median and largest GiB saved and restored per replay pass (NaN where the report has none)."""
+    passes = rows.get("replay_passes", pd.Series(dtype=float))
+    restored = rows.get("replay_bytes_per_pass", pd.Series(dtype=float)) / 2**30
+    return {"launches": len(rows), "passes_median": float(passes.median()),
+            "gib_per_pass_median": float(restored.median()), "gib_per_pass_max": float(restored.max())}
+
+
 def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, run_pass: RunPass,
                      check: CounterCheck, tell: Callable[[str, int, int], None]
                      ) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
@@ -152,7 +161,7 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     if counters != "focus":
         passes.append(("stalls", "sampled", stall_targets(kernels, is_fused_kernel)))
     reports: dict[str, list] = {group: [] for group in METRIC_GROUPS}
-    walls, paths = [], []
+    walls, paths, replays = [], [], []
     for number, (group, mode, targets) in enumerate(passes, start=1):
         path = scratch / f"{group}-{number}.ncu-rep"
         only = names if group == "counters" else None
@@ -160,7 +169,9 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
         label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number})"
         walls.append(run_pass(path, mode, metrics[group], targets, only,
                               lambda done, label=label, t=len(expected): tell(label, done, t)))
-        reports[group].append((read_report(path, chip, group), expected))
+        rows = read_report(path, chip, group)
+        reports[group].append((rows, expected))
+        replays.append(replay_cost(rows))
         paths.append(path)
     kernels, notes = attach_counters(kernels, reports["counters"], plan)
     if names is not None:  # launches outside the focus were never asked for: not collected, not unmatched
@@ -169,7 +180,7 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     if reports["stalls"]:
         kernels, notes["stalls"] = attach_stalls(kernels, *reports["stalls"][0], plan)
     kernels, checks = check(schema.conform_kernels(kernels), gpu["name"])
-    notes = {"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls, **notes,
+    notes = {"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls, "pass_replay": replays, **notes,
              "metrics": metrics["counters"], "stall_metrics": metrics["stalls"],
              "columns_not_on_chip": [c for group in METRIC_GROUPS for c, m in column_metrics(chip, group).items()
                                      if m is None]}
