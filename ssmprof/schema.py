@@ -235,6 +235,27 @@ class CoverageSection(_Open):
     counter_time_fraction: float
 
 
+class RejectedGroup(_Open):
+    """A row of `checks.rejected`: the launches of one kernel and phase whose counters one self-check removed.
+    For the GEMM FLOPs check, the evidence (medians over the launches; None for other checks and in runs
+    written before them): measured tensor FLOPs / 2MNK and the upper bound they were held to (see
+    `analysis.checks`)."""
+
+    kernel_name: str
+    phase: str
+    check: str
+    launches: int
+    time_ns: int
+    gemm_ratio: float | None = None
+    gemm_ratio_max: float | None = None
+
+
+class ChecksSection(_Open):
+    """run.json `checks` (schema 2): the counter self-checks' summary (`analysis.checks.check_counters`)."""
+
+    rejected: list[RejectedGroup] = []
+
+
 class RunInfo(_Open):
     """What readers of run.json rely on; validated on every write and read, the dict itself is passed on."""
 
@@ -247,6 +268,7 @@ class RunInfo(_Open):
     harness: HarnessSection
     collectors: dict[str, Any]
     coverage: CoverageSection
+    checks: ChecksSection | None = None  # schema 2; absent in schema 1 runs
 
 
 @dataclass

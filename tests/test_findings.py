@@ -36,7 +36,8 @@ def suite():
         ("mamba2-lm", "host", r"^GPU-bound: kernels keep the GPU busy 98 % of the 216.1 ms step"),
         ("mamba2-lm", "counters", r"\(lent 84 %, measured 16 %; .*\) and passed the self-checks\.$"),
         ("mamba2-lm", "headroom", r"most of it in SSM scan"),
-        ("mamba-vision", "counters", r"the checks removed the counters of 35 launches .* \(backward, GEMM FLOPs\)"),
+        ("mamba-vision", "counters", r"the checks removed the counters of 35 launches .* "
+                                     r"\(backward, GEMM FLOPs, measured/2MNK n/a\)"),
         ("transformer", "counters", r"removed the counters of 1 launch \(0.0 % .*nll_loss.* \(forward, duration\)"),
         ("hybrid", "counters", r"unchecked: a run written before the self-checks"),
         ("mamba2-lm", "top kernels", r"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NTT \(backward, GEMM, 15 % over 28"),
@@ -61,6 +62,24 @@ def test_findings_name_what_the_self_checks_removed():
     tables = analyze(schema.Run(info, analyzed(frame)), None)
     text = tables["findings"].set_index("topic").loc["counters", "finding"]
     assert "removed the counters of 1 launch (" in text and "_chunk_scan_fwd_kernel (forward, duration)" in text
+
+
+def test_findings_and_notes_say_why_a_gemm_failed():
+    """run.json's rejected rows carry the GEMM check's evidence (measured / 2MNK and the bound); n/a in runs
+    written before it."""
+    from ssmprof.analysis.summary import analyze, warnings_for
+    frame = kernels()
+    frame["counter_status"] = ["measured", "measured", "rejected: GEMM FLOPs", "measured", "rejected: GEMM FLOPs"]
+    rejected = [{"kernel_name": "Kernel2", "phase": "backward", "check": "GEMM FLOPs", "launches": 1, "time_ns": 20,
+                 "gemm_ratio": 13.0, "gemm_ratio_max": 4.2105},
+                {"kernel_name": "Kernel2", "phase": "forward", "check": "GEMM FLOPs", "launches": 1, "time_ns": 10}]
+    run = schema.Run({**run_info(), "checks": {"rejected": rejected}}, analyzed(frame))
+    schema.check_info({**run.info, "schema_version": 2, "status": "complete"})
+    text = analyze(run, None)["findings"].set_index("topic").loc["counters", "finding"]
+    note = next(n for n in warnings_for(run) if n.startswith("self-checks removed"))
+    for words in (text, note):
+        assert "Kernel2 (backward, GEMM FLOPs: measured/2MNK 13x, allowed 0.8-4.21x)" in words
+        assert "Kernel2 (forward, GEMM FLOPs, measured/2MNK n/a)" in words
 
 
 def test_suite_opens_with_findings_and_provenance(suite):

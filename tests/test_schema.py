@@ -132,6 +132,19 @@ def test_run_json_keeps_keys_it_does_not_know(tmp_path):
     assert schema.read_run(path).info["checks"] == {"timeline_vs_ncu": "passed"}
 
 
+def test_run_json_checks_rejected_rows_validate_with_and_without_gemm_evidence(tmp_path):
+    rows = [{"kernel_name": "Kernel2", "phase": "backward", "check": "GEMM FLOPs", "launches": 42,
+             "time_ns": 497642, "gemm_ratio": 3.1, "gemm_ratio_max": 4.2},
+            {"kernel_name": "reduce_kernel", "phase": "backward", "check": "duration", "launches": 5,
+             "time_ns": 50977, "gemm_ratio": None, "gemm_ratio_max": None},
+            {"kernel_name": "Kernel", "phase": "backward", "check": "duration", "launches": 1, "time_ns": 11648}]
+    path = schema.write_run(tmp_path / "run", run_info(checks={"rejected": rows}), kernel_rows())
+    assert schema.read_run(path).info["checks"]["rejected"] == rows
+    rows[0]["gemm_ratio"] = "high"
+    with pytest.raises(schema.SchemaError, match=r"run.json checks.rejected.0.gemm_ratio: Input should be a valid"):
+        schema.write_run(tmp_path / "other", run_info(checks={"rejected": rows}), kernel_rows())
+
+
 def test_run_json_with_a_wrong_type_is_one_line(tmp_path):
     path = schema.write_run(tmp_path / "run", run_info(), kernel_rows())
     info = json.loads((path / schema.RUN_JSON).read_text())

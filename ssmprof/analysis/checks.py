@@ -15,8 +15,30 @@ counters (`measured` or `lent`):
   duration describe different work.
 - hit rates within 0-100 %: ncu's sector accounting reads up to ~0.2 % over 100 on tiny kernels
   (gpu-facts); values up to HIT_RATE_SLACK over are clipped to 100, beyond that the launch fails.
-- GEMMs: tensor FLOPs against 2*M*N*K (times the batch) from the launching op's input shapes; a launch
-  outside GEMM_RATIO_BAND fails (padding to tiles costs a few %, another problem's counters far more).
+- GEMMs: tensor FLOPs against 2*M*N*K (times the batch) from the launching op's input shapes. A launch
+  passes from GEMM_RATIO_BAND[0] x 2MNK up to GEMM_RATIO_BAND[1] x the work with M, N and K padded to the
+  kernel's tile (`padded_gemm_flops`). Why padded: a tensor-core GEMM computes whole CTA tiles, and every
+  MMA it issues is counted, zeros or not (out-of-bounds rows and columns are loaded as zeros, the last K
+  step runs a whole K tile), so a dimension of 6, 10 or 38 costs a tile's work. On the H100 graph-mamba
+  paper run, a band of 0.8-1.25 x 2MNK removed the counters of 107 launches of skinny GEMMs (about 6 % of
+  kernel time; dimensions of 6, 10, 38 and 96 under tiles of 16-256 a side), while the GEMMs that passed
+  summed to 1.005 (forward) and 1.009 (backward) x 2MNK. Their counters were removed, so no measured ratio
+  of theirs is known: the padded bound is what the tiles allow, not a fit to them.
+  The tile comes from the kernel's name (the full name where recorded): cuBLAS's nvjet
+  (`nvjet_sm90_tst_96x256_64x4_...`: M x N CTA tile, K tile x stages), CUTLASS 2
+  (`cutlass::Kernel2<cutlass_80_tensorop_..._gemm_bf16_128x64_64x3_tt_align2>`, whose short name is just
+  `Kernel2`), CUTLASS 3 and cuBLAS's xmma (`..._128x256x64_...`, `tilesize128x128x64`). Which GEMM dimension
+  lies along the tile's M and which along its N depends on the transposes (cuBLAS is column-major, PyTorch
+  row-major), so both orientations are padded and the larger taken. A kernel whose name carries no tile is
+  padded to DEFAULT_TILE, 128 x 128 x 64. The MMA shapes give only the smallest step (Hopper's wgmma: 64 rows
+  per warpgroup, N in steps of 8, K in steps of 16 for bf16; Ampere's mma.sync m16n8k16), and library CTA
+  tiles are multiples of them, 16-256 a side with K tiles of 32-64 (128 in CUTLASS's wmma kernels): 128 x 128
+  x 64 is a common middle, not a ceiling, so a tile-less kernel running a 256-wide tile over a tiny dimension
+  can still fail.
+  Tight where it matters: for a large GEMM the padding is a few % at most, so another problem's counters
+  (12x the work: a 4 ms GEMM's on a 360 us launch) still fail. Where a dimension is far below the tile the
+  bound is wide (36x for a [192, 28544] x [28544, 6] product under the default tile); there the duration
+  check is what catches counters of another problem.
 
 Warp stalls (their own pass, `stall_lender` set) are checked apart, and removed apart:
 - duration: the stall pass's Nsight Compute duration against the timeline's, with the tolerance above;
@@ -29,6 +51,8 @@ Warp stalls (their own pass, `stall_lender` set) are checked apart, and removed 
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,11 +64,31 @@ from ssmprof.schema import CHECKED_STATUSES, COUNTER_COLUMNS, PHASES, STALL_COLU
 DURATION_FLOOR_NS = 4000
 DURATION_RATIO = 1.5
 HIT_RATE_SLACK = 1.0
+# Tensor FLOPs of a GEMM launch: at least [0] x 2MNK, at most [1] x the work padded to the kernel's tile.
 GEMM_RATIO_BAND = (0.8, 1.25)
 STALL_SUM_TOLERANCE = 0.1
 # Ops whose input shapes give a GEMM's work, and where M, K, N stand in the shapes ([batch,] rows, inner).
 _GEMM_OPS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
              "aten::addbmm": (1, 2)}
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A GEMM kernel's CTA tile: rows x columns of the output it computes, and the K step of its main loop."""
+
+    m: int
+    n: int
+    k: int
+
+
+# The tile of a kernel whose name carries none (see the module docstring for why 128 x 128 x 64).
+DEFAULT_TILE = Tile(128, 128, 64)
+# Tiles in kernel names, first match wins: M x N x K (CUTLASS 3 `_128x256x64_1x2x1_`, cuBLAS xmma
+# `tilesize128x128x64`); M x N _ K x stages (nvjet `tst_96x256_64x4_`, CUTLASS 2 `gemm_bf16_128x64_64x3_`);
+# M x N alone (CUTLASS 2 `s1688gemm_bf16_64x64_nt`: K is DEFAULT_TILE's).
+_TILE_PATTERNS = (re.compile(r"(?:gemm\w*?_|tilesize)(\d+)x(\d+)x(\d+)_"),
+                  re.compile(r"(?:nvjet|gemm)\w*?_(\d+)x(\d+)_(\d+)x\d+_"),
+                  re.compile(r"gemm\w*?_(\d+)x(\d+)_"))
 
 
 @dataclass(frozen=True)
@@ -57,20 +101,58 @@ class Peaks:
     fp32_flops: float
 
 
-def gemm_flops(launch_op: str, launch_shapes: str) -> float:
-    """2*M*N*K (x batch) of a GEMM op from its recorded input shapes; NaN where the op or shapes say nothing."""
+def gemm_problem(launch_op: str, launch_shapes: str) -> tuple[float, int, int, int] | None:
+    """(batch, M, N, K) of a GEMM op from its recorded input shapes; None where the op or shapes say nothing."""
     where = _GEMM_OPS.get(launch_op)
     if where is None or not launch_shapes:
-        return float("nan")
+        return None
     try:
         shapes = json.loads(launch_shapes)
         a, b = shapes[where[0]], shapes[where[1]]
     except (ValueError, IndexError, TypeError):
-        return float("nan")
+        return None
     if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
-        return float("nan")
+        return None
     batch = float(np.prod(a[:-2])) if len(a) > 2 else 1.0
-    return 2.0 * batch * a[-2] * a[-1] * b[-1]
+    return batch, a[-2], b[-1], a[-1]
+
+
+def gemm_flops(launch_op: str, launch_shapes: str) -> float:
+    """2*M*N*K (x batch) of a GEMM op from its recorded input shapes; NaN where the op or shapes say nothing."""
+    problem = gemm_problem(launch_op, launch_shapes)
+    if problem is None:
+        return float("nan")
+    batch, m, n, k = problem
+    return 2.0 * batch * m * n * k
+
+
+def kernel_tile(kernel_name: str) -> Tile | None:
+    """The CTA tile a GEMM kernel's name carries (nvjet, CUTLASS 2 and 3, cuBLAS xmma); None where it has none."""
+    for number, pattern in enumerate(_TILE_PATTERNS):
+        found = pattern.search(kernel_name or "")
+        if found:
+            m, n = int(found[1]), int(found[2])
+            k = int(found[3]) if number < 2 else DEFAULT_TILE.k
+            if m > 0 and n > 0 and k > 0:
+                return Tile(m, n, k)
+    return None
+
+
+def padded_gemm_flops(launch_op: str, launch_shapes: str, kernel_name: str) -> float:
+    """2*M*N*K (x batch) with M, N and K rounded up to the kernel's tile (`kernel_tile`, else DEFAULT_TILE):
+    the most tensor work whole tiles can issue. M and N are padded both ways round (which lies along the tile's
+    rows depends on the transposes) and the larger taken; NaN where the op or shapes say nothing."""
+    problem = gemm_problem(launch_op, launch_shapes)
+    if problem is None:
+        return float("nan")
+    batch, m, n, k = problem
+    tile = kernel_tile(kernel_name) or DEFAULT_TILE
+    output = max(_round_up(m, tile.m) * _round_up(n, tile.n), _round_up(m, tile.n) * _round_up(n, tile.m))
+    return 2.0 * batch * output * _round_up(k, tile.k)
+
+
+def _round_up(size: int, step: int) -> int:
+    return math.ceil(size / step) * step
 
 
 def check_counters(kernels: pd.DataFrame, peaks: Peaks | None) -> tuple[pd.DataFrame, dict]:
@@ -85,9 +167,14 @@ def check_counters(kernels: pd.DataFrame, peaks: Peaks | None) -> tuple[pd.DataF
     hit_ok = ~((hit < 0) | (hit > 100 + HIT_RATE_SLACK)).any(axis=1)
     analytic = pd.Series([gemm_flops(op, shapes) for op, shapes in zip(kernels["launch_op"], kernels["launch_shapes"],
                                                                        strict=True)], index=kernels.index)
+    names = kernels["kernel_name_full"].where(kernels["kernel_name_full"].fillna("") != "", kernels["kernel_name"])
+    padded = pd.Series([padded_gemm_flops(op, shapes, name) for op, shapes, name
+                        in zip(kernels["launch_op"], kernels["launch_shapes"], names, strict=True)],
+                       index=kernels.index, dtype=float)
     gemm = analytic.notna() & (frame["flops_tensor"] > 0)
     gemm_ratio = frame["flops_tensor"] / analytic
-    gemm_ok = ~gemm | gemm_ratio.between(*GEMM_RATIO_BAND)
+    gemm_allowed = GEMM_RATIO_BAND[1] * padded / analytic  # the upper bound, as a ratio to 2MNK
+    gemm_ok = ~gemm | ((gemm_ratio >= GEMM_RATIO_BAND[0]) & (gemm_ratio <= gemm_allowed))
     reason = np.select([~duration_ok, ~rate_ok, ~hit_ok, ~gemm_ok],
                        ["rejected: duration", "rejected: rate above peak", "rejected: hit rate",
                         "rejected: GEMM FLOPs"], "")
@@ -98,12 +185,17 @@ def check_counters(kernels: pd.DataFrame, peaks: Peaks | None) -> tuple[pd.DataF
     for column in ("l1_hit_rate_pct", "l2_hit_rate_pct"):
         out[column] = out[column].clip(upper=100)
     kept = counted & ~rejected
+    gemm_failed = out["counter_status"] == "rejected: GEMM FLOPs"
+    evidence = out[rejected].assign(gemm_ratio=gemm_ratio.where(gemm_failed),
+                                    gemm_ratio_max=gemm_allowed.where(gemm_failed))
     out, stalls = _check_stalls(out)
     summary = {
         "duration_tolerance": {"floor_ns": DURATION_FLOOR_NS, "ratio": DURATION_RATIO},
         "status_time_fraction": _time_shares(out),
         "status_launches": {k: int(v) for k, v in out["counter_status"].value_counts().items()},
-        "rejected": _rejected_table(out[rejected]),
+        "gemm_ratio_band": {"min": GEMM_RATIO_BAND[0], "max_over_padded": GEMM_RATIO_BAND[1],
+                            "default_tile": [DEFAULT_TILE.m, DEFAULT_TILE.n, DEFAULT_TILE.k]},
+        "rejected": _rejected_table(evidence),
         "max_fraction_of_peak": ({k: _max(v[kept]) for k, v in fractions.items()} if peaks else
                                  "GPU not in the datasheet table: rates not checked"),
         "hit_rates_clipped": int((hit[kept] > 100).any(axis=1).sum()),
@@ -162,11 +254,32 @@ def _time_shares(kernels: pd.DataFrame) -> dict:
 
 
 def _rejected_table(rejected: pd.DataFrame, limit: int = 40) -> list[dict]:
+    """Per kernel, phase and check: launches and time removed; for the GEMM FLOPs check also the evidence,
+    medians over the group's launches (a kernel name may run several shapes): `gemm_ratio` = measured tensor
+    FLOPs / 2MNK and `gemm_ratio_max` = the upper bound it was held to (GEMM_RATIO_BAND[1] x padded / 2MNK;
+    the lower bound is GEMM_RATIO_BAND[0]). None for the other checks."""
+    if "gemm_ratio" not in rejected:
+        rejected = rejected.assign(gemm_ratio=np.nan, gemm_ratio_max=np.nan)
     grouped = (rejected.groupby(["kernel_name", "phase", "counter_status"], as_index=False)
-               .agg(launches=("launch_idx", "size"), time_ns=("duration_ns", "sum"))
+               .agg(launches=("launch_idx", "size"), time_ns=("duration_ns", "sum"),
+                    gemm_ratio=("gemm_ratio", "median"), gemm_ratio_max=("gemm_ratio_max", "median"))
                .sort_values("time_ns", ascending=False).head(limit))
     return [{"kernel_name": r.kernel_name, "phase": r.phase, "check": r.counter_status.removeprefix("rejected: "),
-             "launches": int(r.launches), "time_ns": int(r.time_ns)} for r in grouped.itertuples()]
+             "launches": int(r.launches), "time_ns": int(r.time_ns), "gemm_ratio": _number(r.gemm_ratio),
+             "gemm_ratio_max": _number(r.gemm_ratio_max)} for r in grouped.itertuples()]
+
+
+def describe_rejected(row: dict) -> str:
+    """A row of run.json `checks.rejected` in words: "kernel (phase, check)", for the GEMM FLOPs check with the
+    measured ratio to 2MNK and the band it was held to (n/a where the run recorded none: runs before them)."""
+    text = f"{row['kernel_name']} ({row['phase']}, {row['check']}"
+    if row["check"] == "GEMM FLOPs":
+        ratio, allowed = row.get("gemm_ratio"), row.get("gemm_ratio_max")
+        if ratio is None and allowed is None:
+            text += ", measured/2MNK n/a"
+        else:
+            text += f": measured/2MNK {_times(ratio)}, allowed {GEMM_RATIO_BAND[0]:g}-{_times(allowed)}"
+    return text + ")"
 
 
 def _gemm_summary(gemms: pd.DataFrame, measured: pd.Series, analytic: pd.Series) -> dict:
@@ -182,6 +295,14 @@ def _gemm_summary(gemms: pd.DataFrame, measured: pd.Series, analytic: pd.Series)
 
 def _max(values: pd.Series) -> float | None:
     return None if values.dropna().empty else float(values.max())
+
+
+def _times(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{ratio:.3g}x"
+
+
+def _number(value: float) -> float | None:
+    return None if pd.isna(value) else float(value)
 
 
 def status_table(kernels: pd.DataFrame) -> pd.DataFrame:

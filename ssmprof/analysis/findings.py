@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ssmprof.analysis.checks import describe_rejected
 from ssmprof.analysis.frame import WEIGHT, time_weighted
 from ssmprof.analysis.headroom import REACHABLE
 from ssmprof.schema import CHECKED_STATUSES
@@ -213,7 +214,7 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
             text += f"; the checks removed the counters of {launches:,} launch{'es' * (launches != 1)} " \
                     f"({100 * rejected['time_share'].sum():.1f} % of kernel time)"
             if names:
-                text += ", e.g. " + ", ".join(f"{r['kernel_name']} ({r['phase']}, {r['check']})" for r in names)
+                text += ", e.g. " + ", ".join(describe_rejected(r) for r in names)
         text += "."
     return [{"topic": "counters", "finding": text, "value": f"{100 * counted:.0f} %", "anchor": "counter_checks"}]
 

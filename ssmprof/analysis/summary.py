@@ -6,7 +6,7 @@ import pandas as pd
 
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
-from ssmprof.analysis.checks import status_table
+from ssmprof.analysis.checks import describe_rejected, status_table
 from ssmprof.analysis.communication import communication_tables
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.headroom import headroom, headroom_summary
@@ -85,7 +85,7 @@ def warnings_for(run: Run) -> list[str]:
                      "(profile with --counters sampled or all for the roofline and cache views)")
     rejected = run.info.get("checks", {}).get("rejected", [])
     if rejected:
-        worst = ", ".join(f"{r['kernel_name']} ({r['phase']}, {r['check']})" for r in rejected[:3])
+        worst = ", ".join(describe_rejected(r) for r in rejected[:3])
         launches = sum(r["launches"] for r in rejected)
         notes.append(f"self-checks removed the counters of {launches} launch{'es' * (launches != 1)} "
                      f"({sum(r['time_ns'] for r in rejected) / 1e6:.2f} ms), e.g. {worst}")
