@@ -284,3 +284,102 @@ def test_counter_pass_cost_paragraph(reference):
     assert span(exits, 1) == "15.2-19.9" and (min(launches), max(launches)) == (13, 201)
     claims("every pass spent 15.2-19.9 s after the child's code had finished, for 13 profiled launches as for 201",
            "every launch took 14 replay passes, each restoring all 6.17 GiB the process had allocated")
+
+
+def table_names(section: str) -> list[str]:
+    """The first backticked name of each table row under README's `## section` (the op or the workload)."""
+    text = (ROOT / "README.md").read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return [re.match(r"\| `([^`]+)`", line).group(1) for line in body.splitlines() if line.startswith("| `")]
+
+
+def test_every_planned_op_and_registered_workload_has_a_row():
+    """The provenance table has a row per op `plan_kernels` accepts (kernels.OPS) and the workloads table one per
+    registered workload (and per SSM layer the hybrid can swap in); neither names one the code does not know."""
+    import dataclasses
+
+    from ssmprof.kernels import OPS
+    from ssmprof.workloads.lm import SSM_LAYERS, HybridConfig
+    from ssmprof.workloads.registry import WORKLOADS
+
+    ops, workloads = table_names("Kernel provenance"), table_names("Workloads")
+    assert not set(OPS) - set(ops), f"README's Kernel provenance table has no row for {sorted(set(OPS) - set(ops))}"
+    assert not set(ops) - set(OPS), f"README's Kernel provenance table names unknown ops {sorted(set(ops) - set(OPS))}"
+    assert len(ops) == len(set(ops))
+    missing, unknown = set(WORKLOADS) - set(workloads), set(workloads) - set(WORKLOADS)
+    assert not missing, f"README's Workloads table has no row for {sorted(missing)}"
+    assert not unknown, f"README's Workloads table names unregistered workloads {sorted(unknown)}"
+    default = {f.name: f.default for f in dataclasses.fields(HybridConfig)}["ssm_layer"]
+    claims(*(f"| `hybrid`, `--set ssm_layer={layer}` |" for layer in SSM_LAYERS if layer != default))
+
+
+def test_next_ssm_rows_follow_the_presets_and_the_plan():
+    """The Mamba-3 and Gated DeltaNet rows of both tables, from the preset definitions (no reference runs yet) and
+    the kernel plan's rules."""
+    from ssmprof.errors import InvalidConfig
+    from ssmprof.kernels import (
+        FLA_640_TRITON,
+        GDN_TILELANG_DQKWG,
+        GDN_TRITON,
+        GDN_V_HEADS_PER_QK_HEAD,
+        MAMBA3_CHUNK,
+        MIMO_TILELANG,
+        gated_delta_choice,
+        hybrid_gdn_chunk,
+        mamba3_steps,
+    )
+    from ssmprof.workloads.lm import gdn_heads, gdn_hybrid_pattern
+    from ssmprof.workloads.registry import NEXT, get_workload
+
+    mamba2, hybrid = get_workload("mamba2-lm").config("paper"), get_workload("hybrid").config("paper")
+    mamba3 = get_workload("mamba3-lm").config("paper")
+    shared = ("d_model", "d_state", "headdim", "expand", "layers", "batch_size", "seq_len")
+    assert {k: getattr(mamba3, k) for k in shared} == {k: getattr(mamba2, k) for k in shared}
+    assert (mamba3.ngroups, mamba3.chunk_size, mamba3.mimo, mamba3.mimo_rank) == (1, 64, False, 4)
+    assert mamba3_steps(mamba3.chunk_size, True, mamba3.mimo_rank) == mamba3.chunk_size // mamba3.mimo_rank
+    gdn = get_workload("gdn-lm").config("paper")
+    assert (gdn.d_model, gdn.layers, gdn.batch_size, gdn.seq_len) == (mamba2.d_model, mamba2.layers,
+                                                                       mamba2.batch_size, mamba2.seq_len)
+    assert (gdn.head_dim, gdn.chunk_size, gdn.v_heads_per_qk_head) == (128, 64, 2)
+    n_qk, n_v = gdn_heads(gdn.d_model, gdn.expand, gdn.head_dim, gdn.v_heads_per_qk_head)
+    assert (n_qk, n_v) == (32, 64)
+    assert n_v * gdn.head_dim ** 2 == mamba2.expand * mamba2.d_model * mamba2.d_state  # a Mamba-2 layer's state
+    gdn_hybrid = get_workload("gdn-hybrid").config("paper")
+    assert {k: getattr(gdn_hybrid, k) for k in ("d_model", "head_dim", "expand", "chunk_size")} == {
+        k: getattr(gdn, k) for k in ("d_model", "head_dim", "expand", "chunk_size")}
+    assert (gdn_hybrid.n_heads, gdn_hybrid.n_kv_heads, gdn_hybrid.mlp_ratio) == (hybrid.n_heads, hybrid.n_kv_heads,
+                                                                                 hybrid.mlp_ratio)
+    kinds = gdn_hybrid_pattern(gdn_hybrid.layers)
+    assert (len(kinds), kinds.count("G"), kinds.count("A"), kinds.count("F")) == (16, 6, 2, 8)
+    workload = get_workload("hybrid")
+    with_mamba3 = workload.config("paper", {"ssm_layer": "mamba3"})
+    assert min(with_mamba3.chunk_size, MAMBA3_CHUNK) == 64
+    with pytest.raises(InvalidConfig, match="ngroups"):
+        workload.config("paper", {"ssm_layer": "mamba3", "mimo": "true"})
+    assert workload.kernel_ops(workload.config("paper", {"ssm_layer": "mamba3", "mimo": "true", "ngroups": "1"}))[
+        0] == "mamba3_mimo"
+    with_gdn = workload.config("paper", {"ssm_layer": "gdn"})
+    assert gdn_heads(with_gdn.d_model, with_gdn.expand, with_gdn.d_state, GDN_V_HEADS_PER_QK_HEAD) == (32, 64)
+    assert hybrid_gdn_chunk(with_gdn.chunk_size) == 64
+    for name in [w.name for w in NEXT] + ["hybrid"]:  # no tensor-parallel form
+        cfg = get_workload(name).config("paper", {"ssm_layer": "gdn"} if name == "hybrid" else {})
+        with pytest.raises(InvalidConfig, match="no tensor-parallel model"):
+            get_workload(name).layer_kinds(cfg)
+    assert not any((bundled.REFERENCE / gpu / w.name).exists() for gpu in bundled.GPUS for w in NEXT)
+    # fla #640: Hopper with a Triton it names takes fla's TileLang dqkwg where tilelang and nvcc exist, else refuses
+    low, fixed = FLA_640_TRITON
+    assert gated_delta_choice((9, 0), low, True, True).impl == GDN_TILELANG_DQKWG
+    refused = gated_delta_choice((9, 0), low, True, False)
+    assert not refused.fused and refused.impl == "torch-reference" and refused.refusal and "\n" not in refused.refusal
+    assert not gated_delta_choice((9, 0), low, False, True).fused
+    assert gated_delta_choice((9, 0), fixed, False, False).impl == GDN_TRITON
+    assert gated_delta_choice((8, 0), low, False, False).impl == GDN_TRITON
+    names = [f"`{w.name}`" for w in NEXT]
+    claims(f"{', '.join(names[:-1])} and {names[-1]} are not in the default suite (no bundled reference runs",
+           f"fla #640 (Hopper, Triton >= {low} and < {fixed})", f"run.json records `{GDN_TRITON}`, or "
+           f"`{GDN_TILELANG_DQKWG}`", f"`mimo` extra ({MIMO_TILELANG})",
+           f"TileLang MIMO of rank `mimo_rank`, {mamba3.mimo_rank}",
+           "1 B/C group, chunk 64 (MIMO: 64 / rank steps)",
+           "64 value / 32 q-k heads of 128, chunk 64 (a Mamba-2 layer's state)",
+           "16 blocks = 6 Gated DeltaNet + 2 attention + 8 MLP", "Mamba-3 chunk 64; MIMO needs `--set ngroups=1`",
+           "64 value / 32 q-k heads of 128, GDN chunk 64")
