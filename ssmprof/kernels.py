@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from ssmprof.errors import KernelUnavailable
 
 BUILD_HINT = "run `make kernels` (builds causal-conv1d and selective-scan for this GPU)"
-GPU_DEPS_HINT = "`make install` on a GPU host installs the `gpu` extra: tilelang, fla-core"
+GPU_DEPS_HINT = ("`make install` on a GPU host installs the `gpu` extra (fla-core) and, where its wheels are "
+                 "there (`make wheelhouse-mimo` offline), the `mimo` extra (tilelang==0.1.8)")
 
 # The ops a workload can ask for, each with a one-line meaning (shown by `ssmprof doctor`).
 OPS = {
