@@ -21,6 +21,8 @@
 #                                  the way they happen (chunk size, autotuning cache, lost fusion, cuBLAS
 #                                  workspace), each gated; bundle with scripts/bundle_regress.sh
 #   scripts/gpu_check.sh oom       a real GPU out-of-memory: one line, exit 1
+#   scripts/gpu_check.sh ncu-cost  what a profiled launch costs: replay passes per metric family, and the wall
+#                                  time of 20 profiled launches holding 0 vs 30 GiB (scripts/ncu_pass_cost.py)
 #   scripts/gpu_check.sh next      Mamba-3 and Gated DeltaNet: the fused-vs-reference GPU tests (SISO Triton, MIMO
 #                                  TileLang, fla), MIMO and the hybrid's ssm_layer=mamba3|gdn at small, then
 #                                  `ssmprof suite --preset paper` of mamba3-lm, gdn-lm, gdn-hybrid with counters
@@ -262,6 +264,13 @@ if [[ $stage == calibrate || $stage == all ]]; then
   restore
   log "calibrate"
   $BIN/ssmprof calibrate --out "$LOGS/device-profile.json" --keep-report "$LOGS/calibrate.ncu-rep" 2>&1 | tail -8
+fi
+
+if [[ $stage == ncu-cost ]]; then
+  # what a profiled launch costs: replay passes per metric family, and the price of the memory a process holds
+  restore
+  log "ncu pass cost"
+  timeout 300 $BIN/python scripts/ncu_pass_cost.py "$LOGS/ncu-pass-cost.json" 2>&1 | tee "$LOGS/ncu-pass-cost.log"
 fi
 
 if [[ $stage == tp || $stage == tp-claim ]]; then

@@ -1,0 +1,110 @@
+"""What a profiled launch costs under Nsight Compute, taken apart on the GPU host (`gpu_check.sh ncu-cost`).
+
+Two questions decide whether the paper suite's counters fit the 10-minute goal (#11), and neither can be
+answered without a GPU:
+1. Which metric families cost replay passes? Every launch of the counter set took 14 passes in the H100 join
+   fixture. Each family of the set is profiled alone on one bf16 GEMM launch and the passes read back from
+   ncu's own bookkeeping (`profiler__replayer_passes`).
+2. Does a launch cost more when the process holds more memory? Each pass restored all 6.17 GiB the fixture's
+   process had allocated. The same 20 launches are profiled with the full set, holding nothing extra and then
+   holding HOLD_GIB more, and the wall times compared.
+
+    .venv/bin/python scripts/ncu_pass_cost.py OUT.json
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ssmprof.profiler.ncu import counter_metrics
+
+LAUNCH = ("launch__grid_dim_x",)  # every run asks for one cheap attribute besides its family
+HOLD_GIB = 30
+LAUNCHES = 20
+# One bf16 GEMM per launch, after a warm-up the bracket leaves out; `hold` GiB allocated and kept.
+TARGET = """
+import sys, torch
+hold = [torch.empty(int(float(sys.argv[1]) * 2**30), dtype=torch.uint8, device="cuda")] if float(sys.argv[1]) else []
+a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+for _ in range(3):
+    a @ a
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
+for _ in range(int(sys.argv[2])):
+    a @ a
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
+"""
+
+
+def families(metrics: list[str]) -> dict[str, list[str]]:
+    """The counter set cut by what each metric measures (prefix), plus the whole set and the stall set."""
+    def having(*prefixes: str) -> list[str]:
+        return [m for m in metrics if m.startswith(prefixes)]
+
+    sass = having("sm__sass_thread_inst_executed_op_")
+    cut = {
+        "duration and launch": having("gpu__time_duration", "launch__"),
+        "dram": having("dram__"),
+        "l2 (lts)": having("lts__"),
+        "l1 (l1tex)": having("l1tex__"),
+        "sass fp32 instructions": [m for m in sass if any(f"_op_f{op}_" in m for op in ("add", "mul", "fma"))],
+        "sass fp16 instructions": [m for m in sass if any(f"_op_h{op}_" in m for op in ("add", "mul", "fma"))],
+        "sass fp64 instructions": [m for m in sass if any(f"_op_d{op}_" in m for op in ("add", "mul", "fma"))],
+        "tensor ops": having("sm__ops_path_tensor"),
+        "pipes, issue, warps, sm throughput": having("sm__pipe_", "sm__inst_executed_pipe_", "smsp__issue_active",
+                                                     "sm__warps_active", "sm__throughput"),
+    }
+    cut["whole counter set"] = metrics
+    cut["whole set without fp64 instructions"] = [m for m in metrics if m not in cut["sass fp64 instructions"]]
+    cut["whole set without sass instructions"] = [m for m in metrics if m not in sass]
+    cut["stall set"] = counter_metrics("gh100", "stalls")
+    return cut
+
+
+def profile(metrics: list[str], hold_gib: float, launches: int, folder: Path, name: str) -> dict:
+    report = folder / f"{name}.ncu-rep"
+    script = folder / "target.py"
+    script.write_text(TARGET)
+    argv = ["ncu", "--profile-from-start", "off", "--clock-control", "none", "--metrics",
+            ",".join(sorted(set(metrics) | set(LAUNCH))), "--export", str(report), "--force-overwrite",
+            sys.executable, str(script), str(hold_gib), str(launches)]
+    began = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    wall = time.perf_counter() - began
+    if done.returncode != 0:
+        return {"error": (done.stderr or done.stdout).strip().splitlines()[-1:]}
+    import ncu_report
+
+    action = ncu_report.load_report(str(report)).range_by_idx(0).action_by_idx(0)
+
+    def value(metric: str) -> float | None:
+        found = action.metric_by_name(metric)
+        return float(found.as_double()) if found is not None else None
+
+    backed_up = value("profiler__replayer_bytes_mem_backed_up.avg")
+    return {"metrics": len(metrics), "passes": value("profiler__replayer_passes"), "wall_s": round(wall, 2),
+            "gib_per_pass": round(backed_up / 2**30, 3) if backed_up is not None else None}
+
+
+def main(out: Path) -> None:
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        for index, (family, metrics) in enumerate(families(counter_metrics("gh100")).items()):
+            results[family] = profile(metrics, 0, 1, folder, f"family-{index}")
+            print(f"{family:40s} {results[family]}", flush=True)
+        for hold in (0, HOLD_GIB):
+            key = f"whole set, {LAUNCHES} launches, holding {hold} GiB more"
+            results[key] = profile(counter_metrics("gh100"), hold, LAUNCHES, folder, f"hold-{hold}")
+            print(f"{key:40s} {results[key]}", flush=True)
+    out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,18 @@
+"""The ncu cost experiment (scripts/ncu_pass_cost.py) asks about every metric of the counter set once."""
+
+import sys
+from pathlib import Path
+
+from ssmprof.profiler.ncu import counter_metrics
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
+import ncu_pass_cost  # noqa: E402
+
+
+def test_metric_families_cut_the_counter_set_without_overlap():
+    metrics = counter_metrics("gh100")
+    cut = ncu_pass_cost.families(metrics)
+    parts = [m for name, family in cut.items() if not name.startswith(("whole", "stall")) for m in family]
+    assert sorted(parts) == sorted(metrics)
+    assert len(cut["whole set without sass instructions"]) == len(metrics) - 9
+    assert cut["stall set"] == counter_metrics("gh100", "stalls")
