@@ -103,7 +103,7 @@ class GatedDeltaNetMixer(nn.Module):
         self.fused = plan.choices["gated_delta"].fused
         self.impl = plan.impl("gated_delta")  # which of fla's backends the fused chain takes (kernels.FLA_BACKENDS)
         self.conv_impl = plan.impl("conv1d")
-        self.norm_fused = plan.device == "cuda"
+        self.norm_fused = plan.choices["norm"].fused  # the plan's Triton norms (here the gated rmsnorm_fn), as recorded
         key_dim, value_dim = n_qk_heads * head_dim, n_v_heads * head_dim
         self.split = [key_dim, key_dim, value_dim, value_dim, n_v_heads, n_v_heads]  # q k v z b a
         self.in_proj = nn.Linear(d_model, sum(self.split), bias=False)
