@@ -22,7 +22,7 @@
 #                                  workspace), each gated; bundle with scripts/bundle_regress.sh
 #   scripts/gpu_check.sh oom       a real GPU out-of-memory: one line, exit 1
 #   scripts/gpu_check.sh ncu-cost  what a profiled launch costs: replay passes per metric family, and the wall
-#                                  time of 20 profiled launches holding 0 vs 30 GiB (scripts/ncu_pass_cost.py)
+#                                  time of 20 profiled launches holding 0, 30, 45 GiB (scripts/ncu_pass_cost.py)
 #   scripts/gpu_check.sh next      Mamba-3 and Gated DeltaNet: the fused-vs-reference GPU tests (SISO Triton, MIMO
 #                                  TileLang, fla), MIMO and the hybrid's ssm_layer=mamba3|gdn at small, then
 #                                  `ssmprof suite --preset paper` of mamba3-lm, gdn-lm, gdn-hybrid with counters

@@ -6,8 +6,13 @@ answered without a GPU:
    fixture. Each family of the set is profiled alone on one bf16 GEMM launch and the passes read back from
    ncu's own bookkeeping (`profiler__replayer_passes`).
 2. Does a launch cost more when the process holds more memory? Each pass restored all 6.17 GiB the fixture's
-   process had allocated. The same 20 launches are profiled with the full set, holding nothing extra and then
-   holding HOLD_GIB more, and the wall times compared.
+   process had allocated. The bundled runs suggest a threshold: on the H100 (80 GB) a profiled launch of the
+   transformer or hybrid (37.6-37.7 GiB peak) cost 1.7-1.9 s, of mamba2-lm (35.9 GiB) 0.6 s, and on the
+   H200 (141 GB) the same transformer and hybrid launches at most 0.7 s (a whole pass's wall over its
+   launches): as if ncu kept its copy on the GPU while it
+   fits there and on the host once it does not. The same 20 launches are profiled with the full set, holding
+   0, 30 and 45 GiB more (45: a copy no longer fits beside them on an 80 GB GPU), and at 45 GiB again with the
+   caching allocator's expandable segments (does ncu save memory mapped that way at all?).
 
     .venv/bin/python scripts/ncu_pass_cost.py OUT.json
 """
@@ -15,6 +20,7 @@ answered without a GPU:
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -24,7 +30,7 @@ from pathlib import Path
 from ssmprof.profiler.ncu import counter_metrics
 
 LAUNCH = ("launch__grid_dim_x",)  # every run asks for one cheap attribute besides its family
-HOLD_GIB = 30
+HOLDS = ((0, ""), (30, ""), (45, ""), (45, "expandable_segments:True"))  # (GiB, PYTORCH_CUDA_ALLOC_CONF)
 LAUNCHES = 20
 # One bf16 GEMM per launch, after a warm-up the bracket leaves out; `hold` GiB allocated and kept.
 TARGET = """
@@ -67,7 +73,7 @@ def families(metrics: list[str]) -> dict[str, list[str]]:
     return cut
 
 
-def profile(metrics: list[str], hold_gib: float, launches: int, folder: Path, name: str) -> dict:
+def profile(metrics: list[str], hold_gib: float, launches: int, folder: Path, name: str, alloc_conf: str = "") -> dict:
     report = folder / f"{name}.ncu-rep"
     script = folder / "target.py"
     script.write_text(TARGET)
@@ -75,7 +81,8 @@ def profile(metrics: list[str], hold_gib: float, launches: int, folder: Path, na
             ",".join(sorted(set(metrics) | set(LAUNCH))), "--export", str(report), "--force-overwrite",
             sys.executable, str(script), str(hold_gib), str(launches)]
     began = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": alloc_conf} if alloc_conf else None
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     wall = time.perf_counter() - began
     if done.returncode != 0:
         return {"error": (done.stderr or done.stdout).strip().splitlines()[-1:]}
@@ -99,9 +106,10 @@ def main(out: Path) -> None:
         for index, (family, metrics) in enumerate(families(counter_metrics("gh100")).items()):
             results[family] = profile(metrics, 0, 1, folder, f"family-{index}")
             print(f"{family:40s} {results[family]}", flush=True)
-        for hold in (0, HOLD_GIB):
-            key = f"whole set, {LAUNCHES} launches, holding {hold} GiB more"
-            results[key] = profile(counter_metrics("gh100"), hold, LAUNCHES, folder, f"hold-{hold}")
+        for hold, alloc_conf in HOLDS:
+            key = f"whole set, {LAUNCHES} launches, holding {hold} GiB more {alloc_conf}".strip()
+            results[key] = profile(counter_metrics("gh100"), hold, LAUNCHES, folder, f"hold-{hold}-{len(alloc_conf)}",
+                                   alloc_conf)
             print(f"{key:40s} {results[key]}", flush=True)
     out.write_text(json.dumps(results, indent=1))
 

@@ -80,6 +80,7 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
             "unit": result.unit,
             "items_per_step": result.items_per_step,
             "peak_memory_bytes": result.peak_memory_bytes,
+            "peak_reserved_bytes": result.peak_reserved_bytes,
             "warmup": result.warmup,
             "final_loss": result.final_loss,
             "seconds": result.harness_seconds,

@@ -66,6 +66,8 @@ class RunResult:
     final_loss: float
     provenance: dict[str, str]
     harness_seconds: dict[str, float] = field(default_factory=dict)
+    # what the caching allocator held at most: Nsight Compute saves and restores all of it at every replay pass
+    peak_reserved_bytes: int | None = None
 
     @property
     def step_ms(self) -> float:
@@ -155,6 +157,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
             torch.cuda.profiler.stop()
         seconds["profiled"] = time.perf_counter() - t0  # under Nsight Compute: its replays of the launches
         peak = torch.cuda.max_memory_allocated() if cuda else None
+        reserved = torch.cuda.max_memory_reserved() if cuda else None
     except torch.cuda.OutOfMemoryError:
         raise GpuOutOfMemory(
             f"GPU out of memory running {workload.name} (batch {cfg.batch_size}, seq_len {cfg.seq_len}, "
@@ -191,6 +194,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         items_per_step=workload.items_per_step(cfg),
         unit=workload.unit,
         peak_memory_bytes=peak,
+        peak_reserved_bytes=reserved,
         final_loss=final_loss,
         provenance=plan.provenance(),
         harness_seconds=seconds,
