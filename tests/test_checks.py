@@ -263,3 +263,25 @@ def test_stall_checks(scenario, changes, kept, check):
     stalls = summary["stalls"]
     assert stalls["launches"] == 1 and stalls["time_fraction"] == (1.0 if kept else 0.0), scenario
     assert sum(stalls["rejected"].values()) == (0 if kept else 1) and (kept or stalls["rejected"][check] == 1)
+
+
+def test_stall_tolerance_docstring_matches_the_bundled_h100_runs():
+    """The numbers the checks module quotes for the stall-sum tolerance, from the bundled runs' `checks.stalls`
+    (the largest error over kept and removed launches) and their kernel tables (the kept ones)."""
+    from ssmprof import bundled
+    from ssmprof.analysis import checks
+    from ssmprof.schema import STALL_REASONS, read_run
+
+    found = {}
+    for workload in ("mamba2-lm", "graph-mamba", "transformer"):
+        run = read_run(bundled.REFERENCE / "h100-sxm" / workload)
+        stalls = run.info["checks"]["stalls"]
+        kept = run.kernels[run.kernels["stall_warps_per_issue"].notna()]
+        error = (kept[[f"stall_{r}" for r in STALL_REASONS]].sum(axis=1) / kept["stall_warps_per_issue"] - 1).abs()
+        found[workload] = (stalls["launches"], round(100 * stalls["max_sum_error"], 1), round(100 * error.max(), 1),
+                           stalls["rejected"]["reasons do not add up"])
+    assert found["mamba2-lm"][:2] == (400, 3.4) and found["graph-mamba"][:2] == (113, 6.8)
+    assert found["transformer"] == (76, 56.8, 1.2, 1)
+    text = " ".join(checks.__doc__.split())
+    assert "3.4 % (mamba2-lm, 400 launches) and 6.8 % (graph-mamba, 113)" in text
+    assert "one launch of 76 was off by 57 % and removed, the others within 1.2 %" in text
