@@ -75,19 +75,23 @@ print(d['workload']['name'], d['workload']['preset'], d['coverage'], {k: round(v
 print('pass wall s', d['collectors']['counters'].get('pass_wall_s'), 'apart', [{k: round(v, 1) for k, v in p.items()} for p in d['collectors']['counters'].get('pass_seconds', [])], 'replay', d['collectors']['counters'].get('pass_replay'), 'stall checks', d.get('checks', {}).get('stalls'))"
 }
 restore() {  # a fresh host: install, and unpack what an earlier `build` stage sent back
+  # The carried Triton cache first, and judged by its marker (.gpu, written when a suite sends it back), not by the
+  # folder: a cache carried to the H100 went unused, the one sent back holding only that call's own kernels, so the
+  # folder was there before the unpack (most likely made during `make install`, with TRITON_CACHE_DIR exported).
+  if [[ ! -f build/triton-cache/.gpu ]] && ls build/carry/triton-cache.tar.xz* >/dev/null 2>&1; then
+    cat build/carry/triton-cache.tar.xz* | xz -d | tar xf -
+    log "unpacked the carried Triton cache: $(find build/triton-cache -type f | wc -l) files, from $(cat build/triton-cache/.gpu)"
+    # autotuning choices belong to the GPU that made them: kept only on the same GPU
+    if [[ "$(cat build/triton-cache/.gpu 2>/dev/null)" != "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" ]]; then
+      find build/triton-cache -name '*.autotune.json' -delete
+    fi
+  fi
   if [[ ! -x $BIN/ssmprof ]]; then
     log "install"
     make install WHEELHOUSE=wheelhouse >"$LOGS/install.log" 2>&1 || { tail -40 "$LOGS/install.log"; exit 1; }
   fi
   if ! ls build/kernels/*/selective_scan_cuda/selective_scan_cuda.so >/dev/null 2>&1 && ls build/carry/kernels.tar.xz.* >/dev/null 2>&1; then
     log "unpack carried kernels"; cat build/carry/kernels.tar.xz.* | xz -d | tar xf -
-  fi
-  if [[ ! -d build/triton-cache ]] && ls build/carry/triton-cache.tar.xz* >/dev/null 2>&1; then
-    # autotuning choices belong to the GPU that made them: kept only on the same GPU
-    cat build/carry/triton-cache.tar.xz* | xz -d | tar xf -
-    if [[ "$(cat build/triton-cache/.gpu 2>/dev/null)" != "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" ]]; then
-      find build/triton-cache -name '*.autotune.json' -delete
-    fi
   fi
   make kernels 2>&1 | tail -1
 }
