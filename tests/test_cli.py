@@ -1,6 +1,7 @@
 """The CLI through typer's CliRunner: real tiny runs on the CPU, and one clear line for bad input."""
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -185,3 +186,16 @@ def test_html_report_without_output_goes_to_a_file(tmp_path, monkeypatch):
     result = runner.invoke(app, ["report", str(Path(__file__).parent.parent / REFERENCE_RUN)])
     assert result.exit_code == 0 and "written: report.html" in result.output and len(result.output) < 1000
     assert (tmp_path / "report.html").stat().st_size > 1e6
+
+
+def test_progress_off_a_terminal_is_one_line_per_stage_start_and_end():
+    """In a CI log or a device call's log (no terminal) each harness stage says when it starts and ends, with the
+    seconds since the command began: a profile that runs for minutes shows where it is."""
+    result = runner.invoke(app, ["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--steps", "2",
+                                 "--warmup", "1"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("[")]
+    stages = [line.split("] ", 1)[1] for line in lines]
+    # a stage done at its first report (one warm-up step) says only that it is done
+    assert stages == ["warm-up: done (1/1)", "timed steps: started (1/2)", "timed steps: done (2/2)"]
+    assert all(re.match(r"^\[ *\d+\.\d s\] ", line) for line in lines)
