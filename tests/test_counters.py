@@ -6,6 +6,7 @@ import stat
 
 import pandas as pd
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from ssmprof.cli import app
@@ -245,3 +246,15 @@ def test_a_pass_wall_time_is_taken_apart_into_start_up_harness_stages_and_exit()
     parts = pass_seconds(1000.0, 60.0, timings)
     assert parts == {"start": 12.5, "build": 4.0, "warmup": 6.0, "timed": 0.5, "profiled": 30.0, "exit": 7.0}
     assert sum(parts.values()) == 60.0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the child trains: this checks its refusal on a CPU")
+def test_the_profiled_child_ends_with_its_code_and_its_last_line_after_skipping_teardown():
+    """The child exits with os._exit once done (its teardown cost 15-20 s per ncu pass): what it printed still
+    arrives, and its exit code is main's."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "ssmprof.profiler.child", "mamba2-lm", "tiny", "{}", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
