@@ -161,32 +161,31 @@ def _shape_change(old: list[str], new: list[str]) -> str:
             + (f" ({kept} other configuration{'s' if kept > 1 else ''} unchanged)" if kept else ""))
 
 
-def _replacements(removed: list[tuple], added: list[tuple], shapes: dict) -> dict[tuple, tuple]:
-    """New site -> the removed site it replaces: same phase and launching op, and the same launch configurations
-    and counts (a library swapping one kernel for a variant, e.g. cuBLAS's `_ssched_` GEMMs without workspace).
-    Each removed site stands for at most one new one."""
-    pairs, free = {}, list(removed)
+def _pair_up(added: list[tuple], candidates: list[tuple], fits) -> dict[tuple, tuple]:
+    """New site -> the first of `candidates` that `fits(candidate, new site)`, each candidate taken at most once."""
+    pairs, free = {}, list(candidates)
     for site in added:
-        match = next((old for old in free if old[1:] == site[1:] and shapes[old][0] == shapes[site][1]), None)
+        match = next((old for old in free if fits(old, site)), None)
         if match is not None:
             pairs[site] = match
             free.remove(match)
     return pairs
+
+
+def _replacements(removed: list[tuple], added: list[tuple], shapes: dict) -> dict[tuple, tuple]:
+    """New site -> the removed site it replaces: same phase and launching op, and the same launch configurations
+    and counts (a library swapping one kernel for a variant, e.g. cuBLAS's `_ssched_` GEMMs without workspace).
+    `shapes`: site -> (its configurations in the baseline, in the run)."""
+    return _pair_up(added, removed, lambda old, new: old[1:] == new[1:] and shapes[old][0] == shapes[new][1])
 
 
 def _splits(kept: list[tuple], added: list[tuple], launches: dict) -> dict[tuple, tuple]:
     """New site -> the kept site it took part of the launches of: same phase and launching op, and the launches
     the kept site lost are the new site's (a library sending some calls of one GEMM to a variant, e.g. cuBLAS
     without workspace: 9 launches became 5 of the kernel and 4 of its `_ssched_` variant). `launches`: site ->
-    (in the baseline, in the run). Each kept site takes at most one new one."""
-    pairs, free = {}, list(kept)
-    for site in added:
-        match = next((old for old in free if old[1:] == site[1:]
-                      and launches[old][0] - launches[old][1] == launches[site][1] > 0), None)
-        if match is not None:
-            pairs[site] = match
-            free.remove(match)
-    return pairs
+    (in the baseline, in the run)."""
+    return _pair_up(added, kept, lambda old, new: old[1:] == new[1:]
+                    and launches[old][0] - launches[old][1] == launches[new][1] > 0)
 
 
 def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
@@ -229,13 +228,13 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     base_sites = baseline[(baseline["scope"] == "site") & (baseline["metric"] == TIME)].set_index(SITE)
     now_sites = now[(now["scope"] == "site") & (now["metric"] == TIME)].set_index(SITE)
     same_shape, changed = [], []
-    shapes = {}  # site -> (its configurations in the baseline, in the run, its launches in the baseline)
+    shapes = {}  # site -> (its configurations in the baseline, in the run)
     counts = {}  # site -> (its launches in the baseline, in the run)
     for site in base_sites.index.union(now_sites.index):
         old = base_shape[(base_shape[SITE] == list(site)).all(axis=1)]
         new = now_shape[(now_shape[SITE] == list(site)).all(axis=1)]
-        shapes[site] = (_configs(old), _configs(new), float(old["launches"].sum()) if len(old) else 0.0)
-        counts[site] = (shapes[site][2], float(new["launches"].sum()) if len(new) else 0.0)
+        shapes[site] = (_configs(old), _configs(new))
+        counts[site] = (float(old["launches"].sum()), float(new["launches"].sum()))
         if site in base_sites.index and site in now_sites.index and shapes[site][0] == shapes[site][1]:
             same_shape.append(site)
     added = [s for s in shapes if s not in base_sites.index]
@@ -243,7 +242,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     split = _splits([s for s in shapes if s in base_sites.index and s in now_sites.index],
                     [s for s in added if s not in replaced], counts)
     parts = {kept: new for new, kept in split.items()}  # a kept site and the new site that took its launches
-    for site, (old_shape, new_shape, _) in shapes.items():
+    for site, (old_shape, new_shape) in shapes.items():
         if site in same_shape or site in replaced.values() or site in split:
             continue
         former = replaced.get(site)
@@ -265,7 +264,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
                  "removed kernel": f"removed kernel: {' + '.join(old_shape)}, {change}",
                  "config changed": f"config changed: {_shape_change(old_shape, new_shape)}, {change}"}[kind])
         checks.append(pd.DataFrame([{**row, "check": kind, "median": median, "spread": spread, "current": value,
-                                     "launches": shapes[was][2], "note": note}]))
+                                     "launches": counts[was][0], "note": note}]))
 
     # kernels of unchanged sites: time per launch; efficiency wherever the kernel is in both, on checked counters
     kernel_now = kernel_table(current).rename(columns={"launches": "launches_now"})
