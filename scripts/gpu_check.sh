@@ -277,7 +277,7 @@ if [[ $stage == ncu-cost ]]; then
   timeout 300 $BIN/python scripts/ncu_pass_cost.py "$LOGS/ncu-pass-cost.json" 2>&1 | tee "$LOGS/ncu-pass-cost.log"
   # the child now ends with os._exit once its timings are written: check a whole profile still works, and
   # what its passes' `exit` is now (15-20 s per pass before)
-  profile 240 mamba2-lm --preset tiny --dtype bf16
+  profile 150 mamba2-lm --preset tiny --dtype bf16
 fi
 
 if [[ $stage == tp || $stage == tp-claim ]]; then
