@@ -6,8 +6,8 @@
 Same workload, config, seed and warm-up as the timeline run, and the timeline run's Triton autotuning
 choices pinned (FILE), so the bracketed iteration launches the same kernels with the same launch
 configurations; one timed step (cheap: ncu is off outside the bracket). `--timings` writes when the child's
-code began (after Nsight Compute's start-up, Python's and the imports) and the harness's seconds per stage,
-so a pass's wall time can be taken apart.
+code began (after Nsight Compute's start-up, Python's and the imports), when its kernels were planned, the
+harness's seconds per stage and when it ended, so a pass's wall time can be taken apart.
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ def main(argv: list[str]) -> int:
         if "--autotune" in argv:
             with open(argv[argv.index("--autotune") + 1]) as f:
                 autotune.pin(json.load(f))
+        planned = time.time()
         result = run_training(workload, preset, cfg, plan, steps=1, warmup=warmup, marker=NvtxMarker())
         if "--timings" in argv:
             with open(argv[argv.index("--timings") + 1], "w") as f:
-                json.dump({"began": began, **result.harness_seconds}, f)
+                json.dump({"began": began, "planned": planned, **result.harness_seconds, "ended": time.time()}, f)
     except SsmprofError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -47,9 +48,9 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     code = main(sys.argv[1:])
-    # Every pass spent 15-20 s after the child's code had finished (H100, `pass_seconds.exit`, the same for 16
-    # profiled launches as for 318, so not the report's size): the interpreter's teardown of torch and Triton
-    # under Nsight Compute is the suspect. Nothing is left to save once the timings are written, so skip it.
+    # Nothing is left to save once the timings are written: skip the interpreter's teardown of torch and Triton.
+    # (It was the suspect for the 15-20 s every pass spent outside the harness's stages; skipping it did not
+    # remove them, H100, graph-mamba and hybrid paper: `pass_seconds` now says where they go.)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -137,12 +137,15 @@ def child_command(workload: str, preset: str, overrides: dict, warmup: int, allo
 
 def pass_seconds(launched: float, wall_s: float, timings: dict) -> dict[str, float]:
     """One Nsight Compute pass's wall time taken apart: `start` (ncu's and Python's start-up and the imports,
-    until the child's code began), the child harness's stages (`build`, `warmup`, `timed`, and `profiled`: the
-    iteration ncu replays), and `exit` (the rest: the child process ending, ncu writing the report). `launched`:
-    when the parent started ncu (time.time()); `timings`: what the child wrote with --timings."""
-    start = timings["began"] - launched
+    until the child's code began), `plan` (planning the kernels, pinning the autotuning choices), the child
+    harness's stages (`build`, `warmup`, `timed`, and `profiled`: the iteration ncu replays), `harness` (the
+    harness outside its stages), and `exit` (after the child's code ended: the process ending, ncu writing the
+    report). `launched`: when the parent started ncu (time.time()); `timings`: what the child wrote with
+    --timings. The parts add up to `wall_s`."""
     stages = {stage: float(timings[stage]) for stage in ("build", "warmup", "timed", "profiled") if stage in timings}
-    return {"start": start, **stages, "exit": wall_s - start - sum(stages.values())}
+    return {"start": timings["began"] - launched, "plan": timings["planned"] - timings["began"], **stages,
+            "harness": timings["ended"] - timings["planned"] - sum(stages.values()),
+            "exit": launched + wall_s - timings["ended"]}
 
 
 # The warp-stall pass: the functions holding this share of the kernel time, at most this many (plus the SSM

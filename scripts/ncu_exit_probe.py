@@ -1,0 +1,57 @@
+"""Where a profiled process's last seconds go under Nsight Compute (`gpu_check.sh ncu-exit`): every ncu output
+line time-stamped from launch, and the target's own last moment, for a bare torch target with and without
+--nvtx, and one that also launches a Triton kernel. Every counter pass of a paper run spent 14-19 s after the
+child's code had finished, with the child ending in os._exit, whatever its memory (0.3-37 GiB).
+
+    python scripts/ncu_exit_probe.py
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+
+TARGET = """
+import os, sys, time, torch
+a = torch.ones(1024, device="cuda")
+if "triton" in sys.argv:
+    import triton, triton.language as tl
+
+    @triton.jit
+    def double(x, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
+
+    double[(4,)](a, 1024, BLOCK=256)
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
+a.mul_(2)
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
+print("TARGET_END", time.time(), flush=True)
+os._exit(0)
+"""
+
+
+def probe(label: str, flags: list[str], args: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        argv = ["ncu", "--profile-from-start", "off", "--clock-control", "none", "--import-sass", "no", *flags,
+                "--metrics", "gpu__time_duration.sum", "--export", f"{scratch}/r", "--force-overwrite",
+                sys.executable, "-c", TARGET, *args]
+        began = time.time()
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in child.stdout:
+            line = line.rstrip()
+            if line.startswith("TARGET_END"):
+                line = f"target's code ended at {float(line.split()[1]) - began:.2f} s"
+            print(f"{label:12s} {time.time() - began:7.2f} s  {line}", flush=True)
+        child.wait()
+        print(f"{label:12s} {time.time() - began:7.2f} s  ncu exited {child.returncode}", flush=True)
+
+
+if __name__ == "__main__":
+    probe("nvtx", ["--nvtx"], [])
+    probe("no nvtx", [], [])
+    probe("triton nvtx", ["--nvtx"], ["triton"])
