@@ -1,10 +1,12 @@
-"""Where a profiled process's last seconds go under Nsight Compute (`gpu_check.sh ncu-exit`): every ncu output
-line time-stamped from launch, and the target's own last moment, for a bare torch target with and without
---nvtx, and one that also launches a Triton kernel. Every counter pass of a paper run spent 14-19 s after the
-child's code had finished, with the child ending in os._exit, whatever its memory (0.3-37 GiB).
+"""Where a profiled process's last seconds go under Nsight Compute: every ncu output line time-stamped from
+launch, and the target's own last moment, for a bare torch target with and without --nvtx, and one that also
+launches a Triton kernel. Every counter pass of a paper run spent 14-19 s outside the child harness's stages,
+with the child ending in os._exit, whatever its memory (0.3-37 GiB). Measured on the H100 (2026-11-23): the
+bare target, ending in os._exit under the collector's flags, is done 0.2 s after its code (`--nvtx` or not),
+and ncu prints no "Disconnected" line then; so the seconds lie in the child itself (`pass_seconds` now stamps
+where), not in ncu's report or teardown. Needs no install: the host's torch runs it.
 
-    python scripts/ncu_exit_probe.py
-"""
+    /opt/torch/.venv/bin/python scripts/ncu_exit_probe.py"""
 
 from __future__ import annotations
 
