@@ -3,8 +3,9 @@ launch, and the target's own last moment, for a bare torch target with and witho
 launches a Triton kernel. Every counter pass of a paper run spent 14-19 s outside the child harness's stages,
 with the child ending in os._exit, whatever its memory (0.3-37 GiB). Measured on the H100 (2026-11-23): the
 bare target, ending in os._exit under the collector's flags, is done 0.2 s after its code (`--nvtx` or not),
-and ncu prints no "Disconnected" line then; so the seconds lie in the child itself (`pass_seconds` now stamps
-where), not in ncu's report or teardown. Needs no install: the host's torch runs it.
+and ncu prints no "Disconnected" line then: the seconds are no fixed cost of ncu. Whether they lie in the child
+(planning its kernels, the harness outside its stages) or after it, `pass_seconds` now says from the child's
+own stamps. Needs no install: the host's torch runs it.
 
     /opt/torch/.venv/bin/python scripts/ncu_exit_probe.py"""
 
