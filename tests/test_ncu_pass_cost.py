@@ -12,7 +12,10 @@ import ncu_pass_cost  # noqa: E402
 def test_metric_families_cut_the_counter_set_without_overlap():
     metrics = counter_metrics("gh100")
     cut = ncu_pass_cost.families(metrics)
-    parts = [m for name, family in cut.items() if not name.startswith(("whole", "stall")) for m in family]
+    parts = [m for name, family in cut.items() if not name.startswith(("whole", "stall", "alone")) for m in family]
     assert sorted(parts) == sorted(metrics)
+    alone = [family for name, family in cut.items() if name.startswith("alone")]
+    assert [m for family in alone for m in family] == cut["pipes, issue, warps, sm throughput"]
+    assert len(cut["whole set without sm__throughput"]) == len(metrics) - 1
     assert len(cut["whole set without sass instructions"]) == len(metrics) - 9
     assert cut["stall set"] == counter_metrics("gh100", "stalls")

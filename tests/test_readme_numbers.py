@@ -4,6 +4,7 @@ the bundled reference runs, the test fixtures of real runs, the code's defaults 
 A README number with nothing committed behind it does not belong in the README (issue 16); where one
 changes, the test names the sentence."""
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -75,18 +76,18 @@ def test_status_line(reference):
     assert {info["created"][:10] for info in checked} == {"2026-11-23"} and {i["gpu"]["name"] for i in checked} == {
         "NVIDIA H100 80GB HBM3"}
     coverage = [100 * info["coverage"]["counter_time_fraction"] for info in checked]
-    assert round(min(coverage), 1) == 90.0 and max(coverage) == 100
+    assert round(min(coverage), 1) == 96.7 and max(coverage) == 100
     worst = reference["errors"][["max_error_a_to_b_pct", "max_error_b_to_a_pct"]].to_numpy().max()
-    assert worst < 9
+    assert worst < 10
     claims("ran on an H100 and an H200 (2026-11-22; the exact counter join and the counter self-checks on the H100 "
-           "on 2026-11-23)", "checked counter coverage 90.0-100 % of kernel time",
-           "`project` (errors under 9 %)")
+           "on 2026-11-23)", "checked counter coverage 96.7-100 % of kernel time",
+           "`project` (errors under 10 %)")
 
 
 def test_main_findings_paragraph(reference):
     shares, ssm, pair = reference["shares"], reference["ssm"], reference["pair"]
     checked = {w for w, run in reference["runs"]["h100-sxm"].items() if "checks" in run.info}
-    assert checked == {"mamba2-lm", "mamba1-lm", "mamba-vision", "transformer", "graph-mamba"}
+    assert checked == {"mamba2-lm", "mamba1-lm", "mamba-vision", "transformer", "graph-mamba", "hybrid"}
     assert round(shares.loc["mamba2-lm", SSM]) == 19 and round(shares.loc["hybrid", SSM]) == 9
     assert span(shares.loc[["mamba2-lm", "hybrid"], "GEMM"]) == "51-60"
     mamba2 = ssm.loc["mamba2-lm"]
@@ -109,11 +110,11 @@ def test_main_findings_paragraph(reference):
     assert span(vector["dram_pct_of_peak"], 1) == "3.3-9.5" and span(vector["l2_hit_pct"]) == "92-94"
     assert round(ssm.loc["mamba1-lm", "pct_of_roof"]) == 66
     speedups = 100 * (pair.loc[["mamba2-lm", "hybrid"], f"{SSM} speedup"] - 1)
-    assert span(speedups) == "5-7"
+    assert span(speedups) == "4-7"
     assert round(100 * (SPECS["h200"].dram_tb_s / SPECS["h100-sxm"].dram_tb_s - 1)) == 43
     graph = pair.loc["graph-mamba"]
-    assert round(100 * (graph["step_speedup"] - 1)) == 57 and round(100 * (1 - 1 / graph["gpu_busy_speedup"])) == 3
-    assert round(100 * graph["gpu_busy_ms_a"] / graph["step_ms_a"]) == 22
+    assert round(100 * (graph["step_speedup"] - 1)) == 19 and round(100 * (1 - 1 / graph["gpu_busy_speedup"])) == 3
+    assert round(100 * graph["gpu_busy_ms_a"] / graph["step_ms_a"]) == 29
     assert reference["steps"].loc["graph-mamba", "launches"] == 1322
     claims("the Mamba-2 SSD chain is 19 % of mamba2-lm's kernel time and 9 % of the hybrid's (GEMMs 51-60 %)",
            "memory-bound (100 % of SSM time; for 83 % of it the lowest roof is L2, not DRAM) at 47 % of DRAM peak "
@@ -122,9 +123,9 @@ def test_main_findings_paragraph(reference):
            "warp-level mma.sync", "which hold 41 % of SSM time: the autotuner picked 32-row tiles for those 3",
            "vector-only, at 3.3-9.5 % of DRAM peak with 92-94 % L2 hits",
            "(all of mamba1-lm's scan time, at 66 % of that roof)",
-           "speeds up the SSD chain by 5-7 % for 43 % more bandwidth",
-           "graph-mamba's step gets 57 % faster while its GPU busy time shrinks 3 %",
-           "22 % of the step on the H100", "the host launching 1,322 small kernels")
+           "speeds up the SSD chain by 4-7 % for 43 % more bandwidth",
+           "graph-mamba's step gets 19 % faster while its GPU busy time shrinks 3 %",
+           "29 % of the step on the H100", "the host launching 1,322 small kernels")
 
 
 def test_projection_paragraph(reference):
@@ -139,14 +140,14 @@ def test_projection_paragraph(reference):
         errors[workload] = round(100 * (constant_efficiency - measured) / measured)
         dram.extend(roofline(ssm, h100)["pct_of_dram_peak"].dropna())
     assert errors == {"mamba2-lm": -25, "hybrid": -27}
-    assert span(dram) == "7-87"
+    assert span(dram) == "8-87"
     table = reference["errors"]
     assert len(table) == 6
-    assert round(table[["max_error_a_to_b_pct", "max_error_b_to_a_pct"]].to_numpy().max(), 1) == 8.4
+    assert round(table[["max_error_a_to_b_pct", "max_error_b_to_a_pct"]].to_numpy().max(), 1) == 9.7
     assert SPECS["h100-sxm"].sm_count == SPECS["h200"].sm_count == 132
     claims("was off by -25 % (mamba2-lm) and -27 % (hybrid) on the SSM kernels H100 -> H200",
-           "they run at 7-87 % of DRAM peak (47 % time-weighted)", "speeds them up only 5-8 %",
-           "within 8.4 % on every category above 5 % of time, for all six workloads")
+           "they run at 8-87 % of DRAM peak (47 % time-weighted)", "speeds them up only 4-7 %",
+           "within 9.7 % on every category above 5 % of time, for all six workloads")
 
 
 def test_counter_cost_and_calibration_paragraphs():
@@ -271,19 +272,39 @@ def test_counter_pass_cost_paragraph(reference):
     from ssmprof.kernels import is_fused_kernel
     from ssmprof.profiler.counters import SamplingPlan, stall_targets
 
-    exits, launches = [], []
-    for run in reference["runs"]["h100-sxm"].values():
-        parts = run.info["collectors"]["counters"].get("pass_seconds", [])
+    exits, launches, per_launch, restored = [], [], {}, {}
+    for workload, run in reference["runs"]["h100-sxm"].items():
+        counters = run.info["collectors"]["counters"]
+        parts = counters.get("pass_seconds", [])
         if not parts:
             continue
         exits += [part["exit"] for part in parts]
         kernels = run.kernels.sort_values("launch_idx").reset_index(drop=True)
         plan = SamplingPlan.of(kernels)
-        launches += [len(plan.expected(kernels, "sampled")), len(plan.expected(kernels, "sampled", plan.targets)),
-                     len(plan.expected(kernels, "sampled", stall_targets(kernels, is_fused_kernel)))]
-    assert span(exits, 1) == "15.2-19.9" and (min(launches), max(launches)) == (13, 201)
-    claims("every pass spent 15.2-19.9 s after the child's code had finished, for 13 profiled launches as for 201",
-           "every launch took 14 replay passes, each restoring all 6.17 GiB the process had allocated")
+        expected = [len(plan.expected(kernels, "sampled")), len(plan.expected(kernels, "sampled", plan.targets)),
+                    len(plan.expected(kernels, "sampled", stall_targets(kernels, is_fused_kernel)))]
+        launches += expected
+        per_launch[workload] = span([part["profiled"] / n for part, n in zip(parts, expected, strict=True)], 2)
+        restored[workload] = [replay["gib_per_pass_median"] for replay in counters.get("pass_replay") or []]
+    assert span(exits, 1) == "14.4-19.7" and (min(launches), max(launches)) == (13, 201)
+    assert per_launch["transformer"] == "1.77-1.86" and per_launch["hybrid"] == "0.48-0.60"
+    assert per_launch["mamba2-lm"] == "0.47-0.63" and span(restored["hybrid"]) == "31-34"
+    peaks = {w: round(run.info["harness"]["peak_memory_bytes"] / 2**30, 1) for w, run in
+             reference["runs"]["h100-sxm"].items()}
+    assert (peaks["transformer"], peaks["hybrid"]) == (37.6, 37.7)
+    # the micro-benchmark: one bf16 GEMM, 20 profiled launches, whole counter set, more memory held each time
+    log = (ROOT / "tests/data/ncu-pass-cost-h100/ncu-pass-cost.log").read_text()
+    found = {re.match(r"(.+?)\s+\{", line).group(1): ast.literal_eval(line[line.index("{"):])
+             for line in log.splitlines()}
+    walls = [found[f"whole set, 20 launches, holding {gib} GiB more"]["wall_s"] for gib in (0, 30, 45)]
+    assert walls == [12.57, 14.73, 181.89] and found["whole counter set"]["passes"] == 14
+    assert found["pipes, issue, warps, sm throughput"]["passes"] == 10
+    assert found["whole set, 20 launches, holding 0 GiB more"]["gib_per_pass"] == 0.164
+    claims("every pass spent 14.4-19.7 s outside the child harness's stages, for 13 profiled launches as for 201",
+           "20 profiled GEMM launches took 12.6 s holding 0.2 GiB, 14.7 s holding 30 GiB and 181.9 s holding 45 GiB",
+           "a profiled launch of the transformer (recorded with the allocator, 37.6 GiB peak) cost 1.77-1.86 s, of "
+           "the hybrid (recorded without it, 37.7 GiB peak, 31-34 GiB restored per replay pass) 0.48-0.60 s, like "
+           "mamba2-lm's 0.47-0.63 s", "metrics take 10 of the 14 passes alone")
 
 
 def table_names(section: str) -> list[str]:
@@ -388,8 +409,24 @@ def test_next_ssm_rows_follow_the_presets_and_the_plan():
 def test_suite_cost_sentence(reference):
     walls = {w: run.info["collectors"]["harness"]["wall_s"] + run.info["collectors"]["counters"]["wall_s"]
              for w, run in reference["runs"]["h100-sxm"].items() if "checks" in run.info}
-    assert len(walls) == 5 and round(sum(walls.values()), -1) == 1090
-    mamba2 = reference["runs"]["h100-sxm"]["mamba2-lm"].info["collectors"]["harness"]["wall_s"]
-    assert round(walls["mamba2-lm"]) == 280 and round(mamba2) == 134
-    claims("the five H100 paper runs re-measured with the self-checks took 1,090 s of harness and counter wall time "
-           "together (mamba2-lm 280 s, 134 of them cold Triton autotuning)")
+    assert len(walls) == 6 and round(sum(walls.values())) == 1423
+    harness = {w: round(reference["runs"]["h100-sxm"][w].info["collectors"]["harness"]["wall_s"])
+               for w in ("mamba2-lm", "hybrid")}
+    assert (round(walls["mamba2-lm"]), round(walls["hybrid"])) == (280, 329) and harness == {"mamba2-lm": 134,
+                                                                                              "hybrid": 135}
+    claims("the six H100 paper runs took 1,423 s of harness and counter wall time together (mamba2-lm 280 s and "
+           "the hybrid 329 s, 134 s and 135 s of them the harness with cold Triton autotuning)")
+
+
+def test_host_bound_step_measures_the_host(reference):
+    """graph-mamba paper on two H100 hosts of one description (the earlier run.json kept as a fixture): the
+    step differs by 30 %, the kernel time by 0.05 %."""
+    other = json.loads((ROOT / "tests/data/graph-mamba-paper-h100-other-host/run.json").read_text())
+    bundled_run = reference["runs"]["h100-sxm"]["graph-mamba"].info
+    assert other["host"] == bundled_run["host"] and other["gpu"]["name"] == bundled_run["gpu"]["name"]
+    steps = [round(info["harness"]["step_ms"], 1) for info in (other, bundled_run)]
+    kernel_ms = [info["coverage"]["kernel_time_ns"] / 1e6 for info in (other, bundled_run)]
+    assert steps == [66.4, 50.5] and abs(kernel_ms[0] / kernel_ms[1] - 1) < 0.001
+    assert span(kernel_ms, 2) == "14.42-14.43"
+    claims("Two H100 hosts of the same description gave its step 66.4 and 50.5 ms with 14.42-14.43 ms of "
+           "kernel time: a host-bound step measures the host.")

@@ -348,7 +348,8 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, run
     unchecked = [w for w, text in counters.items() if "unchecked" in text]
     removed = [w for w, text in counters.items() if "removed" in text]
     text = (f"Counters unchecked (written before the self-checks) in {len(unchecked)} of {len(counters)} runs"
-            + (f": {', '.join(unchecked)}" if 0 < len(unchecked) < len(counters) else "") + ". ")
+            + (f": {', '.join(unchecked)}" if len(unchecked) < len(counters) else "") + ". "
+            if unchecked else f"Counters checked in all {len(counters)} runs. ")
     text += (f"The self-checks removed counters in {', '.join(removed)} (see each run's findings)." if removed else
              "The self-checks removed no counters." if len(unchecked) < len(counters) else "")
     rows.append({"topic": "counters", "value": f"{len(counters) - len(unchecked)} checked",
