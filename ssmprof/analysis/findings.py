@@ -215,8 +215,23 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
                     f"({100 * rejected['time_share'].sum():.1f} % of kernel time)"
             if names:
                 text += ", e.g. " + ", ".join(describe_rejected(r) for r in names)
-        text += "."
+        text += "." + _gemm_work(tables.get("gemm_work"))
     return [{"topic": "counters", "finding": text, "value": f"{100 * counted:.0f} %", "anchor": "counter_checks"}]
+
+
+def _gemm_work(work: pd.DataFrame | None) -> str:
+    """The GEMM self-check in words: measured tensor work against 2MNK and against what whole tiles issue."""
+    if work is None or work.empty:
+        return ""
+
+    def span(column: str) -> str:
+        low, high = work[column].min(), work[column].max()
+        return f"{low:.3f}x" if f"{low:.3f}" == f"{high:.3f}" else f"{low:.3f}-{high:.3f}x"
+
+    text = f" GEMM tensor work measured {span('measured_over_2mnk')} 2MNK and {span('measured_over_issued')} " \
+           "what whole tiles issue (forward and backward)"
+    padding = work["padding_share"].max()
+    return text + (f": up to {100 * padding:.0f} % of it is tile padding of skinny shapes." if padding >= 0.05 else ".")
 
 
 def findings(tables: dict[str, pd.DataFrame], info: dict) -> pd.DataFrame:

@@ -6,7 +6,7 @@ import pandas as pd
 
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
-from ssmprof.analysis.checks import describe_rejected, status_table
+from ssmprof.analysis.checks import describe_rejected, gemm_work, status_table
 from ssmprof.analysis.communication import communication_tables
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.headroom import headroom, headroom_summary
@@ -31,6 +31,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         "top_kernels": top_kernels(kernels),
         "caches": cache_summary(kernels),
         "counter_checks": status_table(kernels),
+        "gemm_work": gemm_work(kernels),
         "host": host_summary(kernels, run.info["harness"]["step_ms"]),
     }
     if kernels["ncu_duration_ns"].notna().any():

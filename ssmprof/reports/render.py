@@ -22,6 +22,8 @@ TABLE_TITLES = {
     "tensor_instructions": "Tensor instructions (Hopper): wgmma or mma.sync, per category (bf16 tensor work)",
     "ssd_analytic_vs_measured": "SSM forward kernels (SSD, Mamba-3, Gated DeltaNet): analytic vs measured (per launch)",
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
+    "gemm_work": "GEMM self-check: measured tensor work against 2MNK and against the work whole tiles issue "
+                 "(checked counters)",
     "host": "GPU busy share of the step: host-bound or GPU-bound",
     "limiters_ssm": "What limits each SSM kernel, and the counters that say so",
     "limiters": "What limits the top kernels by time",
