@@ -178,7 +178,10 @@ def test_device_profile_round_trip(tmp_path):
 def test_bundled_device_profiles_are_valid():
     for gpu in bundled.GPUS:
         profile = schema.read_document(schema.DeviceProfile, bundled.device_profile(gpu))
-        assert profile.measured.dram_gb_s > 1000 and all(check.passed for check in profile.checks)
+        failed = [check.check for check in profile.checks if not check.passed]
+        assert profile.measured.dram_gb_s > 1000 and failed in ([], ["L1 bytes (L1 read kernel)"])
+        if failed:  # the H100's L1 read kernel miscounts its bytes: no L1 ceiling, and the profile says why
+            assert profile.measured.l1_gb_s is None and "no L1 ceiling" in profile.note
 
 
 @pytest.mark.parametrize(
