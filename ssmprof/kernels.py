@@ -222,22 +222,28 @@ class Availability:
     nvcc: bool = False
 
     @classmethod
-    def probe(cls) -> Availability:
+    def probe(cls, ops: tuple[str, ...] | None = None) -> Availability:
+        """What this machine has, for the ops given (all where None). The optional packages are imported only
+        for the ops that use them: importing fla-core alone takes 3 s, and every Nsight Compute pass's child
+        plans its kernels again; what is not probed reads as not available."""
         import torch
+
+        def wanted(*users: str) -> bool:
+            return ops is None or any(op in ops for op in users)
 
         cuda = torch.cuda.is_available()
         triton = cuda and _importable("triton")
-        tilelang = cuda and _importable("tilelang")
-        fla = cuda and _importable("fla.ops.gated_delta_rule")
+        tilelang = cuda and wanted("mamba3_mimo", "gated_delta") and _importable("tilelang")
+        fla = cuda and wanted("gated_delta") and _importable("fla.ops.gated_delta_rule")
         return cls(
             cuda=cuda,
             triton=triton,
-            causal_conv1d=_extension_built("causal_conv1d_cuda") and _importable("causal_conv1d"),
+            causal_conv1d=wanted("conv1d") and _extension_built("causal_conv1d_cuda") and _importable("causal_conv1d"),
             selective_scan=_extension_built("selective_scan_cuda"),
             sdpa_flash=cuda
             and torch.backends.cuda.flash_sdp_enabled()
             and torch.cuda.get_device_capability()[0] >= 8,
-            flash_attn=cuda and _importable("flash_attn"),
+            flash_attn=cuda and wanted("attention") and _importable("flash_attn"),
             hopper=cuda and torch.cuda.get_device_capability()[0] >= 9,
             tilelang=tilelang,
             fla=fla,
@@ -379,7 +385,7 @@ def plan_kernels(ops: tuple[str, ...], device: str, allow_fallback: bool = False
         return KernelPlan(
             "cpu", {op: KernelChoice(op, "torch-reference", False, "CPU run") for op in ops}
         )
-    have = Availability.probe()
+    have = Availability.probe(ops)
     if not have.triton:
         raise KernelUnavailable("Triton cannot run here: the SSD and norm kernels need a CUDA GPU and triton")
     plan = KernelPlan("cuda", {op: _cuda_choice(op, have, dtype) for op in ops})

@@ -43,7 +43,7 @@ def gpu_host(**overrides):
     ],
 )
 def test_gpu_plan_takes_fused_kernels(monkeypatch, have, dtype, op, impl):
-    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: have))
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls, ops=None: have))
     plan = plan_kernels((op,), "cuda", dtype=dtype)
     assert plan.impl(op) == impl and plan.choices[op].fused
 
@@ -59,7 +59,7 @@ def test_gpu_plan_takes_fused_kernels(monkeypatch, have, dtype, op, impl):
     ],
 )
 def test_gpu_fallback_is_an_error_unless_allowed(monkeypatch, have, dtype, op, fallback, reason):
-    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: have))
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls, ops=None: have))
     with pytest.raises(KernelUnavailable, match="--allow-fallback") as error:
         plan_kernels((op,), "cuda", dtype=dtype)
     assert reason in str(error.value)
@@ -69,7 +69,7 @@ def test_gpu_fallback_is_an_error_unless_allowed(monkeypatch, have, dtype, op, f
 
 
 def test_no_triton_gpu_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: gpu_host(triton=False)))
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls, ops=None: gpu_host(triton=False)))
     with pytest.raises(KernelUnavailable, match="Triton"):
         plan_kernels(("ssd",), "cuda", allow_fallback=True)
 

@@ -198,7 +198,7 @@ def gpu_host(**overrides):
 def test_gpu_plan_records_which_kernels_run(monkeypatch, have, op, impl, fused, note):
     from ssmprof.kernels import Availability
 
-    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: have))
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls, ops=None: have))
     plan = plan_kernels((op,), "cuda", allow_fallback=True)
     assert (plan.impl(op), plan.choices[op].fused) == (impl, fused)
     assert note in plan.provenance()[op]
@@ -257,7 +257,7 @@ def test_gdn_plan_on_a_hopper_fla_refuses_is_one_line_unless_fallbacks_are_allow
     from ssmprof.kernels import Availability
 
     have = gpu_host(capability=H100, device_name="NVIDIA H100 80GB HBM3", triton_version="3.6.0", tilelang=False)
-    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: have))
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls, ops=None: have))
     with pytest.raises(KernelUnavailable) as error:
         plan_kernels(("gated_delta", "conv1d", "norm"), "cuda")
     assert str(error.value).startswith("Gated DeltaNet cannot train here: fla-core refuses its Triton "
@@ -267,7 +267,7 @@ def test_gdn_plan_on_a_hopper_fla_refuses_is_one_line_unless_fallbacks_are_allow
     plan = plan_kernels(("gated_delta", "conv1d", "norm"), "cuda", allow_fallback=True)
     assert plan.impl("gated_delta") == "torch-reference" and "#640" in plan.provenance()["gated_delta"]
     tilelang_host = gpu_host(capability=H100, triton_version="3.6.0", tilelang=True, nvcc=True)
-    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: tilelang_host))
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls, ops=None: tilelang_host))
     plan = plan_kernels(("gated_delta", "conv1d", "norm"), "cuda")
     assert plan.impl("gated_delta") == "fla-triton-chunk+tilelang-dqkwg" and plan.choices["gated_delta"].fused
     assert "chunk_bwd_dqkwg on fla's TileLang backend (fla #640" in plan.provenance()["gated_delta"]
@@ -291,6 +291,30 @@ def test_the_probe_reads_what_the_gdn_decision_needs(monkeypatch):
     assert have.hopper and have.fla and not have.tilelang and not have.nvcc
 
 
+@pytest.mark.parametrize(
+    ("ops", "imported"),
+    [
+        (("ssd", "conv1d", "norm"), ["triton", "causal_conv1d"]),
+        (("ssd", "conv1d", "norm", "attention"), ["triton", "causal_conv1d", "flash_attn"]),
+        (("gated_delta", "attention"), ["triton", "tilelang", "fla.ops.gated_delta_rule", "flash_attn"]),
+        (None, ["triton", "tilelang", "fla.ops.gated_delta_rule", "causal_conv1d", "flash_attn"]),
+    ],
+)
+def test_the_probe_imports_only_what_the_planned_ops_use(monkeypatch, ops, imported):
+    """Every Nsight Compute pass's child plans its kernels again: importing fla-core (3 s) for a Mamba-2 run
+    would cost each pass for nothing."""
+    from ssmprof import kernels
+
+    seen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(kernels, "_extension_built", lambda name: True)
+    monkeypatch.setattr(kernels, "_importable", lambda name: seen.append(name) or name != "tilelang")
+    kernels.Availability.probe(ops)
+    assert seen == imported
+
+
 @pytest.mark.parametrize(("name", "sets"), [("gdn-lm", []), ("gdn-hybrid", []), ("hybrid", ["ssm_layer=gdn"])])
 def test_every_gdn_workload_is_refused_before_any_model_is_built(monkeypatch, name, sets):
     """`ssmprof run gdn-lm --preset small` on our H100's stack (Triton 3.6.0, no tilelang): one line, exit 1, no
@@ -305,7 +329,7 @@ def test_every_gdn_workload_is_refused_before_any_model_is_built(monkeypatch, na
         raise AssertionError("a model was built")
 
     have = gpu_host(capability=H100, triton_version="3.6.0", tilelang=False)
-    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls: have))
+    monkeypatch.setattr(Availability, "probe", classmethod(lambda cls, ops=None: have))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(harness.Trainer, "__init__", built)
     args = ["run", name, "--preset", "small", *[arg for pair in sets for arg in ("--set", pair)]]
