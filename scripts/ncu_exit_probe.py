@@ -1,13 +1,15 @@
 """Where a profiled process's last seconds go under Nsight Compute: every ncu output line time-stamped from
-launch, and the target's own last moment, for a bare torch target with and without --nvtx, and one that also
-launches a Triton kernel. Every counter pass of a paper run spent 14-19 s outside the child harness's stages,
-with the child ending in os._exit, whatever its memory (0.3-37 GiB). Measured on the H100 (2026-11-23): the
-bare target, ending in os._exit under the collector's flags, is done 0.2 s after its code (`--nvtx` or not),
-and ncu prints no "Disconnected" line then: the seconds are no fixed cost of ncu. Whether they lie in the child
-(planning its kernels, the harness outside its stages) or after it, `pass_seconds` now says from the child's
-own stamps. Needs no install: the host's torch runs it.
+launch, and the target's own last moment, for a bare torch target with and without --nvtx, and one that
+launches 3,000 kernels in NVTX ranges of which ncu profiles five. Every counter pass of a paper run spent
+14-19 s outside the child harness's stages, with the child ending in os._exit, whatever its memory
+(0.3-37 GiB). Measured on the H100 (2026-11-23): the bare target, ending in os._exit under the collector's
+flags, is done 0.2 s after its code (`--nvtx` or not), and ncu prints no "Disconnected" line then: the
+seconds are no fixed cost of ncu. Whether they lie in the child (planning its kernels, the harness outside
+its stages) or after it, `pass_seconds` now says from the child's own stamps. Needs no install: the host's
+torch runs it.
 
-    /opt/torch/.venv/bin/python scripts/ncu_exit_probe.py"""
+    /opt/torch/.venv/bin/python scripts/ncu_exit_probe.py [nvtx] [no nvtx] [many]
+"""
 
 from __future__ import annotations
 
@@ -19,18 +21,14 @@ import time
 TARGET = """
 import os, sys, time, torch
 a = torch.ones(1024, device="cuda")
-if "triton" in sys.argv:
-    import triton, triton.language as tl
-
-    @triton.jit
-    def double(x, n, BLOCK: tl.constexpr):
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(x + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
-
-    double[(4,)](a, 1024, BLOCK=256)
 torch.cuda.synchronize()
 torch.cuda.profiler.start()
 a.mul_(2)
+if "many" in sys.argv:  # a training step's shape: thousands of launches in nested NVTX ranges, a few profiled
+    for step in range(3000):
+        torch.cuda.nvtx.range_push(f"layer {step % 48}")
+        a.add_(1)
+        torch.cuda.nvtx.range_pop()
 torch.cuda.synchronize()
 torch.cuda.profiler.stop()
 print("TARGET_END", time.time(), flush=True)
@@ -54,7 +52,12 @@ def probe(label: str, flags: list[str], args: list[str]) -> None:
         print(f"{label:12s} {time.time() - began:7.2f} s  ncu exited {child.returncode}", flush=True)
 
 
+VARIANTS = {  # label: (ncu flags, target args)
+    "nvtx": (["--nvtx"], []),
+    "no nvtx": ([], []),
+    "many": (["--nvtx", "--kernel-name", "regex:^vectorized_elementwise_kernel$", "--launch-count", "5"], ["many"]),
+}
+
 if __name__ == "__main__":
-    probe("nvtx", ["--nvtx"], [])
-    probe("no nvtx", [], [])
-    probe("triton nvtx", ["--nvtx"], ["triton"])
+    for label in sys.argv[1:] or VARIANTS:  # the labels named, else all
+        probe(label, *VARIANTS[label])
