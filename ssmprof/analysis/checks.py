@@ -288,6 +288,18 @@ def _rejected_table(rejected: pd.DataFrame, limit: int = 40) -> list[dict]:
              "gemm_ratio_max": _number(r.gemm_ratio_max)} for r in grouped.itertuples()]
 
 
+def describe_removed(rejected: list[dict], kernel_time_ns: float) -> str:
+    """run.json `checks.rejected` in one phrase: "removed the counters of N launches (x % of kernel time,
+    y ms), e.g." the three that hold the most time; "" where nothing was removed."""
+    if not rejected:
+        return ""
+    launches = sum(row["launches"] for row in rejected)
+    time_ns = sum(row["time_ns"] for row in rejected)
+    share = f"{100 * time_ns / kernel_time_ns:.1f} % of kernel time, " if kernel_time_ns else ""
+    return (f"removed the counters of {launches:,} launch{'es' * (launches != 1)} ({share}{time_ns / 1e6:.2f} ms), "
+            f"e.g. {', '.join(describe_rejected(row) for row in rejected[:3])}")
+
+
 def describe_rejected(row: dict) -> str:
     """A row of run.json `checks.rejected` in words: "kernel (phase, check)", for the GEMM FLOPs check with the
     measured ratio to 2MNK and the band it was held to (n/a where the run recorded none: runs before them)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ssmprof.analysis.checks import describe_rejected
+from ssmprof.analysis.checks import describe_removed
 from ssmprof.analysis.frame import WEIGHT, time_weighted
 from ssmprof.analysis.headroom import REACHABLE
 from ssmprof.schema import CHECKED_STATUSES
@@ -200,7 +200,6 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
     status = tables["counter_checks"]
     share = dict(zip(status["counter_status"], status["time_share"], strict=True))
     counted = sum(v for k, v in share.items() if k in (*CHECKED_STATUSES, "unchecked"))
-    rejected = status[status["counter_status"].str.startswith("rejected")]
     if "unchecked" in share:
         text = f"Counters cover {100 * counted:.0f} % of kernel time, unchecked: a run written before the " \
                "self-checks (schema 1), whose counters were joined by short name and launch configuration."
@@ -208,14 +207,8 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
         sources = ", ".join(f"{k} {100 * v:.0f} %" for k, v in share.items() if k in CHECKED_STATUSES)
         text = f"Counters cover {100 * counted:.0f} % of kernel time ({sources}; lent: one profiled launch per " \
                "configuration stands for the others) and passed the self-checks"
-        if len(rejected):
-            names = info.get("checks", {}).get("rejected", [])[:3]
-            launches = int(rejected["launches"].sum())
-            text += f"; the checks removed the counters of {launches:,} launch{'es' * (launches != 1)} " \
-                    f"({100 * rejected['time_share'].sum():.1f} % of kernel time)"
-            if names:
-                text += ", e.g. " + ", ".join(describe_rejected(r) for r in names)
-        text += "." + _gemm_work(tables.get("gemm_work"))
+        removed = describe_removed(info.get("checks", {}).get("rejected", []), status["time_ns"].sum())
+        text += (f"; the checks {removed}" if removed else "") + "." + _gemm_work(tables.get("gemm_work"))
     return [{"topic": "counters", "finding": text, "value": f"{100 * counted:.0f} %", "anchor": "counter_checks"}]
 
 

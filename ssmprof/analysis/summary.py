@@ -6,7 +6,7 @@ import pandas as pd
 
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
-from ssmprof.analysis.checks import describe_rejected, gemm_work, status_table
+from ssmprof.analysis.checks import describe_removed, gemm_work, status_table
 from ssmprof.analysis.communication import communication_tables
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.headroom import headroom, headroom_summary
@@ -84,10 +84,7 @@ def warnings_for(run: Run) -> list[str]:
     if run.info["coverage"]["counter_time_fraction"] < 0.95:
         notes.append(f"counters cover {run.info['coverage']['counter_time_fraction']:.0%} of kernel time "
                      "(profile with --counters sampled or all for the roofline and cache views)")
-    rejected = run.info.get("checks", {}).get("rejected", [])
-    if rejected:
-        worst = ", ".join(describe_rejected(r) for r in rejected[:3])
-        launches = sum(r["launches"] for r in rejected)
-        notes.append(f"self-checks removed the counters of {launches} launch{'es' * (launches != 1)} "
-                     f"({sum(r['time_ns'] for r in rejected) / 1e6:.2f} ms), e.g. {worst}")
+    removed = describe_removed(run.info.get("checks", {}).get("rejected", []), run.kernels["duration_ns"].sum())
+    if removed:
+        notes.append(f"self-checks {removed}")
     return notes
