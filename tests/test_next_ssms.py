@@ -368,3 +368,13 @@ def test_our_gated_delta_call_runs_flas_triton_chain(monkeypatch):
     assert taken == {"chunk_bwd_dqkwg"}
     gated_delta_rule_fused()
     assert not CommonTileLangBackend().is_enabled()
+
+
+@pytest.mark.parametrize(("layer", "chunk"), [("mamba2", 256), ("mamba3", 64), ("gdn", 64)])
+def test_the_hybrid_records_the_chunk_its_ssm_layer_runs(layer, chunk):
+    """run.json's config is what ran: the paper hybrid's Mamba-2 chunk of 256 is capped for Mamba-3 and Gated
+    DeltaNet layers, and the recorded `chunk_size` says so."""
+    from ssmprof.workloads.registry import get_workload
+
+    cfg = get_workload("hybrid").config("paper", {"ssm_layer": layer})
+    assert cfg.chunk_size == chunk

@@ -308,6 +308,16 @@ def hybrid_pattern(layers: int) -> str:
     return "".join(kinds)
 
 
+def ssm_chunk(cfg: HybridConfig) -> int:
+    """The chunk the hybrid's SSM layer runs: its `chunk_size`, capped at MAMBA3_CHUNK for Mamba-3 layers and
+    at fla's largest for Gated DeltaNet layers."""
+    if cfg.ssm_layer == "mamba3":
+        return min(cfg.chunk_size, MAMBA3_CHUNK)
+    if cfg.ssm_layer == "gdn":
+        return hybrid_gdn_chunk(cfg.chunk_size)
+    return cfg.chunk_size
+
+
 class HybridLM(LanguageModelWorkload):
     name = "hybrid"
     description = ("Mamba-2-Hybrid LM: Mamba-2 / self-attention / MLP layers in a 43/7/50 % mix "
@@ -326,14 +336,20 @@ class HybridLM(LanguageModelWorkload):
         "paper": "8B hybrid block shapes, 14 of 56 layers: 6 Mamba-2, 1 attention, 7 MLP",
     }
 
+    def config(self, preset: str, overrides: dict | None = None) -> HybridConfig:
+        """As every workload's, with `chunk_size` the chunk the SSM layer runs (a Mamba-3 or Gated DeltaNet
+        layer caps it), so that run.json records what ran."""
+        cfg = super().config(preset, overrides)
+        return dataclasses.replace(cfg, chunk_size=ssm_chunk(cfg))
+
     def validate(self, cfg: HybridConfig) -> None:
         super().validate(cfg)
         check(cfg.ssm_layer in SSM_LAYERS, f"ssm_layer must be one of {', '.join(SSM_LAYERS)}, got '{cfg.ssm_layer}'")
         check_mamba2(cfg)
         if cfg.ssm_layer == "mamba3":
-            check_mamba3(cfg, min(cfg.chunk_size, MAMBA3_CHUNK))
+            check_mamba3(cfg, ssm_chunk(cfg))
         if cfg.ssm_layer == "gdn":  # keys and values of d_state per head (see `ssm`)
-            check_gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD, hybrid_gdn_chunk(cfg.chunk_size))
+            check_gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD, ssm_chunk(cfg))
         check_attention(cfg)
         try:
             hybrid_pattern(cfg.layers)
@@ -346,10 +362,9 @@ class HybridLM(LanguageModelWorkload):
 
     def ssm(self, cfg: HybridConfig, plan: KernelPlan, layer_idx: int) -> nn.Module:
         if cfg.ssm_layer == "mamba3":
-            return self.mamba3(cfg, plan, layer_idx, min(cfg.chunk_size, MAMBA3_CHUNK))
+            return self.mamba3(cfg, plan, layer_idx, ssm_chunk(cfg))
         if cfg.ssm_layer == "gdn":  # keys and values of d_state per head: the state of a Mamba-2 head per pair
-            return self.gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD,
-                            hybrid_gdn_chunk(cfg.chunk_size), plan)
+            return self.gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD, ssm_chunk(cfg), plan)
         return self.mamba2(cfg, plan, layer_idx)
 
     def layer_kinds(self, cfg: HybridConfig) -> list[str]:
