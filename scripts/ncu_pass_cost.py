@@ -77,6 +77,10 @@ def families(metrics: list[str]) -> dict[str, list[str]]:
     for metric in cut["pipes, issue, warps, sm throughput"]:
         cut[f"alone: {metric.split('.')[0]}"] = [metric]
     cut["whole set without sm__throughput"] = [m for m in metrics if not m.startswith("sm__throughput")]
+    # the split that would move the pipes to the stall pass (profiled once per function that matters)
+    pipes = cut["pipes, issue, warps, sm throughput"]
+    cut["whole set without the pipes family"] = [m for m in metrics if m not in pipes]
+    cut["stall set with the pipes family"] = cut["stall set"] + pipes
     return cut
 
 

@@ -17,5 +17,8 @@ def test_metric_families_cut_the_counter_set_without_overlap():
     alone = [family for name, family in cut.items() if name.startswith("alone")]
     assert [m for family in alone for m in family] == cut["pipes, issue, warps, sm throughput"]
     assert len(cut["whole set without sm__throughput"]) == len(metrics) - 1
+    pipes = cut["pipes, issue, warps, sm throughput"]
+    assert sorted(cut["whole set without the pipes family"] + pipes) == sorted(metrics)
+    assert cut["stall set with the pipes family"][-len(pipes):] == pipes
     assert len(cut["whole set without sass instructions"]) == len(metrics) - 9
     assert cut["stall set"] == counter_metrics("gh100", "stalls")
