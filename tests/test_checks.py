@@ -222,10 +222,10 @@ def test_gemm_work_per_phase_from_checked_launches_only():
                    tensor_ops_bf16=12.0 * MM_FLOPS, phase="backward", counter_status="rejected: GEMM FLOPs")]
     table = gemm_work(conform_kernels(pd.DataFrame(rows))).set_index("phase")
     assert list(table.index) == ["forward", "backward"] and table["launches"].tolist() == [1, 1]
-    assert table.loc["forward", "measured_over_2mnk"] == pytest.approx(128 / 96 * 28560 / 28544)
-    assert table.loc["forward", "measured_over_issued"] == pytest.approx(1.0)
+    assert table.loc["forward", "ratio_to_2mnk"] == pytest.approx(128 / 96 * 28560 / 28544)
+    assert table.loc["forward", "ratio_to_issued"] == pytest.approx(1.0)
     assert table.loc["forward", "padding_share"] == pytest.approx(1 - 96 * 28544 / (128 * 28560))
-    assert table.loc["backward", "measured_over_2mnk"] == pytest.approx(1.0)
+    assert table.loc["backward", "ratio_to_2mnk"] == pytest.approx(1.0)
 
 
 def test_measured_gemm_work_is_the_tiles_issued_work_on_every_bundled_h100_run():
@@ -238,8 +238,8 @@ def test_measured_gemm_work_is_the_tiles_issued_work_on_every_bundled_h100_run()
     over_issued, over_2mnk, padding = [], {}, {}
     for path in bundled.runs("h100-sxm"):
         work = gemm_work(read_run(path).kernels)
-        over_issued += work["measured_over_issued"].tolist()
-        over_2mnk[path.name] = work["measured_over_2mnk"].tolist()
+        over_issued += work["ratio_to_issued"].tolist()
+        over_2mnk[path.name] = work["ratio_to_2mnk"].tolist()
         padding[path.name] = work["padding_share"].max()
     others = [r for w, ratios in over_2mnk.items() if w != "graph-mamba" for r in ratios]
     assert len(over_issued) == 12 and f"{min(over_issued):.3f}-{max(over_issued):.3f}" == "1.000-1.028"

@@ -358,16 +358,16 @@ def gemm_work(kernels: pd.DataFrame) -> pd.DataFrame:
     launches = list(zip(kernels["launch_op"], kernels["launch_shapes"], names, strict=True))
     work = pd.DataFrame({
         "phase": kernels["phase"],
-        "measured": frame["flops_tensor"],
-        "analytic": [gemm_flops(op, shapes) for op, shapes, _ in launches],
-        "issued": [issued_gemm_flops(*launch) for launch in launches],
+        "measured_flops": frame["flops_tensor"],
+        "analytic_flops": [gemm_flops(op, shapes) for op, shapes, _ in launches],
+        "issued_flops": [issued_gemm_flops(*launch) for launch in launches],
     }, index=kernels.index)
-    work = work[kernels["counter_status"].isin(CHECKED_STATUSES) & work["analytic"].notna() & (work["measured"] > 0)]
+    checked = kernels["counter_status"].isin(CHECKED_STATUSES)
+    work = work[checked & work["analytic_flops"].notna() & (work["measured_flops"] > 0)]
     table = work.groupby("phase", as_index=False).agg(
-        launches=("measured", "size"), measured_tflop=("measured", "sum"), analytic_tflop=("analytic", "sum"),
-        issued_tflop=("issued", "sum"))
-    table["measured_over_2mnk"] = table["measured_tflop"] / table["analytic_tflop"]
-    table["measured_over_issued"] = table["measured_tflop"] / table["issued_tflop"]
-    table["padding_share"] = 1 - table["analytic_tflop"] / table["issued_tflop"]
-    table[["measured_tflop", "analytic_tflop", "issued_tflop"]] /= 1e12
+        launches=("measured_flops", "size"), measured_flops=("measured_flops", "sum"),
+        analytic_flops=("analytic_flops", "sum"), issued_flops=("issued_flops", "sum"))
+    table["ratio_to_2mnk"] = table["measured_flops"] / table["analytic_flops"]
+    table["ratio_to_issued"] = table["measured_flops"] / table["issued_flops"]
+    table["padding_share"] = 1 - table["analytic_flops"] / table["issued_flops"]
     return table.sort_values("phase", key=lambda p: p.map(PHASES.index), ignore_index=True)

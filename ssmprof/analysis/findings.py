@@ -221,7 +221,7 @@ def _gemm_work(work: pd.DataFrame | None) -> str:
         low, high = work[column].min(), work[column].max()
         return f"{low:.3f}x" if f"{low:.3f}" == f"{high:.3f}" else f"{low:.3f}-{high:.3f}x"
 
-    text = f" GEMM tensor work measured {span('measured_over_2mnk')} 2MNK and {span('measured_over_issued')} " \
+    text = f" GEMM tensor work measured {span('ratio_to_2mnk')} 2MNK and {span('ratio_to_issued')} " \
            "what whole tiles issue (forward and backward)"
     padding = work["padding_share"].max()
     return text + (f": up to {100 * padding:.0f} % of it is tile padding of skinny shapes." if padding >= 0.05 else ".")

@@ -90,6 +90,8 @@ HEADERS: dict[str, str] = {
     "value": "", "errors": "Errors", "check": "Check",
     "kernel": "Kernel", "analytic_flops": "FLOPs, analytic", "measured_flops": "FLOPs, measured",
     "flops_ratio": "FLOPs measured / analytic", "min_bytes": "Bytes, minimum",
+    "issued_flops": "FLOPs, whole tiles issue", "ratio_to_2mnk": "Measured / 2MNK",
+    "ratio_to_issued": "Measured / issued", "padding_share": "Tile padding (share of issued)",
     "measured_dram_bytes": "DRAM bytes, measured",
     "bytes_ratio": "Bytes measured / minimum", "measured_ms": "Measured", "projected_ms": "Projected",
     "target_ms": "Measured on the target", "error_pct": "Error", "config": "Kernel [launch configuration]",
@@ -143,8 +145,8 @@ def cell(column: str, value) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
-    if "ratio" in column:
-        return f"{value:.3g}"
+    if "ratio" in column:  # near 1 (self-checks), three decimals: 1.001 is not 1
+        return f"{value:.3f}" if 0.1 <= abs(value) < 10 else f"{value:.3g}"
     if column.endswith("_ns") or "_ns_" in column or column == "duration_ns":
         return duration(float(value))
     if column.endswith("_ms") or "_ms_" in column:
