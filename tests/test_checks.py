@@ -282,7 +282,9 @@ def test_rejected_table_carries_gemm_evidence_only_for_the_gemm_check():
     assert by_check["GEMM FLOPs"]["gemm_ratio"] == pytest.approx(12.5)  # the median over the group
     assert by_check["GEMM FLOPs"]["gemm_ratio_max"] == pytest.approx(1.25)
     assert by_check["duration"]["gemm_ratio"] is None and by_check["duration"]["gemm_ratio_max"] is None
-    assert describe_rejected(by_check["duration"]) == "k (forward, duration)"
+    assert describe_rejected(by_check["duration"]) == "k [aten::mm] (forward, duration)"
+    # a row of a run recorded before the launching op was kept
+    assert describe_rejected({**by_check["duration"], "launch_op": None}) == "k (forward, duration)"
 
 
 @pytest.mark.parametrize(
@@ -348,3 +350,14 @@ def test_stall_tolerance_docstring_matches_the_bundled_h100_runs():
     assert ("3.4 % (mamba2-lm, 400 launches), 4.0 % (graph-mamba, 113), 3.9 % (hybrid, 202) and 1.2 % "
             "(transformer, 76); one launch each of graph-mamba, the hybrid and the transformer was off by 41 %, "
             "16 % and 57 % and removed") in text
+
+
+def test_rejected_rows_keep_apart_the_ops_one_short_name_serves():
+    """`vectorized_elementwise_kernel` runs many ops: the removed launches are named with their launching op,
+    and every group is listed, so the launch counts add up to what was removed."""
+    rows = [launch(launch_idx=i, kernel_name="vectorized_elementwise_kernel", launch_op=op, l2_hit_rate_pct=103.0)
+            for i, op in enumerate(["aten::mul", "aten::mul", "aten::add_"])]
+    checked, summary = check_counters(conform_kernels(pd.DataFrame(rows)), H100)
+    assert [(r["launch_op"], r["launches"]) for r in summary["rejected"]] == [("aten::mul", 2), ("aten::add_", 1)]
+    assert (checked["counter_status"] == "rejected: hit rate").all()
+    assert describe_rejected(summary["rejected"][1]) == "vectorized_elementwise_kernel [aten::add_] (forward, hit rate)"

@@ -272,19 +272,22 @@ def _time_shares(kernels: pd.DataFrame) -> dict:
     return {k: float(v / total) for k, v in kernels.groupby(status)["duration_ns"].sum().items()} if total else {}
 
 
-def _rejected_table(rejected: pd.DataFrame, limit: int = 40) -> list[dict]:
-    """Per kernel, phase and check: launches and time removed; for the GEMM FLOPs check also the evidence,
-    medians over the group's launches (a kernel name may run several shapes): `gemm_ratio` = measured tensor
-    FLOPs / 2MNK and `gemm_ratio_max` = the upper bound it was held to (GEMM_RATIO_BAND[1] x padded / 2MNK;
-    the lower bound is GEMM_RATIO_BAND[0]). None for the other checks."""
+def _rejected_table(rejected: pd.DataFrame) -> list[dict]:
+    """Per kernel, launching op, phase and check (a short name such as `vectorized_elementwise_kernel` serves
+    many ops): launches and time removed, largest first, every group (the sums are the totals); for the GEMM
+    FLOPs check also the evidence, medians over the group's launches (a kernel name may run several shapes):
+    `gemm_ratio` = measured tensor FLOPs / 2MNK and `gemm_ratio_max` = the upper bound it was held to
+    (GEMM_RATIO_BAND[1] x padded / 2MNK; the lower bound is GEMM_RATIO_BAND[0]). None for the other checks."""
     if "gemm_ratio" not in rejected:
         rejected = rejected.assign(gemm_ratio=np.nan, gemm_ratio_max=np.nan)
-    grouped = (rejected.groupby(["kernel_name", "phase", "counter_status"], as_index=False)
+    grouped = (rejected.assign(launch_op=rejected["launch_op"].fillna(""))
+               .groupby(["kernel_name", "launch_op", "phase", "counter_status"], as_index=False)
                .agg(launches=("launch_idx", "size"), time_ns=("duration_ns", "sum"),
                     gemm_ratio=("gemm_ratio", "median"), gemm_ratio_max=("gemm_ratio_max", "median"))
-               .sort_values("time_ns", ascending=False).head(limit))
-    return [{"kernel_name": r.kernel_name, "phase": r.phase, "check": r.counter_status.removeprefix("rejected: "),
-             "launches": int(r.launches), "time_ns": int(r.time_ns), "gemm_ratio": _number(r.gemm_ratio),
+               .sort_values("time_ns", ascending=False))
+    return [{"kernel_name": r.kernel_name, "launch_op": r.launch_op, "phase": r.phase,
+             "check": r.counter_status.removeprefix("rejected: "), "launches": int(r.launches),
+             "time_ns": int(r.time_ns), "gemm_ratio": _number(r.gemm_ratio),
              "gemm_ratio_max": _number(r.gemm_ratio_max)} for r in grouped.itertuples()]
 
 
@@ -303,7 +306,8 @@ def describe_removed(rejected: list[dict], kernel_time_ns: float) -> str:
 def describe_rejected(row: dict) -> str:
     """A row of run.json `checks.rejected` in words: "kernel (phase, check)", for the GEMM FLOPs check with the
     measured ratio to 2MNK and the band it was held to (n/a where the run recorded none: runs before them)."""
-    text = f"{row['kernel_name']} ({row['phase']}, {row['check']}"
+    op = f" [{row['launch_op']}]" if row.get("launch_op") else ""  # runs before 2026-11-23 grouped without it
+    text = f"{row['kernel_name']}{op} ({row['phase']}, {row['check']}"
     if row["check"] == "GEMM FLOPs":
         ratio, allowed = row.get("gemm_ratio"), row.get("gemm_ratio_max")
         if ratio is None and allowed is None:
