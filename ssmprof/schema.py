@@ -109,7 +109,6 @@ COUNTER_METRICS: dict[str, tuple[str, str, str]] = {
     "l2_throughput_pct": ("lts__t_bytes.avg.pct_of_peak_sustained_elapsed", "%", "L2 bytes, % of peak"),
     "l1_bytes": ("l1tex__t_bytes.sum", "bytes", "bytes requested from L1/TEX"),
     "l1_hit_rate_pct": ("l1tex__t_sector_hit_rate.pct", "%", "L1/TEX sector hit rate"),
-    "sm_throughput_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "%", "SM throughput, % of peak"),
     "inst_fadd": ("sm__sass_thread_inst_executed_op_fadd_pred_on.sum", "inst", "fp32 adds (thread instructions)"),
     "inst_fmul": ("sm__sass_thread_inst_executed_op_fmul_pred_on.sum", "inst", "fp32 multiplies"),
     "inst_ffma": ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", "fp32 fused multiply-adds"),
@@ -278,6 +277,11 @@ class Run:
     path: Path | None = None
 
 
+# Columns earlier run directories carry that the contract no longer holds: dropped on reading. sm_throughput_pct
+# (`sm__throughput`, a composite of many units' throughputs) was collected and never read by any analysis.
+RETIRED_COLUMNS = frozenset({"sm_throughput_pct"})
+
+
 def conform_kernels(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame with every contract column, in contract order and dtypes (counters default to NaN)."""
     missing = [name for name in KERNEL_COLUMNS if name not in frame.columns]
@@ -294,7 +298,7 @@ def conform_kernels(frame: pd.DataFrame) -> pd.DataFrame:
             out[name] = pd.Series(values, index=frame.index).astype(column.dtype)
         except (TypeError, ValueError) as exc:
             raise SchemaError(f"column {name} cannot be {column.dtype}: {exc}") from None
-    extra = [c for c in frame.columns if c not in ALL_COLUMNS]
+    extra = [c for c in frame.columns if c not in ALL_COLUMNS and c not in RETIRED_COLUMNS]
     if extra:
         raise SchemaError(f"kernel table has columns outside the contract: {', '.join(extra)}")
     return out.reset_index(drop=True)

@@ -15,9 +15,10 @@ def test_metric_families_cut_the_counter_set_without_overlap():
     parts = [m for name, family in cut.items() if not name.startswith(("whole", "stall", "alone")) for m in family]
     assert sorted(parts) == sorted(metrics)
     alone = [family for name, family in cut.items() if name.startswith("alone")]
-    assert [m for family in alone for m in family] == cut["pipes, issue, warps, sm throughput"]
-    assert len(cut["whole set without sm__throughput"]) == len(metrics) - 1
-    pipes = cut["pipes, issue, warps, sm throughput"]
+    assert [m for family in alone for m in family] == [*cut["pipes, issue, warps"],
+                                                       ncu_pass_cost.DROPPED]
+    assert ncu_pass_cost.DROPPED not in metrics
+    pipes = cut["pipes, issue, warps"]
     assert sorted(cut["whole set without the pipes family"] + pipes) == sorted(metrics)
     assert cut["stall set with the pipes family"][-len(pipes):] == pipes
     assert len(cut["whole set without sass instructions"]) == len(metrics) - 9
