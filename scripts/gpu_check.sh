@@ -15,8 +15,9 @@
 #                                  resumes the sweep an earlier call left unfinished (run it again until the
 #                                  log says "0 pending"); bundle with scripts/bundle_sweep.sh
 #   scripts/gpu_check.sh suite     `ssmprof suite --preset paper` (timed; the paper presets of every workload,
-#                                  with counters; SUITE_WORKLOADS=a,b for a part); sends the Triton cache
-#                                  back (triton-cache.tar.xz.*, autotuning kept on a host of the same GPU)
+#                                  with counters; SUITE_WORKLOADS=a,b for a part; SUITE_TIMEOUT defaults to
+#                                  what the call has left); sends the Triton cache back (triton-cache.tar.xz.*,
+#                                  autotuning kept on a host of the same GPU)
 #   scripts/gpu_check.sh regress   the gate's held-back set: reruns of mamba2-lm small and regressions planted
 #                                  the way they happen (chunk size, autotuning cache, lost fusion, cuBLAS
 #                                  workspace), each gated; bundle with scripts/bundle_regress.sh
@@ -57,6 +58,9 @@ trap pack EXIT
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR="$PWD/build/triton-cache"
 BIN=.venv/bin
 log() { echo "[$(date +%T)] $*"; }
+# Seconds a stage may still spend before the device call's 600 s end, keeping PACK_MARGIN_S for sending the
+# results and the Triton cache back (a suite cut by the call's end sent back neither, 2026-11-23).
+left_for_work() { echo $(( ${CALL_LIMIT_S:-595} - SECONDS - ${PACK_MARGIN_S:-60} )); }
 ssmrun() {  # ssmrun WORKLOAD PRESET [extra args]: one run, JSON + log kept
   local name=$1 preset=$2
   shift 2
@@ -177,7 +181,8 @@ if [[ $stage == suite || $stage == all ]]; then
   # SUITE_WORKLOADS picks a part of the suite (one call holds about half of it on a fresh host)
   restore
   log "suite --preset paper ${SUITE_WORKLOADS:+--workloads $SUITE_WORKLOADS}, sampled counters"
-  (time timeout ${SUITE_TIMEOUT:-500} $BIN/ssmprof suite --preset paper --out "$LOGS/suite" ${SUITE_WORKLOADS:+--workloads $SUITE_WORKLOADS}) \
+  (time timeout "${SUITE_TIMEOUT:-$(left_for_work)}" $BIN/ssmprof suite --preset paper --out "$LOGS/suite" \
+    ${SUITE_WORKLOADS:+--workloads $SUITE_WORKLOADS}) \
     2>&1 | tee "$LOGS/suite.log" | grep -E "preset|suite of|real|error"
   for run in "$LOGS"/suite/*/run.json; do
     $BIN/python -c "import json; d=json.load(open('$run')); h=d['harness']; print(d['workload']['name'], \
