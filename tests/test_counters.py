@@ -260,3 +260,10 @@ def test_the_profiled_child_ends_with_its_code_and_its_last_line_after_skipping_
     done = subprocess.run([sys.executable, "-m", "ssmprof.profiler.child", "mamba2-lm", "tiny", "{}", "1"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
+
+
+def test_the_profiled_child_runs_without_the_caching_allocator(fake_ncu, tmp_path):
+    """Replay saves all the memory the process holds (45 GiB: 12x slower on the H100): the child gets
+    PYTORCH_NO_CUDA_MEMORY_CACHING, so it holds only live tensors."""
+    fake_ncu(EXPORT + '[[ $PYTORCH_NO_CUDA_MEMORY_CACHING == 1 ]] || exit 3; touch "$out"')
+    assert run_ncu(["python"], tmp_path / "r.ncu-rep", "sampled", 30) > 0
