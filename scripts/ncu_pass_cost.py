@@ -78,7 +78,8 @@ def families(metrics: list[str]) -> dict[str, list[str]]:
     # the pipes family ("pipes, issue, warps, sm throughput" then) alone took 10 passes (H100), with sm__throughput
     # in it (a composite of many units' throughputs, dropped from the set since: no analysis read it): which of
     # its metrics cost them
-    for metric in [*cut["pipes, issue, warps"], DROPPED]:
+    # and the tensor family (5 passes alone): which of its precisions cost them
+    for metric in [*cut["pipes, issue, warps"], DROPPED, *cut["tensor ops"]]:
         cut[f"alone: {metric.split('.')[0]}"] = [metric]
     # the split that would move the pipes to the stall pass (profiled once per function that matters)
     pipes = cut["pipes, issue, warps"]

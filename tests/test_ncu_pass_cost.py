@@ -15,8 +15,8 @@ def test_metric_families_cut_the_counter_set_without_overlap():
     parts = [m for name, family in cut.items() if not name.startswith(("whole", "stall", "alone")) for m in family]
     assert sorted(parts) == sorted(metrics)
     alone = [family for name, family in cut.items() if name.startswith("alone")]
-    assert [m for family in alone for m in family] == [*cut["pipes, issue, warps"],
-                                                       ncu_pass_cost.DROPPED]
+    assert [m for family in alone for m in family] == [*cut["pipes, issue, warps"], ncu_pass_cost.DROPPED,
+                                                       *cut["tensor ops"]]
     assert ncu_pass_cost.DROPPED not in metrics
     pipes = cut["pipes, issue, warps"]
     assert sorted(cut["whole set without the pipes family"] + pipes) == sorted(metrics)
