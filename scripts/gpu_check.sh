@@ -187,7 +187,8 @@ if [[ $stage == suite || $stage == all ]]; then
   for run in "$LOGS"/suite/*/run.json; do
     $BIN/python -c "import json; d=json.load(open('$run')); h=d['harness']; print(d['workload']['name'], \
 round(h['step_ms'], 2), 'ms', round(h['throughput']), d['harness']['unit'], round(h['peak_memory_bytes'] / 2**30, 2), \
-'GiB', {k: round(v.get('wall_s', 0)) for k, v in d['collectors'].items()}, d['provenance']); \
+'GiB', {k: round(v.get('wall_s', 0)) for k, v in d['collectors'].items()}, 'host launch us', \
+d['collectors']['harness'].get('host_launch_us'), d['provenance']); \
 print('  passes', [{k: round(v, 1) for k, v in p.items()} for p in d['collectors']['counters'].get('pass_seconds', [])], \
 'replay', d['collectors']['counters'].get('pass_replay'))"
   done

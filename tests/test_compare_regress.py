@@ -136,3 +136,17 @@ def test_per_kernel_rates_are_time_weighted_over_launches_with_counters():
     assert np.isnan(table.loc["_chunk_state_fwd_kernel", "dram_throughput_pct"])
     assert np.isnan(table.loc["_chunk_state_fwd_kernel", "flop_per_s"])
     assert table.loc["_chunk_scan_fwd_kernel", "l2_hit_rate_pct"] == 80.0
+
+
+@pytest.mark.parametrize(
+    ("launch_us", "noted"),
+    [((6.0, 6.3), False), ((6.0, 7.2), True), ((None, 7.2), False)],  # within 10 %; 20 % apart; not recorded
+)
+def test_compare_says_when_the_hosts_launch_at_different_rates(launch_us, noted):
+    """Two hosts of one CPU description gave graph-mamba's host-bound step 66.4 and 50.5 ms: the CPU name
+    cannot tell them apart, the measured launch cost can."""
+    from ssmprof.analysis.compare import check_comparable
+
+    infos = [{**run_info(), "collectors": {"harness": {"host_launch_us": us}}} for us in launch_us]
+    notes = check_comparable(*infos)
+    assert any(note.startswith("the hosts launch kernels at different rates") for note in notes) == noted

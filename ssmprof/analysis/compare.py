@@ -10,6 +10,10 @@ from ssmprof.analysis.host import busy_ns
 from ssmprof.errors import SsmprofError
 
 WEIGHTED = ["dram_throughput_pct", "l2_hit_rate_pct", "l1_hit_rate_pct", "ai_dram"]
+# Relative difference of two runs' host launch cost (run.json `collectors.harness.host_launch_us`) past which
+# compare says the hosts differ. A guess until reruns on one host say how much it varies (recorded from
+# 2026-11-23 on; `gpu_check.sh suite` prints it).
+HOST_LAUNCH_TOLERANCE = 0.10
 
 
 class IncomparableRuns(SsmprofError):
@@ -32,6 +36,10 @@ def check_comparable(info_a: dict, info_b: dict) -> list[str]:
     if hosts[0] != hosts[1]:
         notes.append(f"different hosts (CPU {hosts[0]} vs {hosts[1]}): the part of each step the GPU waits for "
                      "the host is not comparable")
+    launch = [info["collectors"].get("harness", {}).get("host_launch_us") for info in (info_a, info_b)]
+    if None not in launch and abs(launch[1] / launch[0] - 1) > HOST_LAUNCH_TOLERANCE:
+        notes.append(f"the hosts launch kernels at different rates ({launch[0]:.1f} vs {launch[1]:.1f} us per tiny "
+                     "launch): the part of each step the GPU waits for the host is not comparable")
     return notes
 
 
