@@ -224,7 +224,7 @@ class Availability:
     @classmethod
     def probe(cls, ops: tuple[str, ...] | None = None) -> Availability:
         """What this machine has, for the ops given (all where None). The optional packages are imported only
-        for the ops that use them: importing fla-core alone takes 3 s, and every Nsight Compute pass's child
+        for the ops that use them: importing fla-core alone takes seconds, and every Nsight Compute pass's child
         plans its kernels again; what is not probed reads as not available."""
         import torch
 

@@ -301,7 +301,7 @@ def test_the_probe_reads_what_the_gdn_decision_needs(monkeypatch):
     ],
 )
 def test_the_probe_imports_only_what_the_planned_ops_use(monkeypatch, ops, imported):
-    """Every Nsight Compute pass's child plans its kernels again: importing fla-core (3 s) for a Mamba-2 run
+    """Every Nsight Compute pass's child plans its kernels again: importing fla-core (seconds) for a Mamba-2 run
     would cost each pass for nothing."""
     from ssmprof import kernels
 

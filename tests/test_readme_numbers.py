@@ -430,3 +430,6 @@ def test_host_bound_step_measures_the_host(reference):
     assert span(kernel_ms, 2) == "14.42-14.43"
     claims("Two H100 hosts of the same description gave its step 66.4 and 50.5 ms with 14.42-14.43 ms of "
            "kernel time: a host-bound step measures the host.")
+    from ssmprof.profiler.collect import host_launch_us
+
+    assert "graph-mamba's step took 66.4 and 50.5 ms on two H100 hosts" in " ".join(host_launch_us.__doc__.split())

@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     code = main(sys.argv[1:])
     # Nothing is left to save once the timings are written: skip the interpreter's teardown of torch and Triton.
-    # (It was the suspect for the 15-20 s every pass spent outside the harness's stages; skipping it did not
+    # (It was the suspect for the 14.4-19.7 s every pass spent outside the harness's stages; skipping it did not
     # remove them, H100, graph-mamba and hybrid paper: `pass_seconds` now says where they go.)
     sys.stdout.flush()
     sys.stderr.flush()
