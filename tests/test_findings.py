@@ -242,3 +242,25 @@ def test_trace_of_a_run_without_counters_has_no_verdicts():
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] != "phase"]
     assert len(slices) == len(frame) and all("verdict" not in e["args"] for e in slices)
     assert json.dumps(trace, allow_nan=False)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "workload", "cost"),
+    [
+        ("h100-sxm", "hybrid", "harness 135 s, Nsight Compute 194 s in 3 passes: 86 s (91 launches x 14 replays, "
+                               "33.3 GiB restored per replay); 61 s (52 launches x 14 replays, 31.1 GiB restored "
+                               "per replay); 47 s (33 launches x 8 replays, 34.0 GiB restored per replay)"),
+        ("h100-sxm", "mamba1-lm", "harness 5 s, Nsight Compute 95 s in 2 passes: 60 s; 35 s"),  # before pass_replay
+        ("h200", "hybrid", "harness 2 s, Nsight Compute 60 s"),  # schema 1: no per-pass walls
+    ],
+)
+def test_provenance_says_what_profiling_cost(gpu, workload, cost):
+    from ssmprof import bundled
+    from ssmprof.analysis.findings import provenance
+    from ssmprof.pipeline.loading import load_run
+
+    info = load_run(bundled.REFERENCE / gpu / workload).info
+    assert provenance(info, "bundled").set_index("item").loc["profiling cost", "value"] == cost
+    info["collectors"]["harness"]["host_launch_us"] = 6.14
+    assert provenance(info, "bundled").set_index("item").loc["profiling cost", "value"] == \
+        cost + "; host 6.1 us per tiny launch"

@@ -262,8 +262,29 @@ def provenance(info: dict, origin: str) -> pd.DataFrame:
         ("counters", f"{counters.get('mode', 'none')} ({counters.get('tool', 'no tool')}), covering "
                      f"{100 * coverage['counter_time_fraction']:.0f} % of kernel time; {checked}"),
         ("launches", f"{coverage['launches']:,} in the profiled iteration"),
+        ("profiling cost", _cost(info.get("collectors", {}))),
     ]
     return pd.DataFrame(rows, columns=["item", "value"])
+
+
+def _cost(collectors: dict) -> str:
+    """What profiling the run cost: the harness, each Nsight Compute pass (wall time, launches profiled x replay
+    passes each, GiB restored per replay where recorded) and the host's cost of a tiny launch."""
+    harness, counters = collectors.get("harness", {}), collectors.get("counters", {})
+    text = f"harness {harness.get('wall_s', float('nan')):.0f} s"
+    walls = counters.get("pass_wall_s") or []
+    if walls:
+        replays = counters.get("pass_replay") or [{}] * len(walls)
+        parts = [f"{wall:.0f} s" + (f" ({r['launches']} launches x {r['passes_median']:.0f} replays, "
+                                    f"{r['gib_per_pass_median']:.1f} GiB restored per replay)" if r else "")
+                 for wall, r in zip(walls, replays, strict=True)]
+        text += f", Nsight Compute {sum(walls):.0f} s in {len(walls)} pass{'es' * (len(walls) != 1)}: " + \
+            "; ".join(parts)
+    elif counters.get("wall_s"):
+        text += f", Nsight Compute {counters['wall_s']:.0f} s"
+    if harness.get("host_launch_us") is not None:
+        text += f"; host {harness['host_launch_us']:.1f} us per tiny launch"
+    return text
 
 
 def _host_share(a: pd.Series, b: pd.Series) -> str:
