@@ -186,9 +186,9 @@ def check_counters(kernels: pd.DataFrame, peaks: Peaks | None) -> tuple[pd.DataF
     analytic = pd.Series([gemm_flops(op, shapes) for op, shapes in zip(kernels["launch_op"], kernels["launch_shapes"],
                                                                        strict=True)], index=kernels.index)
     names = kernels["kernel_name_full"].where(kernels["kernel_name_full"].fillna("") != "", kernels["kernel_name"])
-    launches = list(zip(kernels["launch_op"], kernels["launch_shapes"], names, strict=True))
-    padded = pd.Series([padded_gemm_flops(*launch) for launch in launches], index=kernels.index, dtype=float)
-    issued = pd.Series([issued_gemm_flops(*launch) for launch in launches], index=kernels.index, dtype=float)
+    padded = pd.Series([padded_gemm_flops(op, shapes, name) for op, shapes, name
+                        in zip(kernels["launch_op"], kernels["launch_shapes"], names, strict=True)],
+                       index=kernels.index, dtype=float)
     gemm = analytic.notna() & (frame["flops_tensor"] > 0)
     gemm_ratio = frame["flops_tensor"] / analytic
     gemm_allowed = GEMM_RATIO_BAND[1] * padded / analytic  # the upper bound, as a ratio to 2MNK
@@ -217,8 +217,7 @@ def check_counters(kernels: pd.DataFrame, peaks: Peaks | None) -> tuple[pd.DataF
         "max_fraction_of_peak": ({k: _max(v[kept]) for k, v in fractions.items()} if peaks else
                                  "GPU not in the datasheet table: rates not checked"),
         "hit_rates_clipped": int((hit[kept] > 100).any(axis=1).sum()),
-        "gemm_flops": _gemm_summary(kernels[kept & gemm], frame["flops_tensor"][kept & gemm], analytic[kept & gemm],
-                                    issued[kept & gemm]),
+        "gemm_flops": _gemm_summary(gemm_work(out)),
         "stalls": stalls,
     }
     return out, summary
@@ -317,19 +316,13 @@ def describe_rejected(row: dict) -> str:
     return text + ")"
 
 
-def _gemm_summary(gemms: pd.DataFrame, measured: pd.Series, analytic: pd.Series, issued: pd.Series) -> dict:
-    """Per phase: measured tensor FLOPs against 2MNK (`ratio`: what the model asks for) and against the work
-    whole tiles issue (`ratio_to_issued`: whether the counters are this launch's own, padding included)."""
-    out = {}
-    for phase in PHASES[:2]:  # forward, backward
-        mask = gemms["phase"] == phase
-        if mask.any():
-            out[phase] = {"launches": int(mask.sum()), "measured_flops": float(measured[mask].sum()),
-                          "analytic_flops": float(analytic[mask].sum()),
-                          "ratio": float(measured[mask].sum() / analytic[mask].sum()),
-                          "issued_flops": float(issued[mask].sum()),
-                          "ratio_to_issued": float(measured[mask].sum() / issued[mask].sum())}
-    return out
+def _gemm_summary(work: pd.DataFrame) -> dict:
+    """`gemm_work` per phase for run.json: `ratio` is measured / 2MNK (the key runs have carried since the
+    checks began), `ratio_to_issued` measured / the work whole tiles issue."""
+    return {row.phase: {"launches": int(row.launches), "measured_flops": float(row.measured_flops),
+                        "analytic_flops": float(row.analytic_flops), "ratio": float(row.ratio_to_2mnk),
+                        "issued_flops": float(row.issued_flops), "ratio_to_issued": float(row.ratio_to_issued)}
+            for row in work.itertuples()}
 
 
 def _max(values: pd.Series) -> float | None:

@@ -31,9 +31,11 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         "top_kernels": top_kernels(kernels),
         "caches": cache_summary(kernels),
         "counter_checks": status_table(kernels),
-        "gemm_work": gemm_work(kernels),
         "host": host_summary(kernels, run.info["harness"]["step_ms"]),
     }
+    work = gemm_work(kernels)
+    if len(work):  # GEMMs with checked counters (none in runs written before the checks)
+        tables["gemm_work"] = work
     if kernels["ncu_duration_ns"].notna().any():
         limited = limiters(kernels)
         tables["limiters"] = limiter_summary(limited)
