@@ -169,6 +169,12 @@ def _tiled_gemm_flops(launch_op: str, launch_shapes: str, kernel_name: str, orie
     return 2.0 * batch * output * _round_up(k, tile.k)
 
 
+def _tile_names(kernels: pd.DataFrame) -> pd.Series:
+    """Per launch, the name a GEMM's tile is read from: the full (demangled) name where recorded, which carries
+    CUTLASS's template, else the short one."""
+    return kernels["kernel_name_full"].where(kernels["kernel_name_full"].fillna("") != "", kernels["kernel_name"])
+
+
 def _round_up(size: int, step: int) -> int:
     return math.ceil(size / step) * step
 
@@ -185,7 +191,7 @@ def check_counters(kernels: pd.DataFrame, peaks: Peaks | None) -> tuple[pd.DataF
     hit_ok = ~((hit < 0) | (hit > 100 + HIT_RATE_SLACK)).any(axis=1)
     analytic = pd.Series([gemm_flops(op, shapes) for op, shapes in zip(kernels["launch_op"], kernels["launch_shapes"],
                                                                        strict=True)], index=kernels.index)
-    names = kernels["kernel_name_full"].where(kernels["kernel_name_full"].fillna("") != "", kernels["kernel_name"])
+    names = _tile_names(kernels)
     padded = pd.Series([padded_gemm_flops(op, shapes, name) for op, shapes, name
                         in zip(kernels["launch_op"], kernels["launch_shapes"], names, strict=True)],
                        index=kernels.index, dtype=float)
@@ -351,7 +357,7 @@ def gemm_work(kernels: pd.DataFrame) -> pd.DataFrame:
     the model asks for) and against the work whole tiles issue (`issued_gemm_flops`), and the share of the
     issued work that is tile padding. Empty where no GEMM carries checked counters."""
     frame = derive(kernels)
-    names = kernels["kernel_name_full"].where(kernels["kernel_name_full"].fillna("") != "", kernels["kernel_name"])
+    names = _tile_names(kernels)
     launches = list(zip(kernels["launch_op"], kernels["launch_shapes"], names, strict=True))
     work = pd.DataFrame({
         "phase": kernels["phase"],
