@@ -66,7 +66,8 @@ class RunResult:
     final_loss: float
     provenance: dict[str, str]
     harness_seconds: dict[str, float] = field(default_factory=dict)
-    # what the caching allocator held at most: Nsight Compute saves and restores all of it at every replay pass
+    # what the caching allocator held at most; Nsight Compute would save and restore all of it at every replay
+    # pass, so the counter child runs without the allocator (`counters.PROFILED_CHILD_ENV`)
     peak_reserved_bytes: int | None = None
 
     @property
