@@ -6,8 +6,9 @@
 Same workload, config, seed and warm-up as the timeline run, and the timeline run's Triton autotuning
 choices pinned (FILE), so the bracketed iteration launches the same kernels with the same launch
 configurations; one timed step (cheap: ncu is off outside the bracket). `--timings` writes when the child's
-code began (after Nsight Compute's start-up, Python's and the imports), when its kernels were planned, the
-harness's seconds per stage and when it ended, so a pass's wall time can be taken apart.
+code began (after Nsight Compute's start-up, Python's and the imports), when CUDA was initialized, when its
+kernels were planned and the autotuning choices pinned, the harness's seconds per stage and when it ended, so
+a pass's wall time can be taken apart.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import json
 import os
 import sys
 import time
+
+import torch
 
 from ssmprof.errors import SsmprofError
 from ssmprof.kernels import plan_kernels
@@ -31,15 +34,22 @@ def main(argv: list[str]) -> int:
     try:
         workload = get_workload(name)
         cfg = workload.config(preset, overrides)
+        # CUDA first, on its own stamp: every pass of the H100 paper runs spent 12 s planning its kernels under
+        # Nsight Compute (mamba1-lm, 2026-11-23), and initializing CUDA under ncu is one suspect
+        if torch.cuda.is_available():
+            torch.cuda.init()
+        cuda_ready = time.time()
         plan = plan_kernels(workload.kernel_ops(cfg), "cuda", "--allow-fallback" in argv, cfg.dtype)
+        planned = time.time()
         if "--autotune" in argv:
             with open(argv[argv.index("--autotune") + 1]) as f:
                 autotune.pin(json.load(f))
-        planned = time.time()
+        pinned = time.time()
         result = run_training(workload, preset, cfg, plan, steps=1, warmup=warmup, marker=NvtxMarker())
         if "--timings" in argv:
             with open(argv[argv.index("--timings") + 1], "w") as f:
-                json.dump({"began": began, "planned": planned, **result.harness_seconds, "ended": time.time()}, f)
+                json.dump({"began": began, "cuda_ready": cuda_ready, "planned": planned, "pinned": pinned,
+                           **result.harness_seconds, "ended": time.time()}, f)
     except SsmprofError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
