@@ -214,9 +214,10 @@ PASS_2_MIN_SHARE = 0.0005
 class SamplingPlan:
     """Which launches each Nsight Compute pass measures, in launch order. Pass 1 (sampled): the first launch
     of each launch configuration. Pass 2, where a configuration holds several problems: the first launch of
-    each further problem holding at least PASS_2_MIN_SHARE of the kernel time, asked for by function name and invocation number. Nsight Compute numbers the
-    invocations of a function across all its launch configurations (seen on the H100: numbers computed per
-    configuration picked launches of other configurations), so the numbers here are per function."""
+    each further problem holding at least PASS_2_MIN_SHARE of the kernel time, asked for by function name and
+    invocation number. Nsight Compute numbers the invocations of a function across all its launch configurations
+    (seen on the H100: numbers computed per configuration picked launches of other configurations), so the
+    numbers here are per function."""
 
     signatures: pd.Series  # each launch's `kernel_signature`
     problems: pd.Series
