@@ -71,16 +71,14 @@ def _limiters(runs, ceilings) -> pd.Series:
 
 def test_status_line(reference):
     infos = [run.info for gpu in reference["runs"].values() for run in gpu.values()]
-    assert {info["created"][:10] for info in infos} == {"2026-11-22", "2026-11-23"}
     checked = [info for info in infos if "checks" in info]
-    assert {info["created"][:10] for info in checked} == {"2026-11-23"} and {i["gpu"]["name"] for i in checked} == {
-        "NVIDIA H100 80GB HBM3"}
+    assert len(checked) == len(infos) == 12 and {info["created"][:10] for info in infos} == {"2026-11-23"}
     coverage = [100 * info["coverage"]["counter_time_fraction"] for info in checked]
     assert round(min(coverage), 1) == 96.7 and max(coverage) == 100
     worst = reference["errors"][["max_error_a_to_b_pct", "max_error_b_to_a_pct"]].to_numpy().max()
     assert worst < 10
-    claims("ran on an H100 and an H200 (2026-11-22; the exact counter join and the counter self-checks on the H100 "
-           "on 2026-11-23)", "checked counter coverage 96.7-100 % of kernel time",
+    claims("ran on an H100 and an H200 (2026-11-22; the paper suite measured again with the exact counter join and "
+           "the counter self-checks on both on 2026-11-23)", "checked counter coverage 96.7-100 % of kernel time",
            "`project` (errors under 10 %)")
 
 
@@ -110,10 +108,10 @@ def test_main_findings_paragraph(reference):
     assert span(vector["dram_pct_of_peak"], 1) == "3.3-9.5" and span(vector["l2_hit_pct"]) == "92-94"
     assert round(ssm.loc["mamba1-lm", "pct_of_roof"]) == 66
     speedups = 100 * (pair.loc[["mamba2-lm", "hybrid"], f"{SSM} speedup"] - 1)
-    assert span(speedups) == "4-7"
+    assert span(speedups) == "4-5"
     assert round(100 * (SPECS["h200"].dram_tb_s / SPECS["h100-sxm"].dram_tb_s - 1)) == 43
     graph = pair.loc["graph-mamba"]
-    assert round(100 * (graph["step_speedup"] - 1)) == 19 and round(100 * (1 - 1 / graph["gpu_busy_speedup"])) == 3
+    assert round(100 * (graph["step_speedup"] - 1)) == 22 and round(100 * (1 - 1 / graph["gpu_busy_speedup"])) == 3
     assert round(100 * graph["gpu_busy_ms_a"] / graph["step_ms_a"]) == 29
     assert reference["steps"].loc["graph-mamba", "launches"] == 1322
     claims("the Mamba-2 SSD chain is 19 % of mamba2-lm's kernel time and 9 % of the hybrid's (GEMMs 51-60 %)",
@@ -123,8 +121,8 @@ def test_main_findings_paragraph(reference):
            "warp-level mma.sync", "which hold 41 % of SSM time: the autotuner picked 32-row tiles for those 3",
            "vector-only, at 3.3-9.5 % of DRAM peak with 92-94 % L2 hits",
            "(all of mamba1-lm's scan time, at 66 % of that roof)",
-           "speeds up the SSD chain by 4-7 % for 43 % more bandwidth",
-           "graph-mamba's step gets 19 % faster while its GPU busy time shrinks 3 %",
+           "speeds up the SSD chain by 4-5 % for 43 % more bandwidth",
+           "graph-mamba's step gets 22 % faster while its GPU busy time shrinks 3 %",
            "29 % of the step on the H100", "the host launching 1,322 small kernels")
 
 
@@ -139,15 +137,15 @@ def test_projection_paragraph(reference):
         measured = b.loc[b["category"] == SSM, "duration_ns"].sum()
         errors[workload] = round(100 * (constant_efficiency - measured) / measured)
         dram.extend(roofline(ssm, h100)["pct_of_dram_peak"].dropna())
-    assert errors == {"mamba2-lm": -25, "hybrid": -27}
+    assert errors == {"mamba2-lm": -26, "hybrid": -27}
     assert span(dram) == "8-87"
     table = reference["errors"]
     assert len(table) == 6
-    assert round(table[["max_error_a_to_b_pct", "max_error_b_to_a_pct"]].to_numpy().max(), 1) == 9.7
+    assert round(table[["max_error_a_to_b_pct", "max_error_b_to_a_pct"]].to_numpy().max(), 1) == 9.2
     assert SPECS["h100-sxm"].sm_count == SPECS["h200"].sm_count == 132
-    claims("was off by -25 % (mamba2-lm) and -27 % (hybrid) on the SSM kernels H100 -> H200",
-           "they run at 8-87 % of DRAM peak (47 % time-weighted)", "speeds them up only 4-7 %",
-           "within 9.7 % on every category above 5 % of time, for all six workloads")
+    claims("was off by -26 % (mamba2-lm) and -27 % (hybrid) on the SSM kernels H100 -> H200",
+           "they run at 8-87 % of DRAM peak (47 % time-weighted)", "speeds them up only 4-5 %",
+           "within 9.2 % on every category above 5 % of time, for all six workloads")
 
 
 def test_counter_cost_and_calibration_paragraphs():

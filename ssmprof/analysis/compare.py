@@ -8,6 +8,7 @@ from ssmprof.analysis.breakdown import by_category
 from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
 from ssmprof.analysis.host import busy_ns
 from ssmprof.errors import SsmprofError
+from ssmprof.schema import CHECKED_STATUSES
 
 WEIGHTED = ["dram_throughput_pct", "l2_hit_rate_pct", "l1_hit_rate_pct", "ai_dram"]
 # Relative difference of two runs' host launch cost (run.json `collectors.harness.host_launch_us`) past which
@@ -175,11 +176,13 @@ def compare_categories_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame
 
 
 def counter_notes(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> list[str]:
-    """A note for each run whose counters were never checked (schema 1) when the other's were: its rates may
-    belong to other launches, so rate columns do not compare like for like."""
-    unchecked = [label for label, kernels in (("A", kernels_a), ("B", kernels_b))
-                 if (kernels["counter_status"] == "unchecked").any()]
-    if len(unchecked) == 1:
+    """A note for a run whose counters were never checked (schema 1) when the other's passed the self-checks: its
+    rates may belong to other launches, so rate columns do not compare like for like. (A run without counters
+    compares no rates: no note.)"""
+    runs = {"A": kernels_a["counter_status"], "B": kernels_b["counter_status"]}
+    unchecked = [label for label, status in runs.items() if (status == "unchecked").any()]
+    checked = [label for label, status in runs.items() if status.isin(CHECKED_STATUSES).any()]
+    if len(unchecked) == 1 and len(checked) == 1 and unchecked != checked:
         return [f"counters of {unchecked[0]} are unchecked (a schema-1 run) while the other run's passed the "
                 "self-checks: compare times with confidence, rates (DRAM %, FLOP/s, roofline) with care"]
     return []
