@@ -158,10 +158,30 @@ def _extension_built(name: str) -> bool:
     return True
 
 
+class _NoTextGeneration:
+    """Stands in for mamba_ssm's `GenerationMixin` (the base of its `MambaLMHeadModel`): ssmprof trains, it never
+    generates text."""
+
+    def generate(self, *args, **kwargs):
+        raise KernelUnavailable("ssmprof imports mamba_ssm without its text-generation utilities: it only trains")
+
+
+def _without_text_generation() -> None:
+    """Keep mamba_ssm's text-generation utilities out of the import: `import mamba_ssm` imports its LM head model,
+    whose generation mixin imports `transformers.generation` (and with it scikit-learn and torch.distributed's
+    tensor ops): 7.0 of the 8 s that importing mamba_ssm took on the H100 host, paid again by every Nsight Compute
+    pass's child (its planning took 6-12 s a pass in the 2026-11-23 paper runs). Training uses none of it."""
+    stand_in = types.ModuleType("mamba_ssm.utils.generation")
+    stand_in.GenerationMixin = _NoTextGeneration
+    sys.modules.setdefault("mamba_ssm.utils.generation", stand_in)
+
+
 def mamba_ssm():
-    """Import mamba_ssm whether or not its selective-scan extension is built."""
+    """Import mamba_ssm whether or not its selective-scan extension is built, without its text generation."""
     if not _extension_built("selective_scan_cuda"):
         sys.modules["selective_scan_cuda"] = _MissingExtension("selective_scan_cuda")
+    if "mamba_ssm" not in sys.modules:
+        _without_text_generation()
     try:
         return importlib.import_module("mamba_ssm")
     except ImportError as exc:
