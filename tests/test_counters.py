@@ -257,8 +257,8 @@ def test_a_pass_wall_time_is_taken_apart_into_start_up_harness_stages_and_exit()
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the child trains: this checks its refusal on a CPU")
 def test_the_profiled_child_ends_with_its_code_and_its_last_line_after_skipping_teardown():
-    """The child exits with os._exit once done (suspected of the 14.4-19.7 s each ncu pass spent after the
-    harness): what it printed still arrives, and its exit code is main's."""
+    """The child exits with os._exit once done (sparing the interpreter's teardown): what it printed still
+    arrives, and its exit code is main's."""
     import subprocess
     import sys
 

@@ -34,8 +34,8 @@ def main(argv: list[str]) -> int:
     try:
         workload = get_workload(name)
         cfg = workload.config(preset, overrides)
-        # CUDA first, on its own stamp: every pass of the H100 paper runs spent 12 s planning its kernels under
-        # Nsight Compute (mamba1-lm, 2026-11-23), and initializing CUDA under ncu is one suspect
+        # CUDA first, on its own stamp: planning once took 12 s a pass on the H100 (mamba1-lm, 2026-11-23) and CUDA's
+        # initialization under ncu was a suspect; it took 0.2-1.0 s of the H200 passes, the imports the rest
         if torch.cuda.is_available():
             torch.cuda.init()
         cuda_ready = time.time()
@@ -59,8 +59,8 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     code = main(sys.argv[1:])
     # Nothing is left to save once the timings are written: skip the interpreter's teardown of torch and Triton.
-    # (It was the suspect for the 14.4-19.7 s every pass spent outside the harness's stages; skipping it did not
-    # remove them, H100, graph-mamba and hybrid paper: `pass_seconds` now says where they go.)
+    # (The 14.4-19.7 s a pass once spent outside the harness's stages were not the teardown but the kernel plan's
+    # imports: `kernels.mamba_ssm`.)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
