@@ -32,3 +32,37 @@ def test_graph_mamba_is_host_bound_and_mamba2_lm_is_not():
         verdicts[workload] = (row["verdict"], row["gpu_busy_pct"])
     assert verdicts["graph-mamba"][0] == "host-bound" and verdicts["graph-mamba"][1] < 50
     assert verdicts["mamba2-lm"][0] == "GPU-bound" and verdicts["mamba2-lm"][1] > 85
+
+
+@pytest.mark.parametrize(
+    ("scenario", "busy_ms", "step_ms", "slow"),
+    [
+        ("busy below the step", 95, 100, None),
+        ("within noise past the step", 101.5, 100, None),
+        ("a slow profiled iteration", 105, 100, 0.05),
+    ],
+)
+def test_a_profiled_iteration_busier_than_its_median_step_is_slow(scenario, busy_ms, step_ms, slow):
+    from ssmprof.analysis.host import slow_iteration
+
+    kernels = pd.DataFrame({"start_ns": [0], "duration_ns": [int(busy_ms * 1e6)]})
+    excess = slow_iteration(kernels, step_ms)
+    assert (excess == pytest.approx(slow)) if slow else excess is None, scenario
+
+
+def test_only_the_h200_mamba1_lm_run_has_a_slow_profiled_iteration():
+    """Of the twelve bundled runs, the H200 mamba1-lm's profiled iteration was 4.6 % busier than its median step,
+    and comparing it says so."""
+    from ssmprof.analysis.host import slow_iteration
+    from ssmprof.pipeline import reporting
+
+    shares = {(gpu, run.name): busy_ns(r.kernels) / 1e6 / r.info["harness"]["step_ms"] for gpu in bundled.GPUS
+              for run in bundled.runs(gpu) for r in [schema.read_run(run)]}
+    others = [share for key, share in shares.items() if key != ("h200", "mamba1-lm")]
+    assert len(others) == 11 and f"{min(others):.2f}-{max(others):.2f}" == "0.29-0.99"  # SLOW_ITERATION's comment
+    slow = {(gpu, run.name): round(100 * excess, 1) for gpu in bundled.GPUS for run in bundled.runs(gpu)
+            if (excess := slow_iteration(schema.read_run(run).kernels,
+                                         schema.read_run(run).info["harness"]["step_ms"])) is not None}
+    assert slow == {("h200", "mamba1-lm"): 4.6}
+    text = reporting.compare(bundled.REFERENCE / "h100-sxm" / "mamba1-lm", bundled.REFERENCE / "h200" / "mamba1-lm")
+    assert "the profiled iteration of B kept the GPU busy 245.3 ms, 4.6 % past its median step (234.6 ms)" in text

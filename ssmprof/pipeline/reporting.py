@@ -16,6 +16,7 @@ from ssmprof.analysis.compare import (
     compare_categories_launches,
     compare_launches,
     counter_notes,
+    iteration_notes,
     step_split_table,
 )
 from ssmprof.analysis.findings import compare_findings, provenance, suite_findings
@@ -200,7 +201,8 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
     _check_format(fmt)
     check_file(output, "--output")
     a, b = load_run(run_a), load_run(run_b)
-    notes = check_comparable(a.info, b.info) + counter_notes(a.kernels, b.kernels)
+    notes = (check_comparable(a.info, b.info) + counter_notes(a.kernels, b.kernels)
+             + iteration_notes({"A": (a.info, a.kernels), "B": (b.info, b.kernels)}))
     steps = step_split_table({"A": (a.info, a.kernels), "B": (b.info, b.kernels)})
     categories = compare_categories_launches(a.kernels, b.kernels)
     kernels = compare_launches(a.kernels, b.kernels)
