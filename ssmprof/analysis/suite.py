@@ -8,7 +8,7 @@ import pandas as pd
 
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.categories import CATEGORIES
-from ssmprof.analysis.host import busy_ns
+from ssmprof.analysis.host import busy_ns, slow_iteration
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.tensor_vector import BOTH, FLOP_CLASSES, MMA_SYNC, class_summary, classify, tensor_instruction
@@ -87,7 +87,8 @@ def step_times(infos: dict[str, dict]) -> pd.DataFrame:
 def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], infos_a: dict[str, dict],
              infos_b: dict[str, dict]) -> pd.DataFrame:
     """Per workload measured on both GPUs: step time on each, speedup of the step and of its SSM and GEMM
-    kernel time (A's time over B's)."""
+    kernel time (A's time over B's), and `slow_iteration`: which run's profiled iteration kept the GPU busier than
+    its median step allows (`host.slow_iteration`), so that its kernel times describe a slower step."""
     rows = []
     for workload in [w for w in runs_a if w in runs_b]:
         a, b = runs_a[workload], runs_b[workload]
@@ -103,6 +104,9 @@ def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], i
             time_a = a.loc[a["category"] == category, "duration_ns"].sum()
             time_b = b.loc[b["category"] == category, "duration_ns"].sum()
             row[f"{category} speedup"] = time_a / time_b if time_b else float("nan")
+        slow = {label: slow_iteration(kernels, row[f"step_ms_{label.lower()}"])
+                for label, kernels in (("A", a), ("B", b))}
+        row["slow_iteration"] = ", ".join(f"{label} +{100 * excess:.1f} %" for label, excess in slow.items() if excess)
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -380,7 +380,9 @@ def render_results(labels: tuple[str, str], step_times: pd.DataFrame, shares: pd
         "the share of forward / backward SSM time in each tensor/vector class, defined on compute time at the GPU's "
         f"peaks ({TENSOR_ONLY}: >= {100 * TENSOR_ONLY_SHARE:.0f} % of it on the tensor path; {VECTOR_ONLY}: <= "
         f"{100 * VECTOR_ONLY_SHARE:.0f} %).", "", markdown_table(rounded["ssm"]),
-        "", f"**{a} vs {b}** (A = {a}, B = {b}): speedup = A's time over B's.", "", markdown_table(rounded["pair"]),
+        "", f"**{a} vs {b}** (A = {a}, B = {b}): speedup = A's time over B's; `slow_iteration`: a run whose profiled "
+        "iteration kept the GPU busy longer than its median step, by how much (its kernel times describe a slower "
+        "step than the timed ones).", "", markdown_table(rounded["pair"]),
         "", "**Projection check**: each run projected onto the other GPU (`ssmprof project --check`), largest "
         "per-category error over categories above 5 % of kernel time.", "", markdown_table(rounded["errors"]),
         "", "**Profiling cost** per GPU (sum over the suite's workloads).", "", markdown_table(cost),
