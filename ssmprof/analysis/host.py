@@ -44,10 +44,10 @@ def busy_ns(kernels: pd.DataFrame) -> int:
     return span - int(gaps[gaps > 0].sum())
 
 
-def slow_iteration(kernels: pd.DataFrame, step_ms: float) -> float | None:
-    """How far the profiled iteration's GPU busy time exceeds the median step (a fraction), where it does by more
-    than SLOW_ITERATION; None otherwise."""
-    excess = busy_ns(kernels) / (step_ms * 1e6) - 1 if step_ms else 0.0
+def slow_iteration(busy_ms: float, step_ms: float) -> float | None:
+    """How far the profiled iteration's GPU busy time (`busy_ns`) exceeds the median step (a fraction), where it does
+    by more than SLOW_ITERATION; None otherwise."""
+    excess = busy_ms / step_ms - 1 if step_ms else 0.0
     return excess if excess > SLOW_ITERATION else None
 
 

@@ -104,9 +104,9 @@ def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], i
             time_a = a.loc[a["category"] == category, "duration_ns"].sum()
             time_b = b.loc[b["category"] == category, "duration_ns"].sum()
             row[f"{category} speedup"] = time_a / time_b if time_b else float("nan")
-        slow = {label: slow_iteration(kernels, row[f"step_ms_{label.lower()}"])
-                for label, kernels in (("A", a), ("B", b))}
-        row["slow_iteration"] = ", ".join(f"{label} +{100 * excess:.1f} %" for label, excess in slow.items() if excess)
+        slow = {label: slow_iteration(row[f"gpu_busy_ms_{label}"], row[f"step_ms_{label}"]) for label in "ab"}
+        row["slow_iteration"] = ", ".join(f"{label.upper()} +{100 * excess:.1f} %" for label, excess in slow.items()
+                                          if excess)
         rows.append(row)
     return pd.DataFrame(rows)
 
