@@ -178,7 +178,8 @@ if [[ $stage == sweep-chunk ]]; then
 fi
 
 if [[ $stage == suite || $stage == all ]]; then
-  # SUITE_WORKLOADS picks a part of the suite (one call holds about half of it on a fresh host)
+  # SUITE_WORKLOADS picks a part of the suite. On the H200 (2026-11-23) a fresh host's call held mamba2-lm and the
+  # hybrid (319 s, 97 s of it cold Triton autotuning), a warm host's the transformer, mamba1-lm and graph-mamba (327 s)
   restore
   log "suite --preset paper ${SUITE_WORKLOADS:+--workloads $SUITE_WORKLOADS}, sampled counters"
   (time timeout "${SUITE_TIMEOUT:-$(left_for_work)}" $BIN/ssmprof suite --preset paper --out "$LOGS/suite" \
