@@ -478,3 +478,11 @@ def test_host_bound_step_measures_the_host(reference):
     from ssmprof.profiler.collect import host_launch_us
 
     assert "graph-mamba's step took 66.4 and 50.5 ms on two H100 hosts" in " ".join(host_launch_us.__doc__.split())
+
+
+def test_fresh_host_make_profile_sentence():
+    log = (DATA / "make-profile-fresh-h100" / "make-profile.log").read_text()
+    assert re.search(r"kernels ready for sm_90 in (\d+) s", log).group(1) == "416"
+    assert "make: *** [Makefile:105: profile] Terminated" in log and "real\t9m0.156s" in log and "rc 124" in log
+    claims("the build took 416 s, and the whole `make profile` (install, build, then the profile with cold Triton "
+           "compilation) did not finish within 540 s")
