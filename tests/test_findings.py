@@ -263,11 +263,14 @@ def test_trace_of_a_run_without_counters_has_no_verdicts():
     [
         ("h100-sxm", "hybrid", "harness 135 s, Nsight Compute 194 s in 3 passes: 86 s (91 launches x 14 replays, "
                                "33.3 GiB restored per replay); 61 s (52 launches x 14 replays, 31.1 GiB restored "
-                               "per replay); 47 s (33 launches x 8 replays, 34.0 GiB restored per replay)"),
+                               "per replay); 47 s (33 launches x 8 replays, 34.0 GiB restored per replay); outside the "
+                               "replayed iterations: start-up 20 s, build and warm-up 15 s, exit 58 s"),  # plan in exit
         ("h100-sxm", "mamba1-lm", "harness 5 s, Nsight Compute 95 s in 2 passes: 60 s; 35 s"),  # before pass_replay
         ("h200", "hybrid", "harness 2 s, Nsight Compute 107 s in 3 passes: 52 s (92 launches x 8 replays, 33.3 GiB "
                            "restored per replay); 29 s (35 launches x 8 replays, 30.2 GiB restored per replay); 27 s "
-                           "(33 launches x 8 replays, 33.7 GiB restored per replay); host 12.9 us per tiny launch"),
+                           "(33 launches x 8 replays, 33.7 GiB restored per replay); outside the replayed iterations: "
+                           "start-up 14 s, planning 22 s, build and warm-up 11 s, exit 1 s; host 12.9 us per tiny "
+                           "launch"),
     ],
 )
 def test_provenance_says_what_profiling_cost(gpu, workload, cost):

@@ -269,7 +269,8 @@ def provenance(info: dict, origin: str) -> pd.DataFrame:
 
 def _cost(collectors: dict) -> str:
     """What profiling the run cost: the harness, each Nsight Compute pass (wall time, launches profiled x replay
-    passes each, GiB restored per replay where recorded) and the host's cost of a tiny launch."""
+    passes each, GiB restored per replay where recorded), what the passes spent outside the replayed iterations
+    (where stamped) and the host's cost of a tiny launch."""
     harness, counters = collectors.get("harness", {}), collectors.get("counters", {})
     text = f"harness {harness.get('wall_s', float('nan')):.0f} s"
     walls = counters.get("pass_wall_s") or []
@@ -279,12 +280,25 @@ def _cost(collectors: dict) -> str:
                                     f"{r['gib_per_pass_median']:.1f} GiB restored per replay)" if r else "")
                  for wall, r in zip(walls, replays, strict=True)]
         text += f", Nsight Compute {sum(walls):.0f} s in {len(walls)} pass{'es' * (len(walls) != 1)}: " + \
-            "; ".join(parts)
+            "; ".join(parts) + _fixed_cost(counters.get("pass_seconds") or [])
     elif counters.get("wall_s"):
         text += f", Nsight Compute {counters['wall_s']:.0f} s"
     if harness.get("host_launch_us") is not None:
         text += f"; host {harness['host_launch_us']:.1f} us per tiny launch"
     return text
+
+
+# The parts of a pass's wall time outside the iteration ncu replays (`profiler.counters.pass_seconds`), as named on
+# the page: what each pass pays again whatever it profiles.
+FIXED_PASS_PARTS = {"start-up": ("start",), "planning": ("cuda", "plan", "pin"),
+                    "build and warm-up": ("build", "warmup", "timed"), "exit": ("harness", "exit")}
+
+
+def _fixed_cost(passes: list[dict]) -> str:
+    """"; outside the replayed iterations: start-up 13 s, ..." summed over the passes (parts the run recorded)."""
+    sums = {name: sum(part.get(key, 0.0) for part in passes for key in keys) for name, keys in FIXED_PASS_PARTS.items()
+            if any(key in part for part in passes for key in keys)}
+    return "; outside the replayed iterations: " + ", ".join(f"{k} {v:.0f} s" for k, v in sums.items()) if sums else ""
 
 
 def _host_share(a: pd.Series, b: pd.Series) -> str:
