@@ -64,3 +64,14 @@ def test_only_the_h200_mamba1_lm_run_has_a_slow_profiled_iteration():
     assert slow == {("h200", "mamba1-lm"): 4.6}
     text = reporting.compare(bundled.REFERENCE / "h100-sxm" / "mamba1-lm", bundled.REFERENCE / "h200" / "mamba1-lm")
     assert "the profiled iteration of B kept the GPU busy 245.3 ms, 4.6 % past its median step (234.6 ms)" in text
+
+
+def test_the_slow_run_s_own_report_warns_and_a_steady_one_does_not():
+    from ssmprof.analysis.summary import warnings_for
+    from ssmprof.pipeline.loading import load_run
+
+    slow = warnings_for(load_run(bundled.REFERENCE / "h200" / "mamba1-lm"))
+    steady = warnings_for(load_run(bundled.REFERENCE / "h100-sxm" / "mamba1-lm"))
+    assert "the profiled iteration kept the GPU busy 245.3 ms, 4.6 % past its median step (234.6 ms): its kernel " \
+           "times describe a slower step than the timed ones" in slow
+    assert not any("slower step" in note for note in steady)

@@ -6,7 +6,7 @@ import pandas as pd
 
 from ssmprof.analysis.breakdown import by_category
 from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
-from ssmprof.analysis.host import busy_ns, slow_iteration
+from ssmprof.analysis.host import busy_ns, slow_iteration_note
 from ssmprof.errors import SsmprofError
 from ssmprof.schema import CHECKED_STATUSES
 
@@ -178,15 +178,9 @@ def compare_categories_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame
 def iteration_notes(runs: dict[str, tuple[dict, pd.DataFrame]]) -> list[str]:
     """A note for each run (label -> (run.json, kernels)) whose profiled iteration kept the GPU busy longer than its
     median step allows (`host.slow_iteration`): its kernel times describe a slower step than the timed ones."""
-    notes = []
-    for label, (info, kernels) in runs.items():
-        step_ms, busy_ms = info["harness"]["step_ms"], busy_ns(kernels) / 1e6
-        excess = slow_iteration(busy_ms, step_ms)
-        if excess is not None:
-            notes.append(f"the profiled iteration of {label} kept the GPU busy {busy_ms:.1f} ms, "
-                         f"{100 * excess:.1f} % past its median step ({step_ms:.1f} ms): its kernel times describe "
-                         "a slower step than the timed ones; compare kernel times with care")
-    return notes
+    notes = [slow_iteration_note(kernels, info["harness"]["step_ms"], f"the profiled iteration of {label}")
+             for label, (info, kernels) in runs.items()]
+    return [f"{note}; compare kernel times with care" for note in notes if note]
 
 
 def counter_notes(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> list[str]:

@@ -51,6 +51,16 @@ def slow_iteration(busy_ms: float, step_ms: float) -> float | None:
     return excess if excess > SLOW_ITERATION else None
 
 
+def slow_iteration_note(kernels: pd.DataFrame, step_ms: float, whose: str = "the profiled iteration") -> str | None:
+    """One line where the profiled iteration was slow (`slow_iteration`), None otherwise."""
+    busy_ms = busy_ns(kernels) / 1e6
+    excess = slow_iteration(busy_ms, step_ms)
+    if excess is None:
+        return None
+    return (f"{whose} kept the GPU busy {busy_ms:.1f} ms, {100 * excess:.1f} % past its median step "
+            f"({step_ms:.1f} ms): its kernel times describe a slower step than the timed ones")
+
+
 def host_summary(kernels: pd.DataFrame, step_ms: float) -> pd.DataFrame:
     """One row: step and busy time, busy share, idle time, launches per second at the step rate, share of
     launches under 10 us, the largest idle gap inside the iteration, and the verdict."""

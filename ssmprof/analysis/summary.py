@@ -10,7 +10,7 @@ from ssmprof.analysis.checks import describe_removed, gemm_work, status_table
 from ssmprof.analysis.communication import communication_tables
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.headroom import headroom, headroom_summary
-from ssmprof.analysis.host import host_summary
+from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.scan_models import forward_model
@@ -79,6 +79,9 @@ def warnings_for(run: Run) -> list[str]:
         notes.append(f"host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the "
                      f"{host['step_ms']:.1f} ms step and waits for the host the rest ({host['launches']} launches, "
                      f"{host['short_launch_pct']:.0f} % of them under 10 us); a faster GPU shortens only the busy part")
+    slow = slow_iteration_note(run.kernels, run.info["harness"]["step_ms"])
+    if slow:
+        notes.append(slow)
     status = run.kernels["counter_status"]
     if (status == "unchecked").any():
         notes.append("counters unchecked: a schema-1 run, whose counters were joined by short name, grid and block "
