@@ -283,3 +283,12 @@ def test_provenance_says_what_profiling_cost(gpu, workload, cost):
     info["collectors"]["harness"]["host_launch_us"] = 6.14
     assert provenance(info, "bundled").set_index("item").loc["profiling cost", "value"] == \
         cost.split("; host")[0] + "; host 6.1 us per tiny launch"
+
+
+def test_counters_finding_says_what_the_second_pass_skipped():
+    """The H200 runs were profiled with pass 2 skipping further problems under 0.05 % of kernel time each."""
+    analyzed_runs, _ = reporting.analyze_runs([H200["graph-mamba"]], reporting.read_device_profile(
+        bundled.device_profile("h200")))
+    finding = analyzed_runs[0].tables["findings"].set_index("topic").loc["counters", "finding"]
+    assert "; 79 launches (0.65 % of kernel time) of problems under 0.05 % of it each were not profiled (the " \
+           "second pass skips them). GEMM tensor work" in finding

@@ -208,7 +208,13 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
         text = f"Counters cover {100 * counted:.0f} % of kernel time ({sources}; lent: one profiled launch per " \
                "configuration stands for the others) and passed the self-checks"
         removed = describe_removed(info.get("checks", {}).get("rejected", []), status["time_ns"].sum())
-        text += (f"; the checks {removed}" if removed else "") + "." + _gemm_work(tables.get("gemm_work"))
+        skipped = info.get("collectors", {}).get("counters", {}).get("too_small_for_pass_2") or {}
+        text += (f"; the checks {removed}" if removed else "")
+        if skipped.get("launches"):
+            text += (f"; {skipped['launches']} launches ({100 * skipped['time_fraction']:.2f} % of kernel time) of "
+                     f"problems under {100 * skipped['min_share']:.2f} % of it each were not profiled (the second "
+                     "pass skips them)")
+        text += "." + _gemm_work(tables.get("gemm_work"))
     return [{"topic": "counters", "finding": text, "value": f"{100 * counted:.0f} %", "anchor": "counter_checks"}]
 
 
