@@ -1,6 +1,6 @@
 """Where the counter child's kernel planning goes under Nsight Compute: each import and CUDA step it takes, timed
-in one process under ncu (the collector's flags) and in one without. Every ncu pass of the paper suite spent
-6-12 s planning its kernels (H100 12 s, H200 6-9 s, 2026-11-23), against 2.4 s importing mamba_ssm on a CPU.
+in one process under ncu (the collector's flags) and in one without (what it found: `tests/data/plan-cost-h100`
+and the README's "Cost of the counters").
 
     .venv/bin/python scripts/plan_cost_probe.py
 """
