@@ -309,6 +309,7 @@ def test_counter_pass_cost_paragraph(reference):
 def test_where_a_counter_pass_goes_paragraph(reference):
     """The planning stamps, the import probes and the 8-pass set (tests/data/plan-cost-h100,
     tests/data/ncu-pass-cost-h100), and the H200 suite's cost from its bundled runs."""
+    from ssmprof import kernels
     from ssmprof.profiler.counters import SamplingPlan
 
     parts = json.loads((DATA / "plan-cost-h100" / "mamba1-lm-paper-run.json").read_text())[
@@ -321,6 +322,12 @@ def test_where_a_counter_pass_goes_paragraph(reference):
     marks = {line.split(" MARKS ")[0]: json.loads(line.split(" MARKS ")[1]) for line in
              (DATA / "plan-cost-h100" / "plan_cost_probe.log").read_text().splitlines()}
     assert [round(m["import mamba_ssm"] - m["import transformers"], 1) for m in marks.values()] == [8.2, 6.0]
+    # kernels.mamba_ssm's docstring quotes the same measurements, and the planning span of all passes
+    h200_passes = [p for run in reference["runs"]["h200"].values() for p in run.info["collectors"]["counters"][
+        "pass_seconds"]]
+    planning = [p["plan"] for p in parts] + [p["cuda"] + p["plan"] + p["pin"] for p in h200_passes]
+    assert span(planning) == "6-12" and "7.0 of the 8 s" in kernels._without_text_generation.__doc__
+    assert "planning took 6-12 s a pass" in " ".join(kernels._without_text_generation.__doc__.split())
     log = (DATA / "ncu-pass-cost-h100" / "families-8-pass-set.log").read_text()
     found = {re.match(r"(.+?)\s+\{", line).group(1): ast.literal_eval(line[line.index("{"):])
              for line in log.splitlines()}
