@@ -178,8 +178,8 @@ def compare_categories_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame
 def iteration_notes(runs: dict[str, tuple[dict, pd.DataFrame]]) -> list[str]:
     """A note for each run (label -> (run.json, kernels)) whose profiled iteration kept the GPU busy longer than its
     median step allows (`host.slow_iteration`): its kernel times describe a slower step than the timed ones."""
-    notes = [slow_iteration_note(kernels, info["harness"]["step_ms"], f"the profiled iteration of {label}")
-             for label, (info, kernels) in runs.items()]
+    notes = [slow_iteration_note(busy_ns(kernels) / 1e6, info["harness"]["step_ms"],
+                                 f"the profiled iteration of {label}") for label, (info, kernels) in runs.items()]
     return [f"{note}; compare kernel times with care" for note in notes if note]
 
 

@@ -51,9 +51,8 @@ def slow_iteration(busy_ms: float, step_ms: float) -> float | None:
     return excess if excess > SLOW_ITERATION else None
 
 
-def slow_iteration_note(kernels: pd.DataFrame, step_ms: float, whose: str = "the profiled iteration") -> str | None:
+def slow_iteration_note(busy_ms: float, step_ms: float, whose: str = "the profiled iteration") -> str | None:
     """One line where the profiled iteration was slow (`slow_iteration`), None otherwise."""
-    busy_ms = busy_ns(kernels) / 1e6
     excess = slow_iteration(busy_ms, step_ms)
     if excess is None:
         return None

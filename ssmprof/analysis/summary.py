@@ -79,7 +79,7 @@ def warnings_for(run: Run) -> list[str]:
         notes.append(f"host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the "
                      f"{host['step_ms']:.1f} ms step and waits for the host the rest ({host['launches']} launches, "
                      f"{host['short_launch_pct']:.0f} % of them under 10 us); a faster GPU shortens only the busy part")
-    slow = slow_iteration_note(run.kernels, run.info["harness"]["step_ms"])
+    slow = slow_iteration_note(host["gpu_busy_ms"], host["step_ms"])  # the busy time host_summary measured
     if slow:
         notes.append(slow)
     status = run.kernels["counter_status"]
