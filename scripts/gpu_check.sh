@@ -24,6 +24,8 @@
 #   scripts/gpu_check.sh oom       a real GPU out-of-memory: one line, exit 1
 #   scripts/gpu_check.sh ncu-cost  what a profiled launch costs: replay passes per metric family (and with
 #                                  NCU_COST_HOLDS=1 the wall time of 20 launches holding 0-45 GiB), ncu_pass_cost.py
+#   scripts/gpu_check.sh mimo-carry  (here, not on the host) TileLang's wheels packed for a later call: carry
+#                                  build/carry-mimo on a warm host; restore installs them
 #   scripts/gpu_check.sh next      Mamba-3 and Gated DeltaNet: the fused-vs-reference GPU tests (SISO Triton, MIMO
 #                                  TileLang, fla), MIMO and the hybrid's ssm_layer=mamba3|gdn at small, then
 #                                  `ssmprof suite --preset paper` of mamba3-lm, gdn-lm, gdn-hybrid with counters
@@ -98,7 +100,32 @@ restore() {  # a fresh host: install, and unpack what an earlier `build` stage s
     log "unpack carried kernels"; cat build/carry/kernels.tar.xz.* | xz -d | tar xf -
   fi
   make kernels 2>&1 | tail -1
+  # TileLang (Mamba-3 MIMO; Gated DeltaNet's backward on Hopper with Triton 3.6, fla #640): its wheels are 77 MB, too
+  # big to travel beside the wheelhouse and the kernels in one 64 MiB transfer, so a later call on the warm host
+  # brings them as the wheels' contents, xz-compressed (41 MB, `scripts/gpu_check.sh mimo-carry` makes
+  # build/carry-mimo/), zipped back into wheels here
+  if [[ -f build/carry-mimo/mimo.tar.xz ]] && ! $BIN/python -c "import tilelang" 2>/dev/null; then
+    log "install TileLang from the carried wheels"
+    rm -rf build/mimo-unpacked && mkdir -p build/mimo-unpacked wheelhouse-mimo
+    xz -d <build/carry-mimo/mimo.tar.xz | tar xf - -C build/mimo-unpacked
+    for wheel in build/mimo-unpacked/*.whl; do
+      $BIN/python -c "import shutil, sys; shutil.make_archive(sys.argv[2], 'zip', sys.argv[1]); \
+import os; os.rename(sys.argv[2] + '.zip', sys.argv[2])" "$wheel" "wheelhouse-mimo/$(basename "$wheel")"
+    done
+    $BIN/pip install -q --no-index --find-links wheelhouse --find-links wheelhouse-mimo --no-build-isolation -e ".[mimo]" \
+      2>&1 | tail -3
+    $BIN/python -c "import tilelang; print('tilelang', tilelang.__version__)" 2>&1 | tail -1
+  fi
 }
+
+if [[ $stage == mimo-carry ]]; then  # here, not on the GPU host: the TileLang wheels' contents for a later call
+  [[ -d wheelhouse-mimo ]] || make wheelhouse-mimo
+  rm -rf build/mimo-unpacked build/carry-mimo && mkdir -p build/mimo-unpacked build/carry-mimo
+  for wheel in wheelhouse-mimo/*.whl; do unzip -q "$wheel" -d "build/mimo-unpacked/$(basename "$wheel")"; done
+  tar cf - -C build/mimo-unpacked . | xz -T0 -9 >build/carry-mimo/mimo.tar.xz
+  ls -la build/carry-mimo
+  exit 0
+fi
 
 if [[ $stage == build ]]; then
   # The kernel build is the long pole: start it with the host interpreter while `make install` runs.

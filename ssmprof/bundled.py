@@ -1,4 +1,5 @@
-"""Reference runs inside the package: the paper-preset suite profiled on an H100 and an H200.
+"""Reference runs inside the package: the paper-preset suite profiled on an H100 and an H200 (and on the H200 the
+paper presets of mamba3-lm and gdn-lm).
 
 Each was written by `ssmprof suite --preset paper` (sampled counters) through `scripts/gpu_check.sh suite`;
 only run.json + kernels.parquet are kept, with each GPU's `ssmprof calibrate` device profile. Runs of
@@ -20,10 +21,18 @@ GPUS = {"h100-sxm": "H100", "h200": "H200"}  # folder (a key of the datasheet ta
 
 
 def runs(gpu: str) -> list[Path]:
-    """The run directories measured on `gpu`, in suite order."""
-    from ssmprof.workloads.registry import SUITE  # imports torch, which reports need not load
+    """The run directories measured on `gpu`: the paper suite's in suite order, then the newer workloads' (Mamba-3,
+    Gated DeltaNet) where they were measured there."""
+    from ssmprof.workloads.registry import WORKLOADS  # imports torch, which reports need not load
 
-    return [REFERENCE / gpu / w.name for w in SUITE if (REFERENCE / gpu / w.name / "run.json").exists()]
+    return [REFERENCE / gpu / name for name in WORKLOADS if (REFERENCE / gpu / name / "run.json").exists()]
+
+
+def paper_suite() -> list[str]:
+    """The paper suite's workload names, in suite order."""
+    from ssmprof.workloads.registry import SUITE
+
+    return [w.name for w in SUITE]
 
 
 def sweeps(gpu: str) -> list[Path]:

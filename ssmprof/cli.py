@@ -288,8 +288,8 @@ def reference(
     out: Annotated[Path, typer.Option(help="folder for the reports")] = Path("runs/reference"),
 ) -> None:
     """Render the reference runs bundled with ssmprof (the paper suite on an H100 and an H200): one suite
-    report per GPU, an H100-vs-H200 comparison per workload, and a Perfetto trace per GPU (open the
-    trace-*.json files in ui.perfetto.dev). Needs no GPU."""
+    report per GPU, an H100-vs-H200 comparison per workload, the regime map of each bundled sweep, and a
+    Perfetto trace per GPU (open the trace-*.json files in ui.perfetto.dev). Needs no GPU."""
     from ssmprof import bundled
     from ssmprof.pipeline import reporting
 

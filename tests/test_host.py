@@ -50,15 +50,19 @@ def test_a_profiled_iteration_busier_than_its_median_step_is_slow(scenario, busy
 
 
 def test_only_the_h200_mamba1_lm_run_has_a_slow_profiled_iteration():
-    """Of the twelve bundled runs, the H200 mamba1-lm's profiled iteration was 4.6 % busier than its median step,
-    and comparing it says so."""
+    """Of the twelve bundled paper-suite runs (where SLOW_ITERATION was chosen), the H200 mamba1-lm's profiled
+    iteration was 4.6 % busier than its median step, and comparing it says so; the runs bundled after the choice
+    (H200 mamba3-lm and gdn-lm) read 0.99, steady."""
     from ssmprof.analysis.host import slow_iteration
     from ssmprof.pipeline import reporting
 
     shares = {(gpu, run.name): busy_ns(r.kernels) / 1e6 / r.info["harness"]["step_ms"] for gpu in bundled.GPUS
               for run in bundled.runs(gpu) for r in [schema.read_run(run)]}
-    others = [share for key, share in shares.items() if key != ("h200", "mamba1-lm")]
-    assert len(others) == 11 and f"{min(others):.2f}-{max(others):.2f}" == "0.29-0.99"  # SLOW_ITERATION's comment
+    paper = [share for (gpu, name), share in shares.items()
+             if name in bundled.paper_suite() and (gpu, name) != ("h200", "mamba1-lm")]
+    assert len(paper) == 11 and f"{min(paper):.2f}-{max(paper):.2f}" == "0.29-0.99"  # SLOW_ITERATION's comment
+    later = [share for (gpu, name), share in shares.items() if name not in bundled.paper_suite()]
+    assert f"{min(later):.2f}-{max(later):.2f}" == "0.99-0.99"
     slow = {key: round(100 * excess, 1) for key, share in shares.items()
             if (excess := slow_iteration(100 * share, 100)) is not None}
     assert slow == {("h200", "mamba1-lm"): 4.6}

@@ -84,6 +84,14 @@ def step_times(infos: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def profiling_cost(step_times: pd.DataFrame, workloads: list[str]) -> pd.DataFrame:
+    """Per GPU, the profiling wall time (harness and counters) summed over `workloads`, the paper suite, whose cost
+    has a goal (10 minutes per GPU); other workloads measured there are left out of the sum."""
+    suite = step_times[step_times["workload"].isin(workloads)]
+    return suite.groupby("gpu", sort=False).agg(workloads=("workload", "size"), launches=("launches", "sum"),
+                                                profile_wall_s=("profile_wall_s", "sum")).reset_index()
+
+
 def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], infos_a: dict[str, dict],
              infos_b: dict[str, dict]) -> pd.DataFrame:
     """Per workload measured on both GPUs: step time on each, speedup of the step and of its SSM and GEMM

@@ -128,8 +128,8 @@ def traced(run: Run, limits: Ceilings | None) -> tuple[dict, pd.DataFrame]:
 
 def reference(out: Path) -> list[Path]:
     """`ssmprof reference`: a suite report per GPU of the bundled runs, an H100-vs-H200 comparison per
-    workload, and a Perfetto trace per GPU (every workload's profiled iteration), written into `out`; returns
-    the files written (reports first, traces last)."""
+    workload measured on both, the regime map of each bundled sweep, and a Perfetto trace per GPU (every
+    workload's profiled iteration), written into `out`; returns the files written (reports first, traces last)."""
     check_folder(out, "--out")
     written, traces = [], []
     for gpu in bundled.GPUS:
@@ -140,10 +140,18 @@ def reference(out: Path) -> list[Path]:
         traces.append(out / f"trace-{gpu}.json")
         write_output(trace_json([traced(run, limits) for run, limits, _ in loaded.values()]), traces[-1])
     first, second = bundled.GPUS
-    for path_a, path_b in zip(bundled.runs(first), bundled.runs(second), strict=True):
+    on_second = {path.name: path for path in bundled.runs(second)}
+    for path_a in bundled.runs(first):
+        if path_a.name not in on_second:
+            continue
+        path_b = on_second[path_a.name]
         target = out / f"compare-{path_a.name}-{first}-vs-{second}.html"
         compare(path_a, path_b, "html", target)
         written.append(target)
+    for gpu in bundled.GPUS:
+        for folder in bundled.sweeps(gpu):
+            written.append(out / f"sweep-{gpu}-{folder.name}.html")
+            regimes.report(folder, "html", written[-1], device_profile=bundled.device_profile(gpu))
     return written + traces
 
 
@@ -161,7 +169,7 @@ def results(readme: Path | None = None) -> str:
     steps = pd.concat([suite.step_times(infos[gpu]).assign(gpu=bundled.GPUS[gpu]) for gpu in bundled.GPUS],
                       ignore_index=True)
     text = render_results(
-        (bundled.GPUS[first], bundled.GPUS[second]), steps,
+        (bundled.GPUS[first], bundled.GPUS[second]), steps, suite.profiling_cost(steps, bundled.paper_suite()),
         suite.category_shares(kernels[first]),
         suite.ssm_kernels(kernels[first], measured),
         suite.gpu_pair(kernels[first], kernels[second], infos[first], infos[second]),
