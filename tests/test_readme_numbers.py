@@ -465,6 +465,29 @@ def test_next_ssm_rows_follow_the_presets_and_the_plan():
            "64 value / 32 q-k heads of 128, GDN chunk 64")
 
 
+def test_newer_ssms_paragraph(reference):
+    """mamba3-lm and gdn-lm against mamba2-lm on the H200 (bundled runs), and the bundled sweep's crossovers."""
+    from ssmprof.pipeline import regimes
+
+    runs = {**reference["runs"]["h200"], **reference["later"]["h200"]}
+    profile = read_device_profile(bundled.device_profile("h200"))
+    measured = {w: limits for w, (limits, _) in ceilings_by_run(runs, profile).items()}
+    ssm = suite.ssm_kernels({w: run.kernels for w, run in runs.items()}, measured).set_index("workload")
+    steps = {w: round(run.info["harness"]["step_ms"], 1) for w, run in runs.items()}
+    assert (steps["mamba3-lm"], steps["gdn-lm"], steps["mamba2-lm"]) == (214.6, 269.4, 206.6)
+    rounded = ssm.loc[["mamba3-lm", "gdn-lm", "mamba2-lm"]].round()
+    assert rounded["ssm_time_pct"].tolist() == [27, 17, 19] and rounded["pct_of_roof"].tolist() == [42, 59, 68]
+    assert (rounded["memory_bound_pct"] == 100).all() and rounded["mma_sync_pct"].tolist() == [0, 10, 36]
+    crossover = regimes.analyze(bundled.sweeps("h200"), bundled.device_profile("h200")).tables["crossover"]
+    found = {(r.workload_a, r.workload_b): r.crossover_seq_len for r in crossover.itertuples()}
+    assert round(found[("mamba2-lm", "transformer")], -2) == 6700 and round(found[("hybrid", "transformer")], -2) == 4700
+    claims("a mamba3-lm step (Mamba-3 SISO) takes 214.6 ms and a gdn-lm step (Gated DeltaNet) 269.4 ms against "
+           "mamba2-lm's 206.6 ms", "hold 27 % and 17 % of kernel time (mamba2-lm 19 %), all memory-bound, at 42 % and "
+           "59 % of their roof (68 %)", "Gated DeltaNet's chunk kernels 10 % of SSM time",
+           "hold 36 % of it on the H200", "the transformer's step per token is the shortest up to about 6,700 tokens "
+           "against mamba2-lm and up to about 4,700 against the hybrid")
+
+
 def test_the_h200_suite_measured_again(reference):
     """The paper suite's cost on the H200 with its own Triton cache (tests/data/suite-cost-h200) against the bundled
     runs: wall times, each pass taken apart, and the step times the re-runs repeated."""
