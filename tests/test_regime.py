@@ -127,3 +127,14 @@ def test_ssm_kernels_limiters_and_model_on_real_runs(reference_points):
     assert set(model["workload"]) <= {"mamba2-lm", "hybrid"} and "flops_ratio" in model
     heavy = regime.regime_map(ssm, ["seq_len"])
     assert heavy.groupby("workload").size().max() <= 4 and list(heavy.columns[:3]) == ["workload", "gpu", "seq_len"]
+
+
+def test_the_bundled_sweep_s_model_finding_lists_each_kernel_s_ratio():
+    """On the H200 sweep over sequence length, each SSD forward kernel keeps its measured/analytic FLOP ratio at
+    every point: the finding names each one instead of one range over all of them."""
+    from ssmprof.pipeline import regimes
+
+    findings = regimes.analyze(bundled.sweeps("h200"), bundled.device_profile("h200")).tables["findings"]
+    model = findings.loc[findings["topic"] == "model", "finding"].item()
+    assert model.endswith("_chunk_cumsum_fwd 10.46, _bmm_chunk_fwd 1.00, _chunk_state_fwd 1.01, "
+                          "_state_passing_fwd 1.04-1.05, _chunk_scan_fwd 0.72")
