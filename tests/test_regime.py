@@ -138,3 +138,18 @@ def test_the_bundled_sweep_s_model_finding_lists_each_kernel_s_ratio():
     model = findings.loc[findings["topic"] == "model", "finding"].item()
     assert model.endswith("_chunk_cumsum_fwd 10.46, _bmm_chunk_fwd 1.00, _chunk_state_fwd 1.01, "
                           "_state_passing_fwd 1.04-1.05, _chunk_scan_fwd 0.72")
+
+
+def test_a_sweep_point_whose_profiled_iteration_was_slow_is_named():
+    """On the H200 sweep, the hybrid at 4,096 tokens kept the GPU busy 11.5 % past its median step (its kernel time
+    per token, 29.3 us, exceeds its step time per token, 26.3 us); the other fourteen points are steady."""
+    from ssmprof.pipeline import regimes
+
+    tables = regimes.analyze(bundled.sweeps("h200"), bundled.device_profile("h200")).tables
+    slow = tables["per_item"].dropna(subset=["slow_iteration_pct"])
+    assert [(r.workload, r.seq_len, round(r.slow_iteration_pct, 1)) for r in slow.itertuples()] == [
+        ("hybrid", 4096, 11.5)]
+    findings = tables["findings"]
+    assert findings.loc[findings["topic"] == "slow", "finding"].tolist() == [
+        "hybrid seq_len=4096: the profiled iteration kept the GPU busy 119.9 ms, 11.5 % past its median step "
+        "(107.5 ms): its kernel times describe a slower step than the timed ones"]

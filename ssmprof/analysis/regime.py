@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ssmprof.analysis.frame import WEIGHT, time_weighted
+from ssmprof.analysis.host import busy_ns, slow_iteration, slow_iteration_note
 from ssmprof.analysis.limiters import limiters
 from ssmprof.analysis.roofline import Ceilings, roofline
 from ssmprof.analysis.scan_models import forward_model
@@ -69,8 +70,14 @@ def per_item(runs: list[SweepRun]) -> pd.DataFrame:
                      STEP_METRIC: 1e3 * harness["step_ms"] / items,
                      KERNEL_METRIC: kernels["duration_ns"].sum() / 1e3 / items,
                      SSM_METRIC: kernels.loc[kernels["category"] == SSM, "duration_ns"].sum() / 1e3 / items,
-                     "peak_gib": (harness.get("peak_memory_bytes") or 0) / 2**30})
-    return pd.DataFrame(rows)
+                     "peak_gib": (harness.get("peak_memory_bytes") or 0) / 2**30,
+                     # where the profiled iteration was slower than the timed steps, its kernel times say so
+                     "busy_ms": busy_ns(kernels) / 1e6})
+    frame = pd.DataFrame(rows)
+    if len(frame):
+        excess = [slow_iteration(busy, step) for busy, step in zip(frame["busy_ms"], frame["step_ms"], strict=True)]
+        frame["slow_iteration_pct"] = [100 * e if e is not None else np.nan for e in excess]
+    return frame
 
 
 def category_time(runs: list[SweepRun]) -> pd.DataFrame:
@@ -214,9 +221,10 @@ def regime_map(ssm: pd.DataFrame, axes: list[str], top: int = 4) -> pd.DataFrame
 
 
 def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFrame, model: pd.DataFrame,
-                    axes: list[str], failed: int) -> pd.DataFrame:
+                    axes: list[str], failed: int, points: pd.DataFrame | None = None) -> pd.DataFrame:
     """The sweep in sentences (topic, finding, value, anchor), as a run's findings: crossovers, best values,
-    the regimes the heaviest SSM kernels pass through, the analytic model's agreement, failed points."""
+    the regimes the heaviest SSM kernels pass through, the analytic model's agreement, points whose profiled
+    iteration was slower than their timed steps (`points`: `per_item`), failed points."""
     rows = []
     for r in crossovers.itertuples() if len(crossovers) else []:
         axis = next(c for c in crossovers.columns if c.startswith("crossover_"))
@@ -251,6 +259,11 @@ def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFr
                                for kernel, (low, high) in per_kernel.iterrows())
             rows.append(("model", f"measured / analytic FLOPs of the SSM forward kernels across the grid: {spread}",
                          f"{flops['flops_ratio'].median():.2f}", "model"))
+    slow = points[points["slow_iteration_pct"].notna()] if points is not None and len(points) else []
+    for r in slow.itertuples() if len(slow) else []:
+        at = ", ".join(f"{axis}={getattr(r, axis)}" for axis in axes)
+        rows.append(("slow", f"{r.workload} {at}: {slow_iteration_note(r.busy_ms, r.step_ms)}",
+                     f"{r.slow_iteration_pct:.1f} %", "per_item"))
     if failed:
         rows.append(("failed", f"{failed} point(s) failed: see the points table", str(failed), "points"))
     return pd.DataFrame(rows, columns=["topic", "finding", "value", "anchor"])

@@ -76,7 +76,7 @@ def tables(runs: list[regime.SweepRun], axes: list[str], points: pd.DataFrame) -
         out["best"] = best.assign(**{f"best_{BEST_AXIS}_ssm_time": ssm_best[f"best_{BEST_AXIS}"]})
     failed = int(points["result"].str.startswith(FAILED).sum()) if len(points) else 0
     out["findings"] = regime.regime_findings(out.get("crossover", pd.DataFrame()), out.get("best", pd.DataFrame()),
-                                             ssm, out["model"], axes, failed)
+                                             ssm, out["model"], axes, failed, per_item)
     return out
 
 
