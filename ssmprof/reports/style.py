@@ -101,7 +101,7 @@ HEADERS: dict[str, str] = {
     "step_us_per_item": "Step time per token (us)", "kernel_us_per_item": "Kernel time per token (us)",
     "ssm_us_per_item": "SSM kernel time per token (us)", "us_per_item": "Time per token (us)",
     "items_per_step": "Tokens per step", "busy_ms": "GPU busy (profiled iteration)",
-    "slow_iteration_pct": "Profiled iteration past the median step",
+    "slow_iteration_pct": "Profiled iteration past its median step %",
     "regime": "Regime", "points": "Points", "faster_below": "Faster below", "faster_above": "Faster above",
     "workload_a": "Workload A", "workload_b": "Workload B", "crossings": "Crossings",
     "runner_up_slower_pct": "Runner-up slower by", "result": "Result",
