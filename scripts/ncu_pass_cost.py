@@ -85,6 +85,13 @@ def families(metrics: list[str]) -> dict[str, list[str]]:
     pipes = cut["pipes, issue, warps"]
     cut["whole set without the pipes family"] = [m for m in metrics if m not in pipes]
     cut["stall set with the pipes family"] = cut["stall set"] + pipes
+    # what the H200 suite's 672 s (2026-11-23) asks next: one pass for the further problems and the warp stalls
+    # (a child process less per workload, about 15 s each), and the fp16 tensor metric's share of the 8 passes
+    fp16 = having("sm__ops_path_tensor_src_fp16")
+    cut["whole set and the stall set in one pass"] = list(dict.fromkeys(metrics + cut["stall set"]))
+    cut["whole set without the fp16 tensor metric"] = [m for m in metrics if m not in fp16]
+    cut["whole set without the pipes family and the fp16 tensor metric"] = [m for m in metrics
+                                                                            if m not in pipes + fp16]
     return cut
 
 

@@ -23,3 +23,9 @@ def test_metric_families_cut_the_counter_set_without_overlap():
     assert cut["stall set with the pipes family"][-len(pipes):] == pipes
     assert len(cut["whole set without sass instructions"]) == len(metrics) - 9
     assert cut["stall set"] == counter_metrics("gh100", "stalls")
+    merged = cut["whole set and the stall set in one pass"]
+    assert set(merged) == set(metrics) | set(cut["stall set"]) and len(merged) == len(set(merged))
+    fp16 = ["sm__ops_path_tensor_src_fp16.sum"]
+    assert sorted(cut["whole set without the fp16 tensor metric"] + fp16) == sorted(metrics)
+    narrowest = cut["whole set without the pipes family and the fp16 tensor metric"]
+    assert sorted(narrowest + pipes + fp16) == sorted(metrics)
