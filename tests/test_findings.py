@@ -222,7 +222,8 @@ def test_one_colour_per_category_on_every_chart(suite):
     [(3.219e7, "time_ns", "32.19 ms"), (4210.0, "mean_ns", "4.2 us"), (38070.12, "throughput", "38,070"),
      (0.512, "share", "51.2 %"), (46.8, "dram_throughput_pct", "46.8 %"), (8.1e14, "flop_per_s", "810.0 TFLOP/s"),
      (1.4512, "speedup", "1.45x"), (float("nan"), "speedup", ""), (1051, "launches", "1,051"),
-     (215.18, "step_ms", "215.18 ms")],
+     (215.18, "step_ms", "215.18 ms"), (123456.0, "ncu_duration_ns", "123.5 us"), (1.0012, "flops_ratio", "1.001"),
+     (11.53, "busy_past_step_pct", "11.5 %")],
 )
 def test_cells_are_formatted_with_units(value, column, text):
     assert style.cell(column, value) == text

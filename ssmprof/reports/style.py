@@ -101,7 +101,7 @@ HEADERS: dict[str, str] = {
     "step_us_per_item": "Step time per token (us)", "kernel_us_per_item": "Kernel time per token (us)",
     "ssm_us_per_item": "SSM kernel time per token (us)", "us_per_item": "Time per token (us)",
     "items_per_step": "Tokens per step", "busy_ms": "GPU busy (profiled iteration)",
-    "slow_iteration_pct": "Profiled iteration past its median step %",
+    "busy_past_step_pct": "Busy past the median step",
     "regime": "Regime", "points": "Points", "faster_below": "Faster below", "faster_above": "Faster above",
     "workload_a": "Workload A", "workload_b": "Workload B", "crossings": "Crossings",
     "runner_up_slower_pct": "Runner-up slower by", "result": "Result",
@@ -146,7 +146,7 @@ def cell(column: str, value) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
-    if "ratio" in column:  # near 1 (self-checks), three decimals: 1.001 is not 1
+    if "ratio" in column.split("_"):  # near 1 (self-checks), three decimals: 1.001 is not 1 ("duration" is no ratio)
         return f"{value:.3f}" if 0.1 <= abs(value) < 10 else f"{value:.3g}"
     if column.endswith("_ns") or "_ns_" in column or column == "duration_ns":
         return duration(float(value))
