@@ -276,8 +276,8 @@ if [[ $stage == next || $stage == all ]]; then
   # The SSMs trained now (issue #17 parts 3-4). Their kernels JIT-compile at first use (Triton autotuning of the
   # SISO and fla kernels, TileLang's nvcc build of MIMO): minutes on a fresh host, cached in build/ afterwards.
   # All of it does not fit one call (2026-11-23, H200: the GPU tests and MIMO small took 8 of its 10 minutes, MIMO
-  # small 3.6 of them, 2 compiling and 5.1 s a step): NEXT_PARTS picks parts (tests, small, suite; default all of them, in that order),
-  # each logged to a file and each cut at what the call has left.
+  # small 3.6 of them, 2 compiling and 5.1 s a step): NEXT_PARTS picks parts (tests, small, suite; default all of
+  # them, in that order), each logged to a file and each cut at what the call has left.
   restore
   export TILELANG_CACHE_DIR="$PWD/build/tilelang-cache"
   parts=",${NEXT_PARTS:-tests,small,suite},"

@@ -146,8 +146,8 @@ def test_a_sweep_point_whose_profiled_iteration_was_slow_is_named():
     from ssmprof.pipeline import regimes
 
     tables = regimes.analyze(bundled.sweeps("h200"), bundled.device_profile("h200")).tables
-    slow = tables["per_item"].dropna(subset=["slow_iteration_pct"])
-    assert [(r.workload, r.seq_len, round(r.slow_iteration_pct, 1)) for r in slow.itertuples()] == [
+    slow = tables["per_item"].dropna(subset=["busy_past_step_pct"])
+    assert [(r.workload, r.seq_len, round(r.busy_past_step_pct, 1)) for r in slow.itertuples()] == [
         ("hybrid", 4096, 11.5)]
     findings = tables["findings"]
     assert findings.loc[findings["topic"] == "slow", "finding"].tolist() == [

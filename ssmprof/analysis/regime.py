@@ -66,18 +66,16 @@ def per_item(runs: list[SweepRun]) -> pd.DataFrame:
     for run in runs:
         harness, items = run.info["harness"], run.info["harness"]["items_per_step"]
         kernels = run.kernels
+        # where the profiled iteration was slower than the timed steps, its kernel times describe a slower step
+        busy_ms = busy_ns(kernels) / 1e6
+        excess = slow_iteration(busy_ms, harness["step_ms"])
         rows.append({**run.key, "unit": harness["unit"], "items_per_step": items, "step_ms": harness["step_ms"],
                      STEP_METRIC: 1e3 * harness["step_ms"] / items,
                      KERNEL_METRIC: kernels["duration_ns"].sum() / 1e3 / items,
                      SSM_METRIC: kernels.loc[kernels["category"] == SSM, "duration_ns"].sum() / 1e3 / items,
-                     "peak_gib": (harness.get("peak_memory_bytes") or 0) / 2**30,
-                     # where the profiled iteration was slower than the timed steps, its kernel times say so
-                     "busy_ms": busy_ns(kernels) / 1e6})
-    frame = pd.DataFrame(rows)
-    if len(frame):
-        excess = [slow_iteration(busy, step) for busy, step in zip(frame["busy_ms"], frame["step_ms"], strict=True)]
-        frame["slow_iteration_pct"] = [100 * e if e is not None else np.nan for e in excess]
-    return frame
+                     "peak_gib": (harness.get("peak_memory_bytes") or 0) / 2**30, "busy_ms": busy_ms,
+                     "busy_past_step_pct": 100 * excess if excess is not None else np.nan})
+    return pd.DataFrame(rows)
 
 
 def category_time(runs: list[SweepRun]) -> pd.DataFrame:
@@ -221,7 +219,7 @@ def regime_map(ssm: pd.DataFrame, axes: list[str], top: int = 4) -> pd.DataFrame
 
 
 def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFrame, model: pd.DataFrame,
-                    axes: list[str], failed: int, points: pd.DataFrame | None = None) -> pd.DataFrame:
+                    axes: list[str], failed: int, points: pd.DataFrame) -> pd.DataFrame:
     """The sweep in sentences (topic, finding, value, anchor), as a run's findings: crossovers, best values,
     the regimes the heaviest SSM kernels pass through, the analytic model's agreement, points whose profiled
     iteration was slower than their timed steps (`points`: `per_item`), failed points."""
@@ -259,11 +257,10 @@ def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFr
                                for kernel, (low, high) in per_kernel.iterrows())
             rows.append(("model", f"measured / analytic FLOPs of the SSM forward kernels across the grid: {spread}",
                          f"{flops['flops_ratio'].median():.2f}", "model"))
-    slow = points[points["slow_iteration_pct"].notna()] if points is not None and len(points) else []
-    for r in slow.itertuples() if len(slow) else []:
+    for r in points[points["busy_past_step_pct"].notna()].itertuples() if len(points) else []:
         at = ", ".join(f"{axis}={getattr(r, axis)}" for axis in axes)
         rows.append(("slow", f"{r.workload} {at}: {slow_iteration_note(r.busy_ms, r.step_ms)}",
-                     f"{r.slow_iteration_pct:.1f} %", "per_item"))
+                     f"{r.busy_past_step_pct:.1f} %", "per_item"))
     if failed:
         rows.append(("failed", f"{failed} point(s) failed: see the points table", str(failed), "points"))
     return pd.DataFrame(rows, columns=["topic", "finding", "value", "anchor"])
