@@ -22,7 +22,8 @@
 #                                  the way they happen (chunk size, autotuning cache, lost fusion, cuBLAS
 #                                  workspace), each gated; bundle with scripts/bundle_regress.sh
 #   scripts/gpu_check.sh oom       a real GPU out-of-memory: one line, exit 1
-#   scripts/gpu_check.sh ncu-cost  what a profiled launch costs: replay passes per metric family (and with
+#   scripts/gpu_check.sh ncu-cost  what a profiled launch costs: replay passes per metric family (NCU_COST_ONLY=REGEX:
+#                                  only the cuts it matches; with
 #                                  NCU_COST_HOLDS=1 the wall time of 20 launches holding 0-45 GiB), ncu_pass_cost.py
 #   scripts/gpu_check.sh mimo-carry  (here, not on the host) TileLang's wheels packed for a later call: carry
 #                                  build/carry-mimo on a warm host; restore installs them
