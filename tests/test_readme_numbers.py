@@ -283,7 +283,8 @@ def test_counter_pass_cost_paragraph(reference):
             continue
         exits += [part["exit"] for part in parts]
         kernels = run.kernels.sort_values("launch_idx").reset_index(drop=True)
-        plan = SamplingPlan.of(kernels, min_share=0)  # recorded before pass 2 skipped the smallest problems
+        # recorded before the passes skipped the smallest problems and functions
+        plan = SamplingPlan.of(kernels, min_share=0, function_share=0)
         expected = [len(plan.expected(kernels, "sampled")), len(plan.expected(kernels, "sampled", plan.targets)),
                     len(plan.expected(kernels, "sampled", stall_targets(kernels, is_fused_kernel)))]
         launches += expected
@@ -342,7 +343,8 @@ def test_where_a_counter_pass_goes_paragraph(reference):
     for workload in ("graph-mamba", "mamba-vision"):
         kernels = reference["runs"]["h100-sxm"][workload].kernels.sort_values("launch_idx").reset_index(drop=True)
         pass_2[workload] = [len(plan.expected(kernels, "sampled", plan.targets)) for plan in
-                            (SamplingPlan.of(kernels, min_share=0), SamplingPlan.of(kernels))]
+                            (SamplingPlan.of(kernels, min_share=0, function_share=0),
+                             SamplingPlan.of(kernels, function_share=0))]
     assert pass_2 == {"graph-mamba": [201, 116], "mamba-vision": [212, 131]}
     h200 = reference["runs"]["h200"]
     skipped = [run.info["collectors"]["counters"]["too_small_for_pass_2"]["time_fraction"] for run in h200.values()]

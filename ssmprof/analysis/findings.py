@@ -208,8 +208,13 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
         text = f"Counters cover {100 * counted:.0f} % of kernel time ({sources}; lent: one profiled launch per " \
                "configuration stands for the others) and passed the self-checks"
         removed = describe_removed(info.get("checks", {}).get("rejected", []), status["time_ns"].sum())
-        skipped = info.get("collectors", {}).get("counters", {}).get("too_small_for_pass_2") or {}
+        collector = info.get("collectors", {}).get("counters", {})
+        minor, skipped = collector.get("minor_functions") or {}, collector.get("too_small_for_pass_2") or {}
         text += (f"; the checks {removed}" if removed else "")
+        if minor.get("launches"):
+            text += (f"; {minor['launches']} launches of {minor['functions']} functions under "
+                     f"{100 * minor['min_share']:.1f} % of the kernel time each ({100 * minor['time_fraction']:.2f} % "
+                     "together) were not profiled")
         if skipped.get("launches"):
             text += (f"; {skipped['launches']} launches ({100 * skipped['time_fraction']:.2f} % of kernel time) of "
                      f"problems under {100 * skipped['min_share']:.2f} % of it each were not profiled (the second "

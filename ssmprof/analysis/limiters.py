@@ -4,7 +4,8 @@ A roofline position says memory- or compute-bound by arithmetic intensity alone;
 ridge at 30 % of DRAM bandwidth is limited by something else. Rules, first match wins, each on the
 launch's own checked counters:
 
-1. launch overhead: shorter than SHORT_NS (about what launching it costs);
+1. launch overhead: shorter than SHORT_NS (about what launching it costs), with counters or without (the
+   sampled passes leave out the functions that hold almost no time, mostly such kernels);
 2. a unit at speed of light: DRAM, L2, a pipe (tensor, FMA, ALU, XU special functions, load/store) or the
    warp schedulers' issue slots busy at least BUSY_PCT of their peak (Nsight Compute's own rule of thumb:
    under 60 % of peak on both compute and memory means latency issues), the busiest such unit named;
@@ -67,9 +68,9 @@ def limiters(kernels: pd.DataFrame) -> pd.DataFrame:
     frame["theoretical_occupancy_pct"] = 100 * occupancy
     frame["top_stall"] = top_stalls(frame).fillna("")
     frame["limiter"] = np.select(
-        [~counted, frame["duration_ns"] < SHORT_NS, peak >= BUSY_PCT, waves < 1, tail_idle >= TAIL_IDLE,
+        [frame["duration_ns"] < SHORT_NS, ~counted, peak >= BUSY_PCT, waves < 1, tail_idle >= TAIL_IDLE,
          occupancy <= LOW_OCCUPANCY, achieved < ACHIEVED_SHORTFALL * occupancy, frame["top_stall"] != ""],
-        ["no counters", "launch overhead", busiest.fillna(""), "too few thread blocks", "tail effect",
+        ["launch overhead", "no counters", busiest.fillna(""), "too few thread blocks", "tail effect",
          "occupancy (" + cap + ")", "occupancy (achieved under half of theoretical)",
          "latency: " + frame["top_stall"].str.replace("_", " ")],
         "latency (by elimination)")
@@ -92,7 +93,7 @@ def stall_shares(kernels: pd.DataFrame) -> pd.DataFrame:
 
 def _evidence(row, peak: float) -> str:
     if np.isnan(row.ncu_duration_ns):
-        return ""
+        return f"{row.duration_ns / 1e3:.1f} us, no counters" if row.duration_ns < SHORT_NS else ""
     busy = ", ".join(f"{name} {getattr(row, column):.0f} %" for name, column in _UNITS.items()
                      if not np.isnan(getattr(row, column)))
     text = (f"{row.duration_ns / 1e3:.1f} us; busiest unit {peak:.0f} % ({busy}); waves {row.waves_per_sm:.1f}; "

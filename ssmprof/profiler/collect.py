@@ -5,7 +5,8 @@ same iteration in a child process (two passes in sampled mode where one launch c
 problems, see `ncu`), the join (`counters`), and the self-checks of every launch's counters
 (`analysis.checks`, recorded in run.json `checks`); the run directory is written only when all succeeded.
 
-Counter modes: `sampled`, `all`, `none`, and `focus`: sampled's first pass on the kernels the timeline
+Counter modes: `sampled` (no pass profiles the functions under `counters.PASS_1_MIN_SHARE` of the kernel
+time: not collected), `all`, `none`, and `focus`: sampled's first pass on the kernels the timeline
 shows matter (`counters.focus_kernels`: the fused SSM kernels and the longest others) and no second pass;
 the other launches keep no counters (`not collected`), and coverage says how much time that leaves out.
 A sweep of twenty points pays that instead of twenty full samplings."""
@@ -174,7 +175,9 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     metrics = {group: counter_metrics(chip, group) for group in METRIC_GROUPS}
     check_metrics([m for group in metrics.values() for m in group], available_metrics(chip), chip)
     plan = SamplingPlan.of(kernels)
-    names = focus_kernels(kernels) if counters == "focus" else None
+    focus = focus_kernels(kernels) if counters == "focus" else None
+    # the functions pass 1 asks for by name: in focus mode the focus kernels, sampled all but the minor ones
+    names = focus if focus is not None else plan.functions if counters == "sampled" else None
     # (metric group, mode, targeted invocations): the counters of every launch configuration (of the focus
     # kernels only in focus mode), of each further problem, then the warp stalls of the kernels that hold the
     # time (not in focus mode: a sweep point pays for one pass)
@@ -197,9 +200,9 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
         replays.append(replay_cost(rows))
         paths.append(path)
     kernels, notes = attach_counters(kernels, reports["counters"], plan)
-    if names is not None:  # launches outside the focus were never asked for: not collected, not unmatched
-        kernels.loc[~kernels["kernel_name"].isin(names), "counter_status"] = "not collected"
-        notes["focus_kernels"] = names
+    if focus is not None:  # launches outside the focus were never asked for: not collected, not unmatched
+        kernels.loc[~kernels["kernel_name"].isin(focus), "counter_status"] = "not collected"
+        notes["focus_kernels"] = focus
     if reports["stalls"]:
         kernels, notes["stalls"] = attach_stalls(kernels, *reports["stalls"][0], plan)
     kernels, checks = check(schema.conform_kernels(kernels), gpu["name"])

@@ -208,6 +208,12 @@ def problems(timeline: pd.DataFrame, signatures: pd.Series | None = None) -> pd.
 # profiled launch costs 0.4-0.6 s there), and skipping problems under 0.05 % each leaves 116 and 131, giving up
 # at most 0.9 % of kernel time (under 0.1 % for the LM workloads). Those launches keep no counters.
 PASS_2_MIN_SHARE = 0.0005
+# No pass profiles a function (a kernel name) holding less than this share of the kernel time: a profiled launch
+# costs about the same whatever its duration (8 replay passes, each restoring the process's memory: up to 33 GiB
+# for the LM workloads), so the many elementwise functions that hold almost no time cost as much as the GEMMs.
+# Chosen on the bundled H200 paper runs: 0.1 % leaves out 13-23 of 53-207 launch configurations of pass 1 and
+# 0.12-0.49 % of the kernel time (0.05 %: 5-22 configurations, 0.09-0.33 %; 0.2 %: 17-25, 0.39-1.42 %).
+PASS_1_MIN_SHARE = 0.001
 
 
 @dataclass
@@ -226,13 +232,20 @@ class SamplingPlan:
     first_of_config: pd.Series
     invocation: pd.Series  # each launch's 1-based invocation number of its function
     too_small: pd.Series  # launches of a further problem too small for pass 2 (PASS_2_MIN_SHARE): not collected
+    functions: list[str]  # the functions the passes profile (at least PASS_1_MIN_SHARE of the kernel time)
+    minor: pd.Series  # launches of the other functions: not collected
 
     @classmethod
-    def of(cls, timeline: pd.DataFrame, min_share: float = PASS_2_MIN_SHARE) -> SamplingPlan:
-        """The plan for `timeline`; pass 2 skips further problems under `min_share` of the kernel time."""
+    def of(cls, timeline: pd.DataFrame, min_share: float = PASS_2_MIN_SHARE,
+           function_share: float = PASS_1_MIN_SHARE) -> SamplingPlan:
+        """The plan for `timeline`; no pass profiles a function under `function_share` of the kernel time, pass 2
+        skips further problems under `min_share` of it."""
         signatures = _signatures(timeline)
         problem = problems(timeline, signatures)
         invocation = timeline.groupby("kernel_name", sort=False).cumcount() + 1
+        kernel_time = timeline.groupby("kernel_name")["duration_ns"].sum()
+        functions = sorted(kernel_time.index[kernel_time >= function_share * max(kernel_time.sum(), 1)])
+        minor = ~timeline["kernel_name"].isin(functions)
         first = ~timeline.duplicated(CONFIG_KEY)
         frame = timeline[CONFIG_KEY].assign(problem=problem)
         several = frame.groupby(CONFIG_KEY, sort=False)["problem"].transform("nunique") > 1
@@ -240,12 +253,12 @@ class SamplingPlan:
         unmeasured = frame.groupby(CONFIG_KEY, sort=False)["problem"].transform("first") != frame["problem"]
         pair = frame["problem"] + "@" + frame[CONFIG_KEY].astype(str).agg(" ".join, axis=1)
         share = timeline.groupby(pair)["duration_ns"].transform("sum") / max(timeline["duration_ns"].sum(), 1)
-        too_small = several & unmeasured & (share < min_share)
-        candidates = timeline.loc[several & unmeasured & ~too_small, ["kernel_name"]].assign(number=invocation,
-                                                                                          pair=pair)
+        too_small = several & unmeasured & (share < min_share) & ~minor
+        candidates = timeline.loc[several & unmeasured & ~too_small & ~minor, ["kernel_name"]].assign(
+            number=invocation, pair=pair)
         targets = _cheapest_invocations(candidates, invocation.groupby(timeline["kernel_name"]).max())
         labels = [_config_label(r) for r in timeline[several].drop_duplicates(CONFIG_KEY).itertuples()]
-        return cls(signatures, problem, labels, targets, first, invocation, too_small)
+        return cls(signatures, problem, labels, targets, first, invocation, too_small, functions, minor)
 
     def expected(self, timeline: pd.DataFrame, mode: str, targets: dict[str, list[int]] | None = None,
                  names: list[str] | None = None) -> pd.Index:
@@ -326,14 +339,22 @@ def attach_counters(timeline: pd.DataFrame, passes: list[tuple[pd.DataFrame, pd.
     for column in columns:
         joined[column] = lender.map(values[column]) if values is not None else float("nan")
     joined["counter_lender"] = timeline["launch_idx"].reindex(lender).fillna(-1).astype("int64").to_numpy()
-    skipped = plan.too_small.to_numpy() & lender.isna().to_numpy()
-    joined["counter_status"] = np.select([own, lender.notna(), skipped], ["measured", "lent", "not collected"],
-                                         "unmatched")
+    unlent = lender.isna().to_numpy()
+    skipped = plan.too_small.to_numpy() & unlent
+    minor = plan.minor.to_numpy() & unlent
+    joined["counter_status"] = np.select([own, lender.notna(), skipped | minor],
+                                         ["measured", "lent", "not collected"], "unmatched")
     total = max(timeline["duration_ns"].sum(), 1)
+
+    def left_out(launches: np.ndarray, share: float, **more) -> dict:
+        return {"min_share": share, **more, "launches": int(launches.sum()),
+                "time_fraction": float(timeline.loc[launches, "duration_ns"].sum() / total)}
+
     notes = {"configurations": int(timeline.groupby(CONFIG_KEY).ngroups), "launches_profiled": int(own.sum()),
              "ambiguous_configurations": plan.ambiguous, "targeted_invocations": plan.targets,
-             "too_small_for_pass_2": {"min_share": PASS_2_MIN_SHARE, "launches": int(skipped.sum()),
-                                      "time_fraction": float(timeline.loc[skipped, "duration_ns"].sum() / total)},
+             "minor_functions": left_out(minor, PASS_1_MIN_SHARE,
+                                         functions=int(timeline.loc[minor, "kernel_name"].nunique())),
+             "too_small_for_pass_2": left_out(skipped, PASS_2_MIN_SHARE),
              "profiled_not_placed": sorted(set(unplaced))}
     return joined, notes
 
