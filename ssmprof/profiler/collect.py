@@ -45,7 +45,7 @@ from ssmprof.profiler.counters import (
 )
 from ssmprof.profiler.harness import Progress, RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
-from ssmprof.profiler.ncu import METRIC_GROUPS, check_metrics, chip_for, column_metrics, counter_metrics
+from ssmprof.profiler.ncu import METRIC_GROUPS, NOT_ASKED, check_metrics, chip_for, column_metrics, counter_metrics
 from ssmprof.profiler.ncu_extract import read_report
 from ssmprof.profiler.timeline import TimelineCapture, kernel_table
 from ssmprof.workloads.base import CommonConfig, Workload
@@ -208,8 +208,8 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     kernels, checks = check(schema.conform_kernels(kernels), gpu["name"])
     notes = {"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls, "pass_replay": replays, **notes,
              "metrics": metrics["counters"], "stall_metrics": metrics["stalls"],
-             "columns_not_on_chip": [c for group in METRIC_GROUPS for c, m in column_metrics(chip, group).items()
-                                     if m is None]}
+             "columns_not_collected": {c: NOT_ASKED.get(c, f"not on {chip}") for group in METRIC_GROUPS
+                                       for c, m in column_metrics(chip, group).items() if m is None}}
     return kernels, notes, checks, paths
 
 
