@@ -11,7 +11,8 @@
 #   scripts/gpu_check.sh profile   mamba2-lm profiles (small: the fixture; paper), the small iteration under a
 #                                  naive `ncu --set full` (cost comparison), a real OOM
 #   scripts/gpu_check.sh sweep-seq    `ssmprof sweep` of mamba2-lm, hybrid and transformer over sequence length
-#   scripts/gpu_check.sh sweep-chunk  `ssmprof sweep` of mamba2-lm over d_state x chunk_size; each sweep stage
+#   scripts/gpu_check.sh sweep-chunk  `ssmprof sweep` of mamba2-lm over d_state x chunk_size (SWEEP_COUNTERS=none:
+#                                  step times only, a third of the time a point); each sweep stage
 #                                  resumes the sweep an earlier call left unfinished (run it again until the
 #                                  log says "0 pending"); bundle with scripts/bundle_sweep.sh
 #   scripts/gpu_check.sh suite     `ssmprof suite --preset paper` (timed; the paper presets of every workload,
@@ -187,7 +188,8 @@ sweep_stage() {  # sweep_stage NAME ARGS...: a sweep into $LOGS/sweeps/NAME, res
   local resume=""
   [[ -f $folder/sweep.json ]] && resume=--resume
   log "ssmprof sweep $* $resume"
-  (time timeout --signal=INT --kill-after=20 ${SWEEP_TIMEOUT:-530} $BIN/ssmprof sweep "$@" --out "$folder" $resume) \
+  (time timeout --signal=INT --kill-after=20 ${SWEEP_TIMEOUT:-530} $BIN/ssmprof sweep "$@" --out "$folder" $resume \
+    ${SWEEP_COUNTERS:+--counters $SWEEP_COUNTERS}) \
     2>&1 | tee -a "$LOGS/sweep-$name.log" | grep -E "^\[|sweep of|written|real|error"
   $BIN/python -c "import json; m=json.load(open('$folder/sweep.json')); s=[p['status'].split(':')[0] for p in m['points']]; \
 print('$name:', {k: s.count(k) for k in ('complete', 'failed', 'pending')}, round(m['wall_s']), 's')"
