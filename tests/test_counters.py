@@ -3,6 +3,7 @@
 import math
 import os
 import stat
+import time
 
 import pandas as pd
 import pytest
@@ -253,12 +254,29 @@ def test_a_pass_wall_time_is_taken_apart_into_start_up_harness_stages_and_exit()
 
     command = child_command("mamba2-lm", "paper", {}, 3, False, timings_file="t.json")
     assert command[-2:] == ["--timings", "t.json"]
-    timings = {"began": 1006.5, "cuda_ready": 1009.0, "planned": 1014.0, "pinned": 1014.5, "build": 4.0,
-               "warmup": 6.0, "timed": 0.5, "profiled": 30.0, "ended": 1055.5}
-    parts = pass_seconds(1000.0, 60.0, timings)
-    assert parts == pytest.approx({"start": 6.5, "cuda": 2.5, "plan": 5.0, "pin": 0.5, "build": 4.0, "warmup": 6.0,
-                                   "timed": 0.5, "profiled": 30.0, "harness": 0.5, "exit": 4.5})
-    assert sum(parts.values()) == pytest.approx(60.0)
+    # started ahead of its turn: 6.5 s to start, 8 s importing and waiting while the pass before it replayed
+    timings = {"began": 1006.5, "went": 1014.5, "cuda_ready": 1017.0, "planned": 1022.0, "pinned": 1022.5,
+               "build": 4.0, "warmup": 6.0, "timed": 0.5, "profiled": 30.0, "ended": 1063.5}
+    parts = pass_seconds(1000.0, 1068.0, timings)
+    assert parts == pytest.approx({"start": 6.5, "ahead": 8.0, "cuda": 2.5, "plan": 5.0, "pin": 0.5, "build": 4.0,
+                                   "warmup": 6.0, "timed": 0.5, "profiled": 30.0, "harness": 0.5, "exit": 4.5})
+    assert sum(parts.values()) == pytest.approx(68.0)
+
+
+def test_a_pass_started_ahead_waits_for_its_turn_and_counts_its_wall_time_from_then(fake_ncu, tmp_path):
+    """The child of a pass started ahead prepares while the pass before it replays; the collection's wall time
+    counts the pass from its turn, and a pass that will not get its turn is stopped."""
+    from ssmprof.profiler.counters import GO_ENV, NcuPass
+
+    fake_ncu(EXPORT + f'until [[ -e ${GO_ENV} ]]; do sleep 0.05; done; sleep 0.3; touch "$out"')
+    ahead = NcuPass(["python"], tmp_path / "r.ncu-rep", "sampled", ahead=True)
+    time.sleep(1.0)
+    assert ahead.child.poll() is None and not (tmp_path / "r.ncu-rep").exists()  # waiting for its turn
+    wall = ahead.finish(30)
+    assert 0.3 <= wall < 1.0 and ahead.ended - ahead.launched >= 1.3
+    stopped = NcuPass(["python"], tmp_path / "s.ncu-rep", "sampled", ahead=True)
+    stopped.cancel()
+    assert stopped.child.poll() is not None and not (tmp_path / "s.ncu-rep").exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the child trains: this checks its refusal on a CPU")

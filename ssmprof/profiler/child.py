@@ -6,9 +6,10 @@
 Same workload, config, seed and warm-up as the timeline run, and the timeline run's Triton autotuning
 choices pinned (FILE), so the bracketed iteration launches the same kernels with the same launch
 configurations; one timed step (cheap: ncu is off outside the bracket). `--timings` writes when the child's
-code began (after Nsight Compute's start-up, Python's and the imports), when CUDA was initialized, when its
-kernels were planned and the autotuning choices pinned, the harness's seconds per stage and when it ended, so
-a pass's wall time can be taken apart.
+code began (after Nsight Compute's start-up, Python's and the imports), when it went on (`counters.GO_ENV`: a
+pass started ahead of its turn imports what it can, touching no GPU, then waits for the pass before it to
+end), when CUDA was initialized, when its kernels were planned and the autotuning choices pinned, the
+harness's seconds per stage and when it ended, so a pass's wall time can be taken apart.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import time
 import torch
 
 from ssmprof.errors import SsmprofError
-from ssmprof.kernels import plan_kernels
+from ssmprof.kernels import plan_kernels, preload
 from ssmprof.profiler import autotune
+from ssmprof.profiler.counters import GO_ENV
 from ssmprof.profiler.harness import run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.workloads.registry import get_workload
@@ -34,6 +36,12 @@ def main(argv: list[str]) -> int:
     try:
         workload = get_workload(name)
         cfg = workload.config(preset, overrides)
+        go = os.environ.get(GO_ENV)
+        if go:
+            preload(workload.kernel_ops(cfg))
+            while not os.path.exists(go):
+                time.sleep(0.02)
+        went = time.time()
         # CUDA first, on its own stamp: planning once took 12 s a pass on the H100 (mamba1-lm, 2026-11-23) and CUDA's
         # initialization under ncu was a suspect; it took 0.2-1.0 s of the H200 passes, the imports the rest
         if torch.cuda.is_available():
@@ -48,7 +56,7 @@ def main(argv: list[str]) -> int:
         result = run_training(workload, preset, cfg, plan, steps=1, warmup=warmup, marker=NvtxMarker())
         if "--timings" in argv:
             with open(argv[argv.index("--timings") + 1], "w") as f:
-                json.dump({"began": began, "cuda_ready": cuda_ready, "planned": planned, "pinned": pinned,
+                json.dump({"began": began, "went": went, "cuda_ready": cuda_ready, "planned": planned, "pinned": pinned,
                            **result.harness_seconds, "ended": time.time()}, f)
     except SsmprofError as exc:
         print(f"error: {exc}", file=sys.stderr)

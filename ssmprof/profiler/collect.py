@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 import torch
@@ -33,6 +34,7 @@ from ssmprof.errors import NoGpu
 from ssmprof.kernels import KernelPlan, is_fused_kernel, software_versions
 from ssmprof.profiler import autotune
 from ssmprof.profiler.counters import (
+    NcuPass,
     SamplingPlan,
     attach_counters,
     attach_stalls,
@@ -40,7 +42,6 @@ from ssmprof.profiler.counters import (
     child_command,
     focus_kernels,
     pass_seconds,
-    run_ncu,
     stall_targets,
 )
 from ssmprof.profiler.harness import Progress, RunResult, run_training
@@ -153,7 +154,18 @@ CounterCheck = Callable[[pd.DataFrame, str], tuple[pd.DataFrame, dict]]
 # One Nsight Compute pass over the profiled iteration: (report path, mode, metrics, targeted invocations,
 # function names or None, progress callback) -> its wall seconds. A single process runs the child under ncu;
 # a parallel run wraps one rank of its launch.
-RunPass = Callable[[Path, str, list[str], dict | None, list[str] | None, Callable[[int], None]], float]
+class StartedPass(Protocol):
+    """A counter pass, started: `finish` lets it run (where it waits), waits for it and returns the wall time it
+    added; `cancel` stops one that will not get its turn."""
+
+    def finish(self, on_kernel: Callable[[int], None]) -> float: ...
+
+    def cancel(self) -> None: ...
+
+
+# start_pass(report, mode, metrics, targets, names, ahead): a pass started now; `ahead`: its turn comes after the
+# pass now running, so it may prepare meanwhile (touching no GPU)
+StartPass = Callable[[Path, str, list[str], dict | None, list[str] | None, bool], StartedPass]
 
 
 def replay_cost(rows: pd.DataFrame) -> dict:
@@ -165,12 +177,13 @@ def replay_cost(rows: pd.DataFrame) -> dict:
             "gib_per_pass_median": float(restored.median()), "gib_per_pass_max": float(restored.max())}
 
 
-def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, run_pass: RunPass,
+def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, start_pass: StartPass,
                      check: CounterCheck, tell: Callable[[str, int, int], None]
                      ) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
     """Counters for the timeline `kernels` in mode `counters` (sampled, all, focus): the passes, the join, the
     self-checks. Returns (the joined, checked table; run.json's counter collector notes; its `checks`; the
-    pass reports, under `scratch`). Every metric is checked against ncu's list for the chip first."""
+    pass reports, under `scratch`). Every metric is checked against ncu's list for the chip first. Each pass
+    after the first is started while the one before it replays (`counters.NcuPass`)."""
     chip = chip_for(gpu["compute_capability"])
     metrics = {group: counter_metrics(chip, group) for group in METRIC_GROUPS}
     check_metrics([m for group in metrics.values() for m in group], available_metrics(chip), chip)
@@ -188,13 +201,24 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
         passes.append(("stalls", "sampled", stall_targets(kernels, is_fused_kernel)))
     reports: dict[str, list] = {group: [] for group in METRIC_GROUPS}
     walls, paths, replays = [], [], []
+
+    def start(number: int) -> StartedPass:
+        group, mode, targets = passes[number - 1]
+        only = names if group == "counters" else None
+        return start_pass(scratch / f"{group}-{number}.ncu-rep", mode, metrics[group], targets, only, number > 1)
+
+    upcoming = start(1)
     for number, (group, mode, targets) in enumerate(passes, start=1):
         path = scratch / f"{group}-{number}.ncu-rep"
-        only = names if group == "counters" else None
-        expected = plan.expected(kernels, mode, targets, only)
+        expected = plan.expected(kernels, mode, targets, names if group == "counters" else None)
         label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number})"
-        walls.append(run_pass(path, mode, metrics[group], targets, only,
-                              lambda done, label=label, t=len(expected): tell(label, done, t)))
+        current, upcoming = upcoming, start(number + 1) if number < len(passes) else None
+        try:
+            walls.append(current.finish(lambda done, label=label, t=len(expected): tell(label, done, t)))
+        except BaseException:
+            if upcoming is not None:
+                upcoming.cancel()
+            raise
         rows = read_report(path, chip, group)
         reports[group].append((rows, expected))
         replays.append(replay_cost(rows))
@@ -244,21 +268,28 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
             with gzip.open(extra["trace.json.gz"], "wt") as f:
                 json.dump(capture.trace, f)
         if counters != "none":
-            choices_path, timings_path = Path(scratch) / "autotune.json", Path(scratch) / "timings.json"
+            choices_path = Path(scratch) / "autotune.json"
             choices_path.write_text(json.dumps(triton_choices))
-            command = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path,
-                                    timings_path)
             phases = []
 
-            def run_pass(report: Path, mode: str, metrics: list[str], targets, names, on_kernel) -> float:
-                launched = time.time()
-                wall = run_ncu(command, report, mode, ncu_timeout_s, on_kernel, metrics=metrics, targets=targets,
-                               names=names)
-                phases.append(pass_seconds(launched, wall, json.loads(timings_path.read_text())))
-                return wall
+            class Pass:  # an NcuPass of the child, its timings taken apart once it ends
+                def __init__(self, report: Path, mode: str, metrics: list[str], targets, names, ahead: bool):
+                    self.timings = report.with_suffix(".timings.json")
+                    command = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path,
+                                            self.timings)
+                    self.ncu = NcuPass(command, report, mode, metrics, targets, names, ahead)
+
+                def finish(self, on_kernel) -> float:
+                    wall = self.ncu.finish(ncu_timeout_s, on_kernel)
+                    phases.append(pass_seconds(self.ncu.launched, self.ncu.ended,
+                                               json.loads(self.timings.read_text())))
+                    return wall
+
+                def cancel(self) -> None:
+                    self.ncu.cancel()
 
             kernels, notes, checks, reports = collect_counters(kernels, counters, result.gpu, Path(scratch),
-                                                               run_pass, check, tell)
+                                                               Pass, check, tell)
             collectors["counters"].update(notes, pass_seconds=phases)
             if keep_report:
                 extra.update({report.name: report for report in reports})

@@ -72,52 +72,90 @@ def available_metrics(chip: str) -> set[str]:
 PROFILED_CHILD_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 
 
+# A pass started ahead of its turn: the child imports what it can, touching no GPU, then waits for this file.
+GO_ENV = "SSMPROF_GO_FILE"
+
+
+class NcuPass:
+    """One Nsight Compute run of a target, started at once; `ahead=True` starts it ahead of its turn: its child
+    starts Python and imports its kernel libraries (5-10 s a pass on the H100, outside the replayed iteration)
+    while the pass before it replays, then waits for `finish` before it touches the GPU. Any failure is one
+    CounterCollectionError."""
+
+    def __init__(self, target: list[str], report: Path, mode: str, metrics: list[str] | None = None,
+                 targets: dict[str, list[int]] | None = None, names: list[str] | None = None, ahead: bool = False):
+        self.report, self.go = report, report.with_suffix(".go") if ahead else None
+        self.launched = time.time()
+        env = {**os.environ, **PROFILED_CHILD_ENV, **({GO_ENV: str(self.go)} if self.go else {})}
+        try:
+            self.child = subprocess.Popen(ncu_argv(target, report, mode, metrics, ncu=_ncu(), targets=targets,
+                                                   names=names),
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                          errors="replace", env=env)
+        except OSError as exc:
+            raise CounterCollectionError(f"cannot start Nsight Compute: {exc.strerror}") from None
+        self.tail: deque[str] = deque(maxlen=40)
+        self.seen = {"permission": False, "profiled": 0}
+        self.on_kernel: Callable[[int], None] | None = None
+        self.lock = threading.Lock()  # a kernel profiled before `finish` is told once finish gives `on_kernel`
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.child.stdout:
+            self.tail.append(line.rstrip())
+            if "ERR_NVGPUCTRPERM" in line:
+                self.seen["permission"] = True
+            if line.startswith("==PROF== Profiling"):
+                with self.lock:
+                    self.seen["profiled"] += 1
+                    if self.on_kernel:
+                        self.on_kernel(self.seen["profiled"])
+
+    def finish(self, timeout_s: float, on_kernel: Callable[[int], None] | None = None) -> float:
+        """Let the pass go on (if it waits) and wait for it; returns its wall time from then (from its start
+        where it never waited): what it adds to the collection's wall time. Sets `ended`."""
+        with self.lock:
+            self.on_kernel = on_kernel
+            if on_kernel:
+                for done in range(1, self.seen["profiled"] + 1):
+                    on_kernel(done)
+        began = time.time() if self.go else self.launched
+        if self.go:
+            self.go.touch()
+        try:
+            returncode = self.child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.child.kill()
+            self.child.wait()
+            raise CounterCollectionError(f"Nsight Compute timed out after {timeout_s:.0f} s "
+                                         f"({self.seen['profiled']} kernels profiled); raise --ncu-timeout") from None
+        self.reader.join(timeout=10)
+        if self.seen["permission"]:
+            raise CounterCollectionError(PERMISSION_HINT)
+        text = "\n".join(self.tail)
+        if "No space left on device" in text:
+            raise CounterCollectionError(f"disk full while Nsight Compute wrote {self.report}")
+        if returncode != 0:
+            raise CounterCollectionError(f"the profiled child failed under Nsight Compute (exit {returncode}): "
+                                         f"{_last_message(self.tail)}")
+        if not self.report.exists():
+            raise CounterCollectionError(f"Nsight Compute wrote no report ({_last_message(self.tail)})")
+        self.ended = time.time()
+        return self.ended - began
+
+    def cancel(self) -> None:
+        """Stop a pass that will not get its turn (an earlier one failed)."""
+        if self.child.poll() is None:
+            self.child.kill()
+            self.child.wait()
+
+
 def run_ncu(target: list[str], report: Path, mode: str, timeout_s: float,
             on_kernel: Callable[[int], None] | None = None, metrics: list[str] | None = None,
             targets: dict[str, list[int]] | None = None, names: list[str] | None = None) -> float:
-    """Run Nsight Compute on `target`; returns its wall time. Any failure is one CounterCollectionError."""
-    ncu = _ncu()
-    started = time.perf_counter()
-    try:
-        child = subprocess.Popen(ncu_argv(target, report, mode, metrics, ncu=ncu, targets=targets, names=names),
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                                 env={**os.environ, **PROFILED_CHILD_ENV})
-    except OSError as exc:
-        raise CounterCollectionError(f"cannot start Nsight Compute: {exc.strerror}") from None
-    tail: deque[str] = deque(maxlen=40)
-    seen = {"permission": False, "profiled": 0}
-
-    def read_output() -> None:
-        for line in child.stdout:
-            tail.append(line.rstrip())
-            if "ERR_NVGPUCTRPERM" in line:
-                seen["permission"] = True
-            if line.startswith("==PROF== Profiling"):
-                seen["profiled"] += 1
-                if on_kernel:
-                    on_kernel(seen["profiled"])
-
-    reader = threading.Thread(target=read_output, daemon=True)
-    reader.start()
-    try:
-        returncode = child.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
-        raise CounterCollectionError(f"Nsight Compute timed out after {timeout_s:.0f} s "
-                                     f"({seen['profiled']} kernels profiled); raise --ncu-timeout") from None
-    reader.join(timeout=10)
-    if seen["permission"]:
-        raise CounterCollectionError(PERMISSION_HINT)
-    text = "\n".join(tail)
-    if "No space left on device" in text:
-        raise CounterCollectionError(f"disk full while Nsight Compute wrote {report}")
-    if returncode != 0:
-        raise CounterCollectionError(f"the profiled child failed under Nsight Compute (exit {returncode}): "
-                                     f"{_last_message(tail)}")
-    if not report.exists():
-        raise CounterCollectionError(f"Nsight Compute wrote no report ({_last_message(tail)})")
-    return time.perf_counter() - started
+    """Run Nsight Compute on `target` now; returns its wall time. Any failure is one CounterCollectionError."""
+    return NcuPass(target, report, mode, metrics, targets, names).finish(timeout_s, on_kernel)
 
 
 def _last_message(lines) -> str:
@@ -135,19 +173,21 @@ def child_command(workload: str, preset: str, overrides: dict, warmup: int, allo
     return command + (["--timings", str(timings_file)] if timings_file else [])
 
 
-def pass_seconds(launched: float, wall_s: float, timings: dict) -> dict[str, float]:
+def pass_seconds(launched: float, ended: float, timings: dict) -> dict[str, float]:
     """One Nsight Compute pass's wall time taken apart: `start` (ncu's and Python's start-up and the imports,
-    until the child's code began), `cuda` (initializing CUDA), `plan` (planning the kernels: probing and importing
-    the kernel libraries), `pin` (pinning the autotuning choices), the child harness's stages (`build`,
-    `warmup`, `timed`, and `profiled`: the iteration ncu replays), `harness` (the harness outside its stages),
-    and `exit` (after the child's code ended: the process ending, ncu writing the report). `launched`: when the
-    parent started ncu (time.time()); `timings`: what the child wrote with --timings. The parts add up to
-    `wall_s`."""
+    until the child's code began), `ahead` (a pass started ahead of its turn: importing its kernel libraries and
+    waiting for the pass before it, overlapped with that pass's replay), `cuda` (initializing CUDA), `plan`
+    (planning the kernels: probing and importing what was not imported ahead), `pin` (pinning the autotuning
+    choices), the child harness's stages (`build`, `warmup`, `timed`, and `profiled`: the iteration ncu
+    replays), `harness` (the harness outside its stages), and `exit` (after the child's code ended: the process
+    ending, ncu writing the report). `launched` and `ended`: when the parent started ncu and saw it end
+    (time.time()); `timings`: what the child wrote with --timings. The parts add up to `ended - launched`."""
     stages = {stage: float(timings[stage]) for stage in ("build", "warmup", "timed", "profiled") if stage in timings}
-    return {"start": timings["began"] - launched, "cuda": timings["cuda_ready"] - timings["began"],
-            "plan": timings["planned"] - timings["cuda_ready"], "pin": timings["pinned"] - timings["planned"],
-            **stages, "harness": timings["ended"] - timings["pinned"] - sum(stages.values()),
-            "exit": launched + wall_s - timings["ended"]}
+    went = timings.get("went", timings["began"])
+    return {"start": timings["began"] - launched, "ahead": went - timings["began"],
+            "cuda": timings["cuda_ready"] - went, "plan": timings["planned"] - timings["cuda_ready"],
+            "pin": timings["pinned"] - timings["planned"], **stages,
+            "harness": timings["ended"] - timings["pinned"] - sum(stages.values()), "exit": ended - timings["ended"]}
 
 
 # The warp-stall pass: the functions holding this share of the kernel time, at most this many (plus the SSM

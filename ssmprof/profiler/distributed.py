@@ -278,14 +278,22 @@ def profile_parallel(job: RankJob, out: Path, counters: str, ncu_rank: int, ncu_
             choices.write_text(json.dumps(results[ncu_rank]["triton_autotune"]))
             counters_job = dataclasses.replace(job, mode="counters", scratch=folder, autotune=str(choices))
 
-            def run_pass(report: Path, mode: str, metrics: list[str], targets, names, on_kernel) -> float:
-                _, wall = launch(counters_job, ncu_timeout_s, wrapped_rank=ncu_rank,
-                                 wrapped=lambda argv: run_ncu(argv, report, mode, ncu_timeout_s, on_kernel,
-                                                              metrics=metrics, targets=targets, names=names))
-                return wall
+            class Pass:  # all ranks launched at its turn (a rank under ncu, the others beside it), never ahead
+                def __init__(self, report: Path, mode: str, metrics: list[str], targets, names, ahead: bool):
+                    self.report, self.mode, self.options = report, mode, {"metrics": metrics, "targets": targets,
+                                                                          "names": names}
+
+                def finish(self, on_kernel) -> float:
+                    _, wall = launch(counters_job, ncu_timeout_s, wrapped_rank=ncu_rank,
+                                     wrapped=lambda argv: run_ncu(argv, self.report, self.mode, ncu_timeout_s,
+                                                                  on_kernel, **self.options))
+                    return wall
+
+                def cancel(self) -> None:
+                    pass
 
             tables[ncu_rank], notes, checks, _ = collect_counters(
-                schema.conform_kernels(tables[ncu_rank]), counters, result.gpu, scratch, run_pass, check,
+                schema.conform_kernels(tables[ncu_rank]), counters, result.gpu, scratch, Pass, check,
                 lambda stage, done, total: None)
             collectors["counters"].update({**notes, "rank": ncu_rank})
         kernels = schema.conform_kernels(pd.concat([schema.conform_kernels(t) for t in tables], ignore_index=True))
