@@ -243,11 +243,11 @@ def test_measured_gemm_work_is_the_tiles_issued_work_on_every_bundled_h100_run()
         padding[path.name] = work["padding_share"].max()
     others = [r for w, ratios in over_2mnk.items() if w != "graph-mamba" for r in ratios]
     assert len(over_issued) == 12 and f"{min(over_issued):.3f}-{max(over_issued):.3f}" == "1.000-1.028"
-    assert f"{min(others):.3f}-{max(others):.3f}" == "1.005-1.033"
+    assert f"{min(others):.3f}-{max(others):.3f}" == "1.005-1.037"
     assert {round(r, 2) for r in over_2mnk["graph-mamba"]} == {1.35} and round(100 * padding["graph-mamba"]) == 26
     assert max(v for w, v in padding.items() if w != "graph-mamba") < 0.01
     text = " ".join(checks.__doc__.split())
-    assert "within 1.000-1.028x of the work whole tiles issue, and within 1.005-1.033x 2MNK except graph-mamba's " \
+    assert "within 1.000-1.028x of the work whole tiles issue, and within 1.005-1.037x 2MNK except graph-mamba's " \
            "1.35x 2MNK" in text
     assert "26 % of graph-mamba's issued GEMM work is padding" in text
     readme = " ".join((bundled.REFERENCE.parent.parent / "README.md").read_text().split())
@@ -344,12 +344,11 @@ def test_stall_tolerance_docstring_matches_the_bundled_h100_runs():
         error = (kept[[f"stall_{r}" for r in STALL_REASONS]].sum(axis=1) / kept["stall_warps_per_issue"] - 1).abs()
         found[workload] = (stalls["launches"], round(100 * error.max(), 1), round(100 * stalls["max_sum_error"]),
                            stalls["rejected"]["reasons do not add up"])
-    assert found == {"mamba2-lm": (400, 3.4, 3, 0), "graph-mamba": (113, 4.0, 41, 1), "hybrid": (202, 3.9, 16, 1),
-                     "transformer": (76, 1.2, 57, 1)}
+    assert found == {"mamba2-lm": (400, 3.9, 4, 0), "graph-mamba": (113, 7.6, 35, 1), "hybrid": (202, 3.5, 4, 0),
+                     "transformer": (76, 0.7, 1, 0)}
     text = " ".join(checks.__doc__.split())
-    assert ("3.4 % (mamba2-lm, 400 launches), 4.0 % (graph-mamba, 113), 3.9 % (hybrid, 202) and 1.2 % "
-            "(transformer, 76); one launch each of graph-mamba, the hybrid and the transformer was off by 41 %, "
-            "16 % and 57 % and removed") in text
+    assert ("off by 3.9 % (mamba2-lm, 400 launches), 7.6 % (graph-mamba, 113), 3.5 % (hybrid, 202) and 0.7 % "
+            "(transformer, 76); one graph-mamba launch was off by 35 % and removed") in text
 
 
 def test_rejected_rows_keep_apart_the_ops_one_short_name_serves():

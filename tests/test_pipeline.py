@@ -104,8 +104,10 @@ def test_results_are_spliced_into_a_readme(tmp_path):
 def test_reference_writes_a_suite_report_per_gpu_a_comparison_per_workload_and_the_sweeps(tmp_path):
     written = reporting.reference(tmp_path)
     assert [p.name for p in written[:2]] == ["suite-h100-sxm.html", "suite-h200.html"]
-    assert len(written) == 2 + len(bundled.runs("h100-sxm")) + 1 + 2 and all(p.exists() for p in written)
-    assert written[-3].name == "sweep-h200-seq_len.html"  # the bundled sweep's regime map
+    sweeps = [p.name for p in written if p.name.startswith("sweep-")]  # the bundled sweeps' regime maps
+    assert sweeps == ["sweep-h100-sxm-d_state-chunk_size.html", "sweep-h100-sxm-seq_len.html",
+                      "sweep-h200-d_state-chunk_size.html", "sweep-h200-seq_len.html"]
+    assert len(written) == 2 + len(bundled.runs("h100-sxm")) + len(sweeps) + 2 and all(p.exists() for p in written)
     assert [p.name for p in written[-2:]] == ["trace-h100-sxm.json", "trace-h200.json"]
 
 

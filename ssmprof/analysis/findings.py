@@ -306,10 +306,21 @@ FIXED_PASS_PARTS = {"start-up": ("start",), "planning": ("cuda", "plan", "pin"),
 
 
 def _fixed_cost(passes: list[dict]) -> str:
-    """"; outside the replayed iterations: start-up 13 s, ..." summed over the passes (parts the run recorded)."""
-    sums = {name: sum(part.get(key, 0.0) for part in passes for key in keys) for name, keys in FIXED_PASS_PARTS.items()
-            if any(key in part for part in passes for key in keys)}
-    return "; outside the replayed iterations: " + ", ".join(f"{k} {v:.0f} s" for k, v in sums.items()) if sums else ""
+    """"; outside the replayed iterations: start-up 13 s, ..." summed over the passes (parts the run recorded).
+    The start-up of a pass started ahead of its turn (every pass after the first, where the run records `ahead`)
+    overlapped the pass before it, and is named apart with its importing and waiting."""
+    def started_ahead(index: int, part: dict) -> bool:
+        return index > 0 and "ahead" in part
+
+    sums = {name: sum(part.get(key, 0.0) for i, part in enumerate(passes) for key in keys
+                      if not (key == "start" and started_ahead(i, part)))
+            for name, keys in FIXED_PASS_PARTS.items() if any(key in part for part in passes for key in keys)}
+    text = "; outside the replayed iterations: " + ", ".join(f"{k} {v:.0f} s" for k, v in sums.items()) if sums else ""
+    ahead = [part["start"] + part["ahead"] for i, part in enumerate(passes) if started_ahead(i, part)]
+    if ahead:
+        text += f"; {len(ahead)} pass{'es' * (len(ahead) != 1)} started ahead, {sum(ahead):.0f} s of start-up, " \
+                "imports and waiting overlapped with the pass before"
+    return text
 
 
 def _host_share(a: pd.Series, b: pd.Series) -> str:
