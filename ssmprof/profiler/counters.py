@@ -274,7 +274,7 @@ class SamplingPlan:
     first_of_config: pd.Series
     invocation: pd.Series  # each launch's 1-based invocation number of its function
     too_small: pd.Series  # launches of a further problem too small for pass 2 (PASS_2_MIN_SHARE): not collected
-    functions: list[str]  # the functions the passes profile (the SSM kernels, the others at PASS_1_MIN_SHARE of the time)
+    functions: list[str]  # the functions the passes profile: the SSM kernels, the others at PASS_1_MIN_SHARE
     minor: pd.Series  # launches of the other functions: not collected
 
     @classmethod
