@@ -151,9 +151,6 @@ def gpu_clocks() -> dict:
 CounterCheck = Callable[[pd.DataFrame, str], tuple[pd.DataFrame, dict]]
 
 
-# One Nsight Compute pass over the profiled iteration: (report path, mode, metrics, targeted invocations,
-# function names or None, progress callback) -> its wall seconds. A single process runs the child under ncu;
-# a parallel run wraps one rank of its launch.
 class StartedPass(Protocol):
     """A counter pass, started: `finish` lets it run (where it waits), waits for it and returns the wall time it
     added; `cancel` stops one that will not get its turn."""
@@ -163,8 +160,10 @@ class StartedPass(Protocol):
     def cancel(self) -> None: ...
 
 
-# start_pass(report, mode, metrics, targets, names, ahead): a pass started now; `ahead`: its turn comes after the
-# pass now running, so it may prepare meanwhile (touching no GPU)
+# start_pass(report, mode, metrics, targeted invocations, function names or None, ahead): one Nsight Compute pass
+# over the profiled iteration, started now; `ahead`: its turn comes after the pass now running, so it may prepare
+# meanwhile (touching no GPU). A single process runs the child under ncu; a parallel run wraps one rank of its
+# launch, at its turn.
 StartPass = Callable[[Path, str, list[str], dict | None, list[str] | None, bool], StartedPass]
 
 
@@ -213,13 +212,13 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
         expected = plan.expected(kernels, mode, targets, names if group == "counters" else None)
         label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number})"
         current, upcoming = upcoming, start(number + 1) if number < len(passes) else None
-        try:
+        try:  # a pass waiting for a turn that will not come is stopped, not left behind
             walls.append(current.finish(lambda done, label=label, t=len(expected): tell(label, done, t)))
+            rows = read_report(path, chip, group)
         except BaseException:
             if upcoming is not None:
                 upcoming.cancel()
             raise
-        rows = read_report(path, chip, group)
         reports[group].append((rows, expected))
         replays.append(replay_cost(rows))
         paths.append(path)
