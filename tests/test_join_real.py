@@ -86,3 +86,48 @@ def test_each_pass_records_what_its_replays_cost(tmp_path):
     cost = replay_cost(rows)
     assert cost["launches"] == 76 and cost["passes_median"] == 14
     assert round(cost["gib_per_pass_median"], 2) == round(cost["gib_per_pass_max"], 2) == 6.17
+
+
+@pytest.mark.parametrize(("failing", "expected"), [
+    ("none", [("start", "counters-1", False), ("start", "counters-2", True), ("finish", "counters-1"),
+              ("start", "stalls-3", True), ("finish", "counters-2"), ("finish", "stalls-3")]),
+    ("counters-2", [("start", "counters-1", False), ("start", "counters-2", True), ("finish", "counters-1"),
+                    ("start", "stalls-3", True), ("finish", "counters-2"), ("cancel", "stalls-3")]),
+])
+def test_each_pass_after_the_first_starts_while_the_one_before_runs(monkeypatch, tmp_path, failing, expected):
+    """On the recorded iteration's timeline: pass k+1 is started (ahead) before pass k is let finish, and a
+    failing pass stops the one waiting behind it instead of leaving it behind."""
+    import pandas as pd
+
+    from ssmprof.profiler import collect
+    from ssmprof.profiler.counters import CounterCollectionError
+    from ssmprof.profiler.ncu import METRIC_GROUPS, counter_metrics
+
+    with gzip.open(FIXTURE / "trace.json.gz", "rt") as f:
+        timeline = schema.conform_kernels(kernel_table(json.load(f)))
+    names = {m.split(".")[0] for group in METRIC_GROUPS for m in counter_metrics("gh100", group)}
+    monkeypatch.setattr(collect, "available_metrics", lambda chip: names)
+    empty = pd.DataFrame(columns=["kernel_name", "kernel_name_full", *CONFIG_KEY])
+    monkeypatch.setattr(collect, "read_report", lambda path, chip, group: empty)
+    events = []
+
+    class Pass:
+        def __init__(self, report, mode, metrics, targets, names, ahead):
+            self.name = report.stem
+            events.append(("start", self.name, ahead))
+
+        def finish(self, on_kernel):
+            events.append(("finish", self.name))
+            if self.name == failing:
+                raise CounterCollectionError("the profiled child failed")
+            return 1.0
+
+        def cancel(self):
+            events.append(("cancel", self.name))
+
+    gpu = {"compute_capability": "9.0", "name": "NVIDIA H100 80GB HBM3"}
+    try:
+        collect.collect_counters(timeline, "sampled", gpu, tmp_path, Pass, lambda k, g: (k, {}), lambda *a: None)
+    except CounterCollectionError:
+        assert failing != "none"
+    assert events == expected
