@@ -190,15 +190,19 @@ def mamba_ssm():
         raise KernelUnavailable(f"mamba-ssm cannot be imported ({exc}): run `make install`") from exc
 
 
+# The optional packages `Availability.probe` imports, each for the ops that use it (and nothing else imports them
+# on the way to planning): `preload` imports the same ahead of a pass's turn.
+OPTIONAL_PACKAGES = {"causal_conv1d": ("conv1d",), "flash_attn": ("attention",),
+                     "fla.ops.gated_delta_rule": ("gated_delta",), "tilelang": ("mamba3_mimo", "gated_delta")}
+
+
 def preload(ops: tuple[str, ...]) -> None:
     """Import what planning `ops` and building the model will import, touching no GPU: an Nsight Compute pass
     started ahead of its turn does this while the pass before it replays (`profiler.counters.NcuPass`)."""
     import torch._dynamo  # noqa: F401  (torch.optim imports it at its first param group: 1-2 s)
 
-    optional = {"conv1d": "causal_conv1d", "attention": "flash_attn", "gated_delta": "fla.ops.gated_delta_rule",
-                "mamba3_mimo": "tilelang"}
-    for op, module in optional.items():
-        if op in ops:
+    for module, users in OPTIONAL_PACKAGES.items():
+        if any(op in ops for op in users):
             _importable(module)
     if any(op in ops for op in ("ssd", "norm", "selective_scan")):
         mamba_ssm()
@@ -264,22 +268,23 @@ class Availability:
         plans its kernels again; what is not probed reads as not available."""
         import torch
 
-        def wanted(*users: str) -> bool:
-            return ops is None or any(op in ops for op in users)
+        def wanted(module: str) -> bool:  # an optional package is imported only where an op given uses it
+            return ops is None or any(op in ops for op in OPTIONAL_PACKAGES[module])
 
         cuda = torch.cuda.is_available()
         triton = cuda and _importable("triton")
-        tilelang = cuda and wanted("mamba3_mimo", "gated_delta") and _importable("tilelang")
-        fla = cuda and wanted("gated_delta") and _importable("fla.ops.gated_delta_rule")
+        tilelang = cuda and wanted("tilelang") and _importable("tilelang")
+        fla = cuda and wanted("fla.ops.gated_delta_rule") and _importable("fla.ops.gated_delta_rule")
         return cls(
             cuda=cuda,
             triton=triton,
-            causal_conv1d=wanted("conv1d") and _extension_built("causal_conv1d_cuda") and _importable("causal_conv1d"),
+            causal_conv1d=wanted("causal_conv1d") and _extension_built("causal_conv1d_cuda")
+            and _importable("causal_conv1d"),
             selective_scan=_extension_built("selective_scan_cuda"),
             sdpa_flash=cuda
             and torch.backends.cuda.flash_sdp_enabled()
             and torch.cuda.get_device_capability()[0] >= 8,
-            flash_attn=cuda and wanted("attention") and _importable("flash_attn"),
+            flash_attn=cuda and wanted("flash_attn") and _importable("flash_attn"),
             hopper=cuda and torch.cuda.get_device_capability()[0] >= 9,
             tilelang=tilelang,
             fla=fla,
