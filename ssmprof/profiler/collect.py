@@ -198,18 +198,19 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
         passes.append(("counters", "sampled", plan.targets))
     if counters != "focus":
         passes.append(("stalls", "sampled", stall_targets(kernels, is_fused_kernel)))
+    # each pass also with the function names it asks for (the counter passes only) and its report
+    planned = [(group, mode, targets, names if group == "counters" else None, scratch / f"{group}-{number}.ncu-rep")
+               for number, (group, mode, targets) in enumerate(passes, start=1)]
     reports: dict[str, list] = {group: [] for group in METRIC_GROUPS}
-    walls, paths, replays = [], [], []
+    walls, replays = [], []
 
     def start(number: int) -> StartedPass:
-        group, mode, targets = passes[number - 1]
-        only = names if group == "counters" else None
-        return start_pass(scratch / f"{group}-{number}.ncu-rep", mode, metrics[group], targets, only, number > 1)
+        group, mode, targets, only, path = planned[number - 1]
+        return start_pass(path, mode, metrics[group], targets, only, number > 1)
 
     upcoming = start(1)
-    for number, (group, mode, targets) in enumerate(passes, start=1):
-        path = scratch / f"{group}-{number}.ncu-rep"
-        expected = plan.expected(kernels, mode, targets, names if group == "counters" else None)
+    for number, (group, mode, targets, only, path) in enumerate(planned, start=1):
+        expected = plan.expected(kernels, mode, targets, only)
         label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number})"
         current, upcoming = upcoming, start(number + 1) if number < len(passes) else None
         try:  # a pass waiting for a turn that will not come is stopped, not left behind
@@ -221,7 +222,6 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
             raise
         reports[group].append((rows, expected))
         replays.append(replay_cost(rows))
-        paths.append(path)
     kernels, notes = attach_counters(kernels, reports["counters"], plan)
     if focus is not None:  # launches outside the focus were never asked for: not collected, not unmatched
         kernels.loc[~kernels["kernel_name"].isin(focus), "counter_status"] = "not collected"
@@ -233,7 +233,7 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
              "metrics": metrics["counters"], "stall_metrics": metrics["stalls"],
              "columns_not_collected": {c: NOT_ASKED.get(c, f"not on {chip}") for group in METRIC_GROUPS
                                        for c, m in column_metrics(chip, group).items() if m is None}}
-    return kernels, notes, checks, paths
+    return kernels, notes, checks, [path for *_, path in planned]
 
 
 def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
