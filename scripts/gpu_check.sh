@@ -36,7 +36,8 @@
 #   scripts/gpu_check.sh tp        (nvidia-h200-x2; TP=4 / TP=8 on -x4 / -x8) tensor parallelism: the TP model vs
 #                                  the single-GPU model (gpu-marked tests, bf16), then mamba2-lm (counters on
 #                                  rank 0), hybrid and mamba1-lm paper at --tp $TP (timeline only unless
-#                                  TP_COUNTERS=sampled), one report with the communication sections
+#                                  TP_COUNTERS=sampled), one report with the communication sections;
+#                                  TP_PARTS=numerics,profiles and TP_WORKLOADS=a,b pick parts
 #   scripts/gpu_check.sh tp-claim  the claim and scaling: mamba2-lm vs mamba1-lm paper at --tp $TP without
 #                                  sequence parallelism (all-reduces per layer), and the three single-GPU runs
 set -uo pipefail
@@ -332,13 +333,14 @@ if [[ $stage == ncu-cost ]]; then
 fi
 
 if [[ $stage == tp || $stage == tp-claim ]]; then
-  TP=${TP:-2}
+  TP=${TP:-2} TP_WORKLOADS=${TP_WORKLOADS:-mamba2-lm,hybrid,mamba1-lm}
   restore
   nvidia-smi topo -m | tee "$LOGS/topology.txt"
   tp_profile() {  # tp_profile LIMIT_S WORKLOAD [args]: one merged run under $LOGS/tp, its collective counts printed
-    local limit=$1 name=$2
+    local limit=$(( $1 < $(left_for_work) ? $1 : $(left_for_work) )) name=$2
     shift 2
-    log "ssmprof profile $name --preset paper --tp $TP $*"
+    (( limit > 20 )) || { log "skipped $name --tp $TP $*: the call has ${limit} s left"; return; }
+    log "ssmprof profile $name --preset paper --tp $TP $* (at most $limit s)"
     (time timeout "$limit" $BIN/ssmprof profile "$name" --preset paper --tp "$TP" --steps 5 --out "$LOGS/tp" "$@") \
       >>"$LOGS/tp.log" 2>&1
     echo "exit $?"; tail -2 "$LOGS/tp.log"
@@ -352,11 +354,18 @@ print(collective_counts(r.kernels, p['sequence_parallel']).to_string()); print(e
 fi
 
 if [[ $stage == tp ]]; then
-  log "numerics: TP model vs single-GPU model (bf16, 2 layers)"
-  timeout 200 $BIN/python -m pytest -q tests/test_parallel.py -m gpu 2>&1 | tail -4
-  tp_profile 240 mamba2-lm --counters "${TP_COUNTERS:-sampled}"
-  tp_profile 140 hybrid --counters "${TP_COUNTERS:-none}"
-  tp_profile 140 mamba1-lm --counters "${TP_COUNTERS:-none}"
+  env | grep -E "NCCL_NVLS|MULTICAST|NVSHMEM" | sort
+  if [[ ,${TP_PARTS:-numerics,profiles}, == *,numerics,* ]]; then
+    log "numerics: TP model vs single-GPU model (bf16, 2 layers)"
+    timeout 200 $BIN/python -m pytest -q -rA tests/test_parallel.py -m gpu 2>&1 | tail -8
+  fi
+  if [[ ,${TP_PARTS:-numerics,profiles}, == *,profiles,* ]]; then
+    for name in ${TP_WORKLOADS//,/ }; do
+      # counters on rank 0 for mamba2-lm unless TP_COUNTERS says otherwise, timeline only for the others
+      default=none; [[ $name == mamba2-lm ]] && default=sampled
+      tp_profile 300 "$name" --counters "${TP_COUNTERS:-$default}"
+    done
+  fi
   $BIN/ssmprof report "$LOGS"/tp/*/ -o "$LOGS/tp-report.html" 2>&1 | tail -1
 fi
 

@@ -4,6 +4,7 @@ numerics against the single-process model, refusals before any work, and one liv
 The communication analyses are tested on committed two-rank CPU runs in tests/data (`tp2-cpu-gloo-*`, see
 `test_communication.py`); this file records one more, live, to test the launcher and the merge."""
 
+import os
 import re
 
 import pytest
@@ -14,7 +15,8 @@ from ssmprof.analysis.communication import collective_counts
 from ssmprof.cli import app
 from ssmprof.errors import InvalidConfig, NoGpu
 from ssmprof.pipeline import measure
-from ssmprof.profiler.distributed import check_devices, device_index
+from ssmprof.profiler import distributed
+from ssmprof.profiler.distributed import NO_MULTICAST_ENV, RankFailed, RankJob, check_devices, device_index
 from ssmprof.schema import read_run
 
 
@@ -59,6 +61,33 @@ def test_a_launched_rank_takes_the_gpu_of_its_rank(monkeypatch):
     assert device_index(["job.json", "--rank", "1"], 1) == 1
     monkeypatch.setenv("LOCAL_RANK", "3")
     assert device_index(["job.json"], 7) == 3
+
+
+def test_ranks_start_with_nvlink_multicast_off(monkeypatch, tmp_path):
+    """Whatever the caller's environment says, every rank, the one Nsight Compute wraps included, starts with
+    NVLink multicast off (a program using it can take a shared host's GPUs out of service)."""
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
+    started = []
+
+    class Started:  # a rank that ends at once without writing a result
+        def __init__(self, argv, env, **_):
+            started.append(env)
+
+        def wait(self, timeout=None):
+            return 0
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(distributed.subprocess, "Popen", Started)
+    job = RankJob("mamba2-lm", "tiny", {}, 0, 1, tp=3, dp=1, sequence_parallel=True, device="cpu", mode="train",
+                  scratch=str(tmp_path))
+    wrapped = []
+    with pytest.raises(RankFailed, match="wrote no result"):
+        distributed.launch(job, 5, wrapped=lambda argv: wrapped.append(dict(os.environ)), wrapped_rank=1)
+    assert len(started) == 2 and len(wrapped) == 1
+    for env in [*started, *wrapped]:
+        assert {k: env[k] for k in NO_MULTICAST_ENV} == NO_MULTICAST_ENV
 
 
 def test_cli_refusal_is_one_line():

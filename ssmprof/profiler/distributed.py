@@ -46,6 +46,11 @@ class RankFailed(SsmprofError):
     pass
 
 
+# NVLink multicast (NVLS) off in NCCL, PyTorch's symmetric memory and NVSHMEM, whatever the caller's environment
+# says: on the shared multi-GPU hosts a program using it can put every GPU of the host out of service.
+NO_MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
 @dataclasses.dataclass(frozen=True)
 class RankJob:
     workload: str
@@ -155,6 +160,7 @@ def launch(job: RankJob, timeout_s: float, wrapped: Callable[[list[str]], float]
     job_path = scratch / f"job-{job.mode}.json"
     job_path.write_text(json.dumps(dataclasses.asdict(job)))
     procs: dict[int, subprocess.Popen] = {}
+    os.environ.update(NO_MULTICAST_ENV)  # also for the rank `wrapped` starts (Nsight Compute's child)
     logs = {rank: scratch / f"rank-{rank}-{job.mode}.log" for rank in range(job.world_size)}
     wrapped_value = None
     try:
