@@ -75,3 +75,28 @@ def test_profile_without_gpu_is_one_line(tmp_path):
     result = CliRunner().invoke(app, ["profile", "mamba2-lm", "--preset", "tiny", "--out", str(tmp_path)])
     assert result.exit_code == 1 and "needs a CUDA GPU" in result.output and "Traceback" not in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_kernel_takes_the_layer_of_its_launch_not_of_a_later_gpu_annotation():
+    """GPU traces hold each layer range twice: on the host (`user_annotation`, where the launch happens) and as
+    `gpu_user_annotation` at the time its kernels ran, behind the host. Layer 1's launch falls inside layer 0's
+    GPU copy; it belongs to layer 1 (recorded on 2 H200s: per-layer collective counts 0-4 for a true 1)."""
+    def span(cat, name, ts, dur):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
+
+    def launch(correlation, ts):
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts, "dur": 2,
+                "args": {"correlation": correlation}}
+
+    def kernel(correlation, ts):
+        return {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "ts": ts, "dur": 50,
+                "args": {"correlation": correlation, "In msg nelems": 8, "dtype": "BFloat16", "Group size": 2}}
+
+    events = [span("user_annotation", "ssmprof/forward", 0, 1000),
+              span("user_annotation", "ssmprof/layer/0/mamba2", 10, 90), launch(1, 50),
+              span("user_annotation", "ssmprof/layer/1/mamba2", 110, 90), launch(2, 150),
+              span("gpu_user_annotation", "ssmprof/layer/0/mamba2", 120, 200), kernel(1, 300),
+              span("gpu_user_annotation", "ssmprof/layer/1/mamba2", 330, 200), kernel(2, 500)]
+    table = kernel_table({"traceEvents": events})
+    assert table["layer"].tolist() == [0, 1]
+    assert table["phase"].tolist() == ["forward", "forward"] and table["collective"].tolist() == ["all_reduce"] * 2
