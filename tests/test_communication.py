@@ -17,6 +17,7 @@ from ssmprof.analysis.communication import (
     projection_check,
     rank_imbalance,
     scaling,
+    with_transfer_times,
 )
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.loading import load_run
@@ -99,10 +100,33 @@ def test_bus_bandwidth_follows_nccl_tests(runs):
 def test_exposed_communication_on_known_intervals():
     frame = pd.DataFrame({"rank": 0, "phase": "forward", "launch_idx": range(4),
                           "start_ns": [0, 5, 30, 40], "duration_ns": [10, 15, 10, 5],
-                          "collective": ["all_reduce", "", "all_gather", ""]})
+                          "collective": ["all_reduce", "", "all_gather", ""], "message_bytes": 64, "group_size": 1})
     row = exposed_communication(frame).iloc[0]
     assert (row["comm_us"], row["exposed_us"]) == (20 / 1e3, 15 / 1e3)
     assert row["overlap_pct"] == 25.0
+    assert (row["wait_us"], row["transfer_us"], row["exposed_transfer_us"]) == (0, 20 / 1e3, 15 / 1e3)
+
+
+def test_a_collective_waits_for_the_last_rank_to_arrive():
+    """Rank 1 reaches the all-reduce 6 ns after rank 0: rank 0's kernel is 6 ns of waiting, then the 4 ns both
+    spend moving data (rank 1's whole kernel); rank 0's compute [5, 20) hides that transfer."""
+    frame = pd.DataFrame({"rank": [0, 0, 1], "phase": "forward", "launch_idx": [0, 1, 0],
+                          "start_ns": [0, 5, 6], "duration_ns": [10, 15, 4],
+                          "collective": ["all_reduce", "", "all_reduce"], "message_bytes": 64, "group_size": 2})
+    comm = with_transfer_times(frame).set_index("rank")
+    assert comm["transfer_ns"].tolist() == [4, 4] and comm["wait_ns"].tolist() == [6, 0] and comm["paired"].all()
+    table = exposed_communication(frame).set_index("rank")
+    assert table.loc[0, ["comm_us", "exposed_us", "wait_us", "transfer_us", "exposed_transfer_us"]].tolist() == \
+        [10 / 1e3, 5 / 1e3, 6 / 1e3, 4 / 1e3, 0.0]
+    assert table.loc[1, ["wait_us", "exposed_transfer_us"]].tolist() == [0.0, 4 / 1e3]
+
+
+def test_ranks_whose_collectives_disagree_are_not_paired():
+    frame = pd.DataFrame({"rank": [0, 1], "phase": "forward", "launch_idx": [0, 0], "start_ns": [0, 6],
+                          "duration_ns": [10, 4], "collective": ["all_reduce", "all_gather"], "message_bytes": 64,
+                          "group_size": 2})
+    comm = with_transfer_times(frame)
+    assert not comm["paired"].any() and comm["transfer_ns"].tolist() == [10, 4] and (comm["wait_ns"] == 0).all()
 
 
 def test_exposed_communication_on_real_runs(runs):

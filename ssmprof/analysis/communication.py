@@ -61,6 +61,29 @@ def collectives(kernels: pd.DataFrame) -> pd.DataFrame:
     return kernels[kernels["collective"].fillna("") != ""]
 
 
+def with_transfer_times(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The collectives of a run, each with `transfer_ns` (the part of its kernel time that moved data), `wait_ns`
+    (the rest: waiting for the other ranks) and `paired`.
+
+    A collective's kernel starts on each rank when that rank reaches it and ends once every rank has: on all but
+    the last rank to arrive its duration includes waiting (2 H200s, mamba2-lm TP=2: one rank's collectives took
+    55 ms of a backward pass in which the other's took 5 ms). Where every rank launches the same sequence of
+    collectives over the whole world (kind and size agree, one group), the i-th collective of each rank is the
+    same collective; its transfer time is its shortest kernel over the ranks (the last to arrive waits for no one).
+    Elsewhere (one rank, TP x DP groups interleaving, sequences that disagree) the whole kernel counts as
+    transfer and `paired` is False."""
+    comm = collectives(kernels).sort_values(["rank", "launch_idx"])
+    comm = comm.assign(instance=comm.groupby("rank").cumcount())
+    ranks = comm["rank"].nunique()
+    sequences = [tuple(zip(group["collective"], group["message_bytes"], strict=True))
+                 for _, group in comm.groupby("rank")]
+    whole_world = "group_size" in comm and (comm["group_size"] == ranks).all()
+    if ranks > 1 and whole_world and all(seq == sequences[0] for seq in sequences):
+        transfer = comm.groupby("instance")["duration_ns"].transform("min")
+        return comm.assign(transfer_ns=transfer, wait_ns=comm["duration_ns"] - transfer, paired=True)
+    return comm.assign(transfer_ns=comm["duration_ns"], wait_ns=0, paired=False)
+
+
 def collective_counts(kernels: pd.DataFrame, sequence_parallel: bool) -> pd.DataFrame:
     """Per layer kind, phase and collective: the count per layer the run shows on every rank (min and max over
     layers and ranks), the count the structure predicts, whether they agree, the median message size and
@@ -99,33 +122,50 @@ def _group_sizes(comm: pd.DataFrame, tp: int) -> pd.Series:
 
 
 def bus_bandwidth(kernels: pd.DataFrame, tp: int, link_gb_s: float | None) -> pd.DataFrame:
-    """Per phase, collective and message size: count, mean time, NCCL-tests algorithm and bus bandwidth
-    (busbw = size / time x the ring factor), and busbw as % of the link's datasheet bandwidth (NaN: no link)."""
-    comm = collectives(kernels)
+    """Per phase, collective and message size: count (over all ranks), mean transfer time and mean wait
+    (`with_transfer_times`), NCCL-tests algorithm and bus bandwidth on the transfer time (busbw = size / time x
+    the ring factor; NCCL-tests starts all ranks together, so its times hold no wait either), and busbw as % of
+    the link's datasheet bandwidth (NaN: no link)."""
+    comm = with_transfer_times(kernels)
     comm = comm.assign(ranks=_group_sizes(comm, tp))
     table = (comm.groupby(["phase", "collective", "message_bytes", "ranks"], as_index=False)
-             .agg(count=("duration_ns", "size"), mean_us=("duration_ns", lambda d: d.mean() / 1e3)))
+             .agg(count=("transfer_ns", "size"), mean_us=("transfer_ns", lambda d: d.mean() / 1e3),
+                  wait_mean_us=("wait_ns", lambda d: d.mean() / 1e3)))
     algbw = table["message_bytes"] / (table["mean_us"] * 1e3)  # bytes/ns = GB/s
     factor = [BUS_FACTOR.get(c, lambda n: 1.0)(n) for c, n in zip(table["collective"], table["ranks"], strict=True)]
     table = table.assign(algbw_gb_per_s=algbw, busbw_gb_per_s=algbw * factor)
     return table.assign(pct_of_link=100 * table["busbw_gb_per_s"] / link_gb_s if link_gb_s else float("nan"))
 
 
+def _exposed_ns(comm: pd.DataFrame, compute: pd.DataFrame) -> tuple[int, int]:
+    """(time the `comm` intervals cover, the part of it no `compute` interval covers): union lengths of
+    `host.busy_ns`, by inclusion-exclusion."""
+    comm_ns = busy_ns(comm)
+    return comm_ns, busy_ns(pd.concat([comm, compute])) - busy_ns(compute)
+
+
 def exposed_communication(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per rank and phase: communication time (union of its collectives' intervals), the part no compute
-    interval of the same rank overlaps (exposed), and the overlapped share. The same sums as
-    HolisticTraceAnalysis' comm/comp overlap, on the merged table (GPU: kernels; CPU: ops and gloo work)."""
+    """Per rank and phase: communication time (union of its collectives' kernels), the part no compute interval
+    of the same rank overlaps (exposed) and the overlapped share (HolisticTraceAnalysis' comm/comp overlap, on
+    the merged table; GPU: kernels, CPU: ops and gloo work); then the same split of the kernels' transfer part
+    (`with_transfer_times`: the end of each kernel, its shortest duration over the ranks), `exposed_transfer_us`,
+    and `wait_us`, the time this rank's collectives waited for the others (a rank imbalance, not a link cost)."""
     rows = []
-    ends = kernels["start_ns"] + kernels["duration_ns"]
-    frame = kernels.assign(end_ns=ends, is_comm=kernels["collective"].fillna("") != "")
-    for (rank, phase), group in frame.groupby(["rank", "phase"]):
-        # time covered by communication, by compute, and by both (the union lengths of `host.busy_ns`)
-        comm_ns = busy_ns(group[group["is_comm"]])
-        overlapped = comm_ns + busy_ns(group[~group["is_comm"]]) - busy_ns(group)
-        rows.append({"rank": rank, "phase": phase, "collectives": int(group["is_comm"].sum()),
-                     "comm_us": comm_ns / 1e3, "exposed_us": (comm_ns - overlapped) / 1e3,
-                     "overlap_pct": 100 * overlapped / comm_ns if comm_ns else float("nan"),
-                     "phase_span_us": (group["end_ns"].max() - group["start_ns"].min()) / 1e3})
+    comm = with_transfer_times(kernels)
+    compute = kernels[kernels["collective"].fillna("") == ""]
+    transfer = comm.assign(start_ns=comm["start_ns"] + comm["wait_ns"], duration_ns=comm["transfer_ns"])
+    for (rank, phase), group in kernels.groupby(["rank", "phase"]):
+        mine = (comm["rank"] == rank) & (comm["phase"] == phase)
+        theirs = compute[(compute["rank"] == rank) & (compute["phase"] == phase)]
+        comm_ns, exposed_ns = _exposed_ns(comm[mine], theirs)
+        transfer_ns, exposed_transfer_ns = _exposed_ns(transfer[mine], theirs)
+        end = group["start_ns"] + group["duration_ns"]
+        rows.append({"rank": rank, "phase": phase, "collectives": int(mine.sum()),
+                     "comm_us": comm_ns / 1e3, "exposed_us": exposed_ns / 1e3,
+                     "overlap_pct": 100 * (1 - exposed_ns / comm_ns) if comm_ns else float("nan"),
+                     "wait_us": comm.loc[mine, "wait_ns"].sum() / 1e3, "transfer_us": transfer_ns / 1e3,
+                     "exposed_transfer_us": exposed_transfer_ns / 1e3,
+                     "phase_span_us": (end.max() - group["start_ns"].min()) / 1e3})
     return pd.DataFrame(rows)
 
 
@@ -196,11 +236,12 @@ def project_communication(kernels: pd.DataFrame, links: pd.DataFrame, world_size
 def projection_check(projection: pd.DataFrame, measured: pd.DataFrame, link: str, world_size: int,
                      rank: int = 0) -> pd.DataFrame:
     """The projection against a run it never saw: per phase, the communication time `projection` (of another
-    run, `project_communication`) gives at `world_size` over `link`, beside the time the collectives of
-    `measured` (a run at that size, over that link) took on `rank`, and the error in %."""
+    run, `project_communication`) gives at `world_size` over `link`, beside the transfer time the collectives of
+    `measured` (a run at that size, over that link) took on `rank` (`with_transfer_times`: the projection models
+    moving data, not waiting for other ranks), and the error in %."""
     projected = projection[(projection["link"] == link) & (projection["world_size"] == world_size)]
-    comm = collectives(measured)
-    took = comm[comm["rank"] == rank].groupby("phase")["duration_ns"].sum().rename("measured_us") / 1e3
+    comm = with_transfer_times(measured)
+    took = comm[comm["rank"] == rank].groupby("phase")["transfer_ns"].sum().rename("measured_us") / 1e3
     table = projected.set_index("phase")[["projected_us"]].join(took, how="inner").reset_index()
     return table.assign(error_pct=100 * (table["projected_us"] / table["measured_us"] - 1))
 

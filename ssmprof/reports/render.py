@@ -33,10 +33,11 @@ TABLE_TITLES = {
     "per_rank": "Per rank: step time, loss, kernel and communication time",
     "collective_counts": "Communication: collectives per layer, measured on every rank vs predicted by the model's "
                          "structure",
-    "bus_bandwidth": "Communication: bus bandwidth (NCCL-tests busbw) per collective and size, % of the link's "
-                     "datasheet bandwidth",
+    "bus_bandwidth": "Communication: bus bandwidth (NCCL-tests busbw) per collective and size on the transfer "
+                     "time (each collective's shortest kernel over the ranks), % of the link's datasheet bandwidth; "
+                     "the mean wait for the other ranks beside it",
     "exposed_communication": "Communication: exposed time (no compute overlaps it) and overlap share, per rank and "
-                             "phase",
+                             "phase; the collectives' kernels split into waiting for the other ranks and transfer",
     "rank_imbalance": "Rank imbalance per phase: slowest vs fastest rank",
     "communication_projection": "PROJECTION (not measured): communication time per step at other GPU counts and "
                                 "links (alpha-beta ring model at link peak, no overlap; latencies assumed)",

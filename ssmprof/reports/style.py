@@ -76,6 +76,8 @@ HEADERS: dict[str, str] = {
     "algbw_gb_per_s": "algbw (GB/s)", "busbw_gb_per_s": "busbw (GB/s)", "pct_of_link": "busbw, % of link",
     "projected_us": "Projected (not measured)", "comm_us": "Communication", "exposed_us": "Exposed",
     "overlap_pct": "Overlapped %", "comm_ms": "Communication", "compute_ms": "Compute",
+    "wait_us": "Waiting for other ranks", "transfer_us": "Transfer", "exposed_transfer_us": "Transfer exposed",
+    "mean_us": "Mean transfer", "wait_mean_us": "Mean wait",
     "time_ms_a": "Time A", "time_ms_b": "Time B", "launches_a": "Launches A", "launches_b": "Launches B",
     "per_launch_ns_a": "Per launch A", "per_launch_ns_b": "Per launch B", "time_ns_a": "Time A",
     "time_ns_b": "Time B", "speedup": "Speedup", "per_launch_speedup": "Per-launch speedup",
