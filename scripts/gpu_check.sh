@@ -56,7 +56,10 @@ pack() {  # on the lent device host $OUT brings back only a few files: one archi
     # compiled kernels and autotuning choices of the paper shapes (cold, they cost minutes a workload on a
     # fresh host), marked with the GPU that chose them; at most 5 parts of 15 MB, else none
     nvidia-smi --query-gpu=name --format=csv,noheader | head -1 >build/triton-cache/.gpu
-    tar cf - build/triton-cache | xz -T0 -6 | split -b 15M - "$OUT/triton-cache.tar.xz."
+    # a cache hit reads a kernel's .json and .cubin only (Triton 3.6's CompiledKernel): the IR and PTX beside them
+    # are six times their size, room the 64 MiB transfer needs for the wheelhouse and the kernels
+    tar cf - --exclude='*.llir' --exclude='*.ptx' --exclude='*.ttgir' --exclude='*.ttir' --exclude='*.source' \
+      build/triton-cache | xz -T0 -9 | split -b 15M - "$OUT/triton-cache.tar.xz."
     if (( $(ls "$OUT"/triton-cache.tar.xz.* | wc -l) > 5 )); then rm -f "$OUT"/triton-cache.tar.xz.*; fi
   fi
 }
