@@ -386,10 +386,11 @@ def _all_reduce_coalesced(grads: list[torch.Tensor], group) -> None:
 
 
 
-def numerics(workload, cfg, plan: KernelPlan, groups: RankGroups, device: torch.device) -> dict[str, float]:
-    """The parallel model against the single-GPU one on a fixed batch, on this rank: both losses, and the
-    largest gradient difference (this rank's shards of the single model's gradients) relative to the largest
-    gradient. Both models from the same weights (the single model's, sharded); autocast as the run's dtype."""
+def numerics(workload, cfg, plan: KernelPlan, groups: RankGroups, device: torch.device) -> dict[str, float | str]:
+    """The parallel model against the single-GPU one on a fixed batch, on this rank: both losses, the largest
+    gradient difference (this rank's shards of the single model's gradients) and the largest gradient, and the
+    parameter where the difference is largest with its own largest gradient. Both models from the same weights
+    (the single model's, sharded); autocast as the run's dtype."""
     torch.manual_seed(0)
     with device:
         single = workload.build(cfg, plan)
@@ -405,7 +406,9 @@ def numerics(workload, cfg, plan: KernelPlan, groups: RankGroups, device: torch.
     loss.backward()
     model.finish_gradients()
     expected = model.local_part({name: p.grad for name, p in single.named_parameters()})
-    worst = max(float((p.grad - expected[name]).abs().max()) for name, p in model.named_parameters())
+    diffs = {name: float((p.grad - expected[name]).abs().max()) for name, p in model.named_parameters()}
+    worst = max(diffs, key=diffs.get)
     scale = max(float(g.abs().max()) for g in expected.values())
     return {"single_loss": float(reference), "parallel_loss": float(loss.detach()),
-            "grad_max_abs_diff": worst, "grad_max_abs": scale}
+            "grad_max_abs_diff": diffs[worst], "grad_max_abs": scale, "grad_worst_parameter": worst,
+            "grad_worst_parameter_max_abs": float(expected[worst].abs().max())}
