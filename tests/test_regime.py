@@ -110,7 +110,7 @@ def reference_points():
 def test_per_point_frames_on_real_runs(reference_points):
     per_item = regime.per_item(reference_points)
     mamba = per_item.set_index("workload").loc["mamba2-lm"]
-    assert mamba[regime.STEP_METRIC] == pytest.approx(1e3 * 216.0078 / 8192, rel=1e-4)
+    assert mamba[regime.STEP_METRIC] == pytest.approx(1e3 * 214.7362 / 8192, rel=1e-4)
     assert mamba[regime.KERNEL_METRIC] < mamba[regime.STEP_METRIC]  # kernels never outlast the step
     assert per_item.set_index("workload").loc["transformer", regime.SSM_METRIC] == 0
     categories = regime.category_time(reference_points)
@@ -175,4 +175,4 @@ def test_the_tie_spread_is_how_much_one_configuration_varied_between_bundled_run
                  sweeps / "seq_len" / "mamba2-lm_seq_len-8192"]
         steps = [read_run(path).info["harness"]["step_ms"] for path in paths]
         spreads[gpu] = round(100 * (max(steps) / min(steps) - 1), 1)
-    assert spreads == {"h100-sxm": 1.5, "h200": 2.8} and max(spreads.values()) == SAME_CONFIG_SPREAD_PCT
+    assert spreads == {"h100-sxm": 2.1, "h200": 2.8} and max(spreads.values()) == SAME_CONFIG_SPREAD_PCT
