@@ -388,9 +388,10 @@ def _all_reduce_coalesced(grads: list[torch.Tensor], group) -> None:
 
 def numerics(workload, cfg, plan: KernelPlan, groups: RankGroups, device: torch.device) -> dict[str, float | str]:
     """The parallel model against the single-GPU one on a fixed batch, on this rank: both losses, the largest
-    gradient difference (this rank's shards of the single model's gradients) and the largest gradient, and the
-    parameter where the difference is largest with its own largest gradient. Both models from the same weights
-    (the single model's, sharded); autocast as the run's dtype."""
+    gradient difference (this rank's shards of the single model's gradients) and the largest gradient, the
+    parameter where the difference is largest with its own largest gradient, and the six parameters whose
+    difference is largest against their own largest gradient. Both models from the same weights (the single
+    model's, sharded); autocast as the run's dtype."""
     torch.manual_seed(0)
     with device:
         single = workload.build(cfg, plan)
@@ -409,6 +410,8 @@ def numerics(workload, cfg, plan: KernelPlan, groups: RankGroups, device: torch.
     diffs = {name: float((p.grad - expected[name]).abs().max()) for name, p in model.named_parameters()}
     worst = max(diffs, key=diffs.get)
     scale = max(float(g.abs().max()) for g in expected.values())
+    own = {name: diff / max(float(expected[name].abs().max()), 1e-30) for name, diff in diffs.items()}
     return {"single_loss": float(reference), "parallel_loss": float(loss.detach()),
             "grad_max_abs_diff": diffs[worst], "grad_max_abs": scale, "grad_worst_parameter": worst,
-            "grad_worst_parameter_max_abs": float(expected[worst].abs().max())}
+            "grad_worst_parameter_max_abs": float(expected[worst].abs().max()),
+            "grad_diff_of_own_max": dict(sorted(own.items(), key=lambda kv: -kv[1])[:6])}
