@@ -33,7 +33,7 @@ def test_parallel_model_matches_single_process_model(workload, tp, dp, sequence_
                                                               sequence_parallel=sequence_parallel), "cpu")
     assert len(table) == tp * dp
     assert (table["loss_rel_diff"] < 1e-6).all(), table
-    assert (table["grad_rel_diff"] < 1e-5).all(), table
+    assert (table["grad_rel_err"] < 1e-5).all() and (table["grad_repeat_rel_err"] < 1e-6).all(), table
 
 
 @pytest.mark.parametrize(("workload", "tp", "dp", "sets", "message"), [
@@ -126,6 +126,10 @@ def test_data_parallel_alone_runs_no_collective_inside_a_layer(tmp_path):
     assert len(comm) == 2 * 2  # per rank: the loss value and the coalesced gradients
 
 
+# bf16 autocast, fused kernels: the gradients' relative error (norm) the parallel model may have against the single one
+GPU_GRAD_REL_ERR = 3e-2
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("workload", ["mamba2-lm", "hybrid", "mamba1-lm"])
 def test_parallel_model_matches_single_gpu_model_on_gpus(workload):
@@ -136,7 +140,7 @@ def test_parallel_model_matches_single_gpu_model_on_gpus(workload):
     layers = 3 if workload == "hybrid" else 2
     table = measure.parallel_numerics(measure.WorkloadOptions(workload, "paper", layers=layers, tp=2), "cuda")
     assert (table["loss_rel_diff"] < 1e-2).all(), table.to_string()
-    assert (table["grad_rel_diff"] < 5e-2).all(), table.to_string()
+    assert (table["grad_rel_err"] < GPU_GRAD_REL_ERR).all(), table.to_string()
 
 
 @pytest.fixture(scope="module")
@@ -242,10 +246,10 @@ def test_tp2_model_matches_the_single_model_with_both_ranks_on_one_gpu(workload,
     rows = [results.get(timeout=600) for _ in ranks]
     for rank in ranks:
         rank.join(timeout=60)
+    print(rows)  # the measured errors, shown with -rP
     for row in rows:
         loss = abs(row["parallel_loss"] / row["single_loss"] - 1)
-        assert loss < 1e-2 and row["grad_max_abs_diff"] < 5e-2 * row["grad_max_abs"], \
-            [(r["grad_worst_parameter"], r["grad_diff_of_own_max"]) for r in rows]
+        assert loss < 1e-2 and row["grad_rel_err"] < GPU_GRAD_REL_ERR, rows
 
 
 def rel_err(a, b):
