@@ -140,10 +140,7 @@ def mamba1_mixer_ref(mixer: nn.Module, u: torch.Tensor, plan: KernelPlan, seqlen
     if flat:
         xz = rearrange(xz, "(b l) d -> b l d", l=seqlen)
     seqlen = xz.shape[1]
-    # channel-first, as mamba-ssm lays xz out (`mamba_inner_fn`, `Mamba`'s slow path): as a channel-last view of
-    # (b, l, 2d), x took causal-conv1d's channel-last kernel, whose conv1d.bias gradient was 89 % off at mamba1-lm's
-    # paper shape (batch 2, 4096 tokens, 4096 channels; one H100, 2026-11-24) and right at smaller ones
-    x, z = rearrange(xz, "b l d -> b d l").contiguous().chunk(2, dim=1)
+    x, z = rearrange(xz, "b l d -> b d l").chunk(2, dim=1)
     if conv is None:
         x = F.silu(mixer.conv1d(x)[..., :seqlen])
     else:
