@@ -139,3 +139,40 @@ def test_fla_gated_delta_rule_matches_our_reference(seqlen):
     assert rel_err(out, out_ref) < 2e-2
     for g, g_ref in zip(grads, grads_ref, strict=True):
         assert rel_err(g, g_ref) < 5e-2
+
+
+@pytest.mark.parametrize(("batch", "seqlen", "dim"), [(2, 512, 1024), (1, 4096, 8192), (2, 4096, 4096)])
+def test_causal_conv1d_channel_last_view_against_channel_first(batch, seqlen, dim):
+    """causal-conv1d on x as a channel-last view of (b, l, 2d) (its channel-last kernel, as `mamba1_mixer_ref`
+    passes it) and as a contiguous channel-first tensor (as `mamba_inner_fn` does), bf16, against torch's conv1d in
+    fp32: output and every gradient. The last shape is a TP=2 mamba1-lm rank's at the paper preset, where the TP
+    model's conv1d.bias gradient was 89 % off the single model's; both layouts agreed with fp32 there (one H100,
+    2026-11-24), so the kernel is not the cause."""
+    from causal_conv1d import causal_conv1d_fn
+
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        xz = torch.randn(batch, seqlen, 2 * dim, dtype=torch.bfloat16)
+        weight, bias = torch.randn(dim, 4) / 2, torch.randn(dim)
+        grad_out = torch.randn(batch, dim, seqlen, dtype=torch.bfloat16)
+
+    def run(layout):
+        w, b = weight.clone().requires_grad_(), bias.clone().requires_grad_()
+        source = xz.clone().requires_grad_()
+        x = source.transpose(1, 2)[:, :dim]  # channel-last view
+        if layout == "channel-first":
+            x = x.contiguous()
+        if layout == "torch fp32":
+            out = torch.nn.functional.silu(torch.nn.functional.conv1d(x.float(), w.unsqueeze(1), b, padding=3,
+                                                                      groups=dim)[..., :seqlen])
+        else:
+            out = causal_conv1d_fn(x, w, b, activation="silu")
+        out.backward(grad_out.to(out.dtype))
+        return {"out": out, "dx": source.grad, "dweight": w.grad, "dbias": b.grad}
+
+    reference = run("torch fp32")
+    errors = {layout: {k: round(rel_err(v, reference[k]), 4) for k, v in run(layout).items()}
+              for layout in ("channel-last", "channel-first")}
+    print(errors)
+    assert max(errors["channel-first"].values()) < 2e-2, errors
+    assert max(errors["channel-last"].values()) < 2e-2, errors
