@@ -57,6 +57,23 @@ def predicted_counts(kind: str, sequence_parallel: bool) -> dict[str, dict[str, 
     return counts
 
 
+def described_rank(info: dict) -> int | None:
+    """The rank whose kernels a multi-rank run's kernel analyses describe (breakdown, roofline, limiters, host,
+    findings): the one Nsight Compute profiled, else rank 0; None for a single-GPU run. TP ranks run the same
+    kernels on their shards, so one rank is the per-GPU view; summed over ranks, times would count every GPU."""
+    parallel = info.get("parallel")
+    if not parallel:
+        return None
+    counters_rank = parallel.get("counters_rank")
+    return 0 if counters_rank is None else int(counters_rank)
+
+
+def one_rank(kernels: pd.DataFrame, info: dict) -> pd.DataFrame:
+    """The kernels of `described_rank` (all of them for a single-GPU run)."""
+    rank = described_rank(info)
+    return kernels if rank is None else kernels[kernels["rank"] == rank]
+
+
 def collectives(kernels: pd.DataFrame) -> pd.DataFrame:
     return kernels[kernels["collective"].fillna("") != ""]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ssmprof.analysis.checks import describe_removed
+from ssmprof.analysis.communication import described_rank
 from ssmprof.analysis.frame import WEIGHT, time_weighted
 from ssmprof.analysis.headroom import REACHABLE
 from ssmprof.schema import CHECKED_STATUSES
@@ -275,6 +276,14 @@ def provenance(info: dict, origin: str) -> pd.DataFrame:
         ("launches", f"{coverage['launches']:,} in the profiled iteration"),
         ("profiling cost", _cost(info.get("collectors", {}))),
     ]
+    parallel = info.get("parallel")
+    if parallel:
+        rank = described_rank(info)
+        rows.append(("ranks", f"{parallel['world_size']} (TP {parallel['tp']} x DP {parallel['dp']}, sequence "
+                              f"parallel {'on' if parallel['sequence_parallel'] else 'off'}); the kernel tables "
+                              f"describe rank {rank}"
+                              + (" (the one with counters)" if parallel.get("counters_rank") is not None else "")
+                              + ", the per-rank and communication tables every rank"))
     return pd.DataFrame(rows, columns=["item", "value"])
 
 

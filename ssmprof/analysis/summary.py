@@ -7,7 +7,7 @@ import pandas as pd
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import describe_removed, gemm_work, status_table
-from ssmprof.analysis.communication import communication_tables
+from ssmprof.analysis.communication import communication_tables, one_rank
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary, slow_iteration_note
@@ -23,8 +23,9 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
             links: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """The summary frames of one run, its kernels already the `analysis_frame` (`pipeline.loading.load_run`),
     with its findings in words and its provenance (`origin`: where the run directory comes from). A
-    multi-rank run adds its communication frames (`links`: the table its projection covers)."""
-    kernels = run.kernels
+    multi-rank run's kernel frames describe one rank (`communication.described_rank`) and its communication frames
+    every rank (`links`: the table their projection covers)."""
+    kernels = one_rank(run.kernels, run.info)
     tables = {
         "breakdown": breakdown(kernels),
         "by_category": by_category(kernels),
@@ -65,16 +66,17 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         model = forward_model(run.info["workload"]["config"])
         if model is not None:
             tables["ssd_analytic_vs_measured"] = analytic_vs_measured(kernels, model)
-    tables.update(communication_tables(kernels, run.info, links))
+    tables.update(communication_tables(run.kernels, run.info, links))
     tables["findings"] = findings(tables, run.info)
     tables["provenance"] = provenance(run.info, origin or (f"run directory {run.path}" if run.path else "run"))
     return tables
 
 
 def warnings_for(run: Run) -> list[str]:
-    warning = other_share_warning(run.kernels)
+    kernels = one_rank(run.kernels, run.info)
+    warning = other_share_warning(kernels)
     notes = [warning] if warning else []
-    host = host_summary(run.kernels, run.info["harness"]["step_ms"]).iloc[0]
+    host = host_summary(kernels, run.info["harness"]["step_ms"]).iloc[0]
     if host["verdict"] == "host-bound":
         notes.append(f"host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the "
                      f"{host['step_ms']:.1f} ms step and waits for the host the rest ({host['launches']} launches, "
@@ -82,14 +84,14 @@ def warnings_for(run: Run) -> list[str]:
     slow = slow_iteration_note(host["gpu_busy_ms"], host["step_ms"])  # the busy time host_summary measured
     if slow:
         notes.append(slow)
-    status = run.kernels["counter_status"]
+    status = kernels["counter_status"]
     if (status == "unchecked").any():
         notes.append("counters unchecked: a schema-1 run, whose counters were joined by short name, grid and block "
                      "size and may belong to another launch; profile again for checked counters")
     if run.info["coverage"]["counter_time_fraction"] < 0.95:
         notes.append(f"counters cover {run.info['coverage']['counter_time_fraction']:.0%} of kernel time "
                      "(profile with --counters sampled or all for the roofline and cache views)")
-    removed = describe_removed(run.info.get("checks", {}).get("rejected", []), run.kernels["duration_ns"].sum())
+    removed = describe_removed(run.info.get("checks", {}).get("rejected", []), kernels["duration_ns"].sum())
     if removed:
         notes.append(f"self-checks {removed}")
     return notes

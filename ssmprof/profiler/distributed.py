@@ -262,6 +262,7 @@ def profile_parallel(job: RankJob, out: Path, counters: str, ncu_rank: int, ncu_
                      keep_report: bool = False, timeout_s: float = 3600) -> Path:
     """`ssmprof profile --tp N`: every rank's timeline, Nsight Compute on rank `ncu_rank` (GPU, counters not
     "none"), merged into one run directory under `out`. Nothing is written if any rank or collector fails."""
+    from ssmprof.analysis.communication import one_rank
     from ssmprof.profiler.collect import collect_counters, run_info
     from ssmprof.profiler.counters import run_ncu
 
@@ -305,9 +306,12 @@ def profile_parallel(job: RankJob, out: Path, counters: str, ncu_rank: int, ncu_
         kernels = schema.conform_kernels(pd.concat([schema.conform_kernels(t) for t in tables], ignore_index=True))
         if job.device != "cuda":
             result.gpu = {"name": "cpu"}
-        info = run_info(result, job.overrides, collectors, kernels, results[0]["triton_autotune"])
+        parallel = parallel_section(job, results, ncu_rank if collectors["counters"].get("tool") else None)
+        # coverage of the rank the kernel analyses describe (`communication.one_rank`), not of every GPU's kernels
+        info = run_info(result, job.overrides, collectors, one_rank(kernels, {"parallel": parallel}),
+                        results[0]["triton_autotune"])
         info["checks"] = checks
-        info["parallel"] = parallel_section(job, results, ncu_rank if collectors["counters"].get("tool") else None)
+        info["parallel"] = parallel
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         name = f"{job.workload}-{job.preset}-tp{job.tp}" + (f"-dp{job.dp}" if job.dp > 1 else "") + f"-{stamp}"
         extra = {}
