@@ -11,6 +11,7 @@ import pytest
 from ssmprof.analysis.communication import (
     bus_bandwidth,
     collective_counts,
+    collectives,
     exposed_communication,
     predicted_counts,
     project_communication,
@@ -217,3 +218,69 @@ def test_projection_check_against_a_measured_run(runs):
     projection = pd.DataFrame({"link": ["l"], "world_size": [2], "phase": ["forward"], "projected_us": [2 * took]})
     row = projection_check(projection, measured, "l", 2).iloc[0]
     assert row["measured_us"] == pytest.approx(took) and row["error_pct"] == pytest.approx(100.0)
+
+
+H200_PAIR = DATA / "tp2-h200-nccl"  # 2 H200s over NVLink (NV18), NCCL: see its README for what each run is
+
+
+@pytest.fixture(scope="module")
+def h200_pair():
+    return {path.name: load_run(path) for path in sorted(H200_PAIR.iterdir()) if path.is_dir()}
+
+
+def _per_phase(run, rank: int = 0) -> dict:
+    comm = collectives(run.kernels)
+    comm = comm[comm["rank"] == rank]
+    return comm.groupby(["phase", "collective", "message_bytes"]).size().to_dict()
+
+
+def test_all_reduces_per_layer_on_two_h200s(h200_pair):
+    """The claim, measured without sequence parallelism (14 layers, paper width): Mamba-2 all-reduces once per
+    layer forward and once backward (the 64 MiB activation), Mamba-1 twice each way: the activation and x_proj's
+    output (dt, B, C: 2 x 4096 tokens x 288 x bf16 = 4.5 MiB). Counted per phase on each rank, not by layer label
+    (these runs' labels predate the layer-range fix)."""
+    activation, x_dbl = 2 * 4096 * 4096 * 2, 2 * 4096 * (256 + 2 * 16) * 2
+    for rank in (0, 1):
+        assert _per_phase(h200_pair["mamba2-lm-no-sp"], rank) == {
+            ("forward", "all_reduce", activation): 14, ("backward", "all_reduce", activation): 14}
+        assert _per_phase(h200_pair["mamba1-lm-no-sp"], rank) == {
+            ("forward", "all_reduce", activation): 14, ("forward", "all_reduce", x_dbl): 14,
+            ("backward", "all_reduce", activation): 14, ("backward", "all_reduce", x_dbl): 14}
+    for kind, workload in (("mamba2", "mamba2-lm-sp-counters"), ("mamba1", "mamba1-lm-sp")):
+        layers = {(phase, c): 14 * n for phase, counts in predicted_counts(kind, True).items()
+                  for c, n in counts.items()}
+        seen = {(phase, c): n for (phase, c, size), n in _per_phase(h200_pair[workload]).items()
+                if size in (activation, x_dbl)}
+        assert seen == layers, workload
+
+
+def test_exposed_transfer_and_scaling_on_two_h200s(h200_pair):
+    """Per step, the slower rank's collectives' transfer time no compute hides (`exposed_transfer_us`), the wait
+    for the other rank apart; and the step from 1 to 2 GPUs on one host."""
+    def exposed_ms(name):
+        table = exposed_communication(h200_pair[name].kernels)
+        layers = table[table["phase"].isin(["forward", "backward"])]
+        return round(layers.groupby("rank")["exposed_transfer_us"].sum().max() / 1e3, 1)
+
+    assert (exposed_ms("mamba2-lm-no-sp"), exposed_ms("mamba1-lm-no-sp")) == (8.1, 7.1)
+    waits = exposed_communication(h200_pair["mamba2-lm-sp-counters"].kernels).groupby("rank")["wait_us"].sum()
+    assert round(waits[0] / 1e3) == 80 and round(waits[1] / 1e3) == 1  # the rank under the profiler waits
+    table = scaling({name: run.info for name, run in h200_pair.items()}).set_index("run")
+    assert table["speedup"].round(2).to_dict() == {
+        "hybrid-single": 1.0, "hybrid-sp": 1.74, "mamba1-lm-no-sp": 1.38, "mamba1-lm-single": 1.0,
+        "mamba1-lm-sp": 1.42, "mamba2-lm-no-sp": 1.64, "mamba2-lm-single": 1.0, "mamba2-lm-sp-counters": 1.62}
+    busbw = bus_bandwidth(h200_pair["mamba2-lm-no-sp"].kernels, 2, LINKS["nvlink4"].gb_s).set_index("phase")
+    assert busbw["busbw_gb_per_s"].round().to_dict() == {"backward": 198, "forward": 272}
+    assert busbw["pct_of_link"].round().to_dict() == {"backward": 44, "forward": 60}
+
+
+def test_counters_under_tensor_parallelism_check_out(h200_pair):
+    """Nsight Compute on rank 0 of the TP=2 run (NCCL kernels left out): the GEMMs' measured tensor work against
+    2MNK of the sharded shapes, and the share of rank 0's compute kernel time with checked counters."""
+    run = h200_pair["mamba2-lm-sp-counters"]
+    gemm = run.info["checks"]["gemm_flops"]
+    assert (round(gemm["forward"]["ratio"], 3), round(gemm["backward"]["ratio"], 3)) == (1.013, 1.007)
+    rank0 = run.kernels[(run.kernels["rank"] == 0) & (run.kernels["collective"] == "")]
+    counted = rank0["counter_status"].isin(["measured", "lent"])
+    assert round(100 * rank0.loc[counted, "duration_ns"].sum() / rank0["duration_ns"].sum(), 1) == 99.1
+    assert (run.kernels.loc[run.kernels["rank"] == 1, "counter_status"] == "not collected").all()
