@@ -566,4 +566,4 @@ def test_tensor_parallel_paragraph():
     found = re.findall(r"'grad_rel_err': ([0-9.e-]+), 'grad_worst_parameter': '([a-z0-9._]+)'", log)
     paper = [float(err) for err, name in found if name == "layers.0.mixer.mamba.conv1d.bias"]
     others = [float(err) for err, name in found if name != "layers.0.mixer.mamba.conv1d.bias"]
-    assert len(paper) == 2 and round(100 * min(paper)) == 89 and max(others) < 0.011
+    assert len(set(paper)) == 2 and round(100 * min(paper)) == 89 and max(others) < 0.011
