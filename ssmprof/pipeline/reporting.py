@@ -3,6 +3,7 @@ machine. Each returns what it rendered and writes it where an output path is giv
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import NamedTuple
 
@@ -10,7 +11,7 @@ import pandas as pd
 
 from ssmprof import bundled
 from ssmprof.analysis import suite
-from ssmprof.analysis.communication import scaling
+from ssmprof.analysis.communication import one_rank, scaling
 from ssmprof.analysis.compare import (
     check_comparable,
     compare_categories_launches,
@@ -80,7 +81,7 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
         parallel = run.info.get("parallel")
         label = run.info["workload"]["name"] + (f" tp{parallel['tp']}x dp{parallel['dp']}" if parallel else "")
         label = label if label not in kernels else f"{label} ({run.info['gpu']['name']}, #{index})"
-        kernels[label], infos[label], ceilings[label] = run.kernels, run.info, limits
+        kernels[label], infos[label], ceilings[label] = one_rank(run.kernels, run.info), run.info, limits
     if len(paths) < 2:
         return analyzed, None
     roofs = {label: limits for label, limits in ceilings.items() if limits is not None}
@@ -208,7 +209,7 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
     """`ssmprof compare`: two runs of one workload, by category and by kernel (matched by launch config)."""
     _check_format(fmt)
     check_file(output, "--output")
-    a, b = load_run(run_a), load_run(run_b)
+    a, b = (per_gpu(load_run(path)) for path in (run_a, run_b))
     notes = (check_comparable(a.info, b.info) + counter_notes(a.kernels, b.kernels)
              + iteration_notes({"A": (a.info, a.kernels), "B": (b.info, b.kernels)}))
     steps = step_split_table({"A": (a.info, a.kernels), "B": (b.info, b.kernels)})
@@ -218,6 +219,12 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
                           provenance=(provenance(a.info, origin(run_a)), provenance(b.info, origin(run_b))),
                           findings=compare_findings(steps, categories, kernels))
     return write_output(text, output)
+
+
+def per_gpu(run: Run) -> Run:
+    """The run as one GPU saw it: a multi-rank run's kernels of the rank its analyses describe
+    (`communication.one_rank`), so that comparing or projecting it sets one GPU against one GPU."""
+    return dataclasses.replace(run, kernels=one_rank(run.kernels, run.info))
 
 
 def origin(path: Path) -> str:
@@ -243,14 +250,14 @@ def project(run: Path, to: str, check: Path | None = None) -> str:
     with `check`, a run measured on the target, the projection's error per category."""
     if to not in SPECS:
         raise InvalidConfig(f"unknown target GPU '{to}'; choose from: {', '.join(SPECS)}")
-    measured = load_run(run)
+    measured = per_gpu(load_run(run))
     source = datasheet_ceilings(measured.info)
     if source is None:
         raise InvalidConfig(f"no datasheet entry for the measured GPU ({measured.info['gpu']['name']})")
     table = project_categories(project_kernels(measured.kernels, source, Ceilings.from_datasheet(SPECS[to])))
     checked = None
     if check is not None:
-        target = load_run(check)
+        target = per_gpu(load_run(check))
         check_comparable(measured.info, target.info)
         checked = (target.info, projection_error(table, target.kernels))
     return render_projection(measured.info, SPECS[to].name, table, checked)
