@@ -284,3 +284,16 @@ def test_counters_under_tensor_parallelism_check_out(h200_pair):
     counted = rank0["counter_status"].isin(["measured", "lent"])
     assert round(100 * rank0.loc[counted, "duration_ns"].sum() / rank0["duration_ns"].sum(), 1) == 99.1
     assert (run.kernels.loc[run.kernels["rank"] == 1, "counter_status"] == "not collected").all()
+
+
+def test_a_tp_report_says_what_its_rank_waited_for(h200_pair):
+    """The TP=2 run with counters: rank 0's profiled iteration was 51 % busier than its median step, and the
+    report says where that went (waiting in collectives for rank 1), as it describes rank 0 alone."""
+    from ssmprof.analysis.summary import warnings_for
+
+    notes = warnings_for(h200_pair["mamba2-lm-sp-counters"])
+    assert "rank 0's collectives took 94.7 ms of the profiled iteration, 80.2 ms of it waiting for the other " \
+           "ranks" in notes
+    assert any(note.startswith("the profiled iteration kept the GPU busy 191.3 ms, 51.3 % past") for note in notes)
+    provenance = reporting.report([H200_PAIR / "mamba2-lm-sp-counters"], "md")
+    assert "the kernel tables describe rank 0 (the one with counters)" in provenance

@@ -7,7 +7,7 @@ import pandas as pd
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import describe_removed, gemm_work, status_table
-from ssmprof.analysis.communication import communication_tables, one_rank
+from ssmprof.analysis.communication import communication_tables, described_rank, one_rank, with_transfer_times
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary, slow_iteration_note
@@ -84,6 +84,12 @@ def warnings_for(run: Run) -> list[str]:
     slow = slow_iteration_note(host["gpu_busy_ms"], host["step_ms"])  # the busy time host_summary measured
     if slow:
         notes.append(slow)
+    rank = described_rank(run.info)
+    if rank is not None:  # a collective's kernel also waits for the last rank to reach it: busy, moving nothing
+        comm = with_transfer_times(run.kernels)
+        mine = comm[comm["rank"] == rank]
+        notes.append(f"rank {rank}'s collectives took {mine['duration_ns'].sum() / 1e6:.1f} ms of the profiled "
+                     f"iteration, {mine['wait_ns'].sum() / 1e6:.1f} ms of it waiting for the other ranks")
     status = kernels["counter_status"]
     if (status == "unchecked").any():
         notes.append("counters unchecked: a schema-1 run, whose counters were joined by short name, grid and block "
