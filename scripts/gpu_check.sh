@@ -360,7 +360,8 @@ if [[ $stage == tp ]]; then
   env | grep -E "NCCL_NVLS|MULTICAST|NVSHMEM" | sort
   if [[ ,${TP_PARTS:-numerics,profiles}, == *,numerics,* ]]; then
     log "numerics: TP model vs single-GPU model (bf16, 2 layers)"
-    timeout 200 $BIN/python -m pytest -q -rA tests/test_parallel.py -m gpu 2>&1 | tail -8
+    timeout 200 $BIN/python -m pytest -q -rP tests/test_parallel.py -m gpu -k on_gpus 2>&1 | tee "$LOGS/tp-numerics.log" \
+      | grep -E "rel_err|^ *[01] |passed|failed" | cut -c1-300
   fi
   if [[ ,${TP_PARTS:-numerics,profiles}, == *,profiles,* ]]; then
     for name in ${TP_WORKLOADS//,/ }; do

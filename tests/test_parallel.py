@@ -139,6 +139,7 @@ def test_parallel_model_matches_single_gpu_model_on_gpus(workload):
         pytest.skip("needs 2 GPUs")
     layers = 3 if workload == "hybrid" else 2
     table = measure.parallel_numerics(measure.WorkloadOptions(workload, "paper", layers=layers, tp=2), "cuda")
+    print(table.to_string())  # the measured errors, shown with -rP
     assert (table["loss_rel_diff"] < 1e-2).all(), table.to_string()
     assert (table["grad_rel_err"] < GPU_GRAD_REL_ERR).all(), table.to_string()
 
