@@ -296,3 +296,20 @@ def test_the_profiled_child_runs_without_the_caching_allocator(fake_ncu, tmp_pat
     PYTORCH_NO_CUDA_MEMORY_CACHING, so it holds only live tensors."""
     fake_ncu(EXPORT + '[[ $PYTORCH_NO_CUDA_MEMORY_CACHING == 1 ]] || exit 3; touch "$out"')
     assert run_ncu(["python"], tmp_path / "r.ncu-rep", "sampled", 30) > 0
+
+
+def test_nccl_launches_are_never_asked_for_and_read_not_collected():
+    """A TP run's NCCL kernels: no pass asks for them (ncu hangs replaying them), so one configuration carrying
+    two message sizes is no pass-2 target, and their rows read `not collected`, not `unmatched` (2 H200s: 49 %
+    of the counters rank's kernel time read `unmatched`)."""
+    kernels = timeline()
+    nccl = kernels.iloc[[0, 2]].assign(kernel_name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+                                       kernel_name_full="ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+                                       launch_op="record_param_comms", launch_idx=[8, 9])
+    kernels = conform_kernels(pd.concat([kernels, nccl], ignore_index=True))
+    plan = SamplingPlan.of(kernels)
+    assert "ncclDevKernel_AllReduce_Sum_bf16_RING_LL" not in plan.targets
+    rows = report([(GEMM, GEMM, 2, 1e6), ("_chunk_scan_fwd_kernel", "_chunk_scan_fwd_kernel", 512, 5e6),
+                   ("Kernel", "cutlass::Kernel<Conv>", 8, 2e6)])
+    joined, _ = attach_counters(kernels, [(rows, plan.expected(kernels, "sampled"))], plan)
+    assert joined["counter_status"].tolist()[-2:] == ["not collected", "not collected"]

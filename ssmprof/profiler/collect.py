@@ -223,9 +223,6 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
         reports[group].append((rows, expected))
         replays.append(replay_cost(rows))
     kernels, notes = attach_counters(kernels, reports["counters"], plan)
-    # NCCL kernels are never asked for (Nsight Compute hangs replaying them, `ncu.NOT_NCCL`): not collected, not
-    # unmatched (2 H200s: they were 49 % of the counters rank's kernel time, all "unmatched")
-    kernels.loc[kernels["collective"].fillna("") != "", "counter_status"] = "not collected"
     if focus is not None:  # launches outside the focus were never asked for: not collected, not unmatched
         kernels.loc[~kernels["kernel_name"].isin(focus), "counter_status"] = "not collected"
         notes["focus_kernels"] = focus

@@ -251,11 +251,16 @@ PASS_2_MIN_SHARE = 0.0005
 # No pass profiles a function (a kernel name) holding less than this share of the kernel time, but for the SSM
 # kernels: a profiled launch costs about the same whatever its duration (7 replay passes, each restoring the
 # process's memory: up to 33 GiB for the LM workloads), so the many elementwise functions that hold almost no
-# time cost as much as the GEMMs. (The bundled paper runs of 2026-11-24 were measured before the SSM kernels
-# were exempt: mamba2-lm's and the hybrid's `_chunk_cumsum_*` kernels, 0.07-0.16 % of their time, have none.)
+# time cost as much as the GEMMs. (The bundled H200 paper runs were measured before the SSM kernels were exempt:
+# mamba2-lm's and the hybrid's `_chunk_cumsum_*` kernels, 0.07-0.16 % of their time, have none there.)
 # Chosen on the bundled H200 paper runs: 0.1 % leaves out 13-23 of 53-207 launch configurations of pass 1 and
 # 0.12-0.49 % of the kernel time (0.05 %: 5-22 configurations, 0.09-0.33 %; 0.2 %: 17-25, 0.39-1.42 %).
 PASS_1_MIN_SHARE = 0.001
+
+
+def is_nccl(names: pd.Series) -> pd.Series:
+    """The launches of NCCL kernels: no pass asks for them (Nsight Compute hangs replaying them, `ncu.NOT_NCCL`)."""
+    return names.str.startswith("nccl")
 
 
 @dataclass
@@ -297,7 +302,8 @@ class SamplingPlan:
         pair = frame["problem"] + "@" + frame[CONFIG_KEY].astype(str).agg(" ".join, axis=1)
         share = timeline.groupby(pair)["duration_ns"].transform("sum") / max(timeline["duration_ns"].sum(), 1)
         too_small = several & unmeasured & (share < min_share) & ~minor
-        candidates = timeline.loc[several & unmeasured & ~too_small & ~minor, ["kernel_name"]].assign(
+        asked = ~minor & ~is_nccl(timeline["kernel_name"])
+        candidates = timeline.loc[several & unmeasured & ~too_small & asked, ["kernel_name"]].assign(
             number=invocation, pair=pair)
         targets = _cheapest_invocations(candidates, invocation.groupby(timeline["kernel_name"]).max())
         labels = [_config_label(r) for r in timeline[several].drop_duplicates(CONFIG_KEY).itertuples()]
@@ -307,7 +313,7 @@ class SamplingPlan:
                  names: list[str] | None = None) -> pd.Index:
         """Positions (in `timeline`) of the launches a pass profiles, in launch order (of the kernels
         `names` only, where given)."""
-        profiled = ~timeline["kernel_name"].str.startswith("nccl")
+        profiled = ~is_nccl(timeline["kernel_name"])
         if names is not None:
             profiled &= timeline["kernel_name"].isin(names)
         if targets:
@@ -329,7 +335,7 @@ def focus_kernels(timeline: pd.DataFrame, top: int = FOCUS_TOP) -> list[str]:
     kernel's: Nsight Compute's cost grows with the kernels it replays (about 0.4 s each at the paper preset)."""
     names = timeline["kernel_name"]
     fused = names.map(is_fused_kernel)
-    others = (timeline[~fused & ~names.str.startswith("nccl")].groupby("kernel_name")["duration_ns"].sum()
+    others = (timeline[~fused & ~is_nccl(names)].groupby("kernel_name")["duration_ns"].sum()
               .sort_values(ascending=False).head(top).index)
     return sorted(set(names[fused]) | set(others))
 
@@ -385,7 +391,8 @@ def attach_counters(timeline: pd.DataFrame, passes: list[tuple[pd.DataFrame, pd.
     unlent = lender.isna().to_numpy()
     skipped = plan.too_small.to_numpy() & unlent
     minor = plan.minor.to_numpy() & unlent
-    joined["counter_status"] = np.select([own, lender.notna(), skipped | minor],
+    never_asked = skipped | minor | is_nccl(timeline["kernel_name"]).to_numpy()
+    joined["counter_status"] = np.select([own, lender.notna(), never_asked],
                                          ["measured", "lent", "not collected"], "unmatched")
     total = max(timeline["duration_ns"].sum(), 1)
 
@@ -420,7 +427,7 @@ def stall_targets(timeline: pd.DataFrame, always: Callable[[str], bool]) -> dict
     STALL_TIME_SHARE of the kernel time (longest first, at most STALL_FUNCTIONS) and every function `always`
     names (the SSM kernels). One invocation number for all keeps the pass exact: ncu's --kernel-id applies
     one set of numbers to every named function."""
-    launches = timeline[~timeline["kernel_name"].str.startswith("nccl")]
+    launches = timeline[~is_nccl(timeline["kernel_name"])]
     by_function = launches.groupby("kernel_name")["duration_ns"].sum().sort_values(ascending=False, kind="stable")
     before = by_function.cumsum().shift(fill_value=0) / max(by_function.sum(), 1)
     chosen = set(by_function.index[before < STALL_TIME_SHARE][:STALL_FUNCTIONS])
