@@ -52,7 +52,7 @@ pack() {  # on the lent device host $OUT brings back only a few files: one archi
     tar cf - build/triton-cache | xz -T0 -6 >"$OUT/triton-cache.tar.xz"
     ls -la "$OUT"
   fi
-  if [[ ($stage == suite || $stage == sweep-*) && -d build/triton-cache ]]; then
+  if [[ ($stage == suite || $stage == sweep-* || $stage == next) && -d build/triton-cache ]]; then
     # compiled kernels and autotuning choices of the paper shapes (cold, they cost minutes a workload on a
     # fresh host), marked with the GPU that chose them; at most 5 parts of 15 MB, else none
     nvidia-smi --query-gpu=name --format=csv,noheader | head -1 >build/triton-cache/.gpu

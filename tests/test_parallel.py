@@ -126,8 +126,10 @@ def test_data_parallel_alone_runs_no_collective_inside_a_layer(tmp_path):
     assert len(comm) == 2 * 2  # per rank: the loss value and the coalesced gradients
 
 
-# bf16 autocast, fused kernels: the gradients' relative error (norm) the parallel model may have against the single one
-GPU_GRAD_REL_ERR = 3e-2
+# bf16 autocast, fused kernels: how much farther from the fp32 single model the parallel model's gradients may be
+# than the bf16 single model's (per parameter, by norm; `numerics` floors the latter at 1.5 %): mamba-ssm's own tests
+# allow a fused bf16 path twice the error of the reference bf16 path against fp32
+GPU_FP32_EXCESS = 2.0
 
 
 @pytest.mark.gpu
@@ -141,7 +143,7 @@ def test_parallel_model_matches_single_gpu_model_on_gpus(workload):
     table = measure.parallel_numerics(measure.WorkloadOptions(workload, "paper", layers=layers, tp=2), "cuda")
     print(table.to_string())  # the measured errors, shown with -rP
     assert (table["loss_rel_diff"] < 1e-2).all(), table.to_string()
-    assert (table["grad_rel_err"] < GPU_GRAD_REL_ERR).all(), table.to_string()
+    assert (table["grad_fp32_excess"] < GPU_FP32_EXCESS).all(), table.to_string()
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +253,7 @@ def test_tp2_model_matches_the_single_model_with_both_ranks_on_one_gpu(workload,
     print(rows)  # the measured errors, shown with -rP
     for row in rows:
         loss = abs(row["parallel_loss"] / row["single_loss"] - 1)
-        assert loss < 1e-2 and row["grad_rel_err"] < GPU_GRAD_REL_ERR, rows
+        assert loss < 1e-2 and row["grad_fp32_excess"] < GPU_FP32_EXCESS, rows
 
 
 def rel_err(a, b):
