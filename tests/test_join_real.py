@@ -125,9 +125,43 @@ def test_each_pass_after_the_first_starts_while_the_one_before_runs(monkeypatch,
         def cancel(self):
             events.append(("cancel", self.name))
 
-    gpu = {"compute_capability": "9.0", "name": "NVIDIA H100 80GB HBM3"}
     try:
-        collect.collect_counters(timeline, "sampled", gpu, tmp_path, Pass, lambda k, g: (k, {}), lambda *a: None)
+        collect.collect_counters(timeline, "sampled", H100, tmp_path, Pass, lambda k, g: (k, {}), lambda *a: None)
     except CounterCollectionError:
         assert failing != "none"
     assert events == expected
+
+
+H100 = {"compute_capability": "9.0", "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85017493504}  # as recorded
+
+
+@pytest.mark.parametrize(("held_gib", "through_host"), [(0.2, False), (36.0, False), (49.1, True)])
+def test_each_pass_says_when_its_replay_goes_through_the_host(monkeypatch, tmp_path, held_gib, through_host):
+    """mamba2-lm paper holds 36 GiB at its peak (the H100 profiles it in minutes), mamba3-lm paper 49 GiB (its
+    first pass did not finish in 270 s on an H100): the progress of every pass says so, and run.json records it."""
+    import pandas as pd
+
+    from ssmprof.profiler import collect
+    from ssmprof.profiler.ncu import METRIC_GROUPS, counter_metrics
+
+    with gzip.open(FIXTURE / "trace.json.gz", "rt") as f:
+        timeline = schema.conform_kernels(kernel_table(json.load(f)))
+    names = {m.split(".")[0] for group in METRIC_GROUPS for m in counter_metrics("gh100", group)}
+    monkeypatch.setattr(collect, "available_metrics", lambda chip: names)
+    empty = pd.DataFrame(columns=["kernel_name", "kernel_name_full", *CONFIG_KEY])
+    monkeypatch.setattr(collect, "read_report", lambda path, chip, group: empty)
+    stages = set()
+
+    class Pass:
+        def __init__(self, *args):
+            pass
+
+        def finish(self, on_kernel):
+            on_kernel(0)
+            return 1.0
+
+    _, notes, _, _ = collect.collect_counters(timeline, "sampled", H100, tmp_path, Pass, lambda k, g: (k, {}),
+                                              lambda stage, done, total: stages.add(stage), held_gib * 2**30)
+    assert notes["replay_through_host"] is through_host and len(stages) == 3
+    said = {"replay through the host: 49 of 79 GiB held" in stage for stage in stages}
+    assert said == {through_host}, stages

@@ -33,3 +33,31 @@ def test_metric_families_cut_the_counter_set_without_overlap():
     assert sorted(cut["whole set without the fp16 tensor metric"] + fp16) == sorted(metrics)
     narrowest = cut["whole set without the pipes family and the fp16 tensor metric"]
     assert sorted(narrowest + pipes + fp16) == sorted(metrics)
+
+
+DATA = Path(__file__).parent / "data"
+H100_BYTES = 85017493504  # run.json's gpu.memory_bytes of the H100 runs
+
+
+def test_replay_through_the_host_is_predicted_from_what_the_process_holds():
+    """Against what was measured: the H100 holds (30 GiB fitted, 45 GiB took 12x as long), every bundled run (all
+    finished their passes: none through the host by their largest saved GiB), and mamba3-lm's paper peak (49 GiB on
+    the H200) on the H100, whose first pass did not finish in 270 s."""
+    import ast
+    import json
+
+    from ssmprof import bundled
+    from ssmprof.profiler.counters import replay_through_host
+
+    log = (DATA / "ncu-pass-cost-h100" / "ncu-pass-cost.log").read_text()
+    holds = {line.split(" GiB more")[0].rsplit(" ", 1)[1]: ast.literal_eval(line[line.index("{"):])
+             for line in log.splitlines() if "GiB more" in line}
+    assert {gib: replay_through_host(h["gib_per_pass"] * 2**30, H100_BYTES) for gib, h in holds.items()} == \
+        {"0": False, "30": False, "45": True}
+    runs = [json.loads((path / "run.json").read_text()) for gpu in bundled.GPUS for path in bundled.runs(gpu)]
+    largest = [(max(p["gib_per_pass_max"] for p in run["collectors"]["counters"]["pass_replay"]),
+                run["gpu"]["memory_bytes"]) for run in runs if run["collectors"]["counters"].get("pass_replay")]
+    assert len(largest) >= 12 and not any(replay_through_host(gib * 2**30, gpu) for gib, gpu in largest)
+    mamba3 = next(run for run in runs if run["workload"]["name"] == "mamba3-lm" and "H200" in run["gpu"]["name"])
+    assert replay_through_host(mamba3["harness"]["peak_memory_bytes"], H100_BYTES)
+    assert not replay_through_host(mamba3["harness"]["peak_memory_bytes"], mamba3["gpu"]["memory_bytes"])

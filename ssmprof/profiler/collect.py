@@ -42,6 +42,7 @@ from ssmprof.profiler.counters import (
     child_command,
     focus_kernels,
     pass_seconds,
+    replay_through_host,
     stall_targets,
 )
 from ssmprof.profiler.harness import Progress, RunResult, run_training
@@ -177,12 +178,13 @@ def replay_cost(rows: pd.DataFrame) -> dict:
 
 
 def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, start_pass: StartPass,
-                     check: CounterCheck, tell: Callable[[str, int, int], None]
+                     check: CounterCheck, tell: Callable[[str, int, int], None], held_bytes: float = 0.0
                      ) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
     """Counters for the timeline `kernels` in mode `counters` (sampled, all, focus): the passes, the join, the
     self-checks. Returns (the joined, checked table; run.json's counter collector notes; its `checks`; the
     pass reports, under `scratch`). Every metric is checked against ncu's list for the chip first. Each pass
-    after the first is started while the one before it replays (`counters.NcuPass`)."""
+    after the first is started while the one before it replays (`counters.NcuPass`). `held_bytes`: the peak of
+    live tensors in the iteration; where replay will save it through the host, each pass's progress says so."""
     chip = chip_for(gpu["compute_capability"])
     metrics = {group: counter_metrics(chip, group) for group in METRIC_GROUPS}
     check_metrics([m for group in metrics.values() for m in group], available_metrics(chip), chip)
@@ -203,6 +205,9 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
                for number, (group, mode, targets) in enumerate(passes, start=1)]
     reports: dict[str, list] = {group: [] for group in METRIC_GROUPS}
     walls, replays = [], []
+    through_host = replay_through_host(held_bytes, gpu["memory_bytes"])
+    slow = f", replay through the host: {held_bytes / 2**30:.0f} of {gpu['memory_bytes'] / 2**30:.0f} GiB held" \
+        if through_host else ""
 
     def start(number: int) -> StartedPass:
         group, mode, targets, only, path = planned[number - 1]
@@ -211,7 +216,7 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     upcoming = start(1)
     for number, (group, mode, targets, only, path) in enumerate(planned, start=1):
         expected = plan.expected(kernels, mode, targets, only)
-        label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number})"
+        label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number}{slow})"
         current, upcoming = upcoming, start(number + 1) if number < len(passes) else None
         try:  # a pass waiting for a turn that will not come is stopped, not left behind
             walls.append(current.finish(lambda done, label=label, t=len(expected): tell(label, done, t)))
@@ -229,7 +234,8 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     if reports["stalls"]:
         kernels, notes["stalls"] = attach_stalls(kernels, *reports["stalls"][0], plan)
     kernels, checks = check(schema.conform_kernels(kernels), gpu["name"])
-    notes = {"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls, "pass_replay": replays, **notes,
+    notes = {"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls, "pass_replay": replays,
+             "replay_through_host": through_host, **notes,
              "metrics": metrics["counters"], "stall_metrics": metrics["stalls"],
              "columns_not_collected": {c: NOT_ASKED.get(c, f"not on {chip}") for group in METRIC_GROUPS
                                        for c, m in column_metrics(chip, group).items() if m is None}}
@@ -288,7 +294,7 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
                     self.ncu.cancel()
 
             kernels, notes, checks, reports = collect_counters(kernels, counters, result.gpu, Path(scratch),
-                                                               Pass, check, tell)
+                                                               Pass, check, tell, result.peak_memory_bytes)
             collectors["counters"].update(notes, pass_seconds=phases)
             if keep_report:
                 extra.update({report.name: report for report in reports})

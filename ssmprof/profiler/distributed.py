@@ -301,7 +301,7 @@ def profile_parallel(job: RankJob, out: Path, counters: str, ncu_rank: int, ncu_
 
             tables[ncu_rank], notes, checks, _ = collect_counters(
                 schema.conform_kernels(tables[ncu_rank]), counters, result.gpu, scratch, Pass, check,
-                lambda stage, done, total: None)
+                lambda stage, done, total: None, results[ncu_rank]["peak_memory_bytes"] or 0.0)
             collectors["counters"].update({**notes, "rank": ncu_rank})
         kernels = schema.conform_kernels(pd.concat([schema.conform_kernels(t) for t in tables], ignore_index=True))
         if job.device != "cuda":
