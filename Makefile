@@ -1,5 +1,5 @@
 # ssmprof set-up and everyday commands. `make profile` and `make test` install first where .venv/ lacks
-# ssmprof (a fresh clone); `make profile` on a GPU host also builds the kernels where they are missing.
+# ssmprof (a fresh clone); on a GPU host both also build the kernels where they are missing.
 PYTHON      ?= python3
 VENV        ?= .venv
 BIN         := $(VENV)/bin
@@ -93,6 +93,10 @@ wheelhouse-mimo: $(BIN)/ssmprof
 	$(BIN)/pip download -q $(WHEEL_PLATFORMS) --no-deps -d wheelhouse-mimo $(MIMO_DEPS)
 
 test: $(BIN)/ssmprof
+ifeq ($(HAS_GPU),1)
+	@# the GPU tests compare the fused kernels with their references: build them first where they are missing
+	$(MAKE) kernels
+endif
 	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/ssmprof
