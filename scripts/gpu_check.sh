@@ -68,8 +68,11 @@ export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR="$PWD/build/triton-cache"
 BIN=.venv/bin
 log() { echo "[$(date +%T)] $*"; }
 # Seconds a stage may still spend before the device call's 600 s end, keeping PACK_MARGIN_S for sending the
-# results and the Triton cache back (a suite cut by the call's end sent back neither, 2026-11-23).
-left_for_work() { echo $(( ${CALL_LIMIT_S:-595} - SECONDS - ${PACK_MARGIN_S:-60} )); }
+# results and the Triton cache back (a suite cut by the call's end sent back neither, 2026-11-23). By default the
+# margin follows the cache: `xz -9` packs up to 192 MB as one block, on one core, about 3 MB a second (61 MB: 20 s);
+# a cache grown by fla's kernels was cut by the call's end with a fixed 45 s margin (2026-11-24).
+pack_margin() { local mb; mb=$(du -sm build/triton-cache 2>/dev/null | cut -f1); echo $(( 30 + ${mb:-0} / 3 )); }
+left_for_work() { echo $(( ${CALL_LIMIT_S:-595} - SECONDS - ${PACK_MARGIN_S:-$(pack_margin)} )); }
 ssmrun() {  # ssmrun WORKLOAD PRESET [extra args]: one run, JSON + log kept
   local name=$1 preset=$2
   shift 2

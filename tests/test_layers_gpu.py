@@ -7,12 +7,9 @@ import torch
 
 from ssmprof.kernels import plan_kernels
 from ssmprof.workloads.layers import AddRMSNorm, Mamba1Mixer, Mamba2Mixer, SelfAttention, mamba1_mixer_ref
+from ssmprof.workloads.parallel import relative_error
 
 pytestmark = pytest.mark.gpu
-
-
-def rel_err(a, b):
-    return ((a.float() - b.float()).norm() / b.float().norm()).item()
 
 
 @pytest.mark.parametrize("seqlen", [256, 300])  # 300: a partial last chunk
@@ -28,9 +25,9 @@ def test_fused_mamba2_matches_reference(seqlen):
     mixer.reference = True
     out_ref = mixer(u)
     grads_ref = torch.autograd.grad(out_ref.square().sum(), [u, mixer.mamba.in_proj.weight, mixer.mamba.A_log])
-    assert rel_err(out, out_ref) < 2e-3  # fp32 inputs; tf32 dots inside the Triton kernels
+    assert relative_error(out, out_ref) < 2e-3  # fp32 inputs; tf32 dots inside the Triton kernels
     for g, g_ref in zip(grads, grads_ref, strict=True):
-        assert rel_err(g, g_ref) < 1e-2
+        assert relative_error(g, g_ref) < 1e-2
 
 
 def test_fused_add_rmsnorm_matches_reference():
@@ -41,7 +38,7 @@ def test_fused_add_rmsnorm_matches_reference():
     out, res = norm(x, residual)
     norm.fused = False
     out_ref, res_ref = norm(x, residual)
-    assert rel_err(out, out_ref) < 1e-5 and rel_err(res, res_ref) < 1e-6
+    assert relative_error(out, out_ref) < 1e-5 and relative_error(res, res_ref) < 1e-6
 
 
 def test_flash_attention_matches_math_backend():
@@ -54,7 +51,7 @@ def test_flash_attention_matches_math_backend():
         out = attn(x)
         attn.impl = "sdpa"
         out_ref = attn(x)
-    assert rel_err(out, out_ref) < 1e-2
+    assert relative_error(out, out_ref) < 1e-2
 
 
 def test_fused_mamba1_matches_reference():
@@ -69,9 +66,9 @@ def test_fused_mamba1_matches_reference():
     reference = plan_kernels(("selective_scan", "conv1d"), "cpu")  # selective_scan_ref, on CUDA tensors
     out_ref = mamba1_mixer_ref(mixer.mamba, u, reference)
     grads_ref = torch.autograd.grad(out_ref.square().sum(), [u, mixer.mamba.in_proj.weight, mixer.mamba.A_log])
-    assert rel_err(out, out_ref) < 2e-3
+    assert relative_error(out, out_ref) < 2e-3
     for g, g_ref in zip(grads, grads_ref, strict=True):
-        assert rel_err(g, g_ref) < 1e-2
+        assert relative_error(g, g_ref) < 1e-2
 
 
 def mamba3_grads(mixer, u, autocast_dtype=None):
@@ -102,9 +99,9 @@ def test_fused_mamba3_matches_our_reference(mimo_rank, chunk, seqlen):
     out, grads = mamba3_grads(mixer, u, None if mimo_rank is None else torch.bfloat16)
     mixer.reference = True
     out_ref, grads_ref = mamba3_grads(mixer, u)
-    assert rel_err(out, out_ref) < 2e-2
+    assert relative_error(out, out_ref) < 2e-2
     for g, g_ref in zip(grads, grads_ref, strict=True):
-        assert rel_err(g, g_ref) < 5e-2
+        assert relative_error(g, g_ref) < 5e-2
 
 
 @pytest.mark.parametrize("seqlen", [256, 200])
@@ -136,9 +133,9 @@ def test_fla_gated_delta_rule_matches_our_reference(seqlen):
     with torch.autocast("cuda", dtype=torch.bfloat16):
         out_ref = mixer(u)
     grads_ref = torch.autograd.grad(out_ref.float().square().sum(), params)
-    assert rel_err(out, out_ref) < 2e-2
+    assert relative_error(out, out_ref) < 2e-2
     for g, g_ref in zip(grads, grads_ref, strict=True):
-        assert rel_err(g, g_ref) < 5e-2
+        assert relative_error(g, g_ref) < 5e-2
 
 
 @pytest.mark.parametrize(("batch", "seqlen", "dim"), [(2, 512, 1024), (1, 4096, 8192), (2, 4096, 4096)])
@@ -171,7 +168,7 @@ def test_causal_conv1d_channel_last_view_against_channel_first(batch, seqlen, di
         return {"out": out, "dx": source.grad, "dweight": w.grad, "dbias": b.grad}
 
     reference = run("torch fp32")
-    errors = {layout: {k: round(rel_err(v, reference[k]), 4) for k, v in run(layout).items()}
+    errors = {layout: {k: round(relative_error(v, reference[k]), 4) for k, v in run(layout).items()}
               for layout in ("channel-last", "channel-first")}
     print(errors)
     assert max(errors["channel-first"].values()) < 2e-2, errors

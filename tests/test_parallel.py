@@ -18,6 +18,7 @@ from ssmprof.pipeline import measure
 from ssmprof.profiler import distributed
 from ssmprof.profiler.distributed import NO_MULTICAST_ENV, RankFailed, RankJob, check_devices, device_index
 from ssmprof.schema import read_run
+from ssmprof.workloads.parallel import relative_error
 
 
 @pytest.mark.parametrize(("workload", "tp", "dp", "sequence_parallel"), [
@@ -195,16 +196,16 @@ def test_tp_mamba1_layer_matches_the_fused_layer_on_one_gpu(one_rank_nccl_group,
     assert fused.fused and plan.impl("conv1d") == "causal-conv1d-cuda"
     out, grads = _grads(fused, u, autocast)
     out_tp, grads_tp = _grads(parallel, u, autocast)
-    errors = {name: rel_err(grads_tp[name], grads[name]) for name in grads}
+    errors = {name: relative_error(grads_tp[name], grads[name]) for name in grads}
     tolerance = 3e-2 if autocast else 1e-3
-    if rel_err(out_tp, out) < tolerance and max(errors.values()) < tolerance:
+    if relative_error(out_tp, out) < tolerance and max(errors.values()) < tolerance:
         return
     reference = plan_kernels(("selective_scan", "conv1d"), "cpu")  # selective_scan_ref and torch conv1d
     fused.mamba.forward = lambda x: mamba1_mixer_ref(fused.mamba, x, reference)
     _, grads_ref = _grads(fused, u, False)
-    against_reference = {name: (round(rel_err(grads[name], g), 4), round(rel_err(grads_tp[name], g), 4))
+    against_reference = {name: (round(relative_error(grads[name], g), 4), round(relative_error(grads_tp[name], g), 4))
                          for name, g in grads_ref.items()}
-    pytest.fail(f"TP layer vs fused: output {rel_err(out_tp, out):.4f}, gradients {errors}; "
+    pytest.fail(f"TP layer vs fused: output {relative_error(out_tp, out):.4f}, gradients {errors}; "
                 f"(fused, TP) vs the fp32 reference: {against_reference}")
 
 
@@ -256,7 +257,3 @@ def test_tp2_model_matches_the_single_model_with_both_ranks_on_one_gpu(workload,
     for row in rows:
         loss = abs(row["parallel_loss"] / row["single_loss"] - 1)
         assert loss < 1e-2 and row["grad_fp32_excess"] < GPU_FP32_EXCESS, rows
-
-
-def rel_err(a, b):
-    return ((a.float() - b.float()).norm() / b.float().norm()).item()

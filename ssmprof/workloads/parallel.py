@@ -428,18 +428,18 @@ def numerics(workload, cfg, plan: KernelPlan, groups: RankGroups, device: torch.
     loss.backward()
     model.finish_gradients()
     grads = dict(model.named_parameters())
-    errors = {name: _rel_err(p.grad, expected[name]) for name, p in grads.items()}
+    errors = {name: relative_error(p.grad, expected[name]) for name, p in grads.items()}
     worst = max(errors, key=errors.get)
-    parallel_exact = {name: _rel_err(p.grad, exact[name]) for name, p in grads.items()}
-    single_exact = {name: _rel_err(expected[name], exact[name]) for name in grads}
+    parallel_exact = {name: relative_error(p.grad, exact[name]) for name, p in grads.items()}
+    single_exact = {name: relative_error(expected[name], exact[name]) for name in grads}
     excess = {name: parallel_exact[name] / max(single_exact[name], FP32_ARBITER_FLOOR) for name in grads}
     arbitrated = max(excess, key=excess.get)
     return {"single_loss": single_loss, "parallel_loss": float(loss.detach()), "grad_rel_err": errors[worst],
             "grad_worst_parameter": worst,
-            "grad_repeat_rel_err": max(_rel_err(repeated[name], expected[name]) for name in expected),
+            "grad_repeat_rel_err": max(relative_error(repeated[name], expected[name]) for name in expected),
             "grad_fp32_excess": excess[arbitrated], "grad_fp32_parameter": arbitrated,
             "grad_fp32_rel_err": parallel_exact[arbitrated], "single_fp32_rel_err": single_exact[arbitrated]}
 
 
-def _rel_err(value: torch.Tensor, reference: torch.Tensor) -> float:
+def relative_error(value: torch.Tensor, reference: torch.Tensor) -> float:
     return float((value.float() - reference.float()).norm() / reference.float().norm().clamp_min(1e-30))
