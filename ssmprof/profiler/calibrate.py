@@ -100,7 +100,9 @@ def _l1_read_kernel():
         # times, BLOCK at a time; the offset moves with the loop so the compiler cannot hoist the load. BLOCK
         # divides SPAN, so each block is contiguous from an aligned start: 16-byte vector loads, cached in L1
         # (.ca). Four blocks a trip into four sums: with one running sum each trip waited for its load, and the
-        # kernel reached 3.2 TB/s on the H100, below its L2 ceiling.
+        # kernel reached 3.2 TB/s on the H100, below its L2 ceiling. Nsight Compute counted each `.ca` load's
+        # l1tex__t_bytes four times and the four plain loads before the loop once (H100, 2026-11-23), so the L1
+        # check fails; plain loads (cached in L1 by default on Hopper) are the next thing to try on a GPU.
         lanes = tl.arange(0, BLOCK)
         s0 = tl.load(x_ptr + lanes)
         s1 = tl.load(x_ptr + BLOCK % SPAN + lanes)
