@@ -88,19 +88,14 @@ def test_each_pass_records_what_its_replays_cost(tmp_path):
     assert round(cost["gib_per_pass_median"], 2) == round(cost["gib_per_pass_max"], 2) == 6.17
 
 
-@pytest.mark.parametrize(("failing", "expected"), [
-    ("none", [("start", "counters-1", False), ("start", "counters-2", True), ("finish", "counters-1"),
-              ("start", "stalls-3", True), ("finish", "counters-2"), ("finish", "stalls-3")]),
-    ("counters-2", [("start", "counters-1", False), ("start", "counters-2", True), ("finish", "counters-1"),
-                    ("start", "stalls-3", True), ("finish", "counters-2"), ("cancel", "stalls-3")]),
-])
-def test_each_pass_after_the_first_starts_while_the_one_before_runs(monkeypatch, tmp_path, failing, expected):
-    """On the recorded iteration's timeline: pass k+1 is started (ahead) before pass k is let finish, and a
-    failing pass stops the one waiting behind it instead of leaving it behind."""
+
+@pytest.fixture
+def recorded_timeline(monkeypatch):
+    """The recorded iteration's timeline, with `collect` reading every pass's report as empty and every metric
+    listed for the chip: the pass machinery on real launches, no Nsight Compute."""
     import pandas as pd
 
     from ssmprof.profiler import collect
-    from ssmprof.profiler.counters import CounterCollectionError
     from ssmprof.profiler.ncu import METRIC_GROUPS, counter_metrics
 
     with gzip.open(FIXTURE / "trace.json.gz", "rt") as f:
@@ -109,6 +104,21 @@ def test_each_pass_after_the_first_starts_while_the_one_before_runs(monkeypatch,
     monkeypatch.setattr(collect, "available_metrics", lambda chip: names)
     empty = pd.DataFrame(columns=["kernel_name", "kernel_name_full", *CONFIG_KEY])
     monkeypatch.setattr(collect, "read_report", lambda path, chip, group: empty)
+    return timeline
+
+@pytest.mark.parametrize(("failing", "expected"), [
+    ("none", [("start", "counters-1", False), ("start", "counters-2", True), ("finish", "counters-1"),
+              ("start", "stalls-3", True), ("finish", "counters-2"), ("finish", "stalls-3")]),
+    ("counters-2", [("start", "counters-1", False), ("start", "counters-2", True), ("finish", "counters-1"),
+                    ("start", "stalls-3", True), ("finish", "counters-2"), ("cancel", "stalls-3")]),
+])
+def test_each_pass_after_the_first_starts_while_the_one_before_runs(recorded_timeline, tmp_path, failing, expected):
+    """On the recorded iteration's timeline: pass k+1 is started (ahead) before pass k is let finish, and a
+    failing pass stops the one waiting behind it instead of leaving it behind."""
+    from ssmprof.profiler import collect
+    from ssmprof.profiler.counters import CounterCollectionError
+
+    timeline = recorded_timeline
     events = []
 
     class Pass:
@@ -136,20 +146,12 @@ H100 = {"compute_capability": "9.0", "name": "NVIDIA H100 80GB HBM3", "memory_by
 
 
 @pytest.mark.parametrize(("held_gib", "through_host"), [(0.2, False), (36.0, False), (49.1, True)])
-def test_each_pass_says_when_its_replay_goes_through_the_host(monkeypatch, tmp_path, held_gib, through_host):
+def test_each_pass_says_when_its_replay_goes_through_the_host(recorded_timeline, tmp_path, held_gib, through_host):
     """mamba2-lm paper holds 36 GiB at its peak (the H100 profiles it in minutes), mamba3-lm paper 49 GiB (its
     first pass did not finish in 270 s on an H100): the progress of every pass says so, and run.json records it."""
-    import pandas as pd
-
     from ssmprof.profiler import collect
-    from ssmprof.profiler.ncu import METRIC_GROUPS, counter_metrics
 
-    with gzip.open(FIXTURE / "trace.json.gz", "rt") as f:
-        timeline = schema.conform_kernels(kernel_table(json.load(f)))
-    names = {m.split(".")[0] for group in METRIC_GROUPS for m in counter_metrics("gh100", group)}
-    monkeypatch.setattr(collect, "available_metrics", lambda chip: names)
-    empty = pd.DataFrame(columns=["kernel_name", "kernel_name_full", *CONFIG_KEY])
-    monkeypatch.setattr(collect, "read_report", lambda path, chip, group: empty)
+    timeline = recorded_timeline
     stages = set()
 
     class Pass:
