@@ -88,7 +88,6 @@ def test_each_pass_records_what_its_replays_cost(tmp_path):
     assert round(cost["gib_per_pass_median"], 2) == round(cost["gib_per_pass_max"], 2) == 6.17
 
 
-
 @pytest.fixture
 def recorded_timeline(monkeypatch):
     """The recorded iteration's timeline, with `collect` reading every pass's report as empty and every metric
