@@ -524,6 +524,22 @@ def test_mamba3_mimo_and_the_later_workloads():
     mimo = json.loads((DATA / "mamba3-mimo-small-h200" / "run.json").read_text())
     assert mimo["provenance"]["mamba3_mimo"].startswith("tilelang-mimo") and round(mimo["step_ms"] / 1e3, 1) == 5.1
     claims("Mamba-3 MIMO at `small` trained fused on TileLang but at 5.1 s a step")
+    probe = (DATA / "mimo-jit-probe-cpu" / "probe.log").read_text()
+    calls = re.findall(r"^(.+?) \(\w+\) call (\d): kernel cache hit (\w+); TIR program built in ([\d.]+) s", probe,
+                       re.MULTILINE)
+    assert len(calls) == 9 and {hit for *_, hit, _ in calls} == {"False"}
+    warm = {}  # the calls after the first (the first also imports and warms TVM up)
+    for kernel, call, _, seconds in calls:
+        if call != "0":
+            warm.setdefault(kernel, []).append(float(seconds))
+    per_kernel = [round(sum(v) / len(v), 2) for v in warm.values()]
+    from ssmprof.workloads.registry import get_workload
+
+    layers = get_workload("mamba3-lm").presets["small"].layers
+    assert per_kernel == [0.25, 0.37, 0.6] and layers == 4 and round(layers * sum(per_kernel), 1) == 4.9
+    assert "two T.dynamic('B') hash alike: False" in probe
+    claims("0.25, 0.37 and 0.60 s for the three kernels of a layer on a CPU (`scripts/mimo_jit_probe.py`), 4.9 s for "
+           "`small`'s 4 layers")
     h100 = {path.stem.removeprefix("next-run-"): json.loads(path.read_text())
             for path in (DATA / "next-ssms-h100").glob("next-run-*.json")}
     assert {run["gpu"]["name"] for run in h100.values()} == {"NVIDIA H100 80GB HBM3"}
