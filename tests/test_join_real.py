@@ -135,7 +135,8 @@ def test_each_pass_after_the_first_starts_while_the_one_before_runs(recorded_tim
             events.append(("cancel", self.name))
 
     try:
-        collect.collect_counters(timeline, "sampled", H100, tmp_path, Pass, lambda k, g: (k, {}), lambda *a: None)
+        collect.collect_counters(timeline, "sampled", H100, tmp_path, Pass, lambda k, g: (k, {}), lambda *a: None,
+                                 0.0)
     except CounterCollectionError:
         assert failing != "none"
     assert events == expected

@@ -178,7 +178,7 @@ def replay_cost(rows: pd.DataFrame) -> dict:
 
 
 def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, start_pass: StartPass,
-                     check: CounterCheck, tell: Callable[[str, int, int], None], held_bytes: float = 0.0
+                     check: CounterCheck, tell: Callable[[str, int, int], None], held_bytes: float
                      ) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
     """Counters for the timeline `kernels` in mode `counters` (sampled, all, focus): the passes, the join, the
     self-checks. Returns (the joined, checked table; run.json's counter collector notes; its `checks`; the
