@@ -28,6 +28,9 @@ PROFILE_ARGS ?= mamba2-lm --preset small
 # offline GPU host runs the tests but not the linter, whose 11 MB wheel would not fit beside the kernels in one
 # 64 MiB transfer. `make lint` installs ruff where it is missing.
 EXTRAS      ?= $(if $(WHEELHOUSE),test,dev)
+# Extra pytest arguments for `make test`, e.g. PYTEST_ARGS='-m gpu' (a GPU host's suite in parts, each part within
+# one 10-minute device call).
+PYTEST_ARGS ?=
 
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 ifneq ($(WHEELHOUSE),)
@@ -97,7 +100,7 @@ ifeq ($(HAS_GPU),1)
 	@# the GPU tests compare the fused kernels with their references: build them first where they are missing
 	$(MAKE) kernels
 endif
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: $(BIN)/ssmprof
 	@test -x $(BIN)/ruff || $(BIN)/pip install -q $(PIP_SOURCE) "ruff>=0.6"

@@ -43,9 +43,10 @@ def test_profiled_mamba2_small_iteration_is_complete():
 
 
 def test_calibration_report_extracts_and_passes(tmp_path):
-    """The four known-work kernels of `ssmprof calibrate` on the H100 (2026-11-23), read back through ncu_report: the
-    GEMM, FMA and copy checks pass; the L1 read kernel's L1 bytes come out 3.94x what it reads and stores (its `.ca`
-    loads counted 4x), so calibrate records no L1 ceiling and says why."""
+    """The four known-work kernels of `ssmprof calibrate` on the H100 (2026-11-24), read back through ncu_report: all
+    four checks pass, the L1 read kernel's L1 bytes exactly what it reads and stores (before its loop's loads were
+    16-byte vector loads in the GPU host's Triton 3.6, they came out 3.94x: scalar loads with a 16-byte stride between
+    lanes touch four times the bytes they use)."""
     pytest.importorskip("ncu_report")
     from ssmprof.profiler.ncu_extract import read_report
 
@@ -55,13 +56,10 @@ def test_calibration_report_extracts_and_passes(tmp_path):
     frame = read_report(report, columns=RECORDED_COUNTER_COLUMNS)
     assert len(frame) == 4 and set(frame["phase"]) == {"forward"}
     checks = evaluate(frame, KNOWN_WORK).set_index("check")
-    assert checks["passed"].tolist() == [True, True, True, False], checks
-    l1 = checks.loc["L1 bytes (L1 read kernel)"]
-    assert l1["measured"] / l1["expected"] == pytest.approx(3.94, abs=0.01)
-    # exactly: its first 4 loads (plain) and its store counted once, the 252 in the loop (cache_modifier ".ca")
-    # four times; all of them 16-byte vector loads in the PTX (Triton 3.9 for sm_90)
+    assert checks["passed"].tolist() == [True, True, True, True], checks
+    # every block read and the sums stored, once each
     block_bytes = 4 * L1_BLOCK * L1_CHECK_PROGRAMS
-    assert l1["measured"] == block_bytes * (4 + 4 * (L1_CHECK_ITERS - 4) + 1)
+    assert checks.loc["L1 bytes (L1 read kernel)", "measured"] == block_bytes * (L1_CHECK_ITERS + 1)
     assert checks.loc["tensor FLOPs (bf16 GEMM)", "error_pct"] == pytest.approx(0.0, abs=1e-9)
 
 

@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ssmprof.cli import app
+from ssmprof.kernels import GDN_TRITON
 from ssmprof.workloads.registry import WORKLOADS
 
 pytestmark = pytest.mark.gpu
@@ -16,11 +17,14 @@ def test_run_tiny_on_gpu_uses_fused_kernels(tmp_path, workload):
     out = tmp_path / "result.json"
     result = CliRunner().invoke(app, ["run", workload, "--preset", "tiny", "--device", "cuda", "--steps", "2",
                                       "--warmup", "1", "--dtype", "bf16", "--json", str(out)])
+    if result.exit_code == 1 and "fla #640" in result.output:  # the refusal test_layers_gpu skips on, said clearly
+        pytest.skip(result.output.strip())
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert data["provenance"] and all(not impl.startswith(("torch", "sdpa ")) for impl in data["provenance"].values())
     expected = {"ssd": "triton-fused", "conv1d": "causal-conv1d-cuda", "selective_scan": "selective-scan-cuda",
-                "attention": "sdpa-flash", "norm": "triton-fused"}
+                "attention": "sdpa-flash", "norm": "triton-fused", "mamba3": "triton-siso",
+                "gated_delta": GDN_TRITON}  # both of fla's backends (FLA_BACKENDS) start with its Triton chain
     for op, impl in data["provenance"].items():
         assert impl.startswith(expected[op])
     assert data["peak_memory_bytes"] > 0 and data["gpu"]["sm_count"] > 0

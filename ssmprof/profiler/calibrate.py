@@ -36,8 +36,9 @@ COPY_BYTES = 1 << 30  # 1 GiB: 20x the H100's L2, so the copy streams through DR
 L2_COPY_BYTES = 8 << 20  # 8 MiB source + 8 MiB destination fit in a 50 MB L2
 # The span is 5 blocks (20 KiB) while a trip reads 4: each sum's block moves every trip, so no load is loop-invariant
 # (over a 4-block span the compiler hoisted them all out of the loop, and the H100 counted 145 GB/s of L1 traffic
-# for a "6.7 TB/s" kernel).
-L1_SPAN, L1_BLOCK, L1_ITERS = 5 * 1024, 1024, 4096
+# for a "6.7 TB/s" kernel). The ceiling launch reads 16,384 blocks a program: 3.3 ms on the H100, so the ~30 us
+# of launching it from Python stay under 1 % of what is timed.
+L1_SPAN, L1_BLOCK, L1_ITERS = 5 * 1024, 1024, 16384
 L1_CHECK_PROGRAMS, L1_CHECK_ITERS = 132, 256  # the known-work launch: small, so ncu replays it quickly
 
 
@@ -96,23 +97,24 @@ def _l1_read_kernel():
 
     @triton.jit
     def l1_read(x_ptr, out_ptr, ITERS: tl.constexpr, SPAN: tl.constexpr, BLOCK: tl.constexpr):
-        # Every program reads the same SPAN floats (16 KiB: in every SM's L1 after the first pass) ITERS
+        # Every program reads the same SPAN floats (20 KiB: in every SM's L1 after the first pass) ITERS
         # times, BLOCK at a time; the offset moves with the loop so the compiler cannot hoist the load. BLOCK
-        # divides SPAN, so each block is contiguous from an aligned start: 16-byte vector loads, cached in L1
-        # (.ca). Four blocks a trip into four sums: with one running sum each trip waited for its load, and the
-        # kernel reached 3.2 TB/s on the H100, below its L2 ceiling. Nsight Compute counted each `.ca` load's
-        # l1tex__t_bytes four times and the four plain loads before the loop once (H100, 2026-11-23), so the L1
-        # check fails; plain loads (cached in L1 by default on Hopper) are the next thing to try on a GPU.
+        # divides SPAN, so each block starts 16-byte aligned; `multiple_of` tells the compiler so, for 16-byte
+        # vector loads, cached in L1 (.ca). Without it Triton 3.6 (the GPU hosts') made the loop's loads 4-byte
+        # scalar ones, each warp's load touching four times the bytes it used (a 16-byte stride between lanes),
+        # and Nsight Compute counted l1tex__t_bytes 3.94x the known bytes (H100, 2026-11-23); with it the count is
+        # exact (2026-11-24). Four blocks a trip into four sums: with one running sum each trip waited for its
+        # load, and the kernel reached 3.2 TB/s on the H100, below its L2 ceiling.
         lanes = tl.arange(0, BLOCK)
         s0 = tl.load(x_ptr + lanes)
         s1 = tl.load(x_ptr + BLOCK % SPAN + lanes)
         s2 = tl.load(x_ptr + (2 * BLOCK) % SPAN + lanes)
         s3 = tl.load(x_ptr + (3 * BLOCK) % SPAN + lanes)
         for step in range(4, ITERS, 4):  # ITERS: a multiple of 4
-            s0 += tl.load(x_ptr + (step * BLOCK) % SPAN + lanes, cache_modifier=".ca")
-            s1 += tl.load(x_ptr + ((step + 1) * BLOCK) % SPAN + lanes, cache_modifier=".ca")
-            s2 += tl.load(x_ptr + ((step + 2) * BLOCK) % SPAN + lanes, cache_modifier=".ca")
-            s3 += tl.load(x_ptr + ((step + 3) * BLOCK) % SPAN + lanes, cache_modifier=".ca")
+            s0 += tl.load(x_ptr + tl.multiple_of((step * BLOCK) % SPAN, BLOCK) + lanes, cache_modifier=".ca")
+            s1 += tl.load(x_ptr + tl.multiple_of(((step + 1) * BLOCK) % SPAN, BLOCK) + lanes, cache_modifier=".ca")
+            s2 += tl.load(x_ptr + tl.multiple_of(((step + 2) * BLOCK) % SPAN, BLOCK) + lanes, cache_modifier=".ca")
+            s3 += tl.load(x_ptr + tl.multiple_of(((step + 3) * BLOCK) % SPAN, BLOCK) + lanes, cache_modifier=".ca")
         tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, s0 + s1 + s2 + s3)
 
     return l1_read
@@ -219,10 +221,17 @@ def _fma_tflops(iters: int = 4096) -> float:
 
 
 def _l1_gb_s() -> float:
-    """Bytes per second read by `l1_read` from a 16 KiB span every SM holds in L1 (8 programs per SM)."""
-    programs = 8 * torch.cuda.get_device_properties(0).multi_processor_count
+    """Bytes per second read by `l1_read` from a 20 KiB span every SM holds in L1 (8 programs per SM). The kernel
+    is defined once, outside what is timed: defining it again at each launch (as `l1_read` does) cost ~3.7 ms of
+    Python before the launch, inside the timed interval, and the "ceiling" came out 4.7 TB/s where Nsight Compute
+    timed the launch at 21.7 TB/s (H100, 2026-11-24)."""
+    programs, kernel = 8 * torch.cuda.get_device_properties(0).multi_processor_count, _l1_read_kernel()
     x, out = torch.randn(L1_SPAN, device="cuda"), torch.empty(programs * L1_BLOCK, device="cuda")
-    milliseconds = _median_ms(lambda: l1_read(x, out, programs), 5)
+
+    def launch():
+        kernel[(programs,)](x, out, ITERS=L1_ITERS, SPAN=L1_SPAN, BLOCK=L1_BLOCK)
+
+    milliseconds = _median_ms(launch, 5)
     return programs * L1_ITERS * L1_BLOCK * 4 / (milliseconds / 1e3) / 1e9
 
 

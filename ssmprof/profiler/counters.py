@@ -426,7 +426,8 @@ def _lenders(timeline: pd.DataFrame, plan: SamplingPlan, measured: dict) -> tupl
     keyed = timeline[CONFIG_KEY].assign(_problem=plan.problems.to_numpy(), _position=timeline.index)
     lenders = keyed[own].drop_duplicates(key).rename(columns={"_position": "_lender"})
     lender = keyed.merge(lenders, on=key, how="left")["_lender"]
-    lender[own.to_numpy()] = timeline.index[own]
+    # positions as an array: pandas 3.0.0 (the GPU hosts' torch environment) refuses an Index on an all-True mask
+    lender[own.to_numpy()] = timeline.index[own].to_numpy()
     return own, lender
 
 
