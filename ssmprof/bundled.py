@@ -1,5 +1,6 @@
-"""Reference runs inside the package: the paper-preset suite profiled on an H100 and an H200 (and on the H200 the
-paper presets of mamba3-lm and gdn-lm).
+"""Reference runs inside the package: the paper-preset suite profiled on an H100 and an H200, and the paper presets of
+the newer workloads where they were measured: mamba3-lm, gdn-lm and gdn-hybrid on the H200, mamba3-lm on the H100
+without counters (its 49 GiB of live tensors make Nsight Compute's replay go through the host there).
 
 Each was written by `ssmprof suite --preset paper` (sampled counters) through `scripts/gpu_check.sh suite`;
 only run.json + kernels.parquet are kept, with each GPU's `ssmprof calibrate` device profile. Runs of

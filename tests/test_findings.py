@@ -92,7 +92,8 @@ def test_suite_opens_with_findings_and_provenance(suite):
     analyzed_runs, overview = suite
     assert list(overview["findings"]["topic"]) == ["where the time goes", "SSM kernels", "host", "counters"]
     assert overview["findings"].iloc[3]["finding"] == "Counters checked in all 6 runs. The self-checks removed " \
-        "counters in mamba2-lm, hybrid, mamba-vision, graph-mamba, transformer (see each run's findings)."
+        "counters in mamba2-lm, hybrid, mamba-vision, graph-mamba, transformer (see each run's findings). " \
+        "No counters in mamba3-lm."
     assert "Host-bound: graph-mamba" in overview["findings"].iloc[2]["finding"]
     page = reporting.render_html(analyzed_runs, overview)
     assert page.index('class="findings"') < page.index("Plotly.newPlot(")
@@ -203,7 +204,7 @@ def test_one_colour_per_category_on_every_chart(suite):
               figures.roofline_overlay({"A": rooflines[0], "B": rooflines[1]}, "")]
     for run in analyzed_runs:
         charts += [figures.breakdown_bars(run.tables["breakdown"], ""),
-                   figures.roofline_scatter(run.tables["roofline"], "")]
+                   *([figures.roofline_scatter(run.tables["roofline"], "")] if "roofline" in run.tables else [])]
     used = {}
     for chart in charts:
         for category, colours in colours_of(chart).items():
@@ -268,11 +269,11 @@ def test_trace_of_a_run_without_counters_has_no_verdicts():
                                "replayed iterations: start-up 6 s, planning 6 s, build and warm-up 17 s, exit 1 s; "
                                "2 passes started ahead, 77 s of start-up, imports and waiting overlapped with the pass "
                                "before; host 9.5 us per tiny launch"),
-        ("h200", "hybrid", "harness 2 s, Nsight Compute 86 s in 3 passes: 47 s (69 launches x 7 replays, 33.7 GiB "
-                           "restored per replay); 20 s (35 launches x 7 replays, 30.2 GiB restored per replay); 19 s "
+        ("h200", "hybrid", "harness 13 s, Nsight Compute 82 s in 3 passes: 44 s (71 launches x 7 replays, 33.7 GiB "
+                           "restored per replay); 20 s (35 launches x 7 replays, 30.2 GiB restored per replay); 18 s "
                            "(33 launches x 8 replays, 33.7 GiB restored per replay); outside the replayed iterations: "
-                           "start-up 5 s, planning 6 s, build and warm-up 18 s, exit 1 s; 2 passes started ahead, 67 s "
-                           "of start-up, imports and waiting overlapped with the pass before; host 13.7 us per tiny "
+                           "start-up 4 s, planning 6 s, build and warm-up 16 s, exit 1 s; 2 passes started ahead, 64 s "
+                           "of start-up, imports and waiting overlapped with the pass before; host 11.4 us per tiny "
                            "launch"),
     ],
 )
@@ -295,3 +296,13 @@ def test_counters_finding_says_what_the_second_pass_skipped():
     finding = analyzed_runs[0].tables["findings"].set_index("topic").loc["counters", "finding"]
     assert "; 79 launches (0.65 % of kernel time) of problems under 0.05 % of it each were not profiled (the " \
            "second pass skips them). GEMM tensor work" in finding
+
+
+def test_a_run_without_counters_says_so_and_claims_no_checks():
+    """mamba3-lm's H100 paper run was profiled with --counters none (host replay would not finish there)."""
+    analyzed_runs, _ = reporting.analyze_runs([bundled.REFERENCE / "h100-sxm" / "mamba3-lm"],
+                                              reporting.read_device_profile(bundled.device_profile("h100-sxm")))
+    findings = analyzed_runs[0].tables["findings"].set_index("topic")
+    assert findings.loc["counters", "finding"] == "No counters in this run (timeline only): no rates, roofline, " \
+        "limiters or tensor/vector classes."
+    assert "roofline" not in analyzed_runs[0].tables

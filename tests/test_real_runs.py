@@ -83,7 +83,8 @@ def test_regress_on_real_reruns(tmp_path):
 
 def test_bundled_suites_overview():
     kernels = {path.name: load_run(path).kernels for path in bundled.runs("h100-sxm")}
-    assert list(kernels) == ["mamba2-lm", "hybrid", "mamba-vision", "graph-mamba", "transformer", "mamba1-lm"]
+    assert list(kernels) == ["mamba2-lm", "hybrid", "mamba-vision", "graph-mamba", "transformer", "mamba1-lm",
+                             "mamba3-lm"]
     profile = json.loads(bundled.device_profile("h100-sxm").read_text())
     ceilings = dict.fromkeys(kernels, Ceilings.from_profile(profile["measured"]))
     shares = suite.category_shares(kernels).set_index("workload")
@@ -94,6 +95,8 @@ def test_bundled_suites_overview():
     # Mamba-1's selective scan is vector work only; Mamba-2's SSD chunk kernels mostly mix in tensor work
     assert ssm.loc["mamba1-lm", "forward VectorOnly %"] == 100.0
     assert ssm.loc["mamba2-lm", "forward Tensor+Vector %"] > 50
+    # mamba3-lm's H100 run has no counters (--counters none): its SSM time share only, nothing made up
+    assert ssm.loc["mamba3-lm", "ssm_time_pct"] > 20 and ssm.loc["mamba3-lm"].drop("ssm_time_pct").isna().sum() > 10
 
 
 def test_readme_results_are_generated_from_the_bundled_runs():
@@ -108,4 +111,4 @@ def test_reference_renders_without_a_gpu(tmp_path):
     assert result.exit_code == 0, result.output
     assert "BUNDLED measurements" in result.output
     assert (tmp_path / "suite-h100-sxm.html").stat().st_size > 1e6  # plotly.js embedded: works offline
-    assert len(list(tmp_path.glob("compare-*-h100-sxm-vs-h200.html"))) == 6
+    assert len(list(tmp_path.glob("compare-*-h100-sxm-vs-h200.html"))) == 7  # the paper suite and mamba3-lm

@@ -23,6 +23,8 @@ COLUMNS = ["topic", "finding", "value", "anchor"]
 TOP = 3  # categories and kernels named in the "where the time goes" findings
 
 
+NO_COUNTERS = "No counters in this run"
+
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:.1f} ms" if ns >= 1e5 else f"{ns / 1e3:.0f} us"
 
@@ -201,7 +203,9 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
     status = tables["counter_checks"]
     share = dict(zip(status["counter_status"], status["time_share"], strict=True))
     counted = sum(v for k, v in share.items() if k in (*CHECKED_STATUSES, "unchecked"))
-    if "unchecked" in share:
+    if not counted:
+        text = f"{NO_COUNTERS} (timeline only): no rates, roofline, limiters or tensor/vector classes."
+    elif "unchecked" in share:
         text = f"Counters cover {100 * counted:.0f} % of kernel time, unchecked: a run written before the " \
                "self-checks (schema 1), whose counters were joined by short name and launch configuration."
     else:
@@ -399,7 +403,8 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, run
     if len(ssm_kernels):
         s = ssm_kernels
         low, high = s.loc[s["ssm_time_pct"].idxmin()], s.loc[s["ssm_time_pct"].idxmax()]
-        bound = ", ".join(f"{r.workload} {r.memory_bound_pct:.0f} %" for r in s.itertuples())
+        bound = ", ".join(f"{r.workload} {r.memory_bound_pct:.0f} %" if pd.notna(r.memory_bound_pct)
+                          else f"{r.workload} unknown (no counters)" for r in s.itertuples())
         checked = s[s["counters_checked"]]
         roof = (f"at {checked['pct_of_roof'].min():.0f}-{checked['pct_of_roof'].max():.0f} % of the roof where "
                 f"counters are checked ({', '.join(checked['workload'])})" if len(checked) else
@@ -419,6 +424,8 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, run
                  + ".", "anchor": "step_times"})
     counters = {w: f.loc[f["topic"] == "counters", "finding"].iloc[0] for w, f in runs.items()
                 if (f["topic"] == "counters").any()}
+    without = [w for w, text in counters.items() if text.startswith(NO_COUNTERS)]
+    counters = {w: text for w, text in counters.items() if w not in without}
     unchecked = [w for w, text in counters.items() if "unchecked" in text]
     removed = [w for w, text in counters.items() if "removed" in text]
     text = (f"Counters unchecked (written before the self-checks) in {len(unchecked)} of {len(counters)} runs"
@@ -426,6 +433,7 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, run
             if unchecked else f"Counters checked in all {len(counters)} runs. ")
     text += (f"The self-checks removed counters in {', '.join(removed)} (see each run's findings)." if removed else
              "The self-checks removed no counters." if len(unchecked) < len(counters) else "")
+    text += f" No counters in {', '.join(without)}." if without else ""
     rows.append({"topic": "counters", "value": f"{len(counters) - len(unchecked)} checked",
                  "finding": text.strip(), "anchor": "step_times"})
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -38,6 +38,10 @@ def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) ->
         ssm = frame[frame["category"] == SSM]
         if ssm.empty:
             continue
+        if ssm["ncu_duration_ns"].isna().all():  # a run without counters (--counters none): its time share only
+            rows.append({"workload": workload, "counters_checked": False,
+                         "ssm_time_pct": 100 * ssm["duration_ns"].sum() / frame["duration_ns"].sum()})
+            continue
         caches = cache_summary(ssm).iloc[0]
         roof = roofline_summary(roofline(ssm, ceilings[workload])).iloc[0]
         row = {"workload": workload, "ssm_time_pct": 100 * ssm["duration_ns"].sum() / frame["duration_ns"].sum(),
@@ -79,7 +83,8 @@ def step_times(infos: dict[str, dict]) -> pd.DataFrame:
                      "launches": info["coverage"]["launches"],
                      "counter_coverage_pct": 100 * info["coverage"]["counter_time_fraction"],
                      # schema-1 runs joined counters by (short name, grid size, block size) and never checked them
-                     "counters": "checked" if "checks" in info else "unchecked (schema 1)",
+                     "counters": "none" if collectors["counters"].get("mode") == "none"
+                     else "checked" if "checks" in info else "unchecked (schema 1)",
                      "profile_wall_s": collectors["harness"]["wall_s"] + collectors["counters"].get("wall_s", 0.0)})
     return pd.DataFrame(rows)
 
@@ -122,13 +127,17 @@ def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], i
 def projection_errors(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], ceilings_a: Ceilings,
                       ceilings_b: Ceilings, min_share: float = 0.05) -> pd.DataFrame:
     """Per workload measured on both GPUs: the largest |error| of the per-category projection A -> B and
-    B -> A against the measured run, over categories above `min_share` of the target's kernel time."""
+    B -> A against the measured run, over categories above `min_share` of the target's kernel time. A run without
+    counters projects nothing (`project` carries its times over), so its direction has no error (NaN)."""
     rows = []
     for workload in [w for w in runs_a if w in runs_b]:
         a, b = runs_a[workload], runs_b[workload]
         there = projection_error(project_categories(project(a, ceilings_a, ceilings_b)), b, min_share)
         back = projection_error(project_categories(project(b, ceilings_b, ceilings_a)), a, min_share)
         rows.append({"workload": workload, "categories": len(there),
-                     "max_error_a_to_b_pct": there["error_pct"].abs().max(),
-                     "max_error_b_to_a_pct": back["error_pct"].abs().max()})
+                     "max_error_a_to_b_pct": _max_error(there, a), "max_error_b_to_a_pct": _max_error(back, b)})
     return pd.DataFrame(rows)
+
+
+def _max_error(errors: pd.DataFrame, source: pd.DataFrame) -> float:
+    return errors["error_pct"].abs().max() if source["ncu_duration_ns"].notna().any() else float("nan")
