@@ -21,9 +21,8 @@ from ssmprof.schema import CHECKED_STATUSES
 SSM = "SSM scan"
 COLUMNS = ["topic", "finding", "value", "anchor"]
 TOP = 3  # categories and kernels named in the "where the time goes" findings
+NO_COUNTERS = "No counters in this run"  # how a run's counters finding opens where it has none (--counters none)
 
-
-NO_COUNTERS = "No counters in this run"
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:.1f} ms" if ns >= 1e5 else f"{ns / 1e3:.0f} us"

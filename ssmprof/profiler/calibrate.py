@@ -36,7 +36,7 @@ COPY_BYTES = 1 << 30  # 1 GiB: 20x the H100's L2, so the copy streams through DR
 L2_COPY_BYTES = 8 << 20  # 8 MiB source + 8 MiB destination fit in a 50 MB L2
 # The span is 5 blocks (20 KiB) while a trip reads 4: each sum's block moves every trip, so no load is loop-invariant
 # (over a 4-block span the compiler hoisted them all out of the loop, and the H100 counted 145 GB/s of L1 traffic
-# for a "6.7 TB/s" kernel). The ceiling launch reads 16,384 blocks a program: 3.3 ms on the H100, so the ~30 us
+# for a "6.7 TB/s" kernel). The ceiling launch reads 16,384 blocks a program: 2.6 ms on the H100, so the ~30 us
 # of launching it from Python stay under 1 % of what is timed.
 L1_SPAN, L1_BLOCK, L1_ITERS = 5 * 1024, 1024, 16384
 L1_CHECK_PROGRAMS, L1_CHECK_ITERS = 132, 256  # the known-work launch: small, so ncu replays it quickly
