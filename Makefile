@@ -7,6 +7,10 @@ BIN         := $(VENV)/bin
 WHEELHOUSE  ?=
 # The CPU build of torch used where no GPU is present (a CUDA build is several GB).
 CPU_TORCH   ?= torch==2.13.0
+# Where no GPU is present, the Triton and pandas of the GPU hosts' own torch environment (torch 2.11.0+cu130), so
+# that CI tests what the hosts run: Triton 3.9 compiled the L1 calibration kernel into other loads than the hosts'
+# 3.6, and pandas 3.0.0 refused an assignment that 3.1 accepts (2026-11-24, found only by `make test` on a host).
+HOST_STACK  ?= triton==3.6.0 pandas==3.0.0
 # Python version / platform the wheelhouse is for (our H100 host runs Python 3.12).
 WHEEL_PY    ?= 3.12
 MAMBA_SSM   := mamba-ssm==2.3.2.post1
@@ -62,7 +66,7 @@ ifeq ($(HAS_GPU),1)
 		> "$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/host-site-packages.pth"
 else
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q $(PIP_SOURCE) "$(CPU_TORCH)"
+	$(BIN)/pip install -q $(PIP_SOURCE) "$(CPU_TORCH)" $(HOST_STACK)
 endif
 	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation "setuptools>=61" wheel 2>/dev/null || true
 	$(BIN)/pip install -q $(PIP_SOURCE) --no-build-isolation -e ".$(if $(EXTRAS),[$(EXTRAS)])"

@@ -227,6 +227,12 @@ def test_pinned_versions_match_the_makefile():
     claims(f"`CPU_TORCH={torch}`", f"WHEEL_PY={wheel_py} by default", f"mamba-ssm {mamba} imports it")
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'"mamba-ssm=={mamba}"' in pyproject and f'"causal-conv1d=={conv}"' in pyproject
+    host_stack = re.search(r"^HOST_STACK\s*\?=\s*(.+)$", makefile, re.M).group(1).strip()
+    claims(f"`HOST_STACK={host_stack}`")
+    triton = dict(pin.split("==") for pin in host_stack.split())["triton"]
+    hosts = {json.loads((path / "run.json").read_text())["versions"]["triton"] for gpu in bundled.GPUS
+             for path in bundled.runs(gpu)}
+    assert hosts == {triton}  # the Triton every bundled run was measured with
 
 
 def test_paper_shapes_paragraph(reference):
