@@ -306,3 +306,8 @@ def test_a_run_without_counters_says_so_and_claims_no_checks():
     assert findings.loc["counters", "finding"] == "No counters in this run (timeline only): no rates, roofline, " \
         "limiters or tensor/vector classes."
     assert "roofline" not in analyzed_runs[0].tables
+    from ssmprof.analysis.findings import provenance
+
+    info = analyzed_runs[0].info
+    assert provenance(info, "bundled").set_index("item").loc["counters", "value"] == \
+        "none (timeline only: --counters none)"

@@ -263,6 +263,9 @@ def provenance(info: dict, origin: str) -> pd.DataFrame:
         checked = f"checked: {', '.join(f'{k} {100 * v:.0f} %' for k, v in shares.items())} of kernel time"
     else:
         checked = "not checked (written before the self-checks, schema 1)"
+    counted = (f"{counters['mode']} ({counters.get('tool', 'no tool')}), covering "
+               f"{100 * coverage['counter_time_fraction']:.0f} % of kernel time; {checked}"
+               if counters.get("mode", "none") != "none" else "none (timeline only: --counters none)")
     rows = [
         ("source", origin),
         ("measured", info.get("created", "unknown")),
@@ -274,8 +277,7 @@ def provenance(info: dict, origin: str) -> pd.DataFrame:
                      + (f" (overrides: {workload['overrides']})" if workload.get("overrides") else "")),
         ("config", ", ".join(f"{k}={v}" for k, v in workload.get("config", {}).items() if v is not None)),
         ("kernels", ", ".join(f"{k}: {v}" for k, v in info.get("provenance", {}).items())),
-        ("counters", f"{counters.get('mode', 'none')} ({counters.get('tool', 'no tool')}), covering "
-                     f"{100 * coverage['counter_time_fraction']:.0f} % of kernel time; {checked}"),
+        ("counters", counted),
         ("launches", f"{coverage['launches']:,} in the profiled iteration"),
         ("profiling cost", _cost(info.get("collectors", {}))),
     ]
