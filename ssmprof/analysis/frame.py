@@ -2,8 +2,9 @@
 
 `analysis_frame(kernels)` adds each launch's `category` (the rule table of `categories`) and the derived
 quantities of `derived.derive` (FLOPs by path, bytes, intensities, rates). The pipeline makes it once per
-run and passes it on; every analysis takes it and assumes those columns exist. Beside it, the two things
-several analyses share: the key that matches a kernel across runs, and the time-weighted mean.
+run and passes it on; every analysis takes it and assumes those columns exist. Beside it, the things several
+analyses share: the key that matches a kernel across runs, the time-weighted mean, and whether launches have
+counters at all.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ WEIGHT = "duration_ns"  # every time-weighted mean weighs by the launch's timeli
 def analysis_frame(kernels: pd.DataFrame) -> pd.DataFrame:
     """The kernel table (as `schema.read_run` returns it) with `category` and the derived columns."""
     return derive(with_categories(kernels))
+
+
+def has_counters(kernels: pd.DataFrame) -> bool:
+    """Whether any of these launches carries Nsight Compute counters (none in a `--counters none` run)."""
+    return bool(kernels["ncu_duration_ns"].notna().any())
 
 
 def time_weighted(values: pd.Series, weights: pd.Series) -> float:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.frame import WEIGHT, time_weighted
+from ssmprof.analysis.frame import WEIGHT, has_counters, time_weighted
 from ssmprof.analysis.host import busy_ns, slow_iteration, slow_iteration_note
 from ssmprof.analysis.limiters import limiters
 from ssmprof.analysis.roofline import Ceilings, roofline
@@ -104,7 +104,7 @@ def ssm_kernels(runs: list[SweepRun]) -> pd.DataFrame:
         if ssm.empty:
             continue
         judged = limiters(ssm)
-        if run.ceilings is not None and ssm["ncu_duration_ns"].notna().any():
+        if run.ceilings is not None and has_counters(ssm):
             judged = judged.join(roofline(ssm, run.ceilings)[["verdict", "pct_of_roof"]])
         items = run.info["harness"]["items_per_step"]
         for (name, phase), group in judged.groupby(["kernel_name", "phase"], sort=False):

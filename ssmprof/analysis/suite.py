@@ -8,6 +8,7 @@ import pandas as pd
 
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.categories import CATEGORIES
+from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.host import busy_ns, slow_iteration
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
@@ -38,7 +39,7 @@ def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) ->
         ssm = frame[frame["category"] == SSM]
         if ssm.empty:
             continue
-        if ssm["ncu_duration_ns"].isna().all():  # a run without counters (--counters none): its time share only
+        if not has_counters(ssm):  # a run without counters (--counters none): its time share only
             rows.append({"workload": workload, "counters_checked": False,
                          "ssm_time_pct": 100 * ssm["duration_ns"].sum() / frame["duration_ns"].sum()})
             continue
@@ -140,4 +141,4 @@ def projection_errors(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.Data
 
 
 def _max_error(errors: pd.DataFrame, source: pd.DataFrame) -> float:
-    return errors["error_pct"].abs().max() if source["ncu_duration_ns"].notna().any() else float("nan")
+    return errors["error_pct"].abs().max() if has_counters(source) else float("nan")

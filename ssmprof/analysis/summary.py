@@ -9,6 +9,7 @@ from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import describe_removed, gemm_work, status_table
 from ssmprof.analysis.communication import communication_tables, described_rank, one_rank, with_transfer_times
 from ssmprof.analysis.findings import findings, provenance
+from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
@@ -37,14 +38,14 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
     work = gemm_work(kernels)
     if len(work):  # GEMMs with checked counters (none in runs written before the checks)
         tables["gemm_work"] = work
-    if kernels["ncu_duration_ns"].notna().any():
+    counted = has_counters(kernels)
+    if counted:
         limited = limiters(kernels)
         tables["limiters"] = limiter_summary(limited)
         tables["limiters_ssm"] = limiter_summary(limited, category="SSM scan")
         if kernels["stall_warps_per_issue"].notna().any():
             tables["stalls"] = stall_summary(kernels)
-    has_counters = kernels["ncu_duration_ns"].notna().any()
-    if has_counters and ceilings is not None:
+    if counted and ceilings is not None:
         per_kernel = roofline(kernels, ceilings)
         tables["roofline"] = per_kernel[["launch_idx", "kernel_name", "phase", "category", "path", "duration_ns",
                                          "flops", "ai_dram", "ai_l2", "ai_l1", "flop_per_s", "pct_of_roof",
@@ -54,7 +55,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         saved = headroom(per_kernel, ceilings.dram_gb_s)
         tables["headroom"] = headroom_summary(saved)
         tables["headroom_by_category"] = headroom_summary(saved, by="category")
-    if has_counters:
+    if counted:
         classified = classify(kernels, ceilings)
         tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",
                                               "tensor_share", "near_boundary", "recomputed", "tensor_instruction",

@@ -21,6 +21,7 @@ from ssmprof.analysis.compare import (
     step_split_table,
 )
 from ssmprof.analysis.findings import compare_findings, provenance, suite_findings
+from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline
@@ -122,7 +123,7 @@ def traced(run: Run, limits: Ceilings | None) -> tuple[dict, pd.DataFrame]:
     """A run's (run.json, per-launch frame) for the trace: the analysis frame with each launch's roofline
     verdict and % of roof where it has counters, on the ceilings its report used."""
     kernels = run.kernels
-    if limits is not None and kernels["ncu_duration_ns"].notna().any():
+    if limits is not None and has_counters(kernels):
         kernels = roofline(kernels, limits)
     return run.info, kernels
 
@@ -240,7 +241,7 @@ def rooflines(*runs: Run) -> tuple[pd.DataFrame, ...] | None:
     """Each run's (from `load_run`) per-kernel roofline on its own GPU's datasheet ceilings; None unless all
     have counters and known GPUs."""
     ceilings = [datasheet_ceilings(run.info) for run in runs]
-    if None in ceilings or not all(run.kernels["ncu_duration_ns"].notna().any() for run in runs):
+    if None in ceilings or not all(has_counters(run.kernels) for run in runs):
         return None
     return tuple(roofline(run.kernels, limits) for run, limits in zip(runs, ceilings, strict=True))
 
