@@ -14,7 +14,7 @@ import pandas as pd
 
 from ssmprof.analysis.checks import describe_removed
 from ssmprof.analysis.communication import described_rank
-from ssmprof.analysis.frame import WEIGHT, time_weighted
+from ssmprof.analysis.frame import WEIGHT, profiled_with_counters, time_weighted
 from ssmprof.analysis.headroom import REACHABLE
 from ssmprof.schema import CHECKED_STATUSES
 
@@ -265,7 +265,7 @@ def provenance(info: dict, origin: str) -> pd.DataFrame:
         checked = "not checked (written before the self-checks, schema 1)"
     counted = (f"{counters['mode']} ({counters.get('tool', 'no tool')}), covering "
                f"{100 * coverage['counter_time_fraction']:.0f} % of kernel time; {checked}"
-               if counters.get("mode", "none") != "none" else "none (timeline only: --counters none)")
+               if profiled_with_counters(info) else "none (timeline only: --counters none)")
     rows = [
         ("source", origin),
         ("measured", info.get("created", "unknown")),

@@ -30,6 +30,11 @@ def has_counters(kernels: pd.DataFrame) -> bool:
     return bool(kernels["ncu_duration_ns"].notna().any())
 
 
+def profiled_with_counters(info: dict) -> bool:
+    """Whether the run's counter collector ran at all (run.json's mode; `--counters none` writes "none")."""
+    return info.get("collectors", {}).get("counters", {}).get("mode", "none") != "none"
+
+
 def time_weighted(values: pd.Series, weights: pd.Series) -> float:
     """Mean of `values` weighted by `weights` over the launches that have a value (NaN: no counters);
     NaN where none has one or their weights sum to zero."""

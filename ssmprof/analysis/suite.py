@@ -8,7 +8,7 @@ import pandas as pd
 
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.categories import CATEGORIES
-from ssmprof.analysis.frame import has_counters
+from ssmprof.analysis.frame import has_counters, profiled_with_counters
 from ssmprof.analysis.host import busy_ns, slow_iteration
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
@@ -84,7 +84,7 @@ def step_times(infos: dict[str, dict]) -> pd.DataFrame:
                      "launches": info["coverage"]["launches"],
                      "counter_coverage_pct": 100 * info["coverage"]["counter_time_fraction"],
                      # schema-1 runs joined counters by (short name, grid size, block size) and never checked them
-                     "counters": "none" if collectors["counters"].get("mode") == "none"
+                     "counters": "none" if not profiled_with_counters(info)
                      else "checked" if "checks" in info else "unchecked (schema 1)",
                      "profile_wall_s": collectors["harness"]["wall_s"] + collectors["counters"].get("wall_s", 0.0)})
     return pd.DataFrame(rows)
