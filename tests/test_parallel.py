@@ -231,7 +231,7 @@ def _numerics_rank_over_gloo(rank: int, port: int, workload_name: str, overrides
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("workload", "overrides"), [
-    ("mamba2-lm", {}), ("mamba1-lm", {}), ("mamba1-lm", {"d_model": 512, "seq_len": 512}),
+    ("mamba2-lm", {}), ("mamba1-lm", {}), ("mamba1-lm", {"d_model": 512, "seq_len": 512}), ("hybrid", {"layers": 3}),
 ])
 def test_tp2_model_matches_the_single_model_with_both_ranks_on_one_gpu(workload, overrides):
     """TP=2 without sequence parallelism (its collectives are all-reduces, which gloo runs on CUDA tensors), both

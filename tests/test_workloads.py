@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from ssmprof.errors import InvalidConfig, UnknownPreset, UnknownWorkload
-from ssmprof.kernels import plan_kernels
+from ssmprof.kernels import KernelChoice, KernelPlan, plan_kernels
 from ssmprof.profiler.harness import Trainer, run_training
 from ssmprof.profiler.markers import PHASES, RecordingMarker
+from ssmprof.workloads.layers import SelfAttention
 from ssmprof.workloads.lm import hybrid_pattern
 from ssmprof.workloads.registry import WORKLOADS, get_workload
 
@@ -119,3 +120,15 @@ def test_models_without_a_tensor_parallel_form_refuse_tp_in_one_line(args):
     result = CliRunner().invoke(app, ["run", *args, "--preset", "tiny", "--tp", "2", "--device", "cpu"])
     assert result.exit_code != 0 and "has no tensor-parallel model" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("impl", ["flash-attn", "sdpa-flash"])
+def test_flash_planned_attention_takes_sdpa_in_fp32(impl):
+    """The TP numerics' fp32 arbiter runs the bf16-planned model with autocast off; flash kernels have no fp32 path
+    (the hybrid's arbiter on 2 H200s: "No available kernel"), so fp32 attention takes SDPA's default."""
+    torch.manual_seed(0)
+    attention = SelfAttention(64, 4, 2, KernelPlan("cuda", {"attention": KernelChoice("attention", impl, True)}))
+    x = torch.randn(2, 16, 64)
+    out = attention(x)
+    attention.impl = "sdpa"
+    assert torch.equal(out, attention(x))

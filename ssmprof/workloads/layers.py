@@ -215,7 +215,10 @@ class SelfAttention(nn.Module):
             [self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim, self.n_kv_heads * self.head_dim],
             dim=-1,
         )
-        if self.impl == "flash-attn":
+        # flash kernels have no fp32 path: an fp32 pass of a bf16-planned model (the TP numerics' fp32 arbiter,
+        # autocast off) takes SDPA's default, as the plan of an fp32 run does (`kernels._cuda_choice`)
+        impl = self.impl if qkv.dtype in (torch.bfloat16, torch.float16) else "sdpa"
+        if impl == "flash-attn":
             from flash_attn import flash_attn_func
 
             shape = "b l (h d) -> b l h d"
@@ -223,7 +226,7 @@ class SelfAttention(nn.Module):
                                   rearrange(v, shape, d=self.head_dim), causal=self.causal)
             return rearrange(out, "b l h d -> b l (h d)")
         q, k, v = (rearrange(t, "b l (h d) -> b h l d", d=self.head_dim) for t in (q, k, v))
-        if self.impl == "sdpa-flash":
+        if impl == "sdpa-flash":
             from torch.nn.attention import SDPBackend, sdpa_kernel
 
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
