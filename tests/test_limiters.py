@@ -1,7 +1,6 @@
 """What limits a kernel: one scenario a row, then the bundled H100 mamba2-lm run."""
 
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
