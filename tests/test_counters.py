@@ -253,7 +253,8 @@ def test_a_pass_wall_time_is_taken_apart_into_start_up_harness_stages_and_exit()
     from ssmprof.profiler.counters import child_command, pass_seconds
 
     command = child_command("mamba2-lm", "paper", {}, 3, False, timings_file="t.json")
-    assert command[-2:] == ["--timings", "t.json"]
+    assert command[-2:] == ["--timings", "t.json"] and command[6] == "1"  # the timeline's 3 warm-up steps, capped
+    assert child_command("mamba2-lm", "paper", {}, 0, False)[6] == "0"
     # started ahead of its turn: 6.5 s to start, 8 s importing and waiting while the pass before it replayed
     timings = {"began": 1006.5, "went": 1014.5, "cuda_ready": 1017.0, "planned": 1022.0, "pinned": 1022.5,
                "build": 4.0, "warmup": 6.0, "timed": 0.5, "profiled": 30.0, "ended": 1063.5}

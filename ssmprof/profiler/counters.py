@@ -171,11 +171,21 @@ def _last_message(lines) -> str:
     return meaningful[-1].strip() if meaningful else "no output"
 
 
+# Warm-up steps of a counter pass's child, at most (the timeline run's `--warmup` where fewer). The timeline run's
+# warm-up is where Triton compiles and autotunes; the child finds the kernels compiled (the on-disk cache) and the
+# choices pinned, so its first step only loads them, its one timed step is a steady one, and the profiled iteration
+# the third. A further warm-up step costs a pass about as much as its timed step, 0.3-0.7 s under Nsight Compute (the
+# bundled H100 suite, 3 warm-up steps: 2.2-3.6 s in each of its 18 passes): two fewer, about 18 s of the suite's 606 s.
+PASS_WARMUP = 1
+
+
 def child_command(workload: str, preset: str, overrides: dict, warmup: int, allow_fallback: bool,
                   autotune_file: Path | None = None, timings_file: Path | None = None) -> list[str]:
-    """The child's argv; `autotune_file` holds the parent's Triton autotuning choices (`autotune.snapshot`),
-    `timings_file` receives the child's own timings (`pass_seconds`)."""
-    command = [sys.executable, "-m", "ssmprof.profiler.child", workload, preset, json.dumps(overrides), str(warmup)]
+    """The child's argv (`warmup`: the timeline run's, capped at PASS_WARMUP); `autotune_file` holds the parent's
+    Triton autotuning choices (`autotune.snapshot`), `timings_file` receives the child's own timings
+    (`pass_seconds`)."""
+    command = [sys.executable, "-m", "ssmprof.profiler.child", workload, preset, json.dumps(overrides),
+               str(min(warmup, PASS_WARMUP))]
     command += ["--allow-fallback"] if allow_fallback else []
     command += ["--autotune", str(autotune_file)] if autotune_file else []
     return command + (["--timings", str(timings_file)] if timings_file else [])
