@@ -9,7 +9,10 @@ schema 2 (run.json has `checks`) carry the exact counter join and checked counte
 Runs table says which is which. `make profile`
 on a machine without a GPU renders them (`ssmprof reference`), and `ssmprof results` writes the README's
 Results section from them. Sweeps (`ssmprof sweep`, through `scripts/gpu_check.sh sweep-seq` and
-`sweep-chunk`) live beside them in `<gpu>/sweeps/<name>/`; their regime maps' headlines join the Results.
+`sweep-chunk`) live beside them in `<gpu>/sweeps/<name>/`; their regime maps' headlines join the Results. The
+tensor-parallel runs (`scripts/gpu_check.sh tp` and `tp-claim` on 2 H200s) live in `<gpu>/parallel/<scenario>/` with
+the single-GPU runs of the same host: `ssmprof reference` gives them a suite page of their own and the Results a
+table.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 REFERENCE = Path(__file__).parent / "reference"
 SWEEPS = "sweeps"  # REFERENCE/<gpu>/sweeps/<name>/: sweep.json and its points' run.json + kernels.parquet
+PARALLEL = "parallel"  # REFERENCE/<gpu>/parallel/<scenario>/: multi-GPU runs and the same host's single-GPU runs
 GPUS = {"h100-sxm": "H100", "h200": "H200"}  # folder (a key of the datasheet table) -> short label
 
 
@@ -39,6 +43,12 @@ def paper_suite() -> list[str]:
 def sweeps(gpu: str) -> list[Path]:
     """The sweep folders (`ssmprof sweep`, bundled by `scripts/bundle_sweep.sh`) measured on `gpu`, by name."""
     return sorted(path.parent for path in (REFERENCE / gpu / SWEEPS).glob("*/sweep.json"))
+
+
+def parallel_runs(gpu: str) -> list[Path]:
+    """The multi-GPU runs measured on `gpu` (`ssmprof profile --tp`, through `scripts/gpu_check.sh tp` and
+    `tp-claim`), beside the single-GPU runs of the same host that their speedups are measured against, by name."""
+    return sorted(path.parent for path in (REFERENCE / gpu / PARALLEL).glob("*/run.json"))
 
 
 def device_profile(gpu: str) -> Path:

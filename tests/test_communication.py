@@ -8,11 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from ssmprof import bundled
 from ssmprof.analysis.communication import (
     bus_bandwidth,
     collective_counts,
     collectives,
     exposed_communication,
+    parallel_overview,
     predicted_counts,
     project_communication,
     projection_check,
@@ -220,12 +222,11 @@ def test_projection_check_against_a_measured_run(runs):
     assert row["measured_us"] == pytest.approx(took) and row["error_pct"] == pytest.approx(100.0)
 
 
-H200_PAIR = DATA / "tp2-h200-nccl"  # 2 H200s over NVLink (NV18), NCCL: see its README for what each run is
-
-
 @pytest.fixture(scope="module")
 def h200_pair():
-    return {path.name: load_run(path) for path in sorted(H200_PAIR.iterdir()) if path.is_dir()}
+    """The bundled TP=2 runs on 2 H200s over NVLink (NV18), NCCL, with the same host's single-GPU runs
+    (`bundled.parallel_runs`; how they were measured: tests/data/tp2-h200-nccl/README.md)."""
+    return {path.name: load_run(path) for path in bundled.parallel_runs("h200")}
 
 
 def _per_phase(run, rank: int = 0) -> dict:
@@ -237,63 +238,65 @@ def _per_phase(run, rank: int = 0) -> dict:
 def test_all_reduces_per_layer_on_two_h200s(h200_pair):
     """The claim, measured without sequence parallelism (14 layers, paper width): Mamba-2 all-reduces once per
     layer forward and once backward (the 64 MiB activation), Mamba-1 twice each way: the activation and x_proj's
-    output (dt, B, C: 2 x 4096 tokens x 288 x bf16 = 4.5 MiB). Counted per phase on each rank, not by layer label
-    (these runs' labels predate the layer-range fix)."""
+    output (dt, B, C: 2 x 4096 tokens x 288 x bf16 = 4.5 MiB); and with sequence parallelism, per layer, what the
+    structure predicts on every layer and rank of every run."""
     activation, x_dbl = 2 * 4096 * 4096 * 2, 2 * 4096 * (256 + 2 * 16) * 2
     for rank in (0, 1):
-        assert _per_phase(h200_pair["mamba2-lm-no-sp"], rank) == {
+        assert _per_phase(h200_pair["mamba2-lm-tp2-no-sp"], rank) == {
             ("forward", "all_reduce", activation): 14, ("backward", "all_reduce", activation): 14}
-        assert _per_phase(h200_pair["mamba1-lm-no-sp"], rank) == {
+        assert _per_phase(h200_pair["mamba1-lm-tp2-no-sp"], rank) == {
             ("forward", "all_reduce", activation): 14, ("forward", "all_reduce", x_dbl): 14,
             ("backward", "all_reduce", activation): 14, ("backward", "all_reduce", x_dbl): 14}
-    for kind, workload in (("mamba2", "mamba2-lm-sp-counters"), ("mamba1", "mamba1-lm-sp")):
-        layers = {(phase, c): 14 * n for phase, counts in predicted_counts(kind, True).items()
-                  for c, n in counts.items()}
-        seen = {(phase, c): n for (phase, c, size), n in _per_phase(h200_pair[workload]).items()
-                if size in (activation, x_dbl)}
-        assert seen == layers, workload
+    for name, run in h200_pair.items():
+        parallel = run.info.get("parallel")
+        if parallel:
+            counts = collective_counts(run.kernels, parallel["sequence_parallel"])
+            assert counts["matches"].all() and counts.groupby("layer_kind")["layers"].first().sum() == 14, name
+    overview = parallel_overview({name: (run.info, run.kernels) for name, run in h200_pair.items()}).set_index("run")
+    assert overview.loc["mamba2-lm-tp2", ["forward_per_layer", "backward_per_layer"]].tolist() == [
+        "1 all_gather + 1 reduce_scatter", "2 all_gather + 1 reduce_scatter"]
+    assert overview.loc["mamba1-lm-tp2-no-sp", "forward_per_layer"] == "2 all_reduce"
 
 
 def test_exposed_transfer_and_scaling_on_two_h200s(h200_pair):
     """Per step, the slower rank's collectives' transfer time no compute hides (`exposed_transfer_us`), the wait
-    for the other rank apart; and the step from 1 to 2 GPUs on one host."""
-    def exposed_ms(name):
-        table = exposed_communication(h200_pair[name].kernels)
-        layers = table[table["phase"].isin(["forward", "backward"])]
-        return round(layers.groupby("rank")["exposed_transfer_us"].sum().max() / 1e3, 1)
-
-    assert (exposed_ms("mamba2-lm-no-sp"), exposed_ms("mamba1-lm-no-sp")) == (8.1, 7.1)
-    waits = exposed_communication(h200_pair["mamba2-lm-sp-counters"].kernels).groupby("rank")["wait_us"].sum()
-    assert round(waits[0] / 1e3) == 80 and round(waits[1] / 1e3) == 1  # the rank under the profiler waits
+    for the other rank apart; the step from 1 to 2 GPUs on one host; the bus bandwidth under the link's."""
+    overview = parallel_overview({name: (run.info, run.kernels) for name, run in h200_pair.items()}).set_index("run")
+    assert overview["exposed_transfer_ms"].round(1).to_dict() == {
+        "hybrid-tp2": 12.7, "mamba1-lm-tp2": 13.2, "mamba1-lm-tp2-no-sp": 7.2, "mamba2-lm-tp2": 12.7,
+        "mamba2-lm-tp2-no-sp": 7.1}
+    assert round(overview.loc["mamba2-lm-tp2-no-sp", "wait_ms"]) == 61  # rank 1 waited in backward
     table = scaling({name: run.info for name, run in h200_pair.items()}).set_index("run")
     assert table["speedup"].round(2).to_dict() == {
-        "hybrid-single": 1.0, "hybrid-sp": 1.74, "mamba1-lm-no-sp": 1.38, "mamba1-lm-single": 1.0,
-        "mamba1-lm-sp": 1.42, "mamba2-lm-no-sp": 1.64, "mamba2-lm-single": 1.0, "mamba2-lm-sp-counters": 1.62}
-    busbw = bus_bandwidth(h200_pair["mamba2-lm-no-sp"].kernels, 2, LINKS["nvlink4"].gb_s).set_index("phase")
-    assert busbw["busbw_gb_per_s"].round().to_dict() == {"backward": 198, "forward": 272}
-    assert busbw["pct_of_link"].round().to_dict() == {"backward": 44, "forward": 60}
+        "hybrid-single": 1.0, "hybrid-tp2": 1.75, "mamba1-lm-single": 1.0, "mamba1-lm-tp2": 1.45,
+        "mamba1-lm-tp2-no-sp": 1.41, "mamba2-lm-single": 1.0, "mamba2-lm-tp2": 1.74, "mamba2-lm-tp2-no-sp": 1.64}
+    busbw = bus_bandwidth(h200_pair["mamba2-lm-tp2-no-sp"].kernels, 2, LINKS["nvlink4"].gb_s)
+    layers = busbw[busbw["message_bytes"] == 2 * 4096 * 4096 * 2].set_index("phase")
+    assert layers["busbw_gb_per_s"].round().to_dict() == {"backward": 237, "forward": 273}
+    assert layers["pct_of_link"].round().to_dict() == {"backward": 53, "forward": 61}
+    assert (overview["busbw_gb_per_s_max"] < LINKS["nvlink4"].gb_s).all()  # under the datasheet, every run
 
 
 def test_counters_under_tensor_parallelism_check_out(h200_pair):
     """Nsight Compute on rank 0 of the TP=2 run (NCCL kernels left out): the GEMMs' measured tensor work against
     2MNK of the sharded shapes, and the share of rank 0's compute kernel time with checked counters."""
-    run = h200_pair["mamba2-lm-sp-counters"]
+    run = h200_pair["mamba2-lm-tp2"]
     gemm = run.info["checks"]["gemm_flops"]
     assert (round(gemm["forward"]["ratio"], 3), round(gemm["backward"]["ratio"], 3)) == (1.013, 1.007)
     rank0 = run.kernels[(run.kernels["rank"] == 0) & (run.kernels["collective"] == "")]
     counted = rank0["counter_status"].isin(["measured", "lent"])
-    assert round(100 * rank0.loc[counted, "duration_ns"].sum() / rank0["duration_ns"].sum(), 1) == 99.1
+    assert round(100 * rank0.loc[counted, "duration_ns"].sum() / rank0["duration_ns"].sum(), 1) == 99.2
     assert (run.kernels.loc[run.kernels["rank"] == 1, "counter_status"] == "not collected").all()
 
 
 def test_a_tp_report_says_what_its_rank_waited_for(h200_pair):
-    """The TP=2 run with counters: rank 0's profiled iteration was 51 % busier than its median step, and the
-    report says where that went (waiting in collectives for rank 1), as it describes rank 0 alone."""
+    """The TP=2 runs: the report describes rank 0 and says how much of its collectives' time was waiting for the
+    other rank; in the run without sequence parallelism most of it was."""
     from ssmprof.analysis.summary import warnings_for
 
-    notes = warnings_for(h200_pair["mamba2-lm-sp-counters"])
-    assert "rank 0's collectives took 94.7 ms of the profiled iteration, 80.2 ms of it waiting for the other " \
-           "ranks" in notes
-    assert any(note.startswith("the profiled iteration kept the GPU busy 191.3 ms, 51.3 % past") for note in notes)
-    provenance = reporting.report([H200_PAIR / "mamba2-lm-sp-counters"], "md")
+    assert "rank 0's collectives took 20.9 ms of the profiled iteration, 5.1 ms of it waiting for the other " \
+           "ranks" in warnings_for(h200_pair["mamba2-lm-tp2"])
+    assert "rank 0's collectives took 24.3 ms of the profiled iteration, 16.9 ms of it waiting for the other " \
+           "ranks" in warnings_for(h200_pair["mamba2-lm-tp2-no-sp"])
+    provenance = reporting.report([bundled.REFERENCE / "h200" / bundled.PARALLEL / "mamba2-lm-tp2"], "md")
     assert "the kernel tables describe rank 0 (the one with counters)" in provenance

@@ -606,16 +606,36 @@ def test_fresh_host_make_profile_sentence():
 
 
 def test_tensor_parallel_paragraph():
-    """The TP numbers are asserted on tests/data/tp2-h200-nccl in test_communication.py; the README states them."""
+    """The TP numbers, from the bundled runs on 2 H200s (asserted in test_communication.py too) and the numerics
+    logs; the README states them."""
+    from ssmprof.analysis.communication import bus_bandwidth, parallel_overview
+
+    runs = {path.name: load_run(path) for path in bundled.parallel_runs("h200")}
+    overview = parallel_overview({name: (run.info, run.kernels) for name, run in runs.items()}).set_index("run")
+    exposed = overview["exposed_transfer_ms"].round(1)
+    assert (exposed["mamba1-lm-tp2-no-sp"], exposed["mamba2-lm-tp2-no-sp"]) == (7.2, 7.1)
+    assert overview["as_predicted"].all()
+    busbw = bus_bandwidth(runs["mamba2-lm-tp2-no-sp"].kernels, 2, 450)
+    assert span(busbw["busbw_gb_per_s"]) == "237-273" and span(busbw["pct_of_link"]) == "53-61"
+    speedup = overview["speedup"].round(2)
+    assert (speedup["mamba2-lm-tp2-no-sp"], speedup["mamba2-lm-tp2"], speedup["hybrid-tp2"]) == (1.64, 1.74, 1.75)
+    assert (speedup["mamba1-lm-tp2-no-sp"], speedup["mamba1-lm-tp2"]) == (1.41, 1.45)
+    nccl = (DATA / "tp2-h200-nccl" / "numerics-2xh200.log").read_text()
+    excess = [float(x) for x in re.findall(r"^[01] +[\d.]+ +[\d.]+ +[\d.]+ +\S+ +\S+ +([\d.]+)", nccl, re.M)]
+    assert [round(x, 2) for x in excess] == [1.06, 1.07, 1.17, 1.15] and "1 failed, 2 passed" in nccl
+    hybrid = (DATA / "tp2-h200-nccl" / "numerics-hybrid-fp32-attention-1xh200.log").read_text()
+    assert "'grad_fp32_excess': 1.112" in hybrid and "2 passed" in hybrid
     claims("mamba2-lm all-reduces 14 times forward and 14 backward (once per layer each way, 64 MiB)",
            "mamba1-lm 28 and 28 (twice: the 64 MiB activation and x_proj's 4.5 MiB dt, B and C)",
-           "Mamba-1's exposed transfer per step is 7.1 ms against Mamba-2's 8.1 ms",
-           "198-272 GB/s busbw (44-60 % of NVLink 4's 450 GB/s a direction)",
-           "1.62-1.64x faster for mamba2-lm, 1.74x for the hybrid and 1.38-1.42x for mamba1-lm",
-           "covered 99.1 % of its compute kernel time, its GEMMs measuring 1.013 / 1.007x 2MNK",
+           "Mamba-1's exposed transfer per step is 7.2 ms against Mamba-2's 7.1 ms",
+           "every layer of every run issued what the structure predicts",
+           "237-273 GB/s busbw (53-61 % of NVLink 4's 450 GB/s a direction)",
+           "1.64-1.74x faster for mamba2-lm, 1.75x for the hybrid and 1.41-1.45x for mamba1-lm",
+           "covered 99.2 % of its compute kernel time, its GEMMs measuring 1.013 / 1.007x 2MNK",
            "layer-0 conv1d.bias gradient is 89 % off the single bf16 model's",
            "at most 1.17x as far from the fp32 model's as the single bf16 model's are (layer 0's D: 37.9 %",
-           "against 32.4 %", "mamba2-lm: at most 1.04x")
+           "against 32.4 %", "1.17x again on the 2 H200s with sequence parallelism over NCCL",
+           "mamba2-lm: at most 1.04x (1.07x on the H200s); the hybrid 1.11x")
     from ssmprof.profiler.links import LINKS
 
     assert LINKS["nvlink4"].gb_s == 450

@@ -299,3 +299,48 @@ def communication_tables(kernels: pd.DataFrame, info: dict, links: pd.DataFrame 
     if links is not None:
         tables["communication_projection"] = project_communication(kernels, links, list(world_sizes))
     return tables
+
+
+def parallel_overview(runs: dict[str, tuple[dict, pd.DataFrame]]) -> pd.DataFrame:
+    """One row per multi-GPU run of `runs` (label -> (run.json, kernels)): its split, step time and speedup over the
+    single-GPU run of the same workload among `runs` (`scaling`), the collectives per layer forward and backward
+    (`collective_counts`; kinds of layer with the same collectives are one entry) and whether the model's
+    structure predicts them, the per-step transfer time no compute hides and the time spent waiting for the other
+    ranks (the larger rank's sum over forward and backward, `exposed_communication`), and the bus bandwidth of
+    the largest messages (lowest and highest over phases, `bus_bandwidth`)."""
+    steps = scaling({label: info for label, (info, _) in runs.items()}).set_index("run")
+    rows = []
+    for label, (info, kernels) in runs.items():
+        parallel = info.get("parallel")
+        if not parallel:
+            continue
+        counts = collective_counts(kernels, parallel["sequence_parallel"])
+        exposed = exposed_communication(kernels)
+        layers = exposed[exposed["phase"].isin((FORWARD, BACKWARD))].groupby("rank")
+        busbw = bus_bandwidth(kernels, parallel["tp"], (parallel.get("link") or {}).get("gb_s"))
+        comm = collectives(kernels)
+        inside = busbw[busbw["message_bytes"].isin(comm.loc[comm["layer"] >= 0, "message_bytes"])]  # the layers'
+        largest = inside[inside["message_bytes"] == inside["message_bytes"].max()]
+        rows.append({"run": label, "workload": info["workload"]["name"], "tp": parallel["tp"],
+                     "dp": parallel["dp"], "sequence_parallel": parallel["sequence_parallel"],
+                     **steps.loc[label, ["step_ms", "single_gpu_step_ms", "speedup"]].to_dict(),
+                     **{f"{phase}_per_layer": _per_layer(counts[counts["phase"] == phase])
+                        for phase in (FORWARD, BACKWARD)},
+                     "as_predicted": bool(counts["matches"].all()),
+                     "exposed_transfer_ms": layers["exposed_transfer_us"].sum().max() / 1e3,
+                     "wait_ms": layers["wait_us"].sum().max() / 1e3,
+                     "layer_message_mib": largest["message_bytes"].max() / 2**20,
+                     "busbw_gb_per_s_min": largest["busbw_gb_per_s"].min(),
+                     "busbw_gb_per_s_max": largest["busbw_gb_per_s"].max()})
+    return pd.DataFrame(rows)
+
+
+def _per_layer(counts: pd.DataFrame) -> str:
+    """One phase's collectives per layer, e.g. "1 all_gather + 1 reduce_scatter"; where kinds of layer differ,
+    each kind's ("mamba2: ...; attention: ...")."""
+    kinds = {kind: " + ".join(f"{row.measured_max} {row.collective}" for row in group.itertuples()
+                              if row.measured_max)
+             for kind, group in counts.groupby("layer_kind", sort=False)}
+    if len(set(kinds.values())) <= 1:
+        return next(iter(kinds.values()), "")
+    return "; ".join(f"{kind}: {text}" for kind, text in kinds.items())

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ssmprof import bundled
 from ssmprof.analysis import suite
-from ssmprof.analysis.communication import one_rank, scaling
+from ssmprof.analysis.communication import one_rank, parallel_overview, scaling
 from ssmprof.analysis.compare import (
     check_comparable,
     compare_categories_launches,
@@ -39,6 +39,7 @@ from ssmprof.reports.render import (
     render_compare,
     render_html,
     render_markdown,
+    render_parallel_results,
     render_projection,
     render_results,
     write_csv,
@@ -81,6 +82,7 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
         analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes))
         parallel = run.info.get("parallel")
         label = run.info["workload"]["name"] + (f" tp{parallel['tp']}x dp{parallel['dp']}" if parallel else "")
+        label += " no-SP" if parallel and not parallel["sequence_parallel"] else ""
         label = label if label not in kernels else f"{label} ({run.info['gpu']['name']}, #{index})"
         kernels[label], infos[label], ceilings[label] = one_rank(run.kernels, run.info), run.info, limits
     if len(paths) < 2:
@@ -129,9 +131,10 @@ def traced(run: Run, limits: Ceilings | None) -> tuple[dict, pd.DataFrame]:
 
 
 def reference(out: Path) -> list[Path]:
-    """`ssmprof reference`: a suite report per GPU of the bundled runs, an H100-vs-H200 comparison per
-    workload measured on both, the regime map of each bundled sweep, and a Perfetto trace per GPU (every
-    workload's profiled iteration), written into `out`; returns the files written (reports first, traces last)."""
+    """`ssmprof reference`: a suite report per GPU of the bundled runs, one of its bundled multi-GPU runs (with the
+    same host's single-GPU runs), an H100-vs-H200 comparison per workload measured on both, the regime map of each
+    bundled sweep, and a Perfetto trace per GPU (every workload's profiled iteration), written into `out`; returns
+    the files written (reports first, traces last)."""
     check_folder(out, "--out")
     written, traces = [], []
     for gpu in bundled.GPUS:
@@ -141,6 +144,12 @@ def reference(out: Path) -> list[Path]:
         write_output(render_html(analyzed, overview), written[-1])
         traces.append(out / f"trace-{gpu}.json")
         write_output(trace_json([traced(run, limits) for run, limits, _ in loaded.values()]), traces[-1])
+    for gpu in bundled.GPUS:
+        paths = bundled.parallel_runs(gpu)
+        if paths:  # their own page: their speedups are over the single-GPU runs of their host, not the suite's
+            written.append(out / f"parallel-{gpu}.html")
+            loaded = _load(paths, read_device_profile(bundled.device_profile(gpu)))
+            write_output(render_html(*_analyze(paths, loaded, None)), written[-1])
     first, second = bundled.GPUS
     on_second = {path.name: path for path in bundled.runs(second)}
     for path_a in bundled.runs(first):
@@ -176,9 +185,9 @@ def results(readme: Path | None = None) -> str:
         suite.ssm_kernels(kernels[first], measured),
         suite.gpu_pair(kernels[first], kernels[second], infos[first], infos[second]),
         suite.projection_errors(kernels[first], kernels[second], datasheet[first], datasheet[second]))
-    headlines = sweep_headlines()
-    if headlines:
-        text = text.replace(RESULTS_END, headlines + RESULTS_END)
+    extra = sweep_headlines() + parallel_results()
+    if extra:
+        text = text.replace(RESULTS_END, extra + RESULTS_END)
     if readme is not None:
         readme.write_text(splice_results(readme.read_text(), text, readme))
     return text
@@ -196,6 +205,20 @@ def sweep_headlines() -> str:
                       f"(`ssmprof report ssmprof/reference/{gpu}/{bundled.SWEEPS}/{folder.name}`).", ""]
             lines += [f"- {r.finding}" for r in analysis.tables["findings"].itertuples()]
     return "\n".join(lines) + "\n" if lines else ""
+
+
+def parallel_results() -> str:
+    """The bundled multi-GPU runs' table per GPU (`communication.parallel_overview`), as markdown ("" while none is
+    bundled)."""
+    text = ""
+    for gpu, label in bundled.GPUS.items():
+        runs = {path.name: load_run(path) for path in bundled.parallel_runs(gpu)}
+        if runs:
+            table = parallel_overview({name: (run.info, run.kernels) for name, run in runs.items()})
+            parallel = next(run.info["parallel"] for run in runs.values() if "parallel" in run.info)
+            folder = f"ssmprof/reference/{gpu}/{bundled.PARALLEL}"
+            text += render_parallel_results(label, folder, parallel, table)
+    return text
 
 
 def splice_results(current: str, section: str, where: Path) -> str:

@@ -326,6 +326,20 @@ def human_markdown_table(table: pd.DataFrame, key: str = "") -> str:
     return _markdown([style.header(str(c)) for c in table.columns], rows)
 
 
+def render_parallel_results(label: str, folder: str, parallel: dict, table: pd.DataFrame) -> str:
+    """The README Results' paragraph on the multi-GPU runs bundled for one GPU (`communication.parallel_overview`);
+    `parallel`: one of those runs' run.json `parallel` section (world size, link, NCCL)."""
+    link = parallel.get("link") or {}
+    return "\n".join([
+        "", f"**Tensor parallelism on {parallel['world_size']} {label}s** ({link.get('name', 'link not known')}, "
+        f"NCCL {parallel.get('nccl_version', 'n/a')}; paper presets, 14 layers; `ssmprof report {folder}/*`): per "
+        "run, the step time and its speedup over the single-GPU run of the same host, the collectives each layer "
+        "issues forward and backward (`as_predicted`: as the model's structure says, on every layer and rank), the "
+        "transfer time per step no compute hides and the time spent waiting for the other rank (the larger rank's), "
+        "and the bus bandwidth of the layers' largest collectives (lowest and highest over phases; the link's "
+        f"datasheet: {link.get('gb_s', 'n/a')} GB/s a direction).", "", markdown_table(table.round(2)), ""])
+
+
 def markdown_table(table: pd.DataFrame) -> str:
     def cell(value) -> str:
         if isinstance(value, float) and value != value:  # NaN: not measured, or not on this chip
