@@ -112,3 +112,17 @@ def test_reference_renders_without_a_gpu(tmp_path):
     assert "BUNDLED measurements" in result.output
     assert (tmp_path / "suite-h100-sxm.html").stat().st_size > 1e6  # plotly.js embedded: works offline
     assert len(list(tmp_path.glob("compare-*-h100-sxm-vs-h200.html"))) == 7  # the paper suite and mamba3-lm
+
+
+def test_every_bundled_file_is_package_data():
+    """A bundled run the wheel leaves out is missing on an installed ssmprof: every file under ssmprof/reference
+    matches a `package-data` pattern, whose `*` (setuptools' glob) stays within one folder."""
+    import fnmatch
+    import tomllib
+
+    root = Path(bundled.__file__).parent
+    setuptools = tomllib.loads((root.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = setuptools["package-data"]["ssmprof"]
+    files = [path.relative_to(root).as_posix() for path in bundled.REFERENCE.rglob("*") if path.is_file()]
+    assert len(files) > 100 and not [name for name in files if not any(
+        fnmatch.fnmatch(name, pattern) and name.count("/") == pattern.count("/") for pattern in patterns)]
