@@ -118,6 +118,7 @@ def test_every_bundled_file_is_package_data():
     """A bundled run the wheel leaves out is missing on an installed ssmprof: every file under ssmprof/reference
     matches a `package-data` pattern, whose `*` (setuptools' glob) stays within one folder."""
     import fnmatch
+
     import tomllib
 
     root = Path(bundled.__file__).parent
