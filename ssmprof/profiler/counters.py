@@ -174,8 +174,8 @@ def _last_message(lines) -> str:
 # Warm-up steps of a counter pass's child, at most (the timeline run's `--warmup` where fewer). The timeline run's
 # warm-up is where Triton compiles and autotunes; the child finds the kernels compiled (the on-disk cache) and the
 # choices pinned, so its first step only loads them, its one timed step is a steady one, and the profiled iteration
-# the third. A further warm-up step costs a pass about as much as its timed step, 0.3-0.7 s under Nsight Compute (the
-# bundled H100 suite, 3 warm-up steps: 2.2-3.6 s in each of its 18 passes): two fewer, about 18 s of the suite's 606 s.
+# the third. With the timeline's 3 warm-up steps the H100 suite's 18 passes spent 52 s warming up and the suite 606 s;
+# with 1, 35 s and 580 s, the counters the same (tests/data/suite-cost-h100-pass-warmup).
 PASS_WARMUP = 1
 
 
