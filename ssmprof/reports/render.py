@@ -398,7 +398,8 @@ def render_results(labels: tuple[str, str], step_times: pd.DataFrame, cost: pd.D
         "step than the timed ones).", "", markdown_table(rounded["pair"]),
         "", "**Projection check**: each run projected onto the other GPU (`ssmprof project --check`), largest "
         "per-category error over categories above 5 % of kernel time.", "", markdown_table(rounded["errors"]),
-        "", "**Profiling cost** per GPU (sum over the paper suite's workloads).", "", markdown_table(cost.round(0)),
+        "", "**Profiling cost** of these runs per GPU (sum over the paper suite's workloads; later "
+        "measurements in \"Cost of the counters\").", "", markdown_table(cost.round(0)),
         RESULTS_END,
     ]
     return "\n".join(lines) + "\n"
