@@ -182,6 +182,20 @@ def test_counter_cost_and_calibration_paragraphs():
     claims("all four pass, fp32\nreaches 95 % of the datasheet, and the L1 ceiling is 26,917 GB/s: 80 % of 128 bytes "
            "a clock per SM at 1.98 GHz\n(33.5 TB/s)", "throughput of a launch of 8 programs an SM at 81 % of its peak",
            "(L1 bytes 3.94x the known ones")
+    l2 = (DATA / "calibrate-h100" / "l2-probe.log").read_text()
+    assert round(profile["measured"]["l2_gb_s"]) == 4694 and "(200 copies of 8 MiB, one CUDA graph): 4,707 GB/s" in l2
+    assert re.search(r"8 programs/SM x 2048 blocks:\s+1029\.4 us\s+8,605 GB/s", l2)
+    ncu = l2[l2.index("l2_read (1056"):]  # one launch: 1056 programs x 256 blocks x 1024 floats
+    metric = {m: float(v.replace(",", "")) for m, v in re.findall(r"(\S+)\s+\S+\s+([\d.,]+)\n", ncu)}
+    assert round(1056 * 256 * 1024 * 4 / 1e9, 2) == metric["l1tex__t_bytes.sum"] == 1.11  # Gbyte
+    assert round(metric["lts__t_bytes.sum"] / metric["gpu__time_duration.sum"] * 1e6, -2) == 7600  # Gbyte / us -> GB/s
+    assert round(metric["lts__throughput.avg.pct_of_peak_sustained_elapsed"]) == 86
+    runs = {p.name: load_run(p) for p in bundled.runs("h100-sxm")}
+    limits, notes = ceilings_by_run(runs, read_device_profile(bundled.device_profile("h100-sxm")))["mamba2-lm"]
+    assert round(limits.l2_gb_s) == 7628 and any("_chunk_scan_bwd_dcb_kernel" in n for n in notes)
+    claims("measure 4,694 GB/s (4,707 in `l2-probe.log`)", "reaches 8,605 GB/s of the bytes it reads",
+           "moves 1.04 GB of L2 bytes in 136.2 us (7.6 TB/s, 86 % of the L2's peak throughput; its L1 bytes equal the "
+           "1.107 GB it reads)", "7,628 GB/s on the H100 (`_chunk_scan_bwd_dcb`)")
 
 
 def test_paper_presets_table(reference):
