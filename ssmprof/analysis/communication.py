@@ -307,7 +307,7 @@ def parallel_overview(runs: dict[str, tuple[dict, pd.DataFrame]]) -> pd.DataFram
     (`collective_counts`; kinds of layer with the same collectives are one entry) and whether the model's
     structure predicts them, the per-step transfer time no compute hides and the time spent waiting for the other
     ranks (the larger rank's sum over forward and backward, `exposed_communication`), and the bus bandwidth of
-    the largest messages (lowest and highest over phases, `bus_bandwidth`)."""
+    the layers' largest collectives (lowest and highest over phases and kinds of collective, `bus_bandwidth`)."""
     steps = scaling({label: info for label, (info, _) in runs.items()}).set_index("run")
     rows = []
     for label, (info, kernels) in runs.items():

@@ -131,8 +131,8 @@ def traced(run: Run, limits: Ceilings | None) -> tuple[dict, pd.DataFrame]:
 
 
 def reference(out: Path) -> list[Path]:
-    """`ssmprof reference`: a suite report per GPU of the bundled runs, one of its bundled multi-GPU runs (with the
-    same host's single-GPU runs), an H100-vs-H200 comparison per workload measured on both, the regime map of each
+    """`ssmprof reference`: a suite report per GPU of the bundled runs, one of its bundled multi-GPU runs with the
+    single-GPU runs of their host, an H100-vs-H200 comparison per workload measured on both, the regime map of each
     bundled sweep, and a Perfetto trace per GPU (every workload's profiled iteration), written into `out`; returns
     the files written (reports first, traces last)."""
     check_folder(out, "--out")
