@@ -212,6 +212,8 @@ def test_scaling_against_the_single_process_run(runs):
 def test_suite_overview_of_parallel_runs_has_scaling():
     text = reporting.report([DATA / "tp2-cpu-gloo-mamba2-lm-sp", DATA / "tp2-cpu-gloo-mamba1-lm-sp"], "md")
     assert "Scaling: step time from 1 to N GPUs" in text and "mamba2-lm tp2x dp1" in text
+    overview = text.split("Communication per multi-GPU run", 1)[1].split("\n## ", 1)[0]
+    assert "| 2 all_gather + 1 all_reduce + 1 reduce_scatter |" in overview  # mamba1-lm's backward, per layer
 
 
 def test_projection_check_against_a_measured_run(runs):

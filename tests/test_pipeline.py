@@ -107,6 +107,7 @@ def test_reference_writes_a_suite_report_per_gpu_a_comparison_per_workload_and_t
     parallel = written[2].read_text()  # the TP=2 runs on 2 H200s, with the same host's single-GPU runs
     assert "Scaling: step time from 1 to N GPUs" in parallel and "mamba2-lm tp2x dp1 no-SP" in parallel
     assert "(NVIDIA H200, #" not in parallel  # each run's own label, none told apart by its index
+    assert "Communication per multi-GPU run" in parallel and "2 all_reduce" in parallel  # Mamba-1 without SP
     sweeps = [p.name for p in written if p.name.startswith("sweep-")]  # the bundled sweeps' regime maps
     assert sweeps == ["sweep-h100-sxm-d_state-chunk_size.html", "sweep-h100-sxm-seq_len.html",
                       "sweep-h200-d_state-chunk_size.html", "sweep-h200-seq_len.html"]

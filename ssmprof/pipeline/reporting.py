@@ -73,7 +73,7 @@ def _load(paths: list[Path], profile: DeviceProfile | None) -> dict[int, tuple[R
 
 def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, list[str]]],
              csv: Path | None) -> tuple[list[AnalyzedRun], dict[str, pd.DataFrame] | None]:
-    analyzed, kernels, infos, ceilings = [], {}, {}, {}
+    analyzed, kernels, infos, ceilings, ranks = [], {}, {}, {}, {}
     for index, path in enumerate(paths):
         run, limits, notes = loaded[index]
         tables = analyze(run, limits, origin(path), links_frame())
@@ -85,6 +85,7 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
         label += " no-SP" if parallel and not parallel["sequence_parallel"] else ""
         label = label if label not in kernels else f"{label} ({run.info['gpu']['name']}, #{index})"
         kernels[label], infos[label], ceilings[label] = one_rank(run.kernels, run.info), run.info, limits
+        ranks[label] = (run.info, run.kernels)  # every rank: the communication overview sets them against each other
     if len(paths) < 2:
         return analyzed, None
     roofs = {label: limits for label, limits in ceilings.items() if limits is not None}
@@ -93,6 +94,7 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
                 "ssm_roofline": suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs)}
     if any("parallel" in info for info in infos.values()):
         overview["scaling"] = scaling(infos)
+        overview["parallel"] = parallel_overview(ranks)
     overview["findings"] = suite_findings(overview["category_shares"], overview["ssm_kernels"],
                                           dict(zip(kernels, (run.tables["findings"] for run in analyzed), strict=True)))
     if csv is not None:

@@ -177,6 +177,8 @@ OVERVIEW_TITLES = {
     "category_shares": "Where the time goes: % of kernel time per category",
     "ssm_kernels": "SSM kernels: share of time, DRAM % of peak, hit rates, tensor/vector classes (% of SSM time)",
     "scaling": "Scaling: step time from 1 to N GPUs (speedup and efficiency over the single-GPU run)",
+    "parallel": "Communication per multi-GPU run: collectives per layer (as the structure predicts?), exposed transfer "
+                "and wait per step, bus bandwidth of the layers' largest collectives",
 }
 
 
