@@ -193,6 +193,14 @@ def test_counter_cost_and_calibration_paragraphs():
     runs = {p.name: load_run(p) for p in bundled.runs("h100-sxm")}
     limits, notes = ceilings_by_run(runs, read_device_profile(bundled.device_profile("h100-sxm")))["mamba2-lm"]
     assert round(limits.l2_gb_s) == 7628 and any("_chunk_scan_bwd_dcb_kernel" in n for n in notes)
+    sectors = (DATA / "calibrate-h100" / "l2-probe-sectors.log").read_text()
+    count = {m: float(v.replace(",", "")) for m, v in re.findall(r"(\S+)\s+(?:\S+\s+)?([\d.,]+)\n", sectors)}
+    assert count["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] * 32 == 1056 * 256 * 1024 * 4
+    assert count["l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct"] == 0
+    assert count["l1tex__m_xbar2l1tex_read_bytes.sum"] == 1.11  # Gbyte: all of it from L2
+    l2_share = count["lts__t_sectors_srcunit_tex_op_read.sum"] / count["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"]
+    assert round(100 * l2_share, 1) == 91.9
+    claims("L1 requested\n34,603,008 (exactly the bytes read), hit none", "the L2 slices counted 91.9 % of them")
     claims("measure 4,694 GB/s (4,707 in `l2-probe.log`)", "reaches 8,605 GB/s of the bytes it reads",
            "moves 1.04 GB of L2 bytes in 136.2 us (7.6 TB/s, 86 % of the L2's peak throughput; its L1 bytes equal the "
            "1.107 GB it reads)", "7,628 GB/s on the H100 (`_chunk_scan_bwd_dcb`)")
