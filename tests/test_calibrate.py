@@ -16,15 +16,18 @@ from ssmprof.profiler.calibrate import (
     L1_BLOCK,
     L1_CHECK_ITERS,
     L1_CHECK_PROGRAMS,
+    L2_CHECK_ITERS,
+    L2_CHECK_PROGRAMS,
 )
 
 GEMM_FLOPS = 2.0 * GEMM_MNK[0] * GEMM_MNK[1] * GEMM_MNK[2]
 FMA_FLOPS = 2.0 * FMA_ELEMENTS * FMA_ITERS
 L1_BYTES = 4.0 * L1_CHECK_PROGRAMS * L1_BLOCK * (L1_CHECK_ITERS + 1)
+L2_READ_BYTES = 4.0 * L2_CHECK_PROGRAMS * L1_BLOCK * (L2_CHECK_ITERS + 1)
 
 
 def report(tensor_ops=GEMM_FLOPS, ffma=FMA_FLOPS / 2, dram=2.0 * COPY_BYTES, gemm="nvjet_hsh_256x128_64x4_2x1_v",
-           l1=L1_BYTES):
+           l1=L1_BYTES, l2=L2_READ_BYTES):
     nan = float("nan")
     rows = [
         {"kernel_name": gemm, "tensor_ops_bf16": tensor_ops, "inst_fadd": 0, "inst_fmul": 0, "inst_ffma": 0,
@@ -34,6 +37,7 @@ def report(tensor_ops=GEMM_FLOPS, ffma=FMA_FLOPS / 2, dram=2.0 * COPY_BYTES, gem
         {"kernel_name": "vectorized_elementwise_kernel", "tensor_ops_bf16": 0, "inst_fadd": nan, "inst_fmul": nan,
          "inst_ffma": nan, "dram_read_bytes": dram / 2, "dram_write_bytes": dram / 2},
         {"kernel_name": "l1_read", "tensor_ops_bf16": 0, "l1_bytes": l1},
+        {"kernel_name": "l2_read", "tensor_ops_bf16": 0, "l1_bytes": l2},
     ]
     return pd.DataFrame(rows)
 
@@ -41,22 +45,25 @@ def report(tensor_ops=GEMM_FLOPS, ffma=FMA_FLOPS / 2, dram=2.0 * COPY_BYTES, gem
 @pytest.mark.parametrize(
     ("frame", "passed"),
     [
-        (report(), [True, True, True, True]),
-        (report(tensor_ops=GEMM_FLOPS / 2), [False, True, True, True]),  # counting FMAs instead of FLOPs does this
-        (report(tensor_ops=GEMM_FLOPS * 1.009), [True, True, True, True]),
-        (report(ffma=FMA_FLOPS / 2 * 1.02), [True, False, True, True]),
-        (report(dram=2.0 * COPY_BYTES * 1.019), [True, True, True, True]),
-        (report(dram=2.0 * COPY_BYTES * 1.05), [True, True, False, True]),
-        (report(gemm="some_other_kernel"), [False, True, True, True]),  # the GEMM was not found in the report
+        (report(), [True, True, True, True, True]),
+        (report(tensor_ops=GEMM_FLOPS / 2), [False, True, True, True, True]),  # counting FMAs instead of FLOPs
+        (report(tensor_ops=GEMM_FLOPS * 1.009), [True, True, True, True, True]),
+        (report(ffma=FMA_FLOPS / 2 * 1.02), [True, False, True, True, True]),
+        (report(dram=2.0 * COPY_BYTES * 1.019), [True, True, True, True, True]),
+        (report(dram=2.0 * COPY_BYTES * 1.05), [True, True, False, True, True]),
+        (report(gemm="some_other_kernel"), [False, True, True, True, True]),  # the GEMM was not found in the report
         # the first L1 kernel on the H100: loads hoisted out of its loop, 145 GB/s of L1 traffic counted
-        (report(l1=L1_BYTES / 46), [True, True, True, False]),
+        (report(l1=L1_BYTES / 46), [True, True, True, False, True]),
+        # a private-block L2 kernel on the H100: the compiler folded its loop to 5 loads a program of 257 blocks
+        (report(l2=L2_READ_BYTES * 6 / 257), [True, True, True, True, False]),
     ],
 )
 def test_checks(frame, passed):
     result = evaluate(frame, KNOWN_WORK)
     assert result["passed"].tolist() == passed
     assert result["check"].tolist() == ["tensor FLOPs (bf16 GEMM)", "vector FLOPs (fp32 FMA chain)",
-                                        "DRAM bytes (copy kernel)", "L1 bytes (L1 read kernel)"]
+                                        "DRAM bytes (copy kernel)", "L1 bytes (L1 read kernel)",
+                                        "L1 bytes (L2 read kernel)"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")

@@ -1,4 +1,4 @@
-"""The fp32 and L1 ceiling kernels compute what their FLOP and byte counts say (Triton's interpreter on the CPU),
+"""The fp32, L1 and L2 ceiling kernels compute what their FLOP and byte counts say (Triton's interpreter on the CPU),
 and compile for the H100 into the instructions those counts assume (PTX for sm_90, no GPU needed)."""
 
 import re
@@ -31,6 +31,20 @@ def test_l1_read_sums_iters_blocks_of_its_span_in_every_program(monkeypatch):
     blocks = x.view(5, L1_BLOCK)
     expected = blocks.sum(0) + blocks[:3].sum(0)
     assert torch.allclose(out.view(3, L1_BLOCK), expected.expand(3, L1_BLOCK), atol=1e-5)
+
+
+def test_l2_read_sums_every_programs_blocks_round_the_buffer(monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from ssmprof.profiler.calibrate import L1_BLOCK, l2_read
+
+    x, out = torch.randn(7 * L1_BLOCK), torch.empty(3 * L1_BLOCK)
+    l2_read(x, out, programs=3, iters=8)
+    # program p reads blocks p, p + 3, ..., p + 21, each modulo the 7 blocks
+    blocks = x.view(7, L1_BLOCK)
+    for program in range(3):
+        expected = sum(blocks[(program + 3 * i) % 7] for i in range(8))
+        assert torch.allclose(out.view(3, L1_BLOCK)[program], expected, atol=1e-5)
 
 
 # The same kernels compiled for the H100 (sm_90) here, without a GPU: the PTX of each loop trip shows the work
@@ -76,4 +90,15 @@ def test_l1_read_loop_loads_a_block_with_vector_loads_on_hopper():
     (body,) = _hopper_loop_bodies(_l1_read_kernel(), {}, {"ITERS": L1_ITERS, "SPAN": L1_SPAN, "BLOCK": L1_BLOCK})
     # four blocks a trip, each in 16-byte loads cached in L1 (none hoisted), into four independent sums
     assert body.count("ld.global.ca.v4.b32") == 4 * ELEMENTS_PER_THREAD // 4
+    assert body.count("add.f32") == 4 * ELEMENTS_PER_THREAD
+
+
+def test_l2_read_loop_loads_four_blocks_past_l1_on_hopper():
+    """A loop trip of four 16-byte `.cg` loads a block (L1 keeps none), none folded away: the private-block variant
+    tried on the H100 lost its loop to the compiler, 5 loads a program for 257 blocks."""
+    from ssmprof.profiler.calibrate import L1_BLOCK, L2_ITERS, L2_SPAN_BLOCKS, _l2_read_kernel
+
+    (body,) = _hopper_loop_bodies(_l2_read_kernel(), {}, {"ITERS": L2_ITERS, "BLOCKS": L2_SPAN_BLOCKS,
+                                                           "BLOCK": L1_BLOCK})
+    assert body.count("ld.global.cg.v4.b32") == 4 * ELEMENTS_PER_THREAD // 4
     assert body.count("add.f32") == 4 * ELEMENTS_PER_THREAD

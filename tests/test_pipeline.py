@@ -232,20 +232,20 @@ def _null_progress():
 
 
 def test_calibrate_writes_a_device_profile_its_readers_accept(tmp_path, monkeypatch):
-    """`run_calibration` stubbed with the counters of the four known-work kernels (the copy one 10 % short), and an
+    """`run_calibration` stubbed with the counters of the known-work kernels (the copy one 10 % short), and an
     L1 ceiling below L2's, which the profile drops with a note."""
     from ssmprof.profiler import calibrate, harness
 
     known = {work["check"]: work["expected"] for work in calibrate.KNOWN_WORK}
     report = pd.DataFrame({
-        "kernel_name": ["nvjet_sm90_tst_256x128", "fma_chain", "vectorized_elementwise_kernel", "l1_read"],
-        "ncu_duration_ns": [1e5, 1e5, 1e6, 1e5],
-        "tensor_ops_bf16": [known["tensor FLOPs (bf16 GEMM)"], 0.0, 0.0, 0.0],
-        "inst_ffma": [0.0, known["vector FLOPs (fp32 FMA chain)"] / 2, 0.0, 0.0],
+        "kernel_name": ["nvjet_sm90_tst_256x128", "fma_chain", "vectorized_elementwise_kernel", "l1_read", "l2_read"],
+        "ncu_duration_ns": [1e5, 1e5, 1e6, 1e5, 1e5],
+        "tensor_ops_bf16": [known["tensor FLOPs (bf16 GEMM)"], 0.0, 0.0, 0.0, 0.0],
+        "inst_ffma": [0.0, known["vector FLOPs (fp32 FMA chain)"] / 2, 0.0, 0.0, 0.0],
         "inst_fadd": 0.0, "inst_fmul": 0.0,
-        "dram_read_bytes": [0.0, 0.0, 0.45 * known["DRAM bytes (copy kernel)"], 0.0],
-        "dram_write_bytes": [0.0, 0.0, 0.45 * known["DRAM bytes (copy kernel)"], 0.0],
-        "l1_bytes": [0.0, 0.0, 0.0, known["L1 bytes (L1 read kernel)"]],
+        "dram_read_bytes": [0.0, 0.0, 0.45 * known["DRAM bytes (copy kernel)"], 0.0, 0.0],
+        "dram_write_bytes": [0.0, 0.0, 0.45 * known["DRAM bytes (copy kernel)"], 0.0, 0.0],
+        "l1_bytes": [0.0, 0.0, 0.0, known["L1 bytes (L1 read kernel)"], known["L1 bytes (L2 read kernel)"]],
     })
     ceilings = {"dram_gb_s": 2960.0, "l2_gb_s": 4718.0, "l1_gb_s": 3425.0, "bf16_tensor_tflops": 771.7,
                 "fp32_tflops": 25.0, "source": MEASURED}

@@ -17,7 +17,14 @@ from ssmprof.analysis.roofline import Ceilings
 from ssmprof.analysis.tensor_vector import class_summary, classify
 from ssmprof.cli import app
 from ssmprof.pipeline.loading import load_run
-from ssmprof.profiler.calibrate import KNOWN_WORK, L1_BLOCK, L1_CHECK_ITERS, L1_CHECK_PROGRAMS
+from ssmprof.profiler.calibrate import (
+    KNOWN_WORK,
+    L1_BLOCK,
+    L1_CHECK_ITERS,
+    L1_CHECK_PROGRAMS,
+    L2_CHECK_ITERS,
+    L2_CHECK_PROGRAMS,
+)
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()
@@ -54,12 +61,17 @@ def test_calibration_report_extracts_and_passes(tmp_path):
     with lzma.open(DATA / "calibrate-h100" / "calibrate.ncu-rep.xz") as packed, open(report, "wb") as out:
         shutil.copyfileobj(packed, out)
     frame = read_report(report, columns=RECORDED_COUNTER_COLUMNS)
-    assert len(frame) == 4 and set(frame["phase"]) == {"forward"}
+    assert len(frame) == 5 and set(frame["phase"]) == {"forward"}
     checks = evaluate(frame, KNOWN_WORK).set_index("check")
-    assert checks["passed"].tolist() == [True, True, True, True], checks
+    assert checks["passed"].tolist() == [True] * 5, checks
     # every block read and the sums stored, once each
     block_bytes = 4 * L1_BLOCK * L1_CHECK_PROGRAMS
     assert checks.loc["L1 bytes (L1 read kernel)", "measured"] == block_bytes * (L1_CHECK_ITERS + 1)
+    l2_blocks = 4 * L1_BLOCK * L2_CHECK_PROGRAMS
+    assert checks.loc["L1 bytes (L2 read kernel)", "measured"] == l2_blocks * (L2_CHECK_ITERS + 1)
+    # the L2 slices count fewer: Hopper's request coalescer merges requests of several SMs for one sector
+    l2_read = frame.set_index("kernel_name").loc["l2_read"]
+    assert round(100 * l2_read["l2_bytes"] / l2_read["l1_bytes"], 1) == 94.8
     assert checks.loc["tensor FLOPs (bf16 GEMM)", "error_pct"] == pytest.approx(0.0, abs=1e-9)
 
 

@@ -6,9 +6,11 @@ Checks (Nsight Compute on a child process, like the counter collector):
   equal 2*N*ITERS within 1 %;
 - a copy kernel over S bytes: DRAM bytes read + written must equal 2*S within 2 %;
 - the L1 read kernel: L1 bytes must equal every block it reads plus the sums it stores within 2 % (a load the
-  compiler hoisted out of the loop would leave its bytes uncounted).
+  compiler hoisted out of the loop would leave its bytes uncounted);
+- the L2 read kernel: likewise, its loads going past L1 to L2.
 Ceilings (CUDA events, in this process, median of repeats): DRAM GB/s (a copy far larger than L2),
-L2 GB/s (a copy that fits in L2, repeated), L1 GB/s (reads of a span that fits in L1, repeated), bf16
+L2 GB/s (one kernel reading a buffer that fits in L2, around and around), L1 GB/s (reads of a span that fits in
+L1, repeated), bf16
 tensor TFLOP/s (the best of several large GEMMs), fp32 TFLOP/s (independent FMA chains). They are
 written to a device profile that rooflines use instead of datasheet numbers.
 """
@@ -33,7 +35,14 @@ from ssmprof.schema import FORWARD
 GEMM_MNK = (4096, 4096, 4096)
 FMA_ELEMENTS, FMA_ITERS = 1 << 24, 256
 COPY_BYTES = 1 << 30  # 1 GiB: 20x the H100's L2, so the copy streams through DRAM
-L2_COPY_BYTES = 8 << 20  # 8 MiB source + 8 MiB destination fit in a 50 MB L2
+# The L2 read kernel: 8 programs an SM read 4 blocks a trip of a 16 MiB buffer (a third of the H100's L2) with `.cg`
+# loads, which L1 does not keep. It replaced 200 copies of an 8 MiB buffer replayed as one CUDA graph, which measured
+# 4,707 GB/s where this kernel reads 8,605 GB/s on the H100 (tests/data/calibrate-h100/l2-probe.log). Every block is
+# read by many programs; Hopper's L2 request coalescer merges some of their requests before the L2 slices count them
+# (lts__t sectors 91.9 % of those L1 received, l2-probe-sectors.log), so its check counts the bytes L1 asks for, and
+# the ceiling is in bytes L2 delivers. A variant whose programs read private blocks was folded by the compiler.
+L2_SPAN_BLOCKS, L2_ITERS, L2_PROGRAMS_PER_SM = 4096, 2048, 8
+L2_CHECK_PROGRAMS, L2_CHECK_ITERS = 1056, 256  # 8 programs on each of 132 SMs, 256 blocks each: 136 us on the H100
 # The span is 5 blocks (20 KiB) while a trip reads 4: each sum's block moves every trip, so no load is loop-invariant
 # (over a 4-block span the compiler hoisted them all out of the loop, and the H100 counted 145 GB/s of L1 traffic
 # for a "6.7 TB/s" kernel). The ceiling launch reads 16,384 blocks a program: 2.6 ms on the H100, so the ~30 us
@@ -54,6 +63,9 @@ KNOWN_WORK = (
     # every block read through L1, and the sums stored: what the L1 ceiling's bytes count assumes
     {"check": "L1 bytes (L1 read kernel)", "kernel": r"^l1_read$", "column": "l1_bytes",
      "expected": 4.0 * L1_CHECK_PROGRAMS * L1_BLOCK * (L1_CHECK_ITERS + 1), "tolerance_pct": 2.0, "unit": "bytes"},
+    # every block asked of L1 (which keeps none of them: `.cg`) and so of L2, and the sums stored
+    {"check": "L1 bytes (L2 read kernel)", "kernel": r"^l2_read$", "column": "l1_bytes",
+     "expected": 4.0 * L2_CHECK_PROGRAMS * L1_BLOCK * (L2_CHECK_ITERS + 1), "tolerance_pct": 2.0, "unit": "bytes"},
 )
 
 
@@ -122,6 +134,41 @@ def _l1_read_kernel():
 
 
 
+def _l2_read_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def l2_read(x_ptr, out_ptr, ITERS: tl.constexpr, BLOCKS: tl.constexpr, BLOCK: tl.constexpr):
+        # Program p reads blocks p, p + P, p + 2P, ... (P programs, a runtime number) round the buffer, four at a time
+        # into four sums so that four loads are in flight; `.cg` keeps them out of L1, so every byte comes from L2.
+        # The offsets depend on P, so the compiler cannot prove two trips read the same block and fold them.
+        lanes, programs = tl.arange(0, BLOCK), tl.num_programs(0)
+        s0 = tl.load(x_ptr + tl.multiple_of((tl.program_id(0) % BLOCKS) * BLOCK, BLOCK) + lanes, cache_modifier=".cg")
+        s1 = tl.load(x_ptr + tl.multiple_of(((tl.program_id(0) + programs) % BLOCKS) * BLOCK, BLOCK) + lanes,
+                     cache_modifier=".cg")
+        s2 = tl.load(x_ptr + tl.multiple_of(((tl.program_id(0) + 2 * programs) % BLOCKS) * BLOCK, BLOCK) + lanes,
+                     cache_modifier=".cg")
+        s3 = tl.load(x_ptr + tl.multiple_of(((tl.program_id(0) + 3 * programs) % BLOCKS) * BLOCK, BLOCK) + lanes,
+                     cache_modifier=".cg")
+        for step in range(4, ITERS, 4):  # ITERS: a multiple of 4
+            first = tl.program_id(0) + step * programs
+            s0 += tl.load(x_ptr + tl.multiple_of((first % BLOCKS) * BLOCK, BLOCK) + lanes, cache_modifier=".cg")
+            s1 += tl.load(x_ptr + tl.multiple_of(((first + programs) % BLOCKS) * BLOCK, BLOCK) + lanes,
+                          cache_modifier=".cg")
+            s2 += tl.load(x_ptr + tl.multiple_of(((first + 2 * programs) % BLOCKS) * BLOCK, BLOCK) + lanes,
+                          cache_modifier=".cg")
+            s3 += tl.load(x_ptr + tl.multiple_of(((first + 3 * programs) % BLOCKS) * BLOCK, BLOCK) + lanes,
+                          cache_modifier=".cg")
+        tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, s0 + s1 + s2 + s3)
+
+    return l2_read
+
+
+def l2_read(x: torch.Tensor, out: torch.Tensor, programs: int, iters: int = L2_ITERS) -> None:
+    _l2_read_kernel()[(programs,)](x, out, ITERS=iters, BLOCKS=x.numel() // L1_BLOCK, BLOCK=L1_BLOCK)
+
+
 def l1_read(x: torch.Tensor, out: torch.Tensor, programs: int, iters: int = L1_ITERS) -> None:
     _l1_read_kernel()[(programs,)](x, out, ITERS=iters, SPAN=L1_SPAN, BLOCK=L1_BLOCK)
 
@@ -132,7 +179,7 @@ def fma_chain(x: torch.Tensor, out: torch.Tensor, iters: int) -> None:
 
 
 def known_work() -> list:
-    """The four calibration launches, as closures over preallocated buffers (random data, never zeros)."""
+    """The calibration launches (KNOWN_WORK's), as closures over preallocated buffers (random data, never zeros)."""
     m, n, k = GEMM_MNK
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
@@ -140,8 +187,11 @@ def known_work() -> list:
     src = torch.randn(COPY_BYTES // 4, device="cuda")
     dst = torch.empty_like(src)
     span, sums = torch.randn(L1_SPAN, device="cuda"), torch.empty(L1_CHECK_PROGRAMS * L1_BLOCK, device="cuda")
+    buffer = torch.randn(L2_SPAN_BLOCKS * L1_BLOCK, device="cuda")
+    l2_sums = torch.empty(L2_CHECK_PROGRAMS * L1_BLOCK, device="cuda")
     return [lambda: a @ b, lambda: fma_chain(x, y, FMA_ITERS), lambda: copy_kernel(src, dst),
-            lambda: l1_read(span, sums, L1_CHECK_PROGRAMS, L1_CHECK_ITERS)]
+            lambda: l1_read(span, sums, L1_CHECK_PROGRAMS, L1_CHECK_ITERS),
+            lambda: l2_read(buffer, l2_sums, L2_CHECK_PROGRAMS, L2_CHECK_ITERS)]
 
 
 def copy_kernel(src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -179,19 +229,30 @@ def _median_ms(launch, repeats: int = 20) -> float:
     return statistics.median(times)
 
 
-def _copy_gb_s(nbytes: int, copies: int) -> float:
-    """Bytes moved (read + write) per second by `copies` back-to-back copy kernels over `nbytes`, replayed
-    as one CUDA graph: an L2-sized copy lasts a few microseconds, less than launching it from Python takes
-    (launched one by one, the "L2" ceiling came out below the DRAM ceiling)."""
-    src = torch.randn(nbytes // 4, device="cuda")
+def _dram_gb_s() -> float:
+    """Bytes moved (read + write) per second by one copy kernel over COPY_BYTES, 20x the H100's L2, replayed as a
+    CUDA graph so that no Python runs inside the timed interval."""
+    src = torch.randn(COPY_BYTES // 4, device="cuda")
     dst = torch.empty_like(src)
     copy_kernel(src, dst)  # load the kernel before capturing
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(copies):
-            copy_kernel(src, dst)
-    return copies * 2 * nbytes / (_median_ms(graph.replay, 10) / 1e3) / 1e9
+        copy_kernel(src, dst)
+    return 2 * COPY_BYTES / (_median_ms(graph.replay, 10) / 1e3) / 1e9
+
+
+def _l2_gb_s() -> float:
+    """Bytes per second `l2_read` takes from L2 (L2_PROGRAMS_PER_SM programs an SM, L2_ITERS blocks each: about
+    1 ms on the H100). Defined once, outside what is timed (see `_l1_gb_s`)."""
+    programs = L2_PROGRAMS_PER_SM * torch.cuda.get_device_properties(0).multi_processor_count
+    kernel, blocks = _l2_read_kernel(), L2_SPAN_BLOCKS
+    x, out = torch.randn(blocks * L1_BLOCK, device="cuda"), torch.empty(programs * L1_BLOCK, device="cuda")
+
+    def launch():
+        kernel[(programs,)](x, out, ITERS=L2_ITERS, BLOCKS=blocks, BLOCK=L1_BLOCK)
+
+    return programs * L2_ITERS * L1_BLOCK * 4 / (_median_ms(launch, 5) / 1e3) / 1e9
 
 
 # bf16 GEMM shapes (M, N, K) for the tensor ceiling: the best of several, since cuBLAS's tile choice makes one
@@ -237,17 +298,17 @@ def _l1_gb_s() -> float:
 
 def measure_ceilings() -> dict:
     """Achievable rates on this GPU (what rooflines should use), each from a kernel built to hit it: DRAM from
-    one copy 20x larger than L2, L2 from 200 copies of a buffer that fits in it (as one CUDA graph), L1 from
-    repeated reads of a span that fits in every SM's L1, bf16 tensor from the best of GEMM_SHAPES, fp32 from
-    `fma_peak` (independent FMA chains, unrolled)."""
-    return {"dram_gb_s": _copy_gb_s(COPY_BYTES, 1), "l2_gb_s": _copy_gb_s(L2_COPY_BYTES, 200),
+    one copy 20x larger than L2, L2 from `l2_read` over a buffer that fits in it, L1 from repeated reads of a span
+    that fits in every SM's L1, bf16 tensor from the best of GEMM_SHAPES, fp32 from `fma_peak` (independent FMA
+    chains, unrolled)."""
+    return {"dram_gb_s": _dram_gb_s(), "l2_gb_s": _l2_gb_s(),
             "l1_gb_s": _l1_gb_s(), "bf16_tensor_tflops": _gemm_tflops(), "fp32_tflops": _fma_tflops(),
             "source": "measured by ssmprof calibrate"}
 
 
 def run_calibration(ncu_timeout_s: float = 900, keep_report: Path | None = None) -> tuple[pd.DataFrame, dict, float]:
     """(report of the KNOWN_WORK launches, measured ceilings, ncu wall seconds) on the visible GPU; the
-    four-kernel report is copied to `keep_report` if given (small: the test fixture for extraction)."""
+    report of those few launches is copied to `keep_report` if given (small: the test fixture for extraction)."""
     if not torch.cuda.is_available():
         raise NoGpu("calibrate measures a GPU: no CUDA GPU is visible")
     ceilings = measure_ceilings()
