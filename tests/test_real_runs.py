@@ -17,14 +17,7 @@ from ssmprof.analysis.roofline import Ceilings
 from ssmprof.analysis.tensor_vector import class_summary, classify
 from ssmprof.cli import app
 from ssmprof.pipeline.loading import load_run
-from ssmprof.profiler.calibrate import (
-    KNOWN_WORK,
-    L1_BLOCK,
-    L1_CHECK_ITERS,
-    L1_CHECK_PROGRAMS,
-    L2_CHECK_ITERS,
-    L2_CHECK_PROGRAMS,
-)
+from ssmprof.profiler import calibrate
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()
@@ -50,8 +43,8 @@ def test_profiled_mamba2_small_iteration_is_complete():
 
 
 def test_calibration_report_extracts_and_passes(tmp_path):
-    """The four known-work kernels of `ssmprof calibrate` on the H100 (2026-11-24), read back through ncu_report: all
-    four checks pass, the L1 read kernel's L1 bytes exactly what it reads and stores (before its loop's loads were
+    """The five known-work kernels of `ssmprof calibrate` on the H100 (2026-11-24), read back through ncu_report: all
+    five checks pass, the L1 read kernel's L1 bytes exactly what it reads and stores (before its loop's loads were
     16-byte vector loads in the GPU host's Triton 3.6, they came out 3.94x: scalar loads with a 16-byte stride between
     lanes touch four times the bytes they use)."""
     pytest.importorskip("ncu_report")
@@ -62,13 +55,13 @@ def test_calibration_report_extracts_and_passes(tmp_path):
         shutil.copyfileobj(packed, out)
     frame = read_report(report, columns=RECORDED_COUNTER_COLUMNS)
     assert len(frame) == 5 and set(frame["phase"]) == {"forward"}
-    checks = evaluate(frame, KNOWN_WORK).set_index("check")
+    checks = evaluate(frame, calibrate.KNOWN_WORK).set_index("check")
     assert checks["passed"].tolist() == [True] * 5, checks
     # every block read and the sums stored, once each
-    block_bytes = 4 * L1_BLOCK * L1_CHECK_PROGRAMS
-    assert checks.loc["L1 bytes (L1 read kernel)", "measured"] == block_bytes * (L1_CHECK_ITERS + 1)
-    l2_blocks = 4 * L1_BLOCK * L2_CHECK_PROGRAMS
-    assert checks.loc["L1 bytes (L2 read kernel)", "measured"] == l2_blocks * (L2_CHECK_ITERS + 1)
+    block_bytes = 4 * calibrate.L1_BLOCK * calibrate.L1_CHECK_PROGRAMS
+    assert checks.loc["L1 bytes (L1 read kernel)", "measured"] == block_bytes * (calibrate.L1_CHECK_ITERS + 1)
+    l2_blocks = 4 * calibrate.L1_BLOCK * calibrate.L2_CHECK_PROGRAMS
+    assert checks.loc["L1 bytes (L2 read kernel)", "measured"] == l2_blocks * (calibrate.L2_CHECK_ITERS + 1)
     # the L2 slices count fewer: Hopper's request coalescer merges requests of several SMs for one sector
     l2_read = frame.set_index("kernel_name").loc["l2_read"]
     assert round(100 * l2_read["l2_bytes"] / l2_read["l1_bytes"], 1) == 94.8

@@ -132,8 +132,6 @@ def _l1_read_kernel():
     return l1_read
 
 
-
-
 def _l2_read_kernel():
     import triton
     import triton.language as tl
