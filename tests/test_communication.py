@@ -254,7 +254,7 @@ def test_all_reduces_per_layer_on_two_h200s(h200_pair):
         if parallel:
             counts = collective_counts(run.kernels, parallel["sequence_parallel"])
             assert counts["matches"].all() and counts.groupby("layer_kind")["layers"].first().sum() == 14, name
-    overview = parallel_overview({name: (run.info, run.kernels) for name, run in h200_pair.items()}).set_index("run")
+    overview = parallel_overview(h200_pair).set_index("run")
     assert overview.loc["mamba2-lm-tp2", ["forward_per_layer", "backward_per_layer"]].tolist() == [
         "1 all_gather + 1 reduce_scatter", "2 all_gather + 1 reduce_scatter"]
     assert overview.loc["mamba1-lm-tp2-no-sp", "forward_per_layer"] == "2 all_reduce"
@@ -263,7 +263,7 @@ def test_all_reduces_per_layer_on_two_h200s(h200_pair):
 def test_exposed_transfer_and_scaling_on_two_h200s(h200_pair):
     """Per step, the slower rank's collectives' transfer time no compute hides (`exposed_transfer_us`), the wait
     for the other rank apart; the step from 1 to 2 GPUs on one host; the bus bandwidth under the link's."""
-    overview = parallel_overview({name: (run.info, run.kernels) for name, run in h200_pair.items()}).set_index("run")
+    overview = parallel_overview(h200_pair).set_index("run")
     assert overview["exposed_transfer_ms"].round(1).to_dict() == {
         "hybrid-tp2": 12.7, "mamba1-lm-tp2": 13.2, "mamba1-lm-tp2-no-sp": 7.2, "mamba2-lm-tp2": 12.7,
         "mamba2-lm-tp2-no-sp": 7.1}

@@ -669,7 +669,7 @@ def test_tensor_parallel_paragraph():
     from ssmprof.analysis.communication import bus_bandwidth, parallel_overview
 
     runs = {path.name: load_run(path) for path in bundled.parallel_runs("h200")}
-    overview = parallel_overview({name: (run.info, run.kernels) for name, run in runs.items()}).set_index("run")
+    overview = parallel_overview(runs).set_index("run")
     exposed = overview["exposed_transfer_ms"].round(1)
     assert (exposed["mamba1-lm-tp2-no-sp"], exposed["mamba2-lm-tp2-no-sp"]) == (7.2, 7.1)
     assert overview["as_predicted"].all()

@@ -27,7 +27,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ssmprof.analysis.host import busy_ns
-from ssmprof.schema import BACKWARD, FORWARD
+from ssmprof.schema import BACKWARD, FORWARD, Run
 
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER = "all_reduce", "all_gather", "reduce_scatter"
 _PIECES = {
@@ -301,17 +301,17 @@ def communication_tables(kernels: pd.DataFrame, info: dict, links: pd.DataFrame 
     return tables
 
 
-def parallel_overview(runs: dict[str, tuple[dict, pd.DataFrame]]) -> pd.DataFrame:
-    """One row per multi-GPU run of `runs` (label -> (run.json, kernels)): its split, step time and speedup over the
-    single-GPU run of the same workload among `runs` (`scaling`), the collectives per layer forward and backward
+def parallel_overview(runs: dict[str, Run]) -> pd.DataFrame:
+    """One row per multi-GPU run of `runs` (label -> run, every rank's kernels): its split, step time and speedup over
+    the single-GPU run of the same workload among `runs` (`scaling`), the collectives per layer forward and backward
     (`collective_counts`; kinds of layer with the same collectives are one entry) and whether the model's
     structure predicts them, the per-step transfer time no compute hides and the time spent waiting for the other
     ranks (the larger rank's sum over forward and backward, `exposed_communication`), and the bus bandwidth of
     the layers' largest collectives (lowest and highest over phases and kinds of collective, `bus_bandwidth`)."""
-    steps = scaling({label: info for label, (info, _) in runs.items()}).set_index("run")
+    steps = scaling({label: run.info for label, run in runs.items()}).set_index("run")
     rows = []
-    for label, (info, kernels) in runs.items():
-        parallel = info.get("parallel")
+    for label, run in runs.items():
+        info, kernels, parallel = run.info, run.kernels, run.info.get("parallel")
         if not parallel:
             continue
         counts = collective_counts(kernels, parallel["sequence_parallel"])

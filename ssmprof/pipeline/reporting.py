@@ -73,7 +73,7 @@ def _load(paths: list[Path], profile: DeviceProfile | None) -> dict[int, tuple[R
 
 def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, list[str]]],
              csv: Path | None) -> tuple[list[AnalyzedRun], dict[str, pd.DataFrame] | None]:
-    analyzed, kernels, infos, ceilings, ranks = [], {}, {}, {}, {}
+    analyzed, kernels, infos, ceilings, runs = [], {}, {}, {}, {}
     for index, path in enumerate(paths):
         run, limits, notes = loaded[index]
         tables = analyze(run, limits, origin(path), links_frame())
@@ -85,7 +85,7 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
         label += " no-SP" if parallel and not parallel["sequence_parallel"] else ""
         label = label if label not in kernels else f"{label} ({run.info['gpu']['name']}, #{index})"
         kernels[label], infos[label], ceilings[label] = one_rank(run.kernels, run.info), run.info, limits
-        ranks[label] = (run.info, run.kernels)  # every rank: the communication overview sets them against each other
+        runs[label] = run  # every rank's kernels: the communication overview sets them against each other
     if len(paths) < 2:
         return analyzed, None
     roofs = {label: limits for label, limits in ceilings.items() if limits is not None}
@@ -94,7 +94,7 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
                 "ssm_roofline": suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs)}
     if any("parallel" in info for info in infos.values()):
         overview["scaling"] = scaling(infos)
-        overview["parallel"] = parallel_overview(ranks)
+        overview["parallel"] = parallel_overview(runs)
     overview["findings"] = suite_findings(overview["category_shares"], overview["ssm_kernels"],
                                           dict(zip(kernels, (run.tables["findings"] for run in analyzed), strict=True)))
     if csv is not None:
@@ -216,7 +216,7 @@ def parallel_results() -> str:
     for gpu, label in bundled.GPUS.items():
         runs = {path.name: load_run(path) for path in bundled.parallel_runs(gpu)}
         if runs:
-            table = parallel_overview({name: (run.info, run.kernels) for name, run in runs.items()})
+            table = parallel_overview(runs)
             parallel = next(run.info["parallel"] for run in runs.values() if "parallel" in run.info)
             folder = f"ssmprof/reference/{gpu}/{bundled.PARALLEL}"
             text += render_parallel_results(label, folder, parallel, table)

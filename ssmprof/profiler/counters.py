@@ -269,9 +269,8 @@ PASS_2_MIN_SHARE = 0.0005
 # No pass profiles a function (a kernel name) holding less than this share of the kernel time, but for the SSM
 # kernels: a profiled launch costs about the same whatever its duration (7 replay passes, each restoring the
 # process's memory: up to 33 GiB for the LM workloads), so the many elementwise functions that hold almost no
-# time cost as much as the GEMMs. (The bundled H200 mamba2-lm run was measured before the SSM kernels were exempt:
-# its `_chunk_cumsum_bwd` kernel, 0.08 % of its SSM time, has none there; the H200 hybrid, measured again since,
-# has them.)
+# time cost as much as the GEMMs. (Runs measured before the SSM kernels were exempt lacked counters for the
+# `_chunk_cumsum_*` kernels, 0.07-0.16 % of their time; the bundled runs have been measured again since.)
 # Chosen on the bundled H200 paper runs: 0.1 % leaves out 13-23 of 53-207 launch configurations of pass 1 and
 # 0.12-0.49 % of the kernel time (0.05 %: 5-22 configurations, 0.09-0.33 %; 0.2 %: 17-25, 0.39-1.42 %).
 PASS_1_MIN_SHARE = 0.001
