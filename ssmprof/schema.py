@@ -453,6 +453,11 @@ class DeviceProfile(_Versioned):
     checks: list[CalibrationCheck]
     ncu_wall_s: float
     note: str | None = None
+    # Which probe and collector set each ceiling, and each collector's own measures (the ceiling is the faster,
+    # see `analysis.calibration.combined_ceilings`); profiles written before the probes ran under Nsight Compute
+    # have neither.
+    set_by: dict[str, str] = {}
+    by_collector: dict[str, dict[str, float | None]] = {}
 
 
 class BaselineRow(_Closed):

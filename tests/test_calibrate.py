@@ -85,3 +85,19 @@ def test_an_l1_ceiling_must_be_above_the_l2_ceiling(scenario, l1, kept, noted):
     ceilings, note = ordered_ceilings({"dram_gb_s": 2963.1, "l2_gb_s": 4643.6, "l1_gb_s": l1})
     assert ceilings["l1_gb_s"] == kept and ceilings["l2_gb_s"] == 4643.6, scenario
     assert (note is not None) == noted and (not noted or "4,644 GB/s" in note), scenario
+
+
+@pytest.mark.parametrize(("scenario", "counted", "timed", "expected", "set_by"), [
+    ("counters faster: their rate, their kernel",
+     {"dram_gb_s": (3260.0, "fill")}, {"dram_gb_s": 2960.0}, 3260.0, "Nsight Compute: fill"),
+    ("events faster where the units agree: theirs",
+     {"bf16_tensor_tflops": (775.7, "nvjet")}, {"bf16_tensor_tflops": 790.0}, 790.0, "CUDA events"),
+    ("L2 from the counters alone: events count the bytes L1 asks for",
+     {"l2_gb_s": (7749.5, "l2_read")}, {"l2_gb_s": 8525.0}, 7749.5, "Nsight Compute: l2_read"),
+])
+def test_each_ceiling_is_the_faster_collector_in_the_rooflines_units(scenario, counted, timed, expected, set_by):
+    from ssmprof.analysis.calibration import combined_ceilings
+
+    ceilings, by = combined_ceilings(counted, timed)
+    field = next(iter(counted))
+    assert (ceilings[field], by[field]) == (expected, set_by), scenario

@@ -131,3 +131,22 @@ def test_every_bundled_file_is_package_data():
     files = [path.relative_to(root).as_posix() for path in bundled.REFERENCE.rglob("*") if path.is_file()]
     assert len(files) > 100 and not [name for name in files if not any(
         fnmatch.fnmatch(name, pattern) and name.count("/") == pattern.count("/") for pattern in patterns)]
+
+
+def test_ceilings_from_the_calibration_launches_counters(tmp_path):
+    """The same recorded launches as ceilings, each rate on its counters over its own counted duration (the units
+    and instrument of every run's roofline): the copy moves 3,004 GB/s of DRAM bytes, the L2 read kernel 7,749 GB/s
+    of L2 slice bytes, the 4096^3 GEMM 775.7 TFLOP/s."""
+    pytest.importorskip("ncu_report")
+    from ssmprof.analysis.calibration import counter_ceilings
+    from ssmprof.profiler.ncu_extract import read_report
+
+    report = tmp_path / "calibrate.ncu-rep"
+    with lzma.open(DATA / "calibrate-h100" / "calibrate.ncu-rep.xz") as packed, open(report, "wb") as out:
+        shutil.copyfileobj(packed, out)
+    ceilings = counter_ceilings(read_report(report, columns=RECORDED_COUNTER_COLUMNS))
+    rounded = {field: (round(rate, 1), kernel) for field, (rate, kernel) in ceilings.items()}
+    assert rounded == {"dram_gb_s": (3004.3, "vectorized_elementwise_kernel"), "l2_gb_s": (7749.5, "l2_read"),
+                       "l1_gb_s": (12659.7, "l1_read"),
+                       "bf16_tensor_tflops": (775.7, "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"),
+                       "fp32_tflops": (60.8, "fma_chain")}

@@ -235,22 +235,27 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
               ) -> CalibrationResult:
     """`ssmprof calibrate`: check the counter formulas on kernels of known work, measure this GPU's ceilings,
     and write both as its device profile (`out`, default runs/device-<gpu>.json), failed checks included."""
-    from ssmprof.analysis.calibration import evaluate, ordered_ceilings
+    from ssmprof.analysis.calibration import combined_ceilings, counter_ceilings, evaluate, ordered_ceilings
     from ssmprof.profiler.calibrate import KNOWN_WORK, run_calibration
     from ssmprof.profiler.gpu_specs import spec_for
     from ssmprof.profiler.harness import gpu_info
 
     check_file(out, "--out")
     check_file(keep_report, "--keep-report")
-    measured, ceilings, ncu_wall = run_calibration(ncu_timeout_s, keep_report)
+    measured, timed, ncu_wall = run_calibration(ncu_timeout_s, keep_report)
+    counted = counter_ceilings(measured)
+    ceilings, set_by = combined_ceilings(counted, timed)
     ceilings, note = ordered_ceilings(ceilings)
     checks = evaluate(measured, KNOWN_WORK)
     gpu = gpu_info()
     spec = spec_for(gpu["name"])
     datasheet = {"dram_gb_s": spec.dram_tb_s * 1e3, "bf16_tensor_tflops": spec.bf16_tflops,
                  "fp32_tflops": spec.fp32_tflops} if spec else {}
+    by_collector = {"nsight_compute": {field: rate for field, (rate, _) in counted.items()},
+                    "cuda_events": {field: rate for field, rate in timed.items() if field != "source"}}
     document = make_document(DeviceProfile, gpu=gpu, measured=ceilings, datasheet=datasheet,
-                             checks=checks.to_dict("records"), ncu_wall_s=ncu_wall, note=note)
+                             checks=checks.to_dict("records"), ncu_wall_s=ncu_wall, note=note,
+                             set_by=set_by, by_collector=by_collector)
     path = out or Path("runs") / f"device-{(spec.key if spec else gpu['name']).replace(' ', '_')}.json"
     return CalibrationResult(document, checks, write_document(document, path))
 

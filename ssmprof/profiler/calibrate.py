@@ -8,11 +8,14 @@ Checks (Nsight Compute on a child process, like the counter collector):
 - the L1 read kernel: L1 bytes must equal every block it reads plus the sums it stores within 2 % (a load the
   compiler hoisted out of the loop would leave its bytes uncounted);
 - the L2 read kernel: likewise, its loads going past L1 to L2.
-Ceilings (CUDA events, in this process, median of repeats): DRAM GB/s (a copy far larger than L2),
-L2 GB/s (one kernel reading a buffer that fits in L2, around and around), L1 GB/s (reads of a span that fits in
-L1, repeated), bf16
-tensor TFLOP/s (the best of several large GEMMs), fp32 TFLOP/s (independent FMA chains). They are
-written to a device profile that rooflines use instead of datasheet numbers.
+
+Ceilings are the fastest rate a probe reaches, measured two ways. The same child runs `ceiling_probes` under
+Nsight Compute after the checks: GEMMs of the shapes and operand layouts the workloads run, write-only, read-only
+and copy streams far larger than L2, the L2 and L1 read kernels at full size and independent FMA chains; each
+rate is the probe's counters over its own counted duration, the units and the instrument every kernel of a run
+is placed on the roofline with (`analysis.calibration.counter_ceilings`). In this process, CUDA events time the
+same kinds of probe (`measure_ceilings`, median of repeats) as the second collector. A kernel of a run above its
+GPU's ceiling is a calibration defect, reported as such, so the probes are chosen to reach what kernels reach.
 """
 
 from __future__ import annotations
@@ -192,6 +195,47 @@ def known_work() -> list:
             lambda: l2_read(buffer, l2_sums, L2_CHECK_PROGRAMS, L2_CHECK_ITERS)]
 
 
+# GEMM probes (M, K, N): the workloads' own shapes (the paper presets' projections, MLP and LM head, whose GEMMs
+# under Nsight Compute reach more than a square one), each with its operands as the workloads lay them out:
+# plain, the first transposed (weight gradients) and the second transposed (a linear layer's weight).
+GEMM_PROBE_SHAPES = ((8192, 4096, 4096), (8192, 16384, 4096), (50280, 8192, 4096), (8192, 18560, 4096),
+                     (8192, 4096, 50280), (16384, 8192, 8192))
+GEMM_LAYOUTS = ("NN", "TN", "NT")
+STREAM_BYTES = 2 << 30  # 2 GiB streams: 40x the H100's L2, so what is counted is DRAM's
+
+
+def gemm_operands(m: int, k: int, n: int, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """bf16 operands of an M x K by K x N product; a "T" operand is the transposed view of a contiguous tensor,
+    so cuBLAS takes its other layout (as for `x.t() @ grad` and `x @ w.t()`)."""
+    a = (torch.randn(k, m, device="cuda", dtype=torch.bfloat16).t() if layout[0] == "T"
+         else torch.randn(m, k, device="cuda", dtype=torch.bfloat16))
+    b = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t() if layout[1] == "T"
+         else torch.randn(k, n, device="cuda", dtype=torch.bfloat16))
+    return a, b
+
+
+def ceiling_probes() -> list:
+    """Launches built to reach each ceiling, as closures over preallocated buffers; run under Nsight Compute
+    after the known-work launches, whose kernels they share (so the checks find theirs first)."""
+    gemms = [gemm_operands(*shape, layout) for shape in GEMM_PROBE_SHAPES for layout in GEMM_LAYOUTS]
+    stream = torch.empty(STREAM_BYTES // 4, device="cuda")
+    source = torch.randn(STREAM_BYTES // 8, device="cuda")
+    target = torch.empty_like(source)
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    l2_buffer = torch.randn(L2_SPAN_BLOCKS * L1_BLOCK, device="cuda")
+    l2_sums = torch.empty(L2_PROGRAMS_PER_SM * programs * L1_BLOCK, device="cuda")
+    span, l1_sums = torch.randn(L1_SPAN, device="cuda"), torch.empty(8 * programs * L1_BLOCK, device="cuda")
+    x, y = torch.randn(FMA_ELEMENTS, device="cuda"), torch.empty(FMA_ELEMENTS, device="cuda")
+    peak = _fma_peak_kernel()
+    return [*(lambda a=a, b=b: a @ b for a, b in gemms),
+            lambda: stream.fill_(1.0),  # write-only
+            lambda: stream.sum(),  # read-only
+            lambda: copy_kernel(source, target),
+            lambda: l2_read(l2_buffer, l2_sums, L2_PROGRAMS_PER_SM * programs),
+            lambda: l1_read(span, l1_sums, 8 * programs),
+            lambda: peak[(FMA_ELEMENTS // 1024,)](x, y, 1.0001, 0.5, ITERS=1024, BLOCK=1024)]
+
+
 def copy_kernel(src: torch.Tensor, dst: torch.Tensor) -> None:
     """A copy done by a kernel (reads S, writes S): `copy_` would be a cudaMemcpy, which ncu does not profile."""
     torch.mul(src, 1.0, out=dst)
@@ -199,7 +243,7 @@ def copy_kernel(src: torch.Tensor, dst: torch.Tensor) -> None:
 
 def child() -> int:
     """Run under ncu: warm each launch up outside the profiled bracket, then launch each once inside it."""
-    launches = known_work()
+    launches = known_work() + ceiling_probes()
     for launch in launches:
         launch()
     torch.cuda.synchronize()
@@ -227,17 +271,27 @@ def _median_ms(launch, repeats: int = 20) -> float:
     return statistics.median(times)
 
 
-def _dram_gb_s() -> float:
-    """Bytes moved (read + write) per second by one copy kernel over COPY_BYTES, 20x the H100's L2, replayed as a
-    CUDA graph so that no Python runs inside the timed interval."""
-    src = torch.randn(COPY_BYTES // 4, device="cuda")
-    dst = torch.empty_like(src)
-    copy_kernel(src, dst)  # load the kernel before capturing
+def _graph_gb_s(launch, moved_bytes: int) -> float:
+    """`moved_bytes` over the median time of `launch` replayed as a CUDA graph (no Python in the timed interval)."""
+    launch()  # load the kernel before capturing
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        copy_kernel(src, dst)
-    return 2 * COPY_BYTES / (_median_ms(graph.replay, 10) / 1e3) / 1e9
+        launch()
+    return moved_bytes / (_median_ms(graph.replay, 10) / 1e3) / 1e9
+
+
+def _dram_gb_s() -> float:
+    """The best of a write-only, a read-only and a copy stream over STREAM_BYTES (a copy alone reads and writes at
+    once, and is not the fastest way to move DRAM bytes)."""
+    stream = torch.empty(STREAM_BYTES // 4, device="cuda")
+    sums = torch.empty((), device="cuda")
+    write = _graph_gb_s(lambda: stream.fill_(1.0), STREAM_BYTES)
+    read = _graph_gb_s(lambda: torch.sum(stream, dim=0, out=sums), STREAM_BYTES)
+    del stream
+    src = torch.randn(STREAM_BYTES // 8, device="cuda")
+    dst = torch.empty_like(src)
+    return max(write, read, _graph_gb_s(lambda: copy_kernel(src, dst), STREAM_BYTES))
 
 
 def _l2_gb_s() -> float:
@@ -253,18 +307,14 @@ def _l2_gb_s() -> float:
     return programs * L2_ITERS * L1_BLOCK * 4 / (_median_ms(launch, 5) / 1e3) / 1e9
 
 
-# bf16 GEMM shapes (M, N, K) for the tensor ceiling: the best of several, since cuBLAS's tile choice makes one
-# shape faster than another (the workloads' own GEMMs beat a single 8192^3 one on the H100)
-GEMM_SHAPES = ((8192, 8192, 8192), (16384, 8192, 8192), (8192, 16384, 4096), (16384, 16384, 4096))
-
-
 def _gemm_tflops() -> float:
+    """The best of the GEMM probes (every shape and layout of `ceiling_probes`), event-timed."""
     best = 0.0
-    for m, n, k in GEMM_SHAPES:
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-        best = max(best, 2 * m * n * k / (_median_ms(lambda a=a, b=b: a @ b) / 1e3) / 1e12)
-        del a, b
+    for m, k, n in GEMM_PROBE_SHAPES:
+        for layout in GEMM_LAYOUTS:
+            a, b = gemm_operands(m, k, n, layout)
+            best = max(best, 2 * m * n * k / (_median_ms(lambda a=a, b=b: a @ b, 10) / 1e3) / 1e12)
+            del a, b
     return best
 
 
@@ -295,10 +345,11 @@ def _l1_gb_s() -> float:
 
 
 def measure_ceilings() -> dict:
-    """Achievable rates on this GPU (what rooflines should use), each from a kernel built to hit it: DRAM from
-    one copy 20x larger than L2, L2 from `l2_read` over a buffer that fits in it, L1 from repeated reads of a span
-    that fits in every SM's L1, bf16 tensor from the best of GEMM_SHAPES, fp32 from `fma_peak` (independent FMA
-    chains, unrolled)."""
+    """Achievable rates on this GPU timed by CUDA events (the second collector beside the probes' counters): DRAM
+    from the best of three streams 40x larger than L2, L2 from `l2_read` over a buffer that fits in it (bytes L1
+    asks for, which the L2 slices count less of where requests coalesce), L1 from repeated reads of a span that
+    fits in every SM's L1, bf16 tensor from the best GEMM probe, fp32 from `fma_peak` (independent FMA chains,
+    unrolled)."""
     return {"dram_gb_s": _dram_gb_s(), "l2_gb_s": _l2_gb_s(),
             "l1_gb_s": _l1_gb_s(), "bf16_tensor_tflops": _gemm_tflops(), "fp32_tflops": _fma_tflops(),
             "source": "measured by ssmprof calibrate"}
