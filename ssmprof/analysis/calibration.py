@@ -13,7 +13,6 @@ import pandas as pd
 from ssmprof.analysis.derived import derive
 from ssmprof.schema import COUNTER_COLUMNS
 
-
 # Each ceiling as the roofline places kernels against it: (derived quantity, its scale to the ceiling's unit). The
 # L2 rate counts the bytes the L2 slices served (`l2_bytes`), as a kernel's L2 intensity does.
 CEILING_RATES = {"dram_gb_s": ("dram_bytes", 1e9), "l2_gb_s": ("l2_bytes", 1e9), "l1_gb_s": ("l1_bytes", 1e9),

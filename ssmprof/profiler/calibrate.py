@@ -288,7 +288,6 @@ def _dram_gb_s() -> float:
     sums = torch.empty((), device="cuda")
     write = _graph_gb_s(lambda: stream.fill_(1.0), STREAM_BYTES)
     read = _graph_gb_s(lambda: torch.sum(stream, dim=0, out=sums), STREAM_BYTES)
-    del stream
     src = torch.randn(STREAM_BYTES // 8, device="cuda")
     dst = torch.empty_like(src)
     return max(write, read, _graph_gb_s(lambda: copy_kernel(src, dst), STREAM_BYTES))
