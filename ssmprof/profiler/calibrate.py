@@ -241,8 +241,8 @@ def copy_kernel(src: torch.Tensor, dst: torch.Tensor) -> None:
     torch.mul(src, 1.0, out=dst)
 
 
-# Each ceiling probe runs this many times under Nsight Compute and the fastest counts: one H100 measured the same
-# GEMM probe between 797.6 and 802.3 TFLOP/s in its three layouts, and a probe is a maximum, not a typical launch.
+# Each ceiling probe runs this many times under Nsight Compute and the fastest counts: a ceiling is the best a probe
+# reaches, so one launch, subject to the clocks of its moment, is a sample of it, not its maximum.
 PROBE_REPEATS = 3
 
 
