@@ -1,0 +1,149 @@
+"""The walk a newcomer takes reading a command's code: from its `cli.py` function, every ssmprof function it calls,
+depth first, each read once, resolved through the imports (static: no code runs).
+
+    python scripts/walk.py report      # cli.report
+    python scripts/walk.py profile --path
+
+Counts, for the walk as a sequence of modules (consecutive functions of one module are one stay):
+- stays: the modules entered, in reading order;
+- rooms: distinct modules;
+- returns: stays in a module read before;
+- back-ups: consecutive stays where the reader goes back up a layer (done with a lower layer, back to a caller's);
+- climbs: calls into a layer the caller's layer may not import (docs/architecture.md), sideways or upwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "ssmprof"
+# lowest first, as a reader descends from the command
+LAYERS = ("schema", "errors", "hardware", "workloads", "kernels", "profiler", "analysis", "reports", "pipeline", "cli")
+# what each layer may call besides itself (docs/architecture.md)
+ALLOWED = {"schema": {"errors"}, "errors": set(), "hardware": {"schema", "errors"},
+           "workloads": {"kernels", "schema", "errors"}, "kernels": {"workloads", "schema", "errors"},
+           "profiler": {"workloads", "kernels", "schema", "hardware", "errors"},
+           "analysis": {"schema", "hardware", "errors"}, "reports": {"analysis", "schema", "hardware", "errors"},
+           "pipeline": set(LAYERS) - {"cli"}, "cli": {"pipeline", "errors", "workloads"}}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def layer_of(module: str) -> int:
+    return LAYERS.index(layer(module)) if layer(module) in LAYERS else len(LAYERS)
+
+
+def climbs_into(caller: str, callee: str) -> bool:
+    return layer(callee) != layer(caller) and layer(callee) not in ALLOWED.get(layer(caller), set(LAYERS))
+
+
+class Module:
+    def __init__(self, name: str, tree: ast.Module):
+        self.name, self.functions, self.aliases = name, {}, {}
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self.functions[f"{node.name}.{item.name}"] = item
+        for node in ast.walk(tree):  # module-level and function-level imports alike
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ssmprof"):
+                for alias in node.names:
+                    self.aliases[alias.asname or alias.name] = (node.module, alias.name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("ssmprof"):
+                        self.aliases[alias.asname or alias.name] = (alias.name, None)
+
+
+def load() -> dict[str, Module]:
+    return {module_name(path): Module(module_name(path), ast.parse(path.read_text()))
+            for path in PACKAGE.rglob("*.py")}
+
+
+def callees(modules: dict[str, Module], module: Module, function: ast.AST) -> list[tuple[str, str]]:
+    found = []
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
+            continue
+        target = node.func
+        if isinstance(target, ast.Name):
+            found += _resolve(modules, module, target.id, None)
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            found += _resolve(modules, module, target.value.id, target.attr)
+    return found
+
+
+def _resolve(modules, module: Module, name: str, attr: str | None) -> list[tuple[str, str]]:
+    if attr is None and name in module.functions:
+        return [(module.name, name)]
+    if name in module.aliases:
+        source, imported = module.aliases[name]
+        if imported is None or f"{source}.{imported}" in modules:  # a module: `measure.profile(...)`
+            target = modules.get(source if imported is None else f"{source}.{imported}")
+            return [(target.name, attr)] if target and attr in target.functions else []
+        target = modules.get(source)
+        if target is None:
+            return []
+        qualname = imported if attr is None else f"{imported}.{attr}"
+        if qualname in target.functions:
+            return [(target.name, qualname)]
+        if attr is None and f"{imported}.__init__" in target.functions:
+            return [(target.name, f"{imported}.__init__")]
+    return []
+
+
+def walk(entry: str) -> list[tuple[str, str, str]]:
+    """(caller module, module, function) in reading order, each function once."""
+    modules, seen, order = load(), set(), []
+
+    def visit(caller: str, module: str, function: str):
+        if (module, function) in seen:
+            return
+        seen.add((module, function))
+        order.append((caller, module, function))
+        for callee in callees(modules, modules[module], modules[module].functions[function]):
+            visit(module, *callee)
+
+    visit("ssmprof.cli", "ssmprof.cli", entry)
+    return order
+
+
+def summary(order: list[tuple[str, str, str]]) -> dict[str, int]:
+    stays, visited, returns = [], set(), 0
+    for _, module, _ in order:
+        if not stays or stays[-1] != module:
+            returns += module in visited
+            stays.append(module)
+            visited.add(module)
+    back_ups = sum(layer_of(after) > layer_of(before) for before, after in zip(stays, stays[1:], strict=False))
+    climbs = sum(climbs_into(caller, callee) for caller, callee, _ in order)
+    return {"stays": len(stays), "rooms": len(visited), "returns": returns, "back-ups": back_ups,
+            "climbs": climbs, "functions": len(order)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", help="a function of ssmprof/cli.py, e.g. report")
+    parser.add_argument("--path", action="store_true", help="print the walk itself")
+    args = parser.parse_args()
+    order = walk(args.command)
+    if args.path:
+        for caller, module, function in order:
+            climb = " (climbs)" if climbs_into(caller, module) else ""
+            print(f"{module}.{function}{climb}")
+    print(", ".join(f"{key} {value}" for key, value in summary(order).items()))
+
+
+if __name__ == "__main__":
+    main()
