@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from ssmprof.pipeline.ceilings import ceilings_by_run, read_device_profile
+from ssmprof.profiler.gpu_specs import SPECS
 
 from ssmprof import bundled
 from ssmprof.analysis import suite
 from ssmprof.analysis.findings import WGMMA_ROWS, autotuned_rows
 from ssmprof.analysis.project import _floor_seconds
 from ssmprof.analysis.roofline import Ceilings, roofline
-from ssmprof.pipeline.ceilings import ceilings_by_run, read_device_profile
 from ssmprof.pipeline.loading import load_run
-from ssmprof.profiler.gpu_specs import SPECS
 
 ROOT = Path(__file__).parent.parent
 README = " ".join((ROOT / "README.md").read_text().split())  # sentences wrap anywhere
