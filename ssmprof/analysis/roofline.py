@@ -108,13 +108,27 @@ def calibration_defects(ceilings: Ceilings, kernels: pd.DataFrame) -> pd.DataFra
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
-def defects_note(defects: pd.DataFrame) -> str | None:
-    """One line for a report's warnings where checked launches exceed a ceiling (None where none does)."""
+def defects_by_kernel(defects: pd.DataFrame) -> pd.DataFrame:
+    """`calibration_defects` per kernel, phase and rate (what a report lists): how many launches exceed the
+    ceiling, the fastest of them and its % of the ceiling; the rate with the largest excess first."""
     if defects.empty:
+        return pd.DataFrame(columns=["rate", "kernel_name", "phase", "launches", "achieved", "ceiling", "unit",
+                                     "pct_of_ceiling", "ceiling_source"])
+    table = defects.groupby(["rate", "kernel_name", "phase"], as_index=False, sort=False).agg(
+        launches=("launch_idx", "size"), achieved=("achieved", "max"), ceiling=("ceiling", "first"),
+        unit=("unit", "first"), pct_of_ceiling=("pct_of_ceiling", "max"), ceiling_source=("ceiling_source", "first"))
+    return table.sort_values(["rate", "pct_of_ceiling"], ascending=[True, False], ignore_index=True)
+
+
+def defects_note(by_kernel: pd.DataFrame) -> str | None:
+    """One line for a report's warnings where checked launches exceed a ceiling (`defects_by_kernel`; None where
+    none does)."""
+    if by_kernel.empty:
         return None
-    worst = defects.loc[defects.groupby("rate", sort=False)["pct_of_ceiling"].idxmax()]
+    worst = by_kernel.loc[by_kernel.groupby("rate", sort=False)["pct_of_ceiling"].idxmax()]
     each = "; ".join(f"{r.rate} {r.achieved:,.0f} {r.unit} by {r.kernel_name} ({r.phase}) against "
                      f"{r.ceiling:,.0f}" for r in worst.itertuples())
-    return (f"calibration defect: {len(defects)} checked launch rates exceed the ceilings "
+    launches, kernels = by_kernel["launches"].sum(), by_kernel["kernel_name"].nunique()
+    return (f"calibration defect: {launches} checked launches of {kernels} kernels run faster than a ceiling "
             f"({worst.iloc[0].ceiling_source}), up to {each}; the roof is left where it was measured "
             "(table 'Calibration defects')")

@@ -24,7 +24,7 @@ from ssmprof.analysis.findings import compare_findings, provenance, suite_findin
 from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
-from ssmprof.analysis.roofline import calibration_defects, defects_note, roofline
+from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline
 from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.errors import InvalidConfig
 from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings
@@ -279,7 +279,8 @@ def roofline_notes(run: Run) -> list[str]:
     """What a run's report says of its ceilings: a profile not applied, and launches faster than a ceiling."""
     ceilings, notes = ceilings_of(run)
     if ceilings is not None and has_counters(run.kernels):
-        notes += [note for note in [defects_note(calibration_defects(ceilings, run.kernels))] if note]
+        notes += [note for note in [defects_note(defects_by_kernel(calibration_defects(ceilings, run.kernels)))]
+                  if note]
     return notes
 
 
