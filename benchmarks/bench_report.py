@@ -15,10 +15,9 @@ import numpy as np
 import pandas as pd
 
 from ssmprof import schema
-from ssmprof.analysis.roofline import Ceilings
 from ssmprof.analysis.summary import analyze, warnings_for
+from ssmprof.hardware import SPECS, Ceilings
 from ssmprof.pipeline.loading import load_run
-from ssmprof.profiler.gpu_specs import SPECS
 from ssmprof.reports.render import render_html, write_csv
 
 MIX = [  # (name, launch_op, phase)

@@ -387,7 +387,7 @@ if [[ $stage == tp-claim ]]; then
     timeout 120 $BIN/ssmprof profile mamba2-lm --preset paper --tp 2 --counters none --steps 5 --no-sequence-parallel \
       --out "$LOGS/tp2" \
       2>&1 | tail -1
-    $BIN/python -c "import glob; from ssmprof.pipeline.loading import load_run; from ssmprof.profiler.links import \
+    $BIN/python -c "import glob; from ssmprof.pipeline.loading import load_run; from ssmprof.hardware import \
 LINKS, links_frame; from ssmprof.analysis.communication import project_communication, projection_check; \
 pick = lambda pattern: load_run(sorted(glob.glob(pattern))[-1]); \
 two, n = pick('$LOGS/tp2/mamba2-lm-paper-tp2-*'), pick('$LOGS/tp/mamba2-lm-paper-tp$TP-2*'); \

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REFERENCE = Path(__file__).parent / "reference"
+from ssmprof.hardware import REFERENCE, bundled_profile
+
 SWEEPS = "sweeps"  # REFERENCE/<gpu>/sweeps/<name>/: sweep.json and its points' run.json + kernels.parquet
 PARALLEL = "parallel"  # REFERENCE/<gpu>/parallel/<scenario>/: multi-GPU runs and the same host's single-GPU runs
 GPUS = {"h100-sxm": "H100", "h200": "H200"}  # folder (a key of the datasheet table) -> short label
@@ -52,4 +53,5 @@ def parallel_runs(gpu: str) -> list[Path]:
 
 
 def device_profile(gpu: str) -> Path:
-    return REFERENCE / gpu / "device-profile.json"
+    """The bundled device profile of `gpu` (`hardware.bundled_profile`): what runs of that GPU model stand on."""
+    return bundled_profile(gpu)

@@ -233,7 +233,8 @@ def sweep(
 @app.command()
 @error_boundary
 def calibrate(
-    out: Annotated[Path | None, typer.Option(help="device profile to write [default: runs/device-<gpu>.json]")] = None,
+    out: Annotated[Path | None, typer.Option(help="device profile to write [default: runs/device-profile.json, where "
+                                                     "the reports of runs in runs/ find it]")] = None,
     ncu_timeout: Annotated[float, typer.Option(help="seconds the Nsight Compute child may take")] = 900,
     keep_report: Annotated[Path | None, typer.Option(help="copy the calibration .ncu-rep here")] = None,
 ) -> None:
@@ -268,7 +269,9 @@ def report(
     format_: Annotated[str, typer.Option("--format", help="html or md")] = "html",
     csv: Annotated[Path | None, typer.Option(help="also write every table as CSV into this folder")] = None,
     device_profile: Annotated[Path | None, typer.Option(help="ceilings measured by `ssmprof calibrate` on the "
-                                                        "runs' GPU [default: the GPU's datasheet]")] = None,
+                                                        "runs' GPU [default: device-profile.json in or beside "
+                                                        "each run, else the bundled one of its GPU model, else "
+                                                        "the datasheet]")] = None,
     trace: Annotated[Path | None, typer.Option(help="also write the profiled iteration(s) as a Perfetto / Chrome "
                                                     "trace (JSON) here, to open in ui.perfetto.dev")] = None,
 ) -> None:

@@ -22,9 +22,9 @@ from ssmprof.analysis.communication import (
     scaling,
     with_transfer_times,
 )
+from ssmprof.hardware import LINKS, link_for, links_frame
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.loading import load_run
-from ssmprof.profiler.links import LINKS, link_for, links_frame
 from ssmprof.profiler.timeline import collective_of, collective_size
 
 DATA = Path(__file__).parent / "data"

@@ -24,8 +24,7 @@ H200 = {path.name: path for path in bundled.runs("h200")}
 
 @pytest.fixture(scope="module")
 def suite():
-    return reporting.analyze_runs(list(H100.values()), reporting.read_device_profile(
-        bundled.device_profile("h100-sxm")))
+    return reporting.analyze_runs(list(H100.values()))
 
 
 @pytest.mark.parametrize(
@@ -291,8 +290,7 @@ def test_provenance_says_what_profiling_cost(gpu, workload, cost):
 
 def test_counters_finding_says_what_the_second_pass_skipped():
     """The H200 runs were profiled with pass 2 skipping further problems under 0.05 % of kernel time each."""
-    analyzed_runs, _ = reporting.analyze_runs([H200["graph-mamba"]], reporting.read_device_profile(
-        bundled.device_profile("h200")))
+    analyzed_runs, _ = reporting.analyze_runs([H200["graph-mamba"]])
     finding = analyzed_runs[0].tables["findings"].set_index("topic").loc["counters", "finding"]
     assert "; 79 launches (0.65 % of kernel time) of problems under 0.05 % of it each were not profiled (the " \
            "second pass skips them). GEMM tensor work" in finding
@@ -300,8 +298,7 @@ def test_counters_finding_says_what_the_second_pass_skipped():
 
 def test_a_run_without_counters_says_so_and_claims_no_checks():
     """mamba3-lm's H100 paper run was profiled with --counters none (host replay would not finish there)."""
-    analyzed_runs, _ = reporting.analyze_runs([bundled.REFERENCE / "h100-sxm" / "mamba3-lm"],
-                                              reporting.read_device_profile(bundled.device_profile("h100-sxm")))
+    analyzed_runs, _ = reporting.analyze_runs([bundled.REFERENCE / "h100-sxm" / "mamba3-lm"])
     findings = analyzed_runs[0].tables["findings"].set_index("topic")
     assert findings.loc["counters", "finding"] == "No counters in this run (timeline only): no rates, roofline, " \
         "limiters or tensor/vector classes."

@@ -12,7 +12,7 @@ from known_work import RECORDED_COUNTER_COLUMNS
 
 from ssmprof import schema
 from ssmprof.analysis.checks import check_counters, gemm_flops
-from ssmprof.pipeline.ceilings import datasheet_peaks
+from ssmprof.hardware import datasheet_peaks
 from ssmprof.profiler.collect import coverage
 from ssmprof.profiler.counters import CONFIG_KEY, SamplingPlan, attach_counters
 from ssmprof.profiler.timeline import kernel_table

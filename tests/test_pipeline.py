@@ -13,8 +13,8 @@ import torch
 
 from ssmprof import bundled, schema
 from ssmprof.errors import CorruptFile, InvalidConfig, NoGpu
+from ssmprof.hardware import read_device_profile, run_ceilings
 from ssmprof.pipeline import gate, measure, reporting
-from ssmprof.pipeline.ceilings import ceilings_for, read_device_profile
 from ssmprof.pipeline.loading import load_run
 from ssmprof.reports.render import RESULTS_END, RESULTS_START
 
@@ -27,30 +27,14 @@ def h100_profile():
     return read_device_profile(bundled.device_profile("h100-sxm"))
 
 
-def test_device_profile_applies_only_to_runs_of_its_gpu():
-    h100, h200 = (schema.read_run(bundled.runs(gpu)[0]).info for gpu in ("h100-sxm", "h200"))
-    ceilings, notes = ceilings_for(h100, h100_profile())
-    assert ceilings.source == MEASURED and notes == []
-    ceilings, notes = ceilings_for(h200, h100_profile())
-    assert ceilings.source == "datasheet" and ceilings.dram_gb_s == 4800.0
-    assert notes == ["the device profile was measured on NVIDIA H100 80GB HBM3, this run on NVIDIA H200: using the "
-                     "datasheet ceilings"]
-    assert ceilings_for(h200) == (ceilings, [])
-    unknown = {**h200, "gpu": {"name": "Some Future GPU"}}
-    assert ceilings_for(unknown) == (None, [])
-    assert "no roofline" in ceilings_for(unknown, h100_profile())[1][0]
-
-
 def test_report_of_runs_from_two_gpus_uses_each_ones_ceilings():
-    """One H100 profile for an H100 and an H200 run: measured roof for the first, datasheet (and a warning)
-    for the second."""
+    """One H100 profile given for an H100 and an H200 run: the given profile for the first; for the second, the
+    H200 profile beside it (and a note that the given one was not applied)."""
     analyzed, overview = reporting.analyze_runs([bundled.runs("h100-sxm")[0], bundled.runs("h200")[0]],
                                                 h100_profile())
     (info_a, tables_a, notes_a), (info_b, tables_b, notes_b) = analyzed
-    # the workloads' own GEMMs outrun calibrate's: a measured ceiling below them is raised, and said so
-    assert set(tables_a["roofline"]["ceiling_source"]) == {f"{MEASURED}, raised to achieved"}
-    assert any(note.startswith("bf16_tensor_tflops ceiling") and "reaches on this GPU" in note for note in notes_a)
-    assert set(tables_b["roofline"]["ceiling_source"]) <= {"datasheet", "datasheet, raised to achieved"}
+    assert set(tables_a["roofline"]["ceiling_source"]) == {f"{MEASURED}, given with --device-profile"}
+    assert set(tables_b["roofline"]["ceiling_source"]) == {f"{MEASURED}, device profile beside the run"}
     assert not any("device profile" in note for note in notes_a)
     assert any("measured on NVIDIA H100 80GB HBM3, this run on NVIDIA H200" in note for note in notes_b)
     assert list(overview["step_times"]["workload"]) == ["mamba2-lm", "mamba2-lm (NVIDIA H200, #1)"]
@@ -77,7 +61,7 @@ def test_compare_and_rooflines_of_the_bundled_pair(tmp_path):
     text = reporting.compare(a, b, "md")
     assert "GPUs: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in text and "## By category" in text
     roofs = reporting.rooflines(load_run(a), load_run(b))
-    assert [set(roof["ceiling_source"]) for roof in roofs] == [{"datasheet"}, {"datasheet"}]
+    assert [set(roof["ceiling_source"]) for roof in roofs] == [{f"{MEASURED}, device profile beside the run"}] * 2
     html = reporting.compare(a, b, "html", tmp_path / "c.html")
     assert (tmp_path / "c.html").read_text() == html and "each on its own GPU's ceilings" in html
 
@@ -257,4 +241,4 @@ def test_calibrate_writes_a_device_profile_its_readers_accept(tmp_path, monkeypa
     assert profile == result.profile and profile.datasheet["dram_gb_s"] == 3350.0
     assert profile.measured.l1_gb_s is None and "not above the L2 ceiling" in profile.note
     run = schema.read_run(H100_RUN)
-    assert ceilings_for(run.info, profile)[0].dram_gb_s == 2960.0
+    assert run_ceilings(run.info["gpu"]["name"], H100_RUN, profile)[0].dram_gb_s == 2960.0

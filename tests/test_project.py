@@ -6,8 +6,7 @@ from typer.testing import CliRunner
 
 from ssmprof import schema
 from ssmprof.analysis.project import project, project_categories, projection_error
-from ssmprof.analysis.roofline import Ceilings
-from ssmprof.profiler.gpu_specs import SPECS
+from ssmprof.hardware import SPECS, Ceilings
 
 H100, H200, A100 = (Ceilings.from_datasheet(SPECS[k]) for k in ("h100-sxm", "h200", "a100-80gb"))
 

@@ -9,7 +9,7 @@ import pytest
 
 from ssmprof import bundled
 from ssmprof.analysis import regime
-from ssmprof.pipeline.ceilings import ceilings_by_run, read_device_profile
+from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 
 LENGTHS = [2048, 4096, 8192, 16384]
@@ -104,8 +104,8 @@ SEQ_SWEEP_H200 = [bundled.REFERENCE / "h200" / "sweeps" / "seq_len"]
 def reference_points():
     """The bundled H100 paper runs of mamba2-lm, hybrid and transformer as points of a sweep over workloads."""
     loaded = {w: load_run(bundled.REFERENCE / "h100-sxm" / w) for w in ("mamba2-lm", "hybrid", "transformer")}
-    limits = ceilings_by_run(loaded, read_device_profile(bundled.device_profile("h100-sxm")))
-    return [regime.SweepRun({"seq_len": 4096}, run.info, run.kernels, limits[w][0]) for w, run in loaded.items()]
+    return [regime.SweepRun({"seq_len": 4096}, run.info, run.kernels,
+                            run_ceilings(run.info["gpu"]["name"], run.path)[0]) for run in loaded.values()]
 
 
 def test_per_point_frames_on_real_runs(reference_points):

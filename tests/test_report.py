@@ -34,7 +34,7 @@ def test_html_report_is_self_contained_with_charts(tmp_path):
     assert len(re.findall(r"plotly\.js v\d", page)) == 1  # the library embedded once
     assert "<script>alert(1)" not in page  # escaped in tables and in the chart data
     assert "gemm&lt;script&gt;" in page
-    assert "Roofline by category" in page and "datasheet" in page
+    assert "Roofline by category" in page and "bundled device profile of the NVIDIA H100 80GB HBM3" in page
 
 
 def test_markdown_and_csv(tmp_path):
@@ -55,16 +55,18 @@ def test_markdown_and_csv(tmp_path):
 
 
 def test_device_profile_of_another_gpu_is_not_applied(tmp_path):
-    """An H200 profile given for an H100 run: the run keeps its datasheet roof, and the report says why."""
+    """An H200 profile given for an H100 run: the run keeps its own GPU's roof (the bundled H100 profile), and
+    the report says why."""
     from ssmprof import bundled
 
     run = write_run(tmp_path / "run")
     result = runner.invoke(app, ["report", str(run), "--format", "md", "--csv", str(tmp_path / "csv"),
                                  "--device-profile", str(bundled.device_profile("h200"))])
     assert result.exit_code == 0, result.output
-    assert "> the device profile was measured on NVIDIA H200, this run on NVIDIA H100 80GB HBM3: using the " \
-           "datasheet ceilings" in result.output
-    assert set(pd.read_csv(tmp_path / "csv" / "roofline.csv")["ceiling_source"]) == {"datasheet"}
+    assert "> the device profile given with --device-profile was measured on NVIDIA H200, this run on NVIDIA H100 " \
+           "80GB HBM3: not applied" in result.output
+    assert set(pd.read_csv(tmp_path / "csv" / "roofline.csv")["ceiling_source"]) == {
+        "measured by ssmprof calibrate, bundled device profile of the NVIDIA H100 80GB HBM3"}
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,15 @@ from known_work import GEMM_FLOPS, analyzed, kernels
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.frame import analysis_frame
 from ssmprof.analysis.headroom import headroom, headroom_summary
-from ssmprof.analysis.roofline import Ceilings, at_least_achieved, roofline, roofline_summary
+from ssmprof.analysis.roofline import (
+    calibration_defects,
+    defects_by_kernel,
+    defects_note,
+    roofline,
+    roofline_summary,
+)
 from ssmprof.analysis.tensor_vector import class_summary, classify, tensor_instruction
-from ssmprof.profiler.gpu_specs import SPECS
+from ssmprof.hardware import SPECS, Ceilings
 
 H100 = Ceilings.from_datasheet(SPECS["h100-sxm"])
 
@@ -34,8 +40,7 @@ def test_roofline_verdicts_and_rates():
 
 
 def test_measured_ceilings_replace_the_datasheet():
-    measured = Ceilings.from_profile({"dram_gb_s": 3000.0, "l2_gb_s": 9000.0, "bf16_tensor_tflops": 800.0,
-                                      "fp32_tflops": 50.0, "source": "measured by ssmprof calibrate"})
+    measured = Ceilings(3000.0, 9000.0, 800.0, 50.0, "measured by ssmprof calibrate")
     frame = roofline(analyzed(), measured).set_index("kernel_name")
     assert frame.loc["nvjet_hsh_256x128", "ridge_ai"] == pytest.approx(800e12 / 3000e9)
     assert set(frame["ceiling_source"]) == {"measured by ssmprof calibrate"}
@@ -68,14 +73,21 @@ def test_cache_summary_weights_by_time():
     assert summary.loc["memory", "l2_hit_rate_pct"] == 10.0
 
 
-def test_a_ceiling_below_what_a_launch_reaches_is_raised_and_said():
+def test_a_launch_above_a_ceiling_is_a_calibration_defect_and_the_roof_stays():
     # the known GEMM does 2*4096^3 FLOPs in 200 us: 687 TFLOP/s, above a "measured" 600
     low = Ceilings(dram_gb_s=3000.0, l2_gb_s=None, bf16_tensor_tflops=600.0, fp32_tflops=50.0, source="measured")
-    raised, notes = at_least_achieved(low, analyzed())
-    assert raised.bf16_tensor_tflops == pytest.approx(GEMM_FLOPS / 200e-6 / 1e12)
-    assert raised.dram_gb_s == 3000.0 and raised.source == "measured, raised to achieved"
-    assert len(notes) == 1 and "nvjet_hsh_256x128 (forward) reaches on this GPU" in notes[0]
-    assert at_least_achieved(H100, analyzed()) == (H100, [])  # the datasheet is above every launch
+    defects = calibration_defects(low, analyzed())
+    assert defects[["kernel_name", "phase", "rate", "ceiling", "unit"]].values.tolist() == [
+        ["nvjet_hsh_256x128", "forward", "tensor FLOP/s", 600.0, "TFLOP/s"]]
+    assert defects.loc[0, "achieved"] == pytest.approx(GEMM_FLOPS / 200e-6 / 1e12)
+    assert defects.loc[0, "pct_of_ceiling"] == pytest.approx(100 * GEMM_FLOPS / 200e-6 / 600e12)
+    note = defects_note(defects_by_kernel(defects))
+    assert note.startswith("calibration defect: 1 checked launches of 1 kernels run faster than a ceiling (measured)")
+    assert "tensor FLOP/s 687 TFLOP/s by nvjet_hsh_256x128 (forward) against 600" in note
+    gemm = roofline(analyzed(), low).set_index("kernel_name").loc["nvjet_hsh_256x128"]
+    assert gemm["peak_flop_per_s"] == 600e12 and gemm["pct_of_roof"] > 100  # the roof is not raised
+    assert calibration_defects(H100, analyzed()).empty  # the datasheet is above every launch
+    assert defects_note(defects_by_kernel(calibration_defects(H100, analyzed()))) is None
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Self-checks of every launch's counters: what fails is removed, counted and named, never silently used.
 
 Run on the joined kernel table before the run directory is written (the pipeline hands it to the profiler
-through `pipeline.ceilings.check_run_counters`; pure: frame in, frame and summary out). Per launch with
+through `pipeline.measure.check_run_counters`; pure: frame in, frame and summary out). Per launch with
 counters (`measured` or `lent`):
 
 - duration: the Nsight Compute duration the counters were measured over against this launch's timeline
@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 
 from ssmprof.analysis.derived import derive
+from ssmprof.hardware import Peaks
 from ssmprof.schema import CHECKED_STATUSES, COUNTER_COLUMNS, PHASES, STALL_COLUMNS, STALL_REASONS
 
 DURATION_FLOOR_NS = 4000
@@ -98,16 +99,6 @@ DEFAULT_TILE = Tile(128, 128, 64)
 _TILE_PATTERNS = (re.compile(r"(?:gemm\w*?_|tilesize)(\d+)x(\d+)x(\d+)_"),
                   re.compile(r"(?:nvjet|gemm)\w*?_(\d+)x(\d+)_(\d+)x\d+_"),
                   re.compile(r"gemm\w*?_(\d+)x(\d+)_"))
-
-
-@dataclass(frozen=True)
-class Peaks:
-    """Datasheet peaks of the GPU the counters come from (dense, per second)."""
-
-    dram_bytes: float
-    bf16_flops: float
-    tf32_flops: float
-    fp32_flops: float
 
 
 def gemm_problem(launch_op: str, launch_shapes: str) -> tuple[float, int, int, int] | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.roofline import Ceilings
+from ssmprof.hardware import Ceilings
 
 
 def _floor_seconds(frame: pd.DataFrame, ceilings: Ceilings) -> pd.Series:

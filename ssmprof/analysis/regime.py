@@ -22,10 +22,11 @@ import pandas as pd
 from ssmprof.analysis.frame import WEIGHT, has_counters, time_weighted
 from ssmprof.analysis.host import busy_ns, slow_iteration, slow_iteration_note
 from ssmprof.analysis.limiters import limiters
-from ssmprof.analysis.roofline import Ceilings, roofline
+from ssmprof.analysis.roofline import roofline
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_model import analytic_vs_measured
 from ssmprof.analysis.suite import SSM
+from ssmprof.hardware import Ceilings
 
 # What a limiter (`analysis.limiters`) means on a regime map: bandwidth, compute, or latency (every limiter
 # that is neither: latency by elimination, too few blocks, capped occupancy, launch overhead).

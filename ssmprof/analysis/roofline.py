@@ -1,43 +1,26 @@
 """Hierarchical roofline: per kernel, intensity at DRAM/L2/L1, achieved FLOP/s, and what bounds it.
 
-Ceilings come from a device profile measured by `ssmprof calibrate` when one is given, else from the
-datasheet table; the returned frame says which (`ceiling_source`). A ceiling is never below what a launch
-of the run achieves (`at_least_achieved`): the workloads' own GEMMs reach more than calibrate's one GEMM
-shape, and a roof under a measured point would put it at 105 % of its roof. Where an L2 ceiling is known
-(measured), each kernel's roof is the lowest of the compute peak, its DRAM intensity times DRAM bandwidth,
-its L2 intensity times L2 bandwidth and, where an L1 ceiling is measured, its L1 intensity times L1
-bandwidth (the hierarchical roofline), and `roof_limiter` names which. L1 intensity counts global/local
-traffic through L1TEX (`l1tex__t_bytes`); shared-memory traffic is not in it.
+The ceilings are the run's own GPU's (`hardware.run_ceilings`: its device profile, else its datasheet row);
+the returned frame says which (`ceiling_source`). Where an L2 ceiling is known (measured), each kernel's roof
+is the lowest of the compute peak, its DRAM intensity times DRAM bandwidth, its L2 intensity times L2
+bandwidth and, where an L1 ceiling is measured, its L1 intensity times L1 bandwidth (the hierarchical
+roofline), and `roof_limiter` names which. L1 intensity counts global/local traffic through L1TEX
+(`l1tex__t_bytes`); shared-memory traffic is not in it.
+
+A ceiling is what the GPU can do at best, so a checked launch that runs faster than one shows the calibration
+fell short, not the kernel: `calibration_defects` lists those launches for the report to show, and the roof
+stays where it was measured (raising it to the fastest launch would put that launch at 100 % by construction
+and make a run's verdicts depend on the runs reported beside it).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from ssmprof.analysis.frame import WEIGHT, time_weighted
+from ssmprof.hardware import Ceilings
 from ssmprof.schema import CHECKED_STATUSES
-
-
-@dataclass(frozen=True)
-class Ceilings:
-    dram_gb_s: float
-    l2_gb_s: float | None
-    bf16_tensor_tflops: float
-    fp32_tflops: float
-    source: str  # "measured by ssmprof calibrate" or "datasheet"
-    l1_gb_s: float | None = None  # measured only (no datasheet figure)
-
-    @classmethod
-    def from_profile(cls, measured: dict) -> Ceilings:
-        return cls(measured["dram_gb_s"], measured.get("l2_gb_s"), measured["bf16_tensor_tflops"],
-                   measured["fp32_tflops"], measured.get("source", "measured"), measured.get("l1_gb_s"))
-
-    @classmethod
-    def from_datasheet(cls, spec) -> Ceilings:
-        return cls(spec.dram_tb_s * 1e3, None, spec.bf16_tflops, spec.fp32_tflops, "datasheet")
 
 
 def roofline(kernels: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
@@ -94,29 +77,58 @@ def roofline_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 
-def at_least_achieved(ceilings: Ceilings, kernels: pd.DataFrame) -> tuple[Ceilings, list[str]]:
-    """`ceilings` raised to the highest rate a launch of the run reaches on its checked counters (tensor and
-    fp32 FLOP/s, DRAM and L2 bytes/s, each on the counters' own duration), with a note per raised ceiling.
-    Unchecked counters (schema-1 runs, lent across problems) raise nothing."""
-    kernels = kernels[kernels["counter_status"].isin(CHECKED_STATUSES)]
-    seconds = kernels["seconds"]
-    achieved = {
-        "bf16_tensor_tflops": (kernels["flops_tensor"] / seconds / 1e12, "TFLOP/s"),
-        "fp32_tflops": (kernels["flops_fp32"] / seconds / 1e12, "TFLOP/s"),
-        "dram_gb_s": (kernels["dram_bytes_per_s"] / 1e9, "GB/s"),
-        "l2_gb_s": (kernels["l2_bytes"] / seconds / 1e9, "GB/s"),
-        "l1_gb_s": (kernels["l1_bytes"] / seconds / 1e9, "GB/s"),
-    }
-    raised, notes = {}, []
-    for field, (rates, unit) in achieved.items():
-        current = getattr(ceilings, field)
-        if current is None or rates.dropna().empty or rates.max() <= current:
-            continue
-        best = rates.idxmax()
-        raised[field] = float(rates.max())
-        notes.append(f"{field} ceiling {current:,.0f} {unit} ({ceilings.source}) is below what "
-                     f"{kernels.at[best, 'kernel_name']} ({kernels.at[best, 'phase']}) reaches on this GPU: "
-                     f"using {rates.max():,.0f} {unit}")
-    if not raised:
-        return ceilings, []
-    return replace(ceilings, **raised, source=f"{ceilings.source}, raised to achieved"), notes
+
+# What `calibration_defects` compares: (ceiling field, what it limits, unit, unit in the ceiling's scale).
+_RATES = (("bf16_tensor_tflops", "tensor FLOP/s", "TFLOP/s", 1e12), ("fp32_tflops", "fp32 FLOP/s", "TFLOP/s", 1e12),
+          ("dram_gb_s", "DRAM bytes/s", "GB/s", 1e9), ("l2_gb_s", "L2 bytes/s", "GB/s", 1e9),
+          ("l1_gb_s", "L1 bytes/s", "GB/s", 1e9))
+
+
+def calibration_defects(ceilings: Ceilings, kernels: pd.DataFrame) -> pd.DataFrame:
+    """The checked launches (`CHECKED_STATUSES`) whose rate exceeds a ceiling: tensor and fp32 FLOP/s, DRAM, L2
+    and L1 bytes/s (the byte counts the roofline's intensities use), each on the counters' own duration. One
+    row per launch and ceiling exceeded, fastest first within each ceiling; empty where the ceilings hold.
+    Unchecked counters (schema-1 runs, lent across problems) prove nothing and are left out."""
+    checked = kernels[kernels["counter_status"].isin(CHECKED_STATUSES)]
+    seconds = checked["seconds"]
+    measured = {"bf16_tensor_tflops": checked["flops_tensor"], "fp32_tflops": checked["flops_fp32"],
+                "dram_gb_s": checked["dram_bytes"], "l2_gb_s": checked["l2_bytes"], "l1_gb_s": checked["l1_bytes"]}
+    frames = []
+    for field, rate, unit, scale in _RATES:
+        ceiling = getattr(ceilings, field)
+        achieved = measured[field] / seconds / scale
+        over = achieved > ceiling if ceiling else pd.Series(False, achieved.index)
+        if over.any():
+            frames.append(checked.loc[over, ["launch_idx", "kernel_name", "phase"]].assign(
+                rate=rate, achieved=achieved[over], ceiling=ceiling, unit=unit,
+                pct_of_ceiling=100 * achieved[over] / ceiling, ceiling_source=ceilings.source,
+            ).sort_values("achieved", ascending=False))
+    columns = ["launch_idx", "kernel_name", "phase", "rate", "achieved", "ceiling", "unit", "pct_of_ceiling",
+               "ceiling_source"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def defects_by_kernel(defects: pd.DataFrame) -> pd.DataFrame:
+    """`calibration_defects` per kernel, phase and rate (what a report lists): how many launches exceed the
+    ceiling, the fastest of them and its % of the ceiling; the rate with the largest excess first."""
+    if defects.empty:
+        return pd.DataFrame(columns=["rate", "kernel_name", "phase", "launches", "achieved", "ceiling", "unit",
+                                     "pct_of_ceiling", "ceiling_source"])
+    table = defects.groupby(["rate", "kernel_name", "phase"], as_index=False, sort=False).agg(
+        launches=("launch_idx", "size"), achieved=("achieved", "max"), ceiling=("ceiling", "first"),
+        unit=("unit", "first"), pct_of_ceiling=("pct_of_ceiling", "max"), ceiling_source=("ceiling_source", "first"))
+    return table.sort_values(["rate", "pct_of_ceiling"], ascending=[True, False], ignore_index=True)
+
+
+def defects_note(by_kernel: pd.DataFrame) -> str | None:
+    """One line for a report's warnings where checked launches exceed a ceiling (`defects_by_kernel`; None where
+    none does)."""
+    if by_kernel.empty:
+        return None
+    worst = by_kernel.loc[by_kernel.groupby("rate", sort=False)["pct_of_ceiling"].idxmax()]
+    each = "; ".join(f"{r.rate} {r.achieved:,.0f} {r.unit} by {r.kernel_name} ({r.phase}) against "
+                     f"{r.ceiling:,.0f}" for r in worst.itertuples())
+    launches, kernels = by_kernel["launches"].sum(), by_kernel["kernel_name"].nunique()
+    return (f"calibration defect: {launches} checked launches of {kernels} kernels run faster than a ceiling "
+            f"({worst.iloc[0].ceiling_source}), up to {each}; the roof is left where it was measured "
+            "(table 'Calibration defects')")

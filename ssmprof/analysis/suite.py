@@ -11,8 +11,9 @@ from ssmprof.analysis.categories import CATEGORIES
 from ssmprof.analysis.frame import has_counters, profiled_with_counters
 from ssmprof.analysis.host import busy_ns, slow_iteration
 from ssmprof.analysis.project import project, project_categories, projection_error
-from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
+from ssmprof.analysis.roofline import roofline, roofline_summary
 from ssmprof.analysis.tensor_vector import BOTH, FLOP_CLASSES, MMA_SYNC, class_summary, classify, tensor_instruction
+from ssmprof.hardware import Ceilings
 from ssmprof.schema import CHECKED_STATUSES, PHASES
 
 SSM = "SSM scan"

@@ -13,10 +13,11 @@ from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
-from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
+from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, roofline, roofline_summary
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_model import analytic_vs_measured
 from ssmprof.analysis.tensor_vector import class_summary, classify, instruction_summary
+from ssmprof.hardware import Ceilings
 from ssmprof.schema import Run
 
 
@@ -55,6 +56,9 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         saved = headroom(per_kernel, ceilings.dram_gb_s)
         tables["headroom"] = headroom_summary(saved)
         tables["headroom_by_category"] = headroom_summary(saved, by="category")
+        defects = calibration_defects(ceilings, kernels)
+        if len(defects):  # launches faster than a calibrated ceiling: shown, never used to raise it
+            tables["calibration_defects"] = defects_by_kernel(defects)
     if counted:
         classified = classify(kernels, ceilings)
         tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",

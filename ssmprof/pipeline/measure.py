@@ -14,10 +14,11 @@ from typing import Any
 
 import pandas as pd
 
+from ssmprof.analysis.checks import check_counters
 from ssmprof.errors import InvalidConfig, NoGpu
+from ssmprof.hardware import DEVICE_PROFILE, datasheet_peaks, spec_for
 from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
-from ssmprof.pipeline.ceilings import check_run_counters
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.profiler.harness import Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
@@ -220,6 +221,11 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
     return SuiteResult(paths, report, write_document(manifest, out / SUITE_MANIFEST), wall_s)
 
 
+def check_run_counters(kernels: pd.DataFrame, gpu_name: str) -> tuple[pd.DataFrame, dict]:
+    """`analysis.checks.check_counters` on the datasheet peaks of the run's GPU (`profile_run`'s `check`)."""
+    return check_counters(kernels, datasheet_peaks(gpu_name))
+
+
 @dataclass(frozen=True)
 class CalibrationResult:
     profile: DeviceProfile
@@ -234,10 +240,10 @@ class CalibrationResult:
 def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: Path | None = None
               ) -> CalibrationResult:
     """`ssmprof calibrate`: check the counter formulas on kernels of known work, measure this GPU's ceilings,
-    and write both as its device profile (`out`, default runs/device-<gpu>.json), failed checks included."""
+    and write both as its device profile (`out`, default runs/device-profile.json: beside the run directories
+    `profile` writes into runs/, whose reports take their ceilings from it), failed checks included."""
     from ssmprof.analysis.calibration import combined_ceilings, counter_ceilings, evaluate, ordered_ceilings
     from ssmprof.profiler.calibrate import KNOWN_WORK, run_calibration
-    from ssmprof.profiler.gpu_specs import spec_for
     from ssmprof.profiler.harness import gpu_info
 
     check_file(out, "--out")
@@ -256,7 +262,7 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
     document = make_document(DeviceProfile, gpu=gpu, measured=ceilings, datasheet=datasheet,
                              checks=checks.to_dict("records"), ncu_wall_s=ncu_wall, note=note,
                              set_by=set_by, by_collector=by_collector)
-    path = out or Path("runs") / f"device-{(spec.key if spec else gpu['name']).replace(' ', '_')}.json"
+    path = out or Path("runs") / DEVICE_PROFILE
     return CalibrationResult(document, checks, write_document(document, path))
 
 

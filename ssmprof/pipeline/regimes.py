@@ -10,7 +10,7 @@ import pandas as pd
 
 from ssmprof.analysis import regime
 from ssmprof.errors import InvalidConfig
-from ssmprof.pipeline.ceilings import ceilings_by_run, read_device_profile
+from ssmprof.hardware import read_device_profile, run_ceilings
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.reports.render import write_csv
@@ -34,8 +34,8 @@ class SweepAnalysis:
 
 
 def analyze(folders: list[Path], device_profile: Path | None = None) -> SweepAnalysis:
-    """Every complete point of the sweeps in `folders` loaded once, on its GPU's ceilings (pooled over the
-    points of that GPU, as a suite's runs are), and the regime frames over them."""
+    """Every complete point of the sweeps in `folders` loaded once, on its own GPU's ceilings
+    (`hardware.run_ceilings`; `device_profile`: one given with --device-profile), and the regime frames over them."""
     manifests = [read_document(SweepManifest, Path(folder) / SWEEP_MANIFEST) for folder in folders]
     axes = list(manifests[0].axes)
     if any(list(m.axes) != axes for m in manifests):
@@ -44,9 +44,10 @@ def analyze(folders: list[Path], device_profile: Path | None = None) -> SweepAna
     points = [(Path(folder), point) for folder, m in zip(folders, manifests, strict=True) for point in m.points]
     complete = [(folder, point) for folder, point in points if point.complete]
     loaded = {index: load_run(folder / point.run) for index, (folder, point) in enumerate(complete)}
-    limits = ceilings_by_run(loaded, read_device_profile(device_profile))
-    runs = [regime.SweepRun(point.settings, loaded[index].info, loaded[index].kernels, limits[index][0])
-            for index, (_, point) in enumerate(complete)]
+    profile = read_device_profile(device_profile)
+    runs = [regime.SweepRun(point.settings, run.info, run.kernels,
+                            run_ceilings(run.info["gpu"]["name"], run.path, profile)[0])
+            for run, (_, point) in zip(loaded.values(), complete, strict=True)]
     return SweepAnalysis(manifests, axes, tables(runs, axes, points_table(points)))
 
 

@@ -24,15 +24,13 @@ from ssmprof.analysis.findings import compare_findings, provenance, suite_findin
 from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
-from ssmprof.analysis.roofline import Ceilings, roofline
+from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline
 from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.errors import InvalidConfig
+from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings
 from ssmprof.pipeline import regimes
-from ssmprof.pipeline.ceilings import ceilings_by_run, datasheet_ceilings, read_device_profile
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
-from ssmprof.profiler.gpu_specs import SPECS
-from ssmprof.profiler.links import links_frame
 from ssmprof.reports.render import (
     RESULTS_END,
     RESULTS_START,
@@ -60,15 +58,20 @@ class AnalyzedRun(NamedTuple):
 
 def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
                  csv: Path | None = None) -> tuple[list[AnalyzedRun], dict[str, pd.DataFrame] | None]:
-    """Every run analyzed on its ceilings (`ceilings_by_run`), and the suite overview where there are several
-    runs; with `csv`, every frame is also written there as CSV."""
+    """Every run analyzed on its own GPU's ceilings (`hardware.run_ceilings`), and the suite overview where there
+    are several runs; with `csv`, every frame is also written there as CSV."""
     return _analyze(paths, _load(paths, profile), csv)
 
 
 def _load(paths: list[Path], profile: DeviceProfile | None) -> dict[int, tuple[Run, Ceilings | None, list[str]]]:
-    """Each run loaded once, with the ceilings of its GPU in this set of runs and their notes."""
+    """Each run loaded once, with its own GPU's ceilings (whatever runs are beside it) and their notes."""
     loaded = {index: load_run(path) for index, path in enumerate(paths)}
-    return {index: (loaded[index], *limits) for index, limits in ceilings_by_run(loaded, profile).items()}
+    return {index: (run, *ceilings_of(run, profile)) for index, run in loaded.items()}
+
+
+def ceilings_of(run: Run, profile: DeviceProfile | None = None) -> tuple[Ceilings | None, list[str]]:
+    """`hardware.run_ceilings` of a loaded run (`profile`: the one given with --device-profile, if any)."""
+    return run_ceilings(run.info["gpu"]["name"], run.path, profile)
 
 
 def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, list[str]]],
@@ -79,7 +82,8 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
         tables = analyze(run, limits, origin(path), links_frame())
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
-        analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes))
+        defects = defects_note(tables.get("calibration_defects", pd.DataFrame()))
+        analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes + ([defects] if defects else [])))
         parallel = run.info.get("parallel")
         label = run.info["workload"]["name"] + (f" tp{parallel['tp']}x dp{parallel['dp']}" if parallel else "")
         label += " no-SP" if parallel and not parallel["sequence_parallel"] else ""
@@ -140,7 +144,7 @@ def reference(out: Path) -> list[Path]:
     check_folder(out, "--out")
     written, traces = [], []
     for gpu in bundled.GPUS:
-        loaded = _load(bundled.runs(gpu), read_device_profile(bundled.device_profile(gpu)))
+        loaded = _load(bundled.runs(gpu), None)
         analyzed, overview = _analyze(bundled.runs(gpu), loaded, None)
         written.append(out / f"suite-{gpu}.html")
         write_output(render_html(analyzed, overview), written[-1])
@@ -150,7 +154,7 @@ def reference(out: Path) -> list[Path]:
         paths = bundled.parallel_runs(gpu)
         if paths:  # their own page: their speedups are over the single-GPU runs of their host, not the suite's
             written.append(out / f"parallel-{gpu}.html")
-            loaded = _load(paths, read_device_profile(bundled.device_profile(gpu)))
+            loaded = _load(paths, None)
             write_output(render_html(*_analyze(paths, loaded, None)), written[-1])
     first, second = bundled.GPUS
     on_second = {path.name: path for path in bundled.runs(second)}
@@ -164,7 +168,7 @@ def reference(out: Path) -> list[Path]:
     for gpu in bundled.GPUS:
         for folder in bundled.sweeps(gpu):
             written.append(out / f"sweep-{gpu}-{folder.name}.html")
-            regimes.report(folder, "html", written[-1], device_profile=bundled.device_profile(gpu))
+            regimes.report(folder, "html", written[-1])
     return written + traces
 
 
@@ -175,10 +179,9 @@ def results(readme: Path | None = None) -> str:
     loaded = {gpu: {path.name: load_run(path) for path in bundled.runs(gpu)} for gpu in bundled.GPUS}
     kernels = {gpu: {w: run.kernels for w, run in loaded[gpu].items()} for gpu in loaded}
     infos = {gpu: {w: run.info for w, run in loaded[gpu].items()} for gpu in loaded}
-    profile = read_device_profile(bundled.device_profile(first))
-    measured = {w: limits for w, (limits, _) in ceilings_by_run(loaded[first], profile).items()}
-    # the projection is datasheet to datasheet by definition (`ssmprof project`)
-    datasheet = {gpu: Ceilings.from_datasheet(SPECS[gpu]) for gpu in bundled.GPUS}
+    measured = {w: ceilings_of(run)[0] for w, run in loaded[first].items()}
+    # the projection sets each GPU model's ceilings against the other's, as `ssmprof project` does
+    ceilings = {gpu: model_ceilings(gpu) for gpu in bundled.GPUS}
     steps = pd.concat([suite.step_times(infos[gpu]).assign(gpu=bundled.GPUS[gpu]) for gpu in bundled.GPUS],
                       ignore_index=True)
     text = render_results(
@@ -186,7 +189,7 @@ def results(readme: Path | None = None) -> str:
         suite.category_shares(kernels[first]),
         suite.ssm_kernels(kernels[first], measured),
         suite.gpu_pair(kernels[first], kernels[second], infos[first], infos[second]),
-        suite.projection_errors(kernels[first], kernels[second], datasheet[first], datasheet[second]))
+        suite.projection_errors(kernels[first], kernels[second], ceilings[first], ceilings[second]))
     extra = sweep_headlines() + parallel_results()
     if extra:
         text = text.replace(RESULTS_END, extra + RESULTS_END)
@@ -200,7 +203,7 @@ def sweep_headlines() -> str:
     lines = []
     for gpu, label in bundled.GPUS.items():
         for folder in bundled.sweeps(gpu):
-            analysis = regimes.analyze([folder], bundled.device_profile(gpu))
+            analysis = regimes.analyze([folder])
             manifest = analysis.manifests[0]
             lines += ["", f"**Sweep on the {label}**: {', '.join(manifest.workloads)} --preset {manifest.preset} over "
                       f"{' x '.join(f'{k} {min(v)}..{max(v)}' for k, v in manifest.axes.items())} "
@@ -241,6 +244,7 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
     steps = step_split_table({"A": (a.info, a.kernels), "B": (b.info, b.kernels)})
     categories = compare_categories_launches(a.kernels, b.kernels)
     kernels = compare_launches(a.kernels, b.kernels)
+    notes += [f"{label}: {note}" for label, run in (("A", a), ("B", b)) for note in roofline_notes(run)]
     text = render_compare(a.info, b.info, categories, kernels, notes, fmt, rooflines=rooflines(a, b), steps=steps,
                           provenance=(provenance(a.info, origin(run_a)), provenance(b.info, origin(run_b))),
                           findings=compare_findings(steps, categories, kernels))
@@ -263,30 +267,43 @@ def origin(path: Path) -> str:
 
 
 def rooflines(*runs: Run) -> tuple[pd.DataFrame, ...] | None:
-    """Each run's (from `load_run`) per-kernel roofline on its own GPU's datasheet ceilings; None unless all
-    have counters and known GPUs."""
-    ceilings = [datasheet_ceilings(run.info) for run in runs]
+    """Each run's (from `load_run`) per-kernel roofline on its own GPU's ceilings (`ceilings_of`, as its report
+    has them); None unless all have counters and ceilings."""
+    ceilings = [ceilings_of(run)[0] for run in runs]
     if None in ceilings or not all(has_counters(run.kernels) for run in runs):
         return None
     return tuple(roofline(run.kernels, limits) for run, limits in zip(runs, ceilings, strict=True))
 
 
+def roofline_notes(run: Run) -> list[str]:
+    """What a run's report says of its ceilings: a profile not applied, and launches faster than a ceiling."""
+    ceilings, notes = ceilings_of(run)
+    if ceilings is not None and has_counters(run.kernels):
+        notes += [note for note in [defects_note(defects_by_kernel(calibration_defects(ceilings, run.kernels)))]
+                  if note]
+    return notes
+
+
 def project(run: Path, to: str, check: Path | None = None) -> str:
     """`ssmprof project`: the run's per-category time projected onto GPU `to` (a datasheet key), as markdown;
-    with `check`, a run measured on the target, the projection's error per category."""
+    with `check`, a run measured on the target, the projection's error per category. Each side stands on its
+    GPU's ceilings: the run's own (`ceilings_of`), the target model's device profile where one is bundled, else
+    its datasheet row (`hardware.model_ceilings`)."""
     if to not in SPECS:
         raise InvalidConfig(f"unknown target GPU '{to}'; choose from: {', '.join(SPECS)}")
     measured = per_gpu(load_run(run))
-    source = datasheet_ceilings(measured.info)
+    source = ceilings_of(measured)[0]
     if source is None:
-        raise InvalidConfig(f"no datasheet entry for the measured GPU ({measured.info['gpu']['name']})")
-    table = project_categories(project_kernels(measured.kernels, source, Ceilings.from_datasheet(SPECS[to])))
+        raise InvalidConfig(f"no ceilings for the measured GPU ({measured.info['gpu']['name']}): not in the "
+                            "datasheet table and no device profile of it")
+    target_ceilings = model_ceilings(to)
+    table = project_categories(project_kernels(measured.kernels, source, target_ceilings))
     checked = None
     if check is not None:
         target = per_gpu(load_run(check))
         check_comparable(measured.info, target.info)
         checked = (target.info, projection_error(table, target.kernels))
-    return render_projection(measured.info, SPECS[to].name, table, checked)
+    return render_projection(measured.info, SPECS[to].name, table, checked, (source.source, target_ceilings.source))
 
 
 def write_output(text: str, output: Path | None) -> str:

@@ -37,6 +37,7 @@ import torch
 
 from ssmprof import schema
 from ssmprof.errors import NoGpu, SsmprofError
+from ssmprof.hardware import link_for, spec_for
 from ssmprof.profiler.harness import RunResult
 
 MODES = ("train", "timeline", "counters", "numerics")
@@ -224,9 +225,6 @@ def parallel_section(job: RankJob, results: list[dict], ncu_rank: int | None) ->
 
 def _link(gpu_name: str | None, topo: str | None) -> dict | None:
     """The datasheet link between the ranks' GPUs (`links.link_for`), None on the CPU."""
-    from ssmprof.profiler.gpu_specs import spec_for
-    from ssmprof.profiler.links import link_for
-
     spec = spec_for(gpu_name) if gpu_name else None
     link = link_for(spec.key if spec else None, topo)
     return dataclasses.asdict(link) if link else None

@@ -17,6 +17,8 @@ TABLE_TITLES = {
     "by_category": "Kernel time by category",
     "top_kernels": "Top kernels",
     "roofline_summary": "Roofline by category (time-weighted; DRAM throughput is in the cache table)",
+    "calibration_defects": "Calibration defects: checked launches faster than a ceiling (the roof is not raised; "
+                           "the ceiling's calibration fell short)",
     "caches": "Cache hit rates and DRAM throughput (time-weighted, Nsight Compute)",
     "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
     "tensor_instructions": "Tensor instructions (Hopper): wgmma or mma.sync, per category (bf16 tensor work)",
@@ -275,11 +277,12 @@ def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels
 
 
 def render_projection(info: dict, target_gpu: str, categories: pd.DataFrame,
-                      checked: tuple[dict, pd.DataFrame] | None = None) -> str:
-    """Markdown of a projection, headed as one; with the error against a run measured on the target."""
+                      checked: tuple[dict, pd.DataFrame] | None = None, sources: tuple[str, str] = ("", "")) -> str:
+    """Markdown of a projection, headed as one, with where each side's ceilings come from (`sources`: measured
+    GPU, target); with the error against a run measured on the target."""
     lines = [f"# PROJECTION (not a measurement): {info['workload']['name']} from {info['gpu']['name']} to "
-             f"{target_gpu}", "", "Roofline floor on the target (datasheet ceilings) plus each kernel's measured "
-             "time above its floor.",
+             f"{target_gpu}", "", "Roofline floor on the target plus each kernel's measured time above its floor "
+             f"(ceilings: {sources[0]} on the measured GPU; {sources[1]} on the target).",
              "", human_markdown_table(categories)]
     if checked is not None:
         target_info, errors = checked

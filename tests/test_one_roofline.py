@@ -1,0 +1,114 @@
+"""One run, one roofline: the bundled H100 mamba2-lm run gets the same roofline in every view that shows it, whatever
+runs are reported beside it, and launches faster than a calibrated ceiling are reported as calibration defects
+(never used to raise the roof), on every bundled run of both GPUs."""
+
+import pandas as pd
+import pytest
+
+from ssmprof import bundled
+from ssmprof.analysis.communication import one_rank
+from ssmprof.analysis.roofline import roofline_summary
+from ssmprof.hardware import read_device_profile
+from ssmprof.pipeline import reporting
+from ssmprof.pipeline.loading import load_run
+from ssmprof.reports.render import TABLE_TITLES, render_markdown
+from ssmprof.schema import CHECKED_STATUSES
+
+RUN = bundled.REFERENCE / "h100-sxm" / "mamba2-lm"
+ON_H200 = bundled.REFERENCE / "h200" / "mamba2-lm"
+PER_KERNEL = ["launch_idx", "kernel_name", "phase", "pct_of_roof", "roof_limiter", "verdict"]
+
+
+@pytest.fixture(scope="module")
+def suites():
+    """Each GPU's bundled suite as its `ssmprof reference` page has it: (analyzed runs, overview), by GPU."""
+    return {gpu: reporting.analyze_runs(bundled.runs(gpu)) for gpu in bundled.GPUS}
+
+
+def tables_of(analyzed, paths, path) -> dict[str, pd.DataFrame]:
+    """The tables of the run at `path` among the runs analyzed from `paths` (in their order)."""
+    return analyzed[paths.index(path)].tables
+
+
+def report_alone():
+    return reporting.analyze_runs([RUN])[0][0].tables
+
+
+def report_with_others():
+    """Beside an H200 run and other H100 runs whose GEMMs and copies are the fastest launches of the suite."""
+    paths = [bundled.REFERENCE / "h100-sxm" / w for w in ("transformer", "hybrid")] + [ON_H200, RUN]
+    return tables_of(reporting.analyze_runs(paths)[0], paths, RUN)
+
+
+def report_with_its_profile_given():
+    return reporting.analyze_runs([RUN], read_device_profile(bundled.device_profile("h100-sxm")))[0][0].tables
+
+
+def test_the_run_has_one_roofline_in_every_view(suites):
+    """Per kernel (% of roof, lowest roof, verdict) and per category (% of roof, headroom): the same numbers in the
+    report of the run alone, with other runs, with its own profile given, on the suite page (its section, the
+    overview's SSM rows and SSM roofline), and in `compare` against the H200 run."""
+    alone = report_alone()
+    expected = alone["roofline"][PER_KERNEL].reset_index(drop=True)
+    analyzed, overview = suites["h100-sxm"]
+    views = {"with other runs": report_with_others(), "its profile given": report_with_its_profile_given(),
+             "suite page": tables_of(analyzed, bundled.runs("h100-sxm"), RUN)}
+    for view, tables in views.items():
+        pd.testing.assert_frame_equal(tables["roofline"][PER_KERNEL].reset_index(drop=True), expected, obj=view)
+        for key in ("roofline_summary", "headroom_by_category", "headroom"):
+            pd.testing.assert_frame_equal(tables[key], alone[key], obj=f"{view}: {key}")
+    a, b = (reporting.per_gpu(load_run(path)) for path in (RUN, ON_H200))
+    compared = reporting.rooflines(a, b)[0]
+    pd.testing.assert_frame_equal(compared[PER_KERNEL].reset_index(drop=True), expected, obj="compare")
+    pd.testing.assert_frame_equal(roofline_summary(compared), alone["roofline_summary"], obj="compare by category")
+    ssm = alone["roofline_summary"].set_index("category").loc["SSM scan", "pct_of_roof"]
+    assert overview["ssm_kernels"].set_index("workload").loc["mamba2-lm", "pct_of_roof"] == pytest.approx(ssm)
+    suite_roof = overview["ssm_roofline"].query("workload == 'mamba2-lm'")[PER_KERNEL].reset_index(drop=True)
+    pd.testing.assert_frame_equal(suite_roof, expected[expected["launch_idx"].isin(suite_roof["launch_idx"])]
+                                  .reset_index(drop=True), obj="suite overview's SSM roofline")
+    beside, given = (f"measured by ssmprof calibrate, {where}" for where in ("device profile beside the run",
+                                                                             "given with --device-profile"))
+    sources = {view: set(tables["roofline"]["ceiling_source"]) for view, tables in views.items()}
+    assert sources == {"with other runs": {beside}, "its profile given": {given}, "suite page": {beside}}
+    assert set(alone["roofline"]["ceiling_source"]) == set(compared["ceiling_source"]) == {beside}
+
+
+def exceeding(kernels: pd.DataFrame, gpu: str) -> set[tuple[int, str]]:
+    """(launch, rate) of every checked launch above a ceiling of `gpu`'s bundled device profile, computed here
+    from the raw counters and the profile's numbers."""
+    measured = read_device_profile(bundled.device_profile(gpu)).measured
+    checked = kernels[kernels["counter_status"].isin(CHECKED_STATUSES)]
+    seconds = checked["ncu_duration_ns"].fillna(checked["duration_ns"]) / 1e9
+    tensor_flops = checked[[f"tensor_ops_{kind}" for kind in ("bf16", "fp16", "tf32", "fp64", "fp8")]].sum(axis=1)
+    fp32_flops = checked["inst_fadd"] + checked["inst_fmul"] + 2 * checked["inst_ffma"]
+    dram_bytes = checked["dram_read_bytes"] + checked["dram_write_bytes"]
+    rates = {"tensor FLOP/s": (tensor_flops / seconds / 1e12, measured.bf16_tensor_tflops),
+             "fp32 FLOP/s": (fp32_flops / seconds / 1e12, measured.fp32_tflops),
+             "DRAM bytes/s": (dram_bytes / seconds / 1e9, measured.dram_gb_s),
+             "L2 bytes/s": (checked["l2_bytes"] / seconds / 1e9, measured.l2_gb_s),
+             "L1 bytes/s": (checked["l1_bytes"] / seconds / 1e9, measured.l1_gb_s)}
+    return {(int(launch), rate) for rate, (achieved, ceiling) in rates.items() if ceiling
+            for launch in checked.loc[achieved > ceiling, "launch_idx"]}
+
+
+@pytest.mark.parametrize("gpu", list(bundled.GPUS))
+def test_every_launch_above_a_calibrated_ceiling_is_reported_as_a_defect(suites, gpu):
+    """Each bundled run's report lists, per kernel and rate, exactly the launches the data puts above its GPU's
+    calibrated ceilings (none once the calibration reaches what the kernels do), and says so above its tables."""
+    analyzed, overview = suites[gpu]
+    page = render_markdown(analyzed, overview)
+    for path, run in zip(bundled.runs(gpu), analyzed, strict=True):
+        kernels = one_rank(load_run(path).kernels, run.info)
+        expected = exceeding(kernels, gpu)
+        table = run.tables.get("calibration_defects", pd.DataFrame(columns=["rate", "kernel_name", "phase",
+                                                                          "launches"]))
+        where = kernels.set_index("launch_idx")[["kernel_name", "phase"]]
+        counted = pd.Series([(*where.loc[launch], rate) for launch, rate in expected], dtype=object).value_counts()
+        listed = table.set_index(["kernel_name", "phase", "rate"])["launches"]
+        assert listed.to_dict() == counted.to_dict(), path.name
+        notes = [note for note in run.warnings if note.startswith("calibration defect")]
+        assert len(notes) == bool(expected), path.name
+        if expected:
+            assert notes[0].startswith(f"calibration defect: {len(expected)} checked launches"), path.name
+            assert f"### {TABLE_TITLES['calibration_defects']}" in page
+            assert all(name in page for name in table["kernel_name"])
