@@ -1,6 +1,5 @@
 """The toolkit on real GPU data: runs recorded on our H100/H200 (tests/data, and the bundled reference runs)."""
 
-import json
 import lzma
 import shutil
 from pathlib import Path
@@ -13,9 +12,9 @@ from ssmprof import bundled, schema
 from ssmprof.analysis import suite
 from ssmprof.analysis.calibration import evaluate
 from ssmprof.analysis.frame import analysis_frame
-from ssmprof.analysis.roofline import Ceilings
 from ssmprof.analysis.tensor_vector import class_summary, classify
 from ssmprof.cli import app
+from ssmprof.hardware import model_ceilings
 from ssmprof.pipeline.loading import load_run
 from ssmprof.profiler import calibrate
 
@@ -90,8 +89,7 @@ def test_bundled_suites_overview():
     kernels = {path.name: load_run(path).kernels for path in bundled.runs("h100-sxm")}
     assert list(kernels) == ["mamba2-lm", "hybrid", "mamba-vision", "graph-mamba", "transformer", "mamba1-lm",
                              "mamba3-lm"]
-    profile = json.loads(bundled.device_profile("h100-sxm").read_text())
-    ceilings = dict.fromkeys(kernels, Ceilings.from_profile(profile["measured"]))
+    ceilings = dict.fromkeys(kernels, model_ceilings("h100-sxm"))
     shares = suite.category_shares(kernels).set_index("workload")
     assert shares.sum(axis=1).to_numpy() == pytest.approx(100.0)
     assert (shares["other"] < 5).all()
