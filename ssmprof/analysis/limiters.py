@@ -204,3 +204,124 @@ def stall_summary(frame: pd.DataFrame, category: str | None = None, top: int = 2
                                             for name, share in row.dropna().nlargest(3).items())
                                   for _, row in waits.iterrows()])
     return table.sort_values("time_ms", ascending=False, ignore_index=True).head(top)
+
+
+# What each verdict says in Nsight Compute's terms. ncu's compute throughput counts the issue slots, so an
+# "instruction issue" verdict is a compute one there; its "latency issues" (both throughputs low) is what
+# ssmprof's explanations of a low unit (occupancy, waves, stalls) take apart.
+VERDICT_CLASSES = {"DRAM bandwidth": "memory", "L2 bandwidth": "memory", "load/store pipe": "memory",
+                   "tensor pipe": "compute", "FMA pipe": "compute", "ALU pipe": "compute",
+                   "XU pipe (special functions)": "compute", "instruction issue": "compute",
+                   "too few thread blocks": "latency", "tail effect": "latency", SHORT: "short",
+                   NO_COUNTERS: "no counters"}
+# Nsight Compute's rule results -> the class of what they point at, first match on "section rule".
+RULE_CLASSES = (("occupancy", "latency"), ("launch", "latency"), ("wave", "latency"), ("tail", "latency"),
+                ("stall", "latency"), ("warp state", "latency"), ("issue", "compute"), ("scheduler", "compute"),
+                ("pipe", "compute"), ("compute", "compute"), ("memory", "memory"), ("cache", "memory"),
+                ("coalesc", "memory"), ("l1tex", "memory"), ("dram", "memory"), ("shared", "memory"))
+# The SpeedOfLight bottleneck rule's message -> its verdict, first match (the messages name the heavier side).
+BOTTLENECK_MESSAGES = (("memory is more heavily utilized", "memory"), ("compute is more heavily utilized", "compute"),
+                       ("latency", "latency"), ("balanced", "balanced"), ("greater than 80", "high"))
+HIGH = "high"  # past 80 % of one side's peak: the heavier side, by the section's throughputs
+ADVICE_TYPES = ("OPT", "WRN")  # rule results that advise (INF informs, ERR failed)
+
+
+def verdict_class(limiter: str) -> str:
+    """memory, compute, latency (a low unit explained by occupancy, waves or stalls), short or no counters."""
+    if limiter.startswith(("occupancy", "latency")):
+        return "latency"
+    return VERDICT_CLASSES.get(limiter, "")
+
+
+def rule_class(section: str, rule: str) -> str:
+    text = f"{section} {rule}".lower()
+    return next((cls for word, cls in RULE_CLASSES if word in text), "")
+
+
+def ncu_verdicts(rules: pd.DataFrame, metrics: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per launch of Nsight Compute's rule results (`profiler.ncu_extract.parse_details`): its bottleneck (the
+    SpeedOfLight bottleneck rule's message: memory, compute, latency, balanced), the advising rule with the
+    largest estimated speedup (`top_rule`, its class and speedup), every advising rule, and where the section
+    metrics are given, its memory and compute (SM) throughput (% of peak)."""
+    rows = []
+    for (launch, kernel), group in rules.groupby(["launch_id", "kernel_name"], sort=True):
+        solb = group[group["rule"].str.contains("Bottleneck", case=False)]
+        message = " ".join(solb["description"]).lower()
+        bottleneck = next((cls for phrase, cls in BOTTLENECK_MESSAGES if phrase in message), "")
+        if bottleneck == HIGH:
+            bottleneck = _heavier(metrics, launch)
+        advice = group[group["rule_type"].isin(ADVICE_TYPES) & ~group.index.isin(solb.index)]
+        advice = advice.assign(order=advice["speedup_pct"].fillna(-1)).sort_values("order", ascending=False)
+        top = advice.iloc[0] if len(advice) else None
+        rows.append({"launch_id": launch, "kernel_name": kernel, "ncu_bottleneck": bottleneck,
+                     "ncu_top_rule": top["rule"] if top is not None else "",
+                     "ncu_top_rule_class": rule_class(top["section"], top["rule"]) if top is not None else "",
+                     "ncu_top_rule_speedup_pct": top["speedup_pct"] if top is not None else np.nan,
+                     "ncu_rules": "; ".join(f"{r.rule} {r.speedup_pct:.0f} %" if not np.isnan(r.speedup_pct)
+                                            else r.rule for r in advice.itertuples())})
+    table = pd.DataFrame(rows, columns=["launch_id", "kernel_name", "ncu_bottleneck", "ncu_top_rule",
+                                        "ncu_top_rule_class", "ncu_top_rule_speedup_pct", "ncu_rules"])
+    for column, name in (("ncu_memory_pct", "Memory Throughput"), ("ncu_compute_pct", "Compute (SM) Throughput")):
+        values = (metrics[metrics["metric"] == name].groupby("launch_id")["value"].first()
+                  if metrics is not None else pd.Series(dtype=float))
+        table[column] = table["launch_id"].map(values)
+    return table
+
+
+def _heavier(metrics: pd.DataFrame | None, launch: int) -> str:
+    """memory or compute: the side with the larger SpeedOfLight throughput of a launch ("high" without them)."""
+    if metrics is None:
+        return HIGH
+    values = metrics[metrics["launch_id"] == launch].set_index("metric")["value"]
+    memory, compute = values.get("Memory Throughput", np.nan), values.get("Compute (SM) Throughput", np.nan)
+    return HIGH if np.isnan(memory) or np.isnan(compute) else "memory" if memory >= compute else "compute"
+
+
+def agreement(verdicts: pd.DataFrame, rules: pd.DataFrame, metrics: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per launch: ssmprof's verdict (`limiters` of the same launches, joined on `launch_id`), Nsight Compute's
+    (`ncu_verdicts`), and `agree`: "yes" where the verdict's class (`verdict_class`) is ncu's bottleneck or the
+    class of its top rule, "runner-up" where only ssmprof's runner-up's is, "no" otherwise; `why` says where
+    the two part."""
+    ours = verdicts[["launch_id", "kernel_name", "limiter", "runner_up", "margin", "confidence", "top_unit",
+                     "top_unit_pct"]]
+    table = ours.merge(ncu_verdicts(rules, metrics).drop(columns="kernel_name"), on="launch_id", how="left")
+    table["agree"] = [_agree(row) for row in table.itertuples()]
+    table["why"] = [_why(row) if row.agree != "yes" else "" for row in table.itertuples()]
+    return table
+
+
+def _ncu_classes(row) -> set[str]:
+    return {row.ncu_bottleneck, row.ncu_top_rule_class} - {""}
+
+
+def _agree(row) -> str:
+    if not isinstance(row.ncu_bottleneck, str):
+        return "no rule results"
+    ncu = _ncu_classes(row)
+    if verdict_class(row.limiter) in ncu or (row.ncu_bottleneck == "balanced" and verdict_class(row.limiter) in
+                                             ("memory", "compute")):
+        return "yes"
+    return "runner-up" if verdict_class(row.runner_up) in ncu else "no"
+
+
+def _why(row) -> str:
+    """Where ssmprof and Nsight Compute part, in terms of the rules each applies."""
+    if row.agree == "no rule results":
+        return "Nsight Compute reported no rule results for this launch"
+    ours = verdict_class(row.limiter)
+    memory, compute = row.ncu_memory_pct, row.ncu_compute_pct
+    if ours == "short":
+        return "ssmprof does not judge a launch under 10 us by its rates (ramp-up and tail of one wave)"
+    if row.ncu_bottleneck == "latency" and ours in ("memory", "compute"):
+        return (f"{row.top_unit} at {row.top_unit_pct:.0f} % of peak: ncu calls both throughputs under 60 % latency; "
+                "ssmprof calls a unit busy past half its peak the limiter (it accounts for most of the time)")
+    if row.ncu_bottleneck in ("memory", "compute") and ours == "latency":
+        side = memory if row.ncu_bottleneck == "memory" else compute
+        return (f"ncu's {row.ncu_bottleneck} throughput {side:.0f} % is past its 60 % cut; ssmprof's busiest unit "
+                f"({row.top_unit} {row.top_unit_pct:.0f} %) is under half its peak, the rest explained by "
+                f"{row.limiter}")
+    if row.ncu_bottleneck == "memory" and ours == "compute" and memory > row.top_unit_pct:
+        return (f"ncu's memory throughput {memory:.0f} % (the busiest of DRAM, L2 and L1/TEX) exceeds ssmprof's top "
+                f"unit ({row.top_unit} {row.top_unit_pct:.0f} %): L1/TEX throughput is not among ssmprof's counters")
+    return (f"ssmprof: {row.limiter} (runner-up {row.runner_up}); ncu: {row.ncu_bottleneck or 'no bottleneck'}, "
+            f"top rule {row.ncu_top_rule or 'none'}")
