@@ -16,7 +16,7 @@ from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_model import analytic_vs_measured
-from ssmprof.analysis.tensor_vector import class_summary, classify, instruction_summary
+from ssmprof.analysis.tensor_vector import class_summary, class_thresholds, classify, instruction_summary, table_ii
 from ssmprof.schema import Run
 
 
@@ -61,6 +61,9 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
                                               "tensor_share", "near_boundary", "recomputed", "tensor_instruction",
                                               "flops_tensor", "flops_vector", "duration_ns"]]
         tables["tensor_vector_ssm"] = class_summary(classified)
+        if (classified["category"] == "SSM scan").any():
+            tables["table_ii"] = table_ii(classified)
+            tables["tensor_vector_thresholds"] = class_thresholds(classified)
         instructions = instruction_summary(classified)
         if len(instructions):  # Hopper only: other chips do not split their tensor ops by instruction
             tables["tensor_instructions"] = instructions
