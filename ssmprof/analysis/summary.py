@@ -33,7 +33,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         "top_kernels": top_kernels(kernels),
         "caches": cache_summary(kernels),
         "counter_checks": status_table(kernels),
-        "host": host_summary(kernels, run.info["harness"]["step_ms"]),
+        "host": host_summary(kernels, run.info["harness"]["step_ms"], _host_launch_us(run.info)),
     }
     work = gemm_work(kernels)
     if len(work):  # GEMMs with checked counters (none in runs written before the checks)
@@ -76,15 +76,23 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
     return tables
 
 
+def _host_launch_us(info: dict) -> float | None:
+    """The host's measured cost of one tiny launch (run.json `collectors.harness.host_launch_us`), None before
+    runs recorded it."""
+    return (info.get("collectors") or {}).get("harness", {}).get("host_launch_us")
+
+
 def warnings_for(run: Run) -> list[str]:
     kernels = one_rank(run.kernels, run.info)
     warning = other_share_warning(kernels)
     notes = [warning] if warning else []
-    host = host_summary(kernels, run.info["harness"]["step_ms"]).iloc[0]
+    host = host_summary(kernels, run.info["harness"]["step_ms"], _host_launch_us(run.info)).iloc[0]
     if host["verdict"] == "host-bound":
         notes.append(f"host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the "
                      f"{host['step_ms']:.1f} ms step and waits for the host the rest ({host['launches']} launches, "
                      f"{host['short_launch_pct']:.0f} % of them under 10 us); a faster GPU shortens only the busy part")
+    elif host["verdict"] == "host-limited":
+        notes.append(f"host-limited: {host['host_cost']}")
     slow = slow_iteration_note(host["gpu_busy_ms"], host["step_ms"])  # the busy time host_summary measured
     if slow:
         notes.append(slow)
