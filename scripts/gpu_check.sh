@@ -26,6 +26,9 @@
 #   scripts/gpu_check.sh ncu-cost  what a profiled launch costs: replay passes per metric family (NCU_COST_ONLY=REGEX:
 #                                  only the cuts it matches; with
 #                                  NCU_COST_HOLDS=1 the wall time of 20 launches holding 0-45 GiB), ncu_pass_cost.py
+#   scripts/gpu_check.sh ncu-rules  Nsight Compute's guided analysis (rule results) of the 14 SSD kernels of the H100
+#                                  mamba2-lm paper iteration beside ssmprof's verdicts of the same launches,
+#                                  scripts/ncu_rules.py (about 2-3 minutes after `restore`)
 #   scripts/gpu_check.sh mimo-carry  (here, not on the host) TileLang's wheels packed for a later call: carry
 #                                  build/carry-mimo on a warm host; restore installs them
 #   scripts/gpu_check.sh next      Mamba-3 and Gated DeltaNet: the fused-vs-reference GPU tests (SISO Triton, MIMO
@@ -336,6 +339,12 @@ if [[ $stage == ncu-cost ]]; then
   # the memory holds were measured (tests/data/ncu-pass-cost-h100): NCU_COST_HOLDS=1 measures them again
   timeout 300 $BIN/python scripts/ncu_pass_cost.py "$LOGS/ncu-pass-cost.json" ${NCU_COST_HOLDS:+--holds} 2>&1 \
     | tee "$LOGS/ncu-pass-cost.log"
+fi
+
+if [[ $stage == ncu-rules ]]; then
+  restore
+  log "ncu rules"
+  timeout 540 $BIN/python scripts/ncu_rules.py "$LOGS/ncu-rules" 2>&1 | tee "$LOGS/ncu-rules.log"
 fi
 
 if [[ $stage == tp || $stage == tp-claim ]]; then

@@ -24,59 +24,124 @@ MEMORY_WAIT = {"stall_warps_per_issue": 10.0, "stall_long_scoreboard": 6.0, "sta
 
 
 @pytest.mark.parametrize(
-    ("scenario", "changes", "limiter"),
+    ("scenario", "changes", "limiter", "runner_up"),
     [
-        ("nothing busy, enough blocks, half occupancy", {}, "latency (by elimination)"),
-        ("a 6 us kernel", {"duration_ns": 6_000}, "launch overhead"),
-        ("DRAM at 85 %", {"dram_throughput_pct": 85.0}, "DRAM bandwidth"),
-        ("L2 busier than DRAM, both past 60 %", {"dram_throughput_pct": 61.0, "l2_throughput_pct": 70.0},
-         "L2 bandwidth"),
-        ("tensor pipe at 80 %", {"tensor_pipe_pct": 80.0}, "tensor pipe"),
-        ("grid under one wave", {"waves_per_sm": 0.6}, "too few thread blocks"),
-        ("246 registers: 2 blocks of 4 warps per SM", {"occupancy_limit_registers": 2.0}, "occupancy (registers)"),
-        ("shared memory caps it", {"occupancy_limit_shared_mem": 1.0}, "occupancy (shared memory)"),
-        ("no counters", {"ncu_duration_ns": math.nan}, "no counters"),
-        ("exp-heavy: the XU pipe at 70 %", {"xu_pipe_pct": 70.0}, "XU pipe (special functions)"),
-        ("issue slots 75 % busy", {"issue_active_pct": 75.0}, "instruction issue"),
-        ("1.3 waves: the second wave leaves 35 % of the slots idle", {"waves_per_sm": 1.3}, "tail effect"),
-        ("3.8 waves: a full last wave nearly", {"waves_per_sm": 3.8}, "latency (by elimination)"),
-        ("achieved 20 % of a theoretical 50 %", {"achieved_occupancy_pct": 20.0},
-         "occupancy (achieved under half of theoretical)"),
-        ("the stall pass says memory", MEMORY_WAIT, "latency: long scoreboard"),
-        ("issuing is not waiting: barrier is the top wait",
-         {**MEMORY_WAIT, "stall_long_scoreboard": 0.5, "stall_selected": 6.5}, "latency: barrier"),
+        ("nothing busy, enough blocks, half occupancy", {}, "occupancy (registers, shared memory)",
+         "DRAM bandwidth"),
+        ("a 6 us kernel: its own GPU time, not launch overhead", {"duration_ns": 6_000}, "short kernel (< 10 us)",
+         "occupancy (registers, shared memory)"),
+        ("DRAM at 85 %", {"dram_throughput_pct": 85.0}, "DRAM bandwidth", "occupancy (registers, shared memory)"),
+        ("L2 busier than DRAM", {"dram_throughput_pct": 61.0, "l2_throughput_pct": 70.0}, "L2 bandwidth",
+         "occupancy (registers, shared memory)"),
+        ("tensor pipe at 80 %", {"tensor_pipe_pct": 80.0}, "tensor pipe", "occupancy (registers, shared memory)"),
+        ("grid under one wave", {"waves_per_sm": 0.6}, "too few thread blocks", "DRAM bandwidth"),
+        ("246 registers: 2 blocks of 4 warps per SM", {"occupancy_limit_registers": 2.0}, "occupancy (registers)",
+         "DRAM bandwidth"),
+        ("shared memory caps it alone", {"occupancy_limit_shared_mem": 1.0, "occupancy_limit_registers": 4.0},
+         "occupancy (shared memory)", "DRAM bandwidth"),
+        ("no counters", {"ncu_duration_ns": math.nan}, "no counters", ""),
+        ("exp-heavy: the XU pipe at 70 %", {"xu_pipe_pct": 70.0}, "XU pipe (special functions)",
+         "occupancy (registers, shared memory)"),
+        ("issue slots 75 % busy", {"issue_active_pct": 75.0}, "instruction issue",
+         "occupancy (registers, shared memory)"),
+        ("1.3 waves on a full SM: the second wave leaves 35 % of the slots idle",
+         {"waves_per_sm": 1.3, "occupancy_limit_registers": 16.0, "occupancy_limit_shared_mem": 16.0,
+          "achieved_occupancy_pct": 100.0}, "tail effect", "DRAM bandwidth"),
+        ("achieved 10 % of a theoretical 100 %",
+         {"occupancy_limit_registers": 16.0, "occupancy_limit_shared_mem": 16.0, "achieved_occupancy_pct": 10.0},
+         "occupancy (achieved under theoretical)", "DRAM bandwidth"),
+        ("the stall pass says memory, full occupancy",
+         {**MEMORY_WAIT, "occupancy_limit_registers": 16.0, "occupancy_limit_shared_mem": 16.0,
+          "achieved_occupancy_pct": 100.0}, "latency: long scoreboard", "DRAM bandwidth"),
+        ("all units idle, full occupancy, no stall pass",
+         {"occupancy_limit_registers": 16.0, "occupancy_limit_shared_mem": 16.0, "achieved_occupancy_pct": 100.0},
+         "latency (by elimination)", "DRAM bandwidth"),
     ],
 )
-def test_limiter_rules(scenario, changes, limiter):
-    frame = pd.DataFrame([{**BASE, **changes}])
-    assert limiters(frame)["limiter"].iloc[0] == limiter, scenario
+def test_limiter_rules(scenario, changes, limiter, runner_up):
+    row = limiters(pd.DataFrame([{**BASE, **changes}])).iloc[0]
+    assert (row["limiter"], row["runner_up"]) == (limiter, runner_up), scenario
+
+
+@pytest.mark.parametrize(("dram_pct", "margin", "confidence"),
+                         [(85.0, 0.70, "clear"), (63.0, 0.26, "likely"), (59.4, 0.188, "likely"),
+                          (51.0, 0.02, "close call")])
+def test_a_busy_unit_scores_its_share_of_peak_and_the_margin_shrinks_to_zero_at_half(dram_pct, margin, confidence):
+    """The busiest unit scores f (its fraction of peak), the best explanation 1 - f: no cliff at 60 %."""
+    row = limiters(pd.DataFrame([{**BASE, "dram_throughput_pct": dram_pct}])).iloc[0]
+    assert row["limiter"] == "DRAM bandwidth"
+    assert row["margin"] == pytest.approx(margin) and row["confidence"] == confidence
+    below = limiters(pd.DataFrame([{**BASE, "dram_throughput_pct": 49.0}])).iloc[0]
+    assert (below["runner_up"], below["margin"]) == ("DRAM bandwidth", pytest.approx(0.02))
+
+
+def test_a_stall_explains_only_a_kernel_that_is_mostly_not_issuing():
+    """22 % short scoreboard while issuing 55 % of cycles is not latency (the bundled dx kernel)."""
+    issuing = {**BASE, "issue_active_pct": 55.0, "stall_warps_per_issue": 10.0, "stall_short_scoreboard": 2.2,
+               "stall_selected": 5.0, "occupancy_limit_registers": 16.0, "occupancy_limit_shared_mem": 16.0,
+               "achieved_occupancy_pct": 100.0}
+    assert limiters(pd.DataFrame([issuing]))["limiter"].iloc[0] == "instruction issue"
+    idle = {**issuing, "issue_active_pct": 15.0, "stall_short_scoreboard": 6.0}
+    assert limiters(pd.DataFrame([idle]))["limiter"].iloc[0] == "latency: short scoreboard"
 
 
 def test_theoretical_occupancy_from_the_launch_attributes():
     row = limiters(pd.DataFrame([{**BASE, "occupancy_limit_registers": 2.0, "achieved_occupancy_pct": 11.0}])).iloc[0]
     assert row["theoretical_occupancy_pct"] == pytest.approx(100 * 2 * 4 / 64)
-    assert "occupancy 12 % theoretical, 11 % achieved, 64 registers" in row["evidence"]
+    assert "occupancy 12 % theoretical, 11 % achieved (blocks/SM: registers 2, shared memory 8" in row["evidence"]
 
 
-def test_every_ssd_kernel_of_the_bundled_mamba2_run_has_a_limiter_with_evidence():
+# The bundled H100 mamba2-lm run's SSD kernels: (kernel, phase) -> (verdict, runner-up, confidence).
+H100_MAMBA2_SSD = {
+    ("_chunk_scan_chunk_state_bwd_dx_kernel", "backward"): ("instruction issue",
+                                                           "occupancy (registers, shared memory)", "likely"),
+    ("_chunk_scan_bwd_ddAcs_stable_kernel", "backward"): ("instruction issue", "occupancy (registers, shared memory)",
+                                                         "likely"),
+    ("_chunk_scan_fwd_kernel", "forward"): ("occupancy (registers, shared memory)", "L2 bandwidth", "close call"),
+    ("_chunk_scan_bwd_dcb_kernel", "backward"): ("instruction issue", "occupancy (registers)", "clear"),
+    ("_chunk_scan_bwd_dc_kernel", "backward"): ("occupancy (registers)", "DRAM bandwidth", "close call"),
+    ("_chunk_state_bwd_db_kernel", "backward"): ("occupancy (registers)", "DRAM bandwidth", "close call"),
+    ("_chunk_state_fwd_kernel", "backward"): ("DRAM bandwidth", "occupancy (registers, shared memory)", "likely"),
+    ("_chunk_state_fwd_kernel", "forward"): ("DRAM bandwidth", "occupancy (registers, shared memory)", "likely"),
+    ("_state_passing_bwd_kernel", "backward"): ("DRAM bandwidth", "latency: long scoreboard", "clear"),
+    ("_chunk_scan_bwd_dstates_kernel", "backward"): ("DRAM bandwidth", "occupancy (registers, shared memory)",
+                                                    "clear"),
+    ("_bmm_chunk_bwd_kernel", "backward"): ("DRAM bandwidth", "occupancy (registers)", "clear"),
+    ("_state_passing_fwd_kernel", "backward"): ("DRAM bandwidth", "too few thread blocks", "clear"),
+    ("_state_passing_fwd_kernel", "forward"): ("DRAM bandwidth", "latency: long scoreboard", "clear"),
+    ("_bmm_chunk_fwd_kernel", "backward"): ("DRAM bandwidth", "occupancy (registers, shared memory)", "likely"),
+    ("_bmm_chunk_fwd_kernel", "forward"): ("DRAM bandwidth", "occupancy (registers, shared memory)", "likely"),
+    ("_chunk_cumsum_bwd_kernel", "backward"): ("too few thread blocks", "latency: long scoreboard", "likely"),
+    ("_chunk_cumsum_fwd_kernel", "forward"): ("short kernel (< 10 us)", "too few thread blocks", "clear"),
+    ("_chunk_cumsum_fwd_kernel", "backward"): ("short kernel (< 10 us)", "too few thread blocks", "clear"),
+}
+
+
+@pytest.fixture(scope="module")
+def h100_mamba2_ssd():
     run = load_run(bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
-    table = limiter_summary(limiters(run.kernels), category="SSM scan")
-    assert len(table) == 18 and table["kernel_name"].nunique() == 14  # 14 kernels, some in both phases
-    # every SSM kernel has counters since pass 1 always takes them (`_chunk_cumsum_*`, 0.16 % of the time, had none
-    # in the runs bundled before 2026-11-24 02:00); the forward one, under 10 us, is launch overhead anyway
-    assert (table["limiter"] != "no counters").all() and table["evidence"].str.contains("busiest unit").all()
-    cumsum = table.set_index(["kernel_name", "phase"])["limiter"].filter(like="_chunk_cumsum")
-    assert cumsum.to_dict() == {("_chunk_cumsum_bwd_kernel", "backward"): "too few thread blocks",
-                                ("_chunk_cumsum_fwd_kernel", "forward"): "launch overhead",
-                                ("_chunk_cumsum_fwd_kernel", "backward"): "launch overhead"}
-    top = table.set_index(["kernel_name", "phase"])["limiter"]
-    assert top[("_chunk_scan_fwd_kernel", "forward")] == "occupancy (registers)"
-    assert top[("_state_passing_bwd_kernel", "backward")] == "DRAM bandwidth"
+    return limiter_summary(limiters(run.kernels), category="SSM scan").set_index(["kernel_name", "phase"])
+
+
+def test_the_bundled_h100_mamba2_ssd_kernels_verdicts(h100_mamba2_ssd):
+    assert len(h100_mamba2_ssd) == 18 and h100_mamba2_ssd.index.get_level_values(0).nunique() == 14
+    found = {key: (r["limiter"], r["runner_up"], r["confidence"]) for key, r in h100_mamba2_ssd.iterrows()}
+    assert found == H100_MAMBA2_SSD
+    assert h100_mamba2_ssd["evidence"].str.contains("units by % of peak").all()
+
+
+def test_near_twins_are_not_split_by_a_cliff(h100_mamba2_ssd):
+    """`_chunk_state_fwd` at 63 % of DRAM peak and `_bmm_chunk_fwd` at 59.4 %: one class, graded margins."""
+    state = h100_mamba2_ssd.loc[("_chunk_state_fwd_kernel", "forward")]
+    bmm = h100_mamba2_ssd.loc[("_bmm_chunk_fwd_kernel", "forward")]
+    assert state["limiter"] == bmm["limiter"] == "DRAM bandwidth"
+    assert state["margin"] > bmm["margin"] > 0.1
+    assert "shared memory 1" in bmm["evidence"] and "147 KB shared/block" in bmm["evidence"]
 
 
 def test_evidence_names_what_warps_wait_on():
     row = limiters(pd.DataFrame([{**BASE, **MEMORY_WAIT}])).iloc[0]
-    assert row["evidence"].endswith("warps wait on long scoreboard 60 %, barrier 15 %")
+    assert row["evidence"].endswith("warps wait on long scoreboard 60 %, barrier 15 % (issuing 20 % of cycles)")
     assert "45 % achieved" in row["evidence"]
 
 
@@ -96,13 +161,15 @@ def test_stall_summary_weights_launches_by_time_and_draws_one_segment_per_reason
 
 
 def test_every_ssm_kernel_of_every_bundled_run_with_counters_has_a_verdict():
-    """Issue #12's "every SSM kernel has a verdict", over both GPUs' bundled runs. The last gap, the H200 mamba2-lm's
+    """Issue #12's "every SSM kernel has a verdict", over both GPUs' bundled runs, and no launch anywhere is called
+    "launch overhead" (a short kernel's time is its own GPU time). The last gap, the H200 mamba2-lm's
     `_chunk_cumsum_bwd_kernel` (measured before the SSM kernels were exempt from pass 1's share floor), closed with
     that run measured again (2026-11-24, 07:41): too few thread blocks, as on the H100."""
     verdicts = {}
     for gpu in bundled.GPUS:
         for path in bundled.runs(gpu):
             frame = limiters(load_run(path).kernels)
+            assert not (frame["limiter"] + frame["runner_up"]).str.contains("overhead").any(), path
             ssm = frame[frame["category"] == "SSM scan"]
             if frame["ncu_duration_ns"].notna().any() and len(ssm):
                 verdicts[(gpu, path.name)] = limiter_summary(ssm).set_index(["kernel_name", "phase"])["limiter"]

@@ -149,9 +149,13 @@ def _host(tables: dict[str, pd.DataFrame]) -> list[dict]:
     if host["verdict"] == "host-bound":
         text = f"Host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the {host['step_ms']:.1f} ms step " \
                f"and waits {host['gpu_idle_ms']:.1f} ms for the host; a faster GPU shortens only the busy part."
+    elif host["verdict"] == "host-limited":
+        text = f"Host-limited: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the {host['step_ms']:.1f} ms " \
+               f"step; {host['host_cost']}: a faster host would take that off every step."
     else:
         text = f"GPU-bound: kernels keep the GPU busy {host['gpu_busy_pct']:.0f} % of the {host['step_ms']:.1f} ms " \
-               f"step ({host['launches']:,} launches, {host['short_launch_pct']:.0f} % under 10 us)."
+               f"step ({host['launches']:,} launches, {host['short_launch_pct']:.0f} % under 10 us); " \
+               f"{host['host_cost']}."
     return [{"topic": "host", "finding": text, "value": f"{host['gpu_busy_pct']:.0f} % busy", "anchor": "host"}]
 
 

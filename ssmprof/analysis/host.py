@@ -18,6 +18,12 @@ import pandas as pd
 # A step whose GPU is idle for more than this share is reported as host-bound: past it, a faster GPU
 # shortens at most the busy part, and the step time follows the host.
 HOST_BOUND_IDLE_SHARE = 0.3
+# A step whose GPU waits for the host at least this share of it is host-limited: a faster host (or fewer, fused
+# launches, or CUDA graphs) would take that wait off every step. Under it the wait is what any step pays between
+# iterations (optimizer, loss read-back, Python): 0.7-4.3 % of the step on the bundled GPU-bound paper runs of
+# both GPUs; the H100 sweep's mamba2-lm at seq_len 4096 waits 11.6 % (15.6 ms a step) on the configuration the
+# paper run, on another host, runs at 1.5 %.
+HOST_LIMITED_SHARE = 0.05
 SHORT_KERNEL_NS = 10_000  # launches under 10 us cost about what launching them costs
 # The profiled iteration's GPU busy time may exceed the median timed step by this share before its kernel times
 # are said to describe a slower step than the timed ones. Chosen on the bundled paper-suite runs, where eleven of
@@ -62,21 +68,46 @@ def slow_iteration_note(busy_ms: float, step_ms: float, whose: str = "the profil
             f"({step_ms:.1f} ms): its kernel times describe a slower step than the timed ones")
 
 
-def host_summary(kernels: pd.DataFrame, step_ms: float) -> pd.DataFrame:
-    """One row: step and busy time, busy share, idle time, launches per second at the step rate, share of
-    launches under 10 us, the largest idle gap inside the iteration, and the verdict."""
+def host_summary(kernels: pd.DataFrame, step_ms: float, host_launch_us: float | None = None) -> pd.DataFrame:
+    """One row: step and busy time, busy share, the host wait per step (`gpu_idle_ms`: the step less the GPU
+    busy time), launches per second at the step rate, share of launches under 10 us, the largest idle gap inside
+    the iteration, the host's cost of issuing the step's launches (`launch_cost_ms`: launches x the host's
+    measured cost of one tiny launch, `host_launch_us`; NaN where not measured), the verdict and what the host
+    costs a step (`host_cost`). Verdict: host-bound where the GPU idles past HOST_BOUND_IDLE_SHARE of the step
+    or the host needs longer to launch the kernels than the GPU to run them; host-limited where it waits at
+    least HOST_LIMITED_SHARE of the step; GPU-bound otherwise."""
     gaps, span = _idle_gaps(kernels) if len(kernels) else (np.array([]), 0)
     busy = span - int(gaps[gaps > 0].sum())  # as busy_ns, from the same gaps
     step_ns = step_ms * 1e6
     share = busy / step_ns if step_ns else float("nan")
+    wait_ms = max(step_ns - busy, 0) / 1e6
+    launch_ms = len(kernels) * host_launch_us / 1e3 if host_launch_us is not None else float("nan")
     return pd.DataFrame([{
         "step_ms": step_ms,
         "gpu_busy_ms": busy / 1e6,
         "gpu_busy_pct": 100 * share,
-        "gpu_idle_ms": max(step_ns - busy, 0) / 1e6,
+        "gpu_idle_ms": wait_ms,
         "launches": len(kernels),
         "launches_per_s": len(kernels) / (step_ms / 1e3) if step_ms else float("nan"),
         "short_launch_pct": 100 * float((kernels["duration_ns"] < SHORT_KERNEL_NS).mean()) if len(kernels) else 0.0,
         "largest_gap_us": float(gaps.max()) / 1e3 if len(gaps) and gaps.max() > 0 else 0.0,
-        "verdict": "host-bound" if 1 - share > HOST_BOUND_IDLE_SHARE else "GPU-bound",
+        "launch_cost_ms": launch_ms,
+        "verdict": _host_verdict(wait_ms, busy / 1e6, step_ms, launch_ms),
+        "host_cost": _host_cost(wait_ms, step_ms, len(kernels), launch_ms),
     }])
+
+
+def _host_verdict(wait_ms: float, busy_ms: float, step_ms: float, launch_ms: float) -> str:
+    if not step_ms:
+        return "GPU-bound"
+    if wait_ms / step_ms > HOST_BOUND_IDLE_SHARE or launch_ms >= busy_ms:
+        return "host-bound"
+    return "host-limited" if wait_ms / step_ms >= HOST_LIMITED_SHARE else "GPU-bound"
+
+
+def _host_cost(wait_ms: float, step_ms: float, launches: int, launch_ms: float) -> str:
+    """`12.2 ms a step (8.3 %) waiting for the host; launching its 1,051 kernels takes the host 9.7 ms`."""
+    text = f"{wait_ms:.1f} ms a step ({100 * wait_ms / step_ms:.1f} %) waiting for the host" if step_ms else ""
+    if not np.isnan(launch_ms):
+        text += f"; launching its {launches:,} kernels takes the host {launch_ms:.1f} ms"
+    return text

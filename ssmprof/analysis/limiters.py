@@ -1,26 +1,39 @@
-"""What limits each kernel, with the counters that say so.
+"""What limits each kernel, graded, in the order Nsight Compute's guided analysis reasons.
 
-A roofline position says memory- or compute-bound by arithmetic intensity alone; a kernel left of the
-ridge at 30 % of DRAM bandwidth is limited by something else. Rules, first match wins, each on the
-launch's own checked counters:
+1. The units, ranked by speed of light: DRAM, L2, the pipes (tensor, FMA, ALU, XU special functions,
+   load/store) and the warp schedulers' issue slots, each as a % of its peak (the counters in
+   `schema.COUNTER_METRICS`; L1/TEX throughput is not collected, the load/store pipe stands for it). A unit
+   busy a fraction f of its peak accounts for f of the kernel's time at that peak; what it leaves, 1 - f, is
+   time the other explanations must account for. So the busiest unit scores f and the best explanation
+   of a low unit scores 1 - f: the verdict is the unit while it is busy at least half the time, with a
+   margin that shrinks to 0 at 50 % (no cliff at Nsight Compute's 60 % rule of thumb: 59 % and 63 % of
+   DRAM peak are both "DRAM bandwidth", with margins 0.19 and 0.26).
+2. A low top unit is explained by what keeps warps from issuing, each weighted (0-1) by how strongly its
+   counters say so; the best one takes 1 - f, the others their weight's share of it:
+   - too few thread blocks: the grid fills under one wave of the SMs (weight 1 - waves);
+   - tail effect: the last wave leaves block slots idle (weight: the idle share over the waves);
+   - occupancy: the resident warps the launch configuration allows (weight 1 - theoretical occupancy),
+     naming EVERY limit that binds, ties included (registers, shared memory, warp slots, block slots);
+     only where the grid fills a wave (under one wave the per-SM cap is not reached);
+   - achieved under theoretical occupancy (blocks ending unevenly, imbalance; weight 1 - achieved /
+     expected, the theoretical occupancy scaled down by the waves where the grid fills under one);
+   - latency: the stall reason warps wait on most (the warp-stall pass; `selected` and `not_selected` are
+     issuing, not waiting), weighted by its share of the resident warps times the share of cycles the
+     schedulers did NOT issue: a stall explains a kernel only when it is large and the kernel is mostly not
+     issuing;
+   - latency (by elimination): nothing else, a small fixed weight.
+3. Under SHORT_NS the verdict is "short kernel (< 10 us)": its rates are dominated by the ramp-up and the
+   tail of one wave (its time is its own GPU time, not launch overhead); the counters' verdict is its
+   runner-up.
 
-1. launch overhead: shorter than SHORT_NS (about what launching it costs), with counters or without (the
-   sampled passes leave out the functions that hold almost no time, mostly such kernels);
-2. a unit at speed of light: DRAM, L2, a pipe (tensor, FMA, ALU, XU special functions, load/store) or the
-   warp schedulers' issue slots busy at least BUSY_PCT of their peak (Nsight Compute's own rule of thumb:
-   under 60 % of peak on both compute and memory means latency issues), the busiest such unit named;
-3. too few thread blocks: the grid fills under one wave of the GPU's SMs (waves_per_sm < 1);
-4. tail effect: the last wave leaves at least TAIL_IDLE of the SMs' block slots idle over the waves
-   (1 - waves / ceil(waves), blocks assumed to take equal time);
-5. occupancy: the theoretical occupancy (resident warps the launch configuration allows, MAX_WARPS per
-   SM) at most LOW_OCCUPANCY, named by what caps it (registers, shared memory, warp or block slots); or the
-   achieved occupancy under ACHIEVED_SHORTFALL of the theoretical (blocks ending unevenly, imbalance);
-6. latency: no unit busy, enough blocks, occupancy not the cap. Where the warp-stall pass measured the
-   launch (`stall_*`), named by what warps wait on most (ignoring `selected` and `not_selected`, which
-   are issuing, not waiting); else "by elimination".
+Every verdict carries its `limiter_score`, the `runner_up` and its score, the `margin` between them and a
+word for it (`confidence`), and the `evidence`: the ranked units, waves, occupancy with its limits, and
+the top waits.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -28,54 +41,98 @@ import pandas as pd
 from ssmprof.schema import STALL_REASONS
 
 SHORT_NS = 10_000
-BUSY_PCT = 60.0
-TAIL_IDLE = 0.25
-LOW_OCCUPANCY = 0.25
-ACHIEVED_SHORTFALL = 0.5
+SHORT = "short kernel (< 10 us)"
+NO_COUNTERS = "no counters"
+BY_ELIMINATION = "latency (by elimination)"
+ELIMINATION_WEIGHT = 0.05
 MAX_WARPS = 64  # resident warps per SM on A100, H100, H200 and B200
-_UNITS = {"DRAM bandwidth": "dram_throughput_pct", "L2 bandwidth": "l2_throughput_pct",
-          "tensor pipe": "tensor_pipe_pct", "FMA pipe": "fma_pipe_pct", "ALU pipe": "alu_pipe_pct",
-          "XU pipe (special functions)": "xu_pipe_pct", "load/store pipe": "lsu_pipe_pct",
-          "instruction issue": "issue_active_pct"}
-_CAPS = {"registers": "occupancy_limit_registers", "shared memory": "occupancy_limit_shared_mem",
-         "warp slots": "occupancy_limit_warps", "block slots": "occupancy_limit_blocks"}
+# Margin (verdict score - runner-up score) -> the word said for it, first match.
+CONFIDENCE = ((0.3, "clear"), (0.1, "likely"), (0.0, "close call"))
+UNITS = {"DRAM bandwidth": "dram_throughput_pct", "L2 bandwidth": "l2_throughput_pct",
+         "tensor pipe": "tensor_pipe_pct", "FMA pipe": "fma_pipe_pct", "ALU pipe": "alu_pipe_pct",
+         "XU pipe (special functions)": "xu_pipe_pct", "load/store pipe": "lsu_pipe_pct",
+         "instruction issue": "issue_active_pct"}
+CAPS = {"registers": "occupancy_limit_registers", "shared memory": "occupancy_limit_shared_mem",
+        "warp slots": "occupancy_limit_warps", "block slots": "occupancy_limit_blocks"}
 # What a waiting warp can wait on: every stall reason but issuing
 WAITS = [reason for reason in STALL_REASONS if reason not in ("selected", "not_selected")]
+VERDICT_COLUMNS = ["limiter", "limiter_score", "runner_up", "runner_up_score", "margin", "confidence", "top_unit",
+                   "top_unit_pct", "occupancy_limits", "top_stall", "evidence"]
 
 
 def theoretical_occupancy(kernels: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """(resident warps / MAX_WARPS, what caps the resident blocks) per launch, from the launch attributes."""
-    caps = kernels[list(_CAPS.values())]
+    """(resident warps / MAX_WARPS, every limit that caps the resident blocks, ties joined by ", ") per launch,
+    from the launch attributes."""
+    caps = kernels[list(CAPS.values())]
     blocks = caps.min(axis=1)
     warps_per_block = np.ceil(kernels["block_x"] * kernels["block_y"] * kernels["block_z"] / 32)
     occupancy = (blocks * warps_per_block / MAX_WARPS).clip(upper=1)
-    cap = caps.fillna(np.inf).idxmin(axis=1).map({v: k for k, v in _CAPS.items()})
-    return occupancy, cap.where(blocks.notna(), "")
+    binding = caps.eq(blocks, axis=0)
+    names = [", ".join(name for name, column in CAPS.items() if row[column]) for _, row in binding.iterrows()]
+    return occupancy, pd.Series(names, index=kernels.index).where(blocks.notna(), "")
 
 
 def limiters(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per launch: `limiter` (the rule that matched), `top_stall` (what its warps wait on most, "" without the
-    stall pass) and `evidence` (the numbers it rests on). `kernels`: an analysis frame."""
+    """The analysis frame with `theoretical_occupancy_pct` and the VERDICT_COLUMNS added, per launch (the rule:
+    the module's docstring). `kernels`: an analysis frame."""
     frame = kernels.copy()
-    occupancy, cap = theoretical_occupancy(frame)
-    units = frame[list(_UNITS.values())]
-    busiest = units.fillna(-np.inf).idxmax(axis=1).map({v: k for k, v in _UNITS.items()})
-    peak = units.max(axis=1)
-    counted = frame["ncu_duration_ns"].notna()
-    waves = frame["waves_per_sm"]
-    tail_idle = 1 - waves / np.ceil(waves)
-    achieved = frame["achieved_occupancy_pct"] / 100
+    occupancy, limits = theoretical_occupancy(frame)
     frame["theoretical_occupancy_pct"] = 100 * occupancy
+    frame["occupancy_limits"] = limits
     frame["top_stall"] = top_stalls(frame).fillna("")
-    frame["limiter"] = np.select(
-        [frame["duration_ns"] < SHORT_NS, ~counted, peak >= BUSY_PCT, waves < 1, tail_idle >= TAIL_IDLE,
-         occupancy <= LOW_OCCUPANCY, achieved < ACHIEVED_SHORTFALL * occupancy, frame["top_stall"] != ""],
-        ["launch overhead", "no counters", busiest.fillna(""), "too few thread blocks", "tail effect",
-         "occupancy (" + cap + ")", "occupancy (achieved under half of theoretical)",
-         "latency: " + frame["top_stall"].str.replace("_", " ")],
-        "latency (by elimination)")
-    frame["evidence"] = [_evidence(row, p) for row, p in zip(frame.itertuples(), peak, strict=True)]
+    verdicts = [_verdict(row) for row in frame.itertuples()]
+    for column in VERDICT_COLUMNS:
+        if column not in ("occupancy_limits", "top_stall"):
+            frame[column] = [v[column] for v in verdicts]
     return frame
+
+
+def _verdict(row) -> dict:
+    """One launch's verdict: the ranked candidates (unit and explanations), the best two, the evidence."""
+    short = row.duration_ns < SHORT_NS
+    if math.isnan(row.ncu_duration_ns):
+        evidence = f"{row.duration_ns / 1e3:.1f} us, no counters"
+        return _pick([(SHORT if short else NO_COUNTERS, 1.0)], "", math.nan, evidence)
+    units = sorted(((getattr(row, column), name) for name, column in UNITS.items()
+                    if not math.isnan(getattr(row, column))), key=lambda unit: unit[0], reverse=True)
+    top_pct, top = units[0] if units else (0.0, "")
+    busy = min(top_pct / 100, 1.0)
+    explanations = sorted(((w, name) for name, w in _explanations(row).items() if w > 0),
+                          key=lambda explanation: explanation[0], reverse=True)
+    if not explanations:
+        explanations = [(ELIMINATION_WEIGHT, BY_ELIMINATION)]
+    best = explanations[0][0]
+    candidates = [(top, busy), *((name, (1 - busy) * w / best) for w, name in explanations)]
+    if short:
+        candidates = [(SHORT, 1.0), *candidates]
+    return _pick(candidates, top, top_pct, _evidence(row, units))
+
+
+def _pick(candidates: list[tuple[str, float]], top: str, top_pct: float, evidence: str) -> dict:
+    ranked = sorted(candidates, key=lambda candidate: candidate[1], reverse=True)  # stable: ties keep their order
+    (name, score), (second, second_score) = ranked[0], ranked[1] if len(ranked) > 1 else ("", 0.0)
+    margin = score - second_score
+    word = next(word for floor, word in CONFIDENCE if margin >= floor)
+    return {"limiter": name, "limiter_score": score, "runner_up": second, "runner_up_score": second_score,
+            "margin": margin, "confidence": word, "top_unit": top, "top_unit_pct": top_pct, "evidence": evidence}
+
+
+def _explanations(row) -> dict[str, float]:
+    """Each explanation of a low top unit -> its weight (0-1): how strongly the launch's counters say so."""
+    waves = row.waves_per_sm
+    theoretical = row.theoretical_occupancy_pct / 100
+    weights = {"too few thread blocks": 1 - waves if waves < 1 else 0.0,
+               "tail effect": 1 - waves / math.ceil(waves) if waves >= 1 else 0.0}
+    if waves >= 1 and row.occupancy_limits:
+        weights[f"occupancy ({row.occupancy_limits})"] = 1 - theoretical
+    expected = theoretical * min(waves, 1.0)  # under one wave the SMs hold fewer blocks than the cap
+    if not math.isnan(row.achieved_occupancy_pct) and expected > 0:
+        weights["occupancy (achieved under theoretical)"] = max(0.0, 1 - row.achieved_occupancy_pct / 100 / expected)
+    if row.top_stall:
+        share = getattr(row, f"stall_{row.top_stall}") / row.stall_warps_per_issue
+        issuing = row.issue_active_pct / 100 if not math.isnan(row.issue_active_pct) else 0.0
+        weights["latency: " + row.top_stall.replace("_", " ")] = share * (1 - issuing)
+    return {name: w for name, w in weights.items() if not math.isnan(w)}
 
 
 def top_stalls(kernels: pd.DataFrame) -> pd.Series:
@@ -91,36 +148,42 @@ def stall_shares(kernels: pd.DataFrame) -> pd.DataFrame:
     return reasons.div(kernels["stall_warps_per_issue"], axis=0).set_axis(list(STALL_REASONS), axis=1)
 
 
-def _evidence(row, peak: float) -> str:
-    if np.isnan(row.ncu_duration_ns):
-        return f"{row.duration_ns / 1e3:.1f} us, no counters" if row.duration_ns < SHORT_NS else ""
-    busy = ", ".join(f"{name} {getattr(row, column):.0f} %" for name, column in _UNITS.items()
-                     if not np.isnan(getattr(row, column)))
-    text = (f"{row.duration_ns / 1e3:.1f} us; busiest unit {peak:.0f} % ({busy}); waves {row.waves_per_sm:.1f}; "
+def _evidence(row, units: list[tuple[float, str]]) -> str:
+    ranked = ", ".join(f"{name} {pct:.0f} %" for pct, name in units)
+    text = (f"{row.duration_ns / 1e3:.1f} us; units by % of peak: {ranked}; waves {row.waves_per_sm:.1f}; "
             f"occupancy {row.theoretical_occupancy_pct:.0f} % theoretical")
-    if not np.isnan(row.achieved_occupancy_pct):
+    if not math.isnan(row.achieved_occupancy_pct):
         text += f", {row.achieved_occupancy_pct:.0f} % achieved"
-    text += f", {row.registers_per_thread:.0f} registers"
+    caps = ", ".join(f"{name} {getattr(row, column):.0f}" for name, column in CAPS.items())
+    text += f" (blocks/SM: {caps}; {row.registers_per_thread:.0f} registers"
+    shared = getattr(row, "shared_mem_bytes", math.nan)
+    text += f", {shared / 1e3:.0f} KB shared/block)" if not math.isnan(shared) else ")"
     if row.top_stall:
         shares = {reason: getattr(row, f"stall_{reason}") / row.stall_warps_per_issue for reason in WAITS}
-        ranked = sorted(((v, k) for k, v in shares.items() if not np.isnan(v)), reverse=True)[:2]
-        text += "; warps wait on " + ", ".join(f"{k.replace('_', ' ')} {100 * v:.0f} %" for v, k in ranked)
+        waits = sorted(((v, k) for k, v in shares.items() if not np.isnan(v)), reverse=True)[:2]
+        text += "; warps wait on " + ", ".join(f"{k.replace('_', ' ')} {100 * v:.0f} %" for v, k in waits)
+        if not math.isnan(row.issue_active_pct):
+            text += f" (issuing {row.issue_active_pct:.0f} % of cycles)"
     return text
 
 
 def limiter_summary(frame: pd.DataFrame, category: str | None = None, top: int = 20) -> pd.DataFrame:
     """Per kernel and phase (optionally one category), largest time first: launches, time, the limiter of
-    most of its time, and the evidence of its longest launch."""
+    most of its time, and the runner-up, margin, confidence and evidence of its longest launch with that
+    limiter."""
     if category is not None:
         frame = frame[frame["category"] == category]
+    columns = ["kernel_name", "phase", "launches", "time_ms", "limiter", "runner_up", "margin", "confidence",
+               "evidence"]
     rows = []
     for (name, phase), group in frame.groupby(["kernel_name", "phase"]):
-        by_limiter = group.groupby("limiter")["duration_ns"].sum()
-        longest = group.loc[group["duration_ns"].idxmax()]
+        limiter = group.groupby("limiter")["duration_ns"].sum().idxmax()
+        held = group[group["limiter"] == limiter]
+        longest = held.loc[held["duration_ns"].idxmax()]
         rows.append({"kernel_name": name, "phase": phase, "launches": len(group),
-                     "time_ms": group["duration_ns"].sum() / 1e6, "limiter": by_limiter.idxmax(),
-                     "evidence": longest["evidence"]})
-    table = pd.DataFrame(rows, columns=["kernel_name", "phase", "launches", "time_ms", "limiter", "evidence"])
+                     "time_ms": group["duration_ns"].sum() / 1e6, "limiter": limiter,
+                     **{column: longest[column] for column in ("runner_up", "margin", "confidence", "evidence")}})
+    table = pd.DataFrame(rows, columns=columns)
     return table.sort_values("time_ms", ascending=False, ignore_index=True).head(top)
 
 
@@ -141,3 +204,124 @@ def stall_summary(frame: pd.DataFrame, category: str | None = None, top: int = 2
                                             for name, share in row.dropna().nlargest(3).items())
                                   for _, row in waits.iterrows()])
     return table.sort_values("time_ms", ascending=False, ignore_index=True).head(top)
+
+
+# What each verdict says in Nsight Compute's terms. ncu's compute throughput counts the issue slots, so an
+# "instruction issue" verdict is a compute one there; its "latency issues" (both throughputs low) is what
+# ssmprof's explanations of a low unit (occupancy, waves, stalls) take apart.
+VERDICT_CLASSES = {"DRAM bandwidth": "memory", "L2 bandwidth": "memory", "load/store pipe": "memory",
+                   "tensor pipe": "compute", "FMA pipe": "compute", "ALU pipe": "compute",
+                   "XU pipe (special functions)": "compute", "instruction issue": "compute",
+                   "too few thread blocks": "latency", "tail effect": "latency", SHORT: "short",
+                   NO_COUNTERS: "no counters"}
+# Nsight Compute's rule results -> the class of what they point at, first match on "section rule".
+RULE_CLASSES = (("occupancy", "latency"), ("launch", "latency"), ("wave", "latency"), ("tail", "latency"),
+                ("stall", "latency"), ("warp state", "latency"), ("issue", "compute"), ("scheduler", "compute"),
+                ("pipe", "compute"), ("compute", "compute"), ("memory", "memory"), ("cache", "memory"),
+                ("coalesc", "memory"), ("l1tex", "memory"), ("dram", "memory"), ("shared", "memory"))
+# The SpeedOfLight bottleneck rule's message -> its verdict, first match (the messages name the heavier side).
+BOTTLENECK_MESSAGES = (("memory is more heavily utilized", "memory"), ("compute is more heavily utilized", "compute"),
+                       ("latency", "latency"), ("balanced", "balanced"), ("greater than 80", "high"))
+HIGH = "high"  # past 80 % of one side's peak: the heavier side, by the section's throughputs
+ADVICE_TYPES = ("OPT", "WRN")  # rule results that advise (INF informs, ERR failed)
+
+
+def verdict_class(limiter: str) -> str:
+    """memory, compute, latency (a low unit explained by occupancy, waves or stalls), short or no counters."""
+    if limiter.startswith(("occupancy", "latency")):
+        return "latency"
+    return VERDICT_CLASSES.get(limiter, "")
+
+
+def rule_class(section: str, rule: str) -> str:
+    text = f"{section} {rule}".lower()
+    return next((cls for word, cls in RULE_CLASSES if word in text), "")
+
+
+def ncu_verdicts(rules: pd.DataFrame, metrics: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per launch of Nsight Compute's rule results (`profiler.ncu_extract.parse_details`): its bottleneck (the
+    SpeedOfLight bottleneck rule's message: memory, compute, latency, balanced), the advising rule with the
+    largest estimated speedup (`top_rule`, its class and speedup), every advising rule, and where the section
+    metrics are given, its memory and compute (SM) throughput (% of peak)."""
+    rows = []
+    for (launch, kernel), group in rules.groupby(["launch_id", "kernel_name"], sort=True):
+        solb = group[group["rule"].str.contains("Bottleneck", case=False)]
+        message = " ".join(solb["description"]).lower()
+        bottleneck = next((cls for phrase, cls in BOTTLENECK_MESSAGES if phrase in message), "")
+        if bottleneck == HIGH:
+            bottleneck = _heavier(metrics, launch)
+        advice = group[group["rule_type"].isin(ADVICE_TYPES) & ~group.index.isin(solb.index)]
+        advice = advice.assign(order=advice["speedup_pct"].fillna(-1)).sort_values("order", ascending=False)
+        top = advice.iloc[0] if len(advice) else None
+        rows.append({"launch_id": launch, "kernel_name": kernel, "ncu_bottleneck": bottleneck,
+                     "ncu_top_rule": top["rule"] if top is not None else "",
+                     "ncu_top_rule_class": rule_class(top["section"], top["rule"]) if top is not None else "",
+                     "ncu_top_rule_speedup_pct": top["speedup_pct"] if top is not None else np.nan,
+                     "ncu_rules": "; ".join(f"{r.rule} {r.speedup_pct:.0f} %" if not np.isnan(r.speedup_pct)
+                                            else r.rule for r in advice.itertuples())})
+    table = pd.DataFrame(rows, columns=["launch_id", "kernel_name", "ncu_bottleneck", "ncu_top_rule",
+                                        "ncu_top_rule_class", "ncu_top_rule_speedup_pct", "ncu_rules"])
+    for column, name in (("ncu_memory_pct", "Memory Throughput"), ("ncu_compute_pct", "Compute (SM) Throughput")):
+        values = (metrics[metrics["metric"] == name].groupby("launch_id")["value"].first()
+                  if metrics is not None else pd.Series(dtype=float))
+        table[column] = table["launch_id"].map(values)
+    return table
+
+
+def _heavier(metrics: pd.DataFrame | None, launch: int) -> str:
+    """memory or compute: the side with the larger SpeedOfLight throughput of a launch ("high" without them)."""
+    if metrics is None:
+        return HIGH
+    values = metrics[metrics["launch_id"] == launch].set_index("metric")["value"]
+    memory, compute = values.get("Memory Throughput", np.nan), values.get("Compute (SM) Throughput", np.nan)
+    return HIGH if np.isnan(memory) or np.isnan(compute) else "memory" if memory >= compute else "compute"
+
+
+def agreement(verdicts: pd.DataFrame, rules: pd.DataFrame, metrics: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per launch: ssmprof's verdict (`limiters` of the same launches, joined on `launch_id`), Nsight Compute's
+    (`ncu_verdicts`), and `agree`: "yes" where the verdict's class (`verdict_class`) is ncu's bottleneck or the
+    class of its top rule, "runner-up" where only ssmprof's runner-up's is, "no" otherwise; `why` says where
+    the two part."""
+    ours = verdicts[["launch_id", "kernel_name", "limiter", "runner_up", "margin", "confidence", "top_unit",
+                     "top_unit_pct"]]
+    table = ours.merge(ncu_verdicts(rules, metrics).drop(columns="kernel_name"), on="launch_id", how="left")
+    table["agree"] = [_agree(row) for row in table.itertuples()]
+    table["why"] = [_why(row) if row.agree != "yes" else "" for row in table.itertuples()]
+    return table
+
+
+def _ncu_classes(row) -> set[str]:
+    return {row.ncu_bottleneck, row.ncu_top_rule_class} - {""}
+
+
+def _agree(row) -> str:
+    if not isinstance(row.ncu_bottleneck, str):
+        return "no rule results"
+    ncu = _ncu_classes(row)
+    if verdict_class(row.limiter) in ncu or (row.ncu_bottleneck == "balanced" and verdict_class(row.limiter) in
+                                             ("memory", "compute")):
+        return "yes"
+    return "runner-up" if verdict_class(row.runner_up) in ncu else "no"
+
+
+def _why(row) -> str:
+    """Where ssmprof and Nsight Compute part, in terms of the rules each applies."""
+    if row.agree == "no rule results":
+        return "Nsight Compute reported no rule results for this launch"
+    ours = verdict_class(row.limiter)
+    memory, compute = row.ncu_memory_pct, row.ncu_compute_pct
+    if ours == "short":
+        return "ssmprof does not judge a launch under 10 us by its rates (ramp-up and tail of one wave)"
+    if row.ncu_bottleneck == "latency" and ours in ("memory", "compute"):
+        return (f"{row.top_unit} at {row.top_unit_pct:.0f} % of peak: ncu calls both throughputs under 60 % latency; "
+                "ssmprof calls a unit busy past half its peak the limiter (it accounts for most of the time)")
+    if row.ncu_bottleneck in ("memory", "compute") and ours == "latency":
+        side = memory if row.ncu_bottleneck == "memory" else compute
+        return (f"ncu's {row.ncu_bottleneck} throughput {side:.0f} % is past its 60 % cut; ssmprof's busiest unit "
+                f"({row.top_unit} {row.top_unit_pct:.0f} %) is under half its peak, the rest explained by "
+                f"{row.limiter}")
+    if row.ncu_bottleneck == "memory" and ours == "compute" and memory > row.top_unit_pct:
+        return (f"ncu's memory throughput {memory:.0f} % (the busiest of DRAM, L2 and L1/TEX) exceeds ssmprof's top "
+                f"unit ({row.top_unit} {row.top_unit_pct:.0f} %): L1/TEX throughput is not among ssmprof's counters")
+    return (f"ssmprof: {row.limiter} (runner-up {row.runner_up}); ncu: {row.ncu_bottleneck or 'no bottleneck'}, "
+            f"top rule {row.ncu_top_rule or 'none'}")

@@ -29,7 +29,7 @@ from ssmprof.analysis.suite import SSM
 from ssmprof.hardware import Ceilings
 
 # What a limiter (`analysis.limiters`) means on a regime map: bandwidth, compute, or latency (every limiter
-# that is neither: latency by elimination, too few blocks, capped occupancy, launch overhead).
+# that is neither: latency by elimination, too few blocks, capped occupancy, instruction issue, short kernels).
 BANDWIDTH, COMPUTE, LATENCY, NO_COUNTERS = "bandwidth", "compute", "latency", "no counters"
 REGIMES = {"DRAM bandwidth": BANDWIDTH, "L2 bandwidth": BANDWIDTH, "tensor pipe": COMPUTE, "FMA pipe": COMPUTE,
            "no counters": NO_COUNTERS}

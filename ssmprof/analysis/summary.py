@@ -16,7 +16,7 @@ from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, roofline, roofline_summary
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_model import analytic_vs_measured
-from ssmprof.analysis.tensor_vector import class_summary, classify, instruction_summary
+from ssmprof.analysis.tensor_vector import class_summary, class_thresholds, classify, instruction_summary, table_ii
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import Run
 
@@ -34,7 +34,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         "top_kernels": top_kernels(kernels),
         "caches": cache_summary(kernels),
         "counter_checks": status_table(kernels),
-        "host": host_summary(kernels, run.info["harness"]["step_ms"]),
+        "host": host_summary(kernels, run.info["harness"]["step_ms"], _host_launch_us(run.info)),
     }
     work = gemm_work(kernels)
     if len(work):  # GEMMs with checked counters (none in runs written before the checks)
@@ -65,6 +65,9 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
                                               "tensor_share", "near_boundary", "recomputed", "tensor_instruction",
                                               "flops_tensor", "flops_vector", "duration_ns"]]
         tables["tensor_vector_ssm"] = class_summary(classified)
+        if (classified["category"] == "SSM scan").any():
+            tables["table_ii"] = table_ii(classified)
+            tables["tensor_vector_thresholds"] = class_thresholds(classified)
         instructions = instruction_summary(classified)
         if len(instructions):  # Hopper only: other chips do not split their tensor ops by instruction
             tables["tensor_instructions"] = instructions
@@ -77,15 +80,23 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
     return tables
 
 
+def _host_launch_us(info: dict) -> float | None:
+    """The host's measured cost of one tiny launch (run.json `collectors.harness.host_launch_us`), None before
+    runs recorded it."""
+    return (info.get("collectors") or {}).get("harness", {}).get("host_launch_us")
+
+
 def warnings_for(run: Run) -> list[str]:
     kernels = one_rank(run.kernels, run.info)
     warning = other_share_warning(kernels)
     notes = [warning] if warning else []
-    host = host_summary(kernels, run.info["harness"]["step_ms"]).iloc[0]
+    host = host_summary(kernels, run.info["harness"]["step_ms"], _host_launch_us(run.info)).iloc[0]
     if host["verdict"] == "host-bound":
         notes.append(f"host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the "
                      f"{host['step_ms']:.1f} ms step and waits for the host the rest ({host['launches']} launches, "
                      f"{host['short_launch_pct']:.0f} % of them under 10 us); a faster GPU shortens only the busy part")
+    elif host["verdict"] == "host-limited":
+        notes.append(f"host-limited: {host['host_cost']}")
     slow = slow_iteration_note(host["gpu_busy_ms"], host["step_ms"])  # the busy time host_summary measured
     if slow:
         notes.append(slow)

@@ -111,3 +111,89 @@ def class_summary(classified: pd.DataFrame, category: str | None = "SSM scan") -
             rows.append({"phase": phase, "class": name, "kernels": members["kernel_name"].nunique(),
                          "time_share": members["duration_ns"].sum() / total if total else 0.0})
     return pd.DataFrame(rows, columns=["phase", "class", "kernels", "time_share"])  # no SSM kernels: no rows
+
+
+# Table II of the study (seeds/001: Mamba2 on an H100, SSM kernels; forward 5 kernels, backward 9) counts kernels
+# and their share of the phase's SSM time per class. Its backward row holds the backward kernels proper; the
+# forward kernels that mamba-ssm launches again inside backward (`recomputed`) are a row of their own here.
+TABLE_II_ROWS = ("forward", "backward", "recomputed in backward")
+CLASS_RULE = (f"A kernel is TensorOnly where at least {100 * TENSOR_ONLY_SHARE:.0f} % of its FLOPs are tensor-pipe "
+              f"FLOPs, VectorOnly where at most {100 * VECTOR_ONLY_SHARE:.0f} % are, Tensor+Vector in between, and "
+              "NoFLOPs without arithmetic; the classes are on FLOPs, as the study counts them (the compute-time "
+              "classes of the tensor/vector table weigh a vector FLOP at the GPU's peaks). The time share is of the "
+              "row's SSM kernel time.")
+
+
+def _table_ii_row(classified: pd.DataFrame, row: str) -> pd.DataFrame:
+    if row == "forward":
+        return classified[classified["phase"] == "forward"]
+    backward = classified[classified["phase"] == "backward"]
+    return backward[backward["recomputed"] == (row == "recomputed in backward")]
+
+
+def table_ii(classified: pd.DataFrame, category: str | None = "SSM scan", column: str = "flop_class",
+             tolerance: float | None = None) -> pd.DataFrame:
+    """Table II in the study's form: per row (forward, backward without recomputed kernels, the forward kernels
+    recomputed in backward), its kernels (distinct names), time (ms), share of its phase's time, and per class
+    "N kernels, X %" (X: the class's share of the row's time). `column`: the class the cells count (default the
+    FLOP class, CLASS_RULE); `tolerance`: count FLOP classes at another tolerance t instead (TensorOnly: tensor
+    share >= 1 - t, VectorOnly: <= t; see `class_thresholds`)."""
+    frame = classified if category is None else classified[classified["category"] == category]
+    if tolerance is not None:
+        share = frame["tensor_share"]  # NaN: no FLOPs
+        frame = frame.assign(at_tolerance=np.select([share.isna(), share >= 1 - tolerance, share <= tolerance],
+                                                    [NO_FLOPS, TENSOR_ONLY, VECTOR_ONLY], TENSOR_VECTOR))
+        column = "at_tolerance"
+    backward_ns = frame.loc[frame["phase"] == "backward", "duration_ns"].sum()
+    rows = []
+    for name in TABLE_II_ROWS:
+        group = _table_ii_row(frame, name)
+        if group.empty:
+            continue
+        total = group["duration_ns"].sum()
+        phase_ns = total if name == "forward" else backward_ns
+        cells = {}
+        for cls in CLASSES:
+            members = group[group[column] == cls]
+            count = members["kernel_name"].nunique()
+            share = members["duration_ns"].sum() / total
+            cells[cls] = f"{count} kernel{'s' if count != 1 else ''}, {100 * share:.2f} %"
+        rows.append({"row": name, "kernels": group["kernel_name"].nunique(), "time_ms": total / 1e6,
+                     "share_of_phase": total / phase_ns, **cells})
+    return pd.DataFrame(rows, columns=["row", "kernels", "time_ms", "share_of_phase", *CLASSES])
+
+
+def class_thresholds(classified: pd.DataFrame, category: str | None = "SSM scan") -> pd.DataFrame:
+    """Per kernel and Table II row, how far its class is from changing: with one tolerance t for both "only"
+    classes (TensorOnly: tensor share >= 1 - t; VectorOnly: <= t; today t = VECTOR_ONLY_SHARE), a kernel whose
+    tensor share of FLOPs is s is an "only" class for t >= min(s, 1 - s) and Tensor+Vector below it:
+    `changes_at_pct` = 100 min(s, 1 - s) (0: pure tensor or pure vector, never changes), the class at today's
+    tolerance and the one on the other side of the threshold (`class_other_side`); the same on the compute-time
+    share (`time_changes_at_pct`)."""
+    frame = classified if category is None else classified[classified["category"] == category]
+    frame = frame[frame["flops_tensor"].fillna(0) + frame["flops_vector"].fillna(0) > 0]
+    rows = []
+    for name in TABLE_II_ROWS:
+        group = _table_ii_row(frame, name)
+        for kernel, launches in group.groupby("kernel_name"):
+            tensor, vector = launches["flops_tensor"].fillna(0).sum(), launches["flops_vector"].fillna(0).sum()
+            share = tensor / (tensor + vector)
+            time_share = time_weighted_share(launches)
+            edge = min(share, 1 - share)
+            only = TENSOR_ONLY if share > 0.5 else VECTOR_ONLY
+            other = only if edge > VECTOR_ONLY_SHARE else TENSOR_VECTOR
+            rows.append({"kernel_name": kernel, "row": name, "tensor_flop_share": share,
+                         "class": launches["flop_class"].iloc[0], "changes_at_pct": 100 * edge,
+                         "class_other_side": other if edge > 0 else "",
+                         "time_changes_at_pct": 100 * min(time_share, 1 - time_share)})
+    table = pd.DataFrame(rows, columns=["kernel_name", "row", "tensor_flop_share", "class", "changes_at_pct",
+                                        "class_other_side", "time_changes_at_pct"])
+    order = table["row"].map(TABLE_II_ROWS.index)
+    return table.assign(order=order).sort_values(["order", "changes_at_pct"], ignore_index=True).drop(columns="order")
+
+
+def time_weighted_share(launches: pd.DataFrame) -> float:
+    """A kernel's tensor share of compute time over its launches (each launch's `tensor_time_share`, weighted by
+    its compute FLOPs)."""
+    weights = launches["flops_tensor"].fillna(0) + launches["flops_vector"].fillna(0)
+    return float((launches["tensor_time_share"] * weights).sum() / weights.sum())

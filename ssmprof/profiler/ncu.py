@@ -153,3 +153,28 @@ def targeted_kernel_id(targets: dict[str, list[int]]) -> str:
     names = "|".join(re.escape(name) for name in sorted(targets))
     numbers = sorted({n for wanted in targets.values() for n in wanted})
     return f"::regex:^({names})$:^({'|'.join(map(str, numbers))})$"
+
+
+# Nsight Compute's guided analysis: the sections whose rules judge what limits a kernel, applied as it profiles.
+RULE_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "SchedulerStats",
+                 "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis")
+
+
+def rules_argv(target: Sequence[str], report: Path, names: Iterable[str], chip: str = "gh100",
+               ncu: str = "ncu") -> list[str]:
+    """argv that profiles, in the bracketed iteration of `target`, the first launch of each launch configuration
+    of the kernels `names` with RULE_SECTIONS and their rules applied, plus ssmprof's own counter and stall
+    metrics, so that ssmprof's verdicts and Nsight Compute's rule results describe the same launches."""
+    metrics = list(dict.fromkeys(counter_metrics(chip, "counters") + counter_metrics(chip, "stalls")))
+    argv = [ncu, "--profile-from-start", "off", "--nvtx", "--clock-control", "none", "--import-sass", "no"]
+    for section in RULE_SECTIONS:
+        argv += ["--section", section]
+    argv += ["--metrics", ",".join(metrics), "--apply-rules", "yes",
+             "--kernel-name", only_named(names), "--filter-mode", "per-launch-config", "--launch-count", "1",
+             "--export", str(report), "--force-overwrite"]
+    return argv + list(target)
+
+
+def details_argv(report: Path, ncu: str = "ncu") -> list[str]:
+    """argv that prints a report's details page (section metrics and rule results, one row each) as CSV."""
+    return [ncu, "--import", str(report), "--page", "details", "--csv"]

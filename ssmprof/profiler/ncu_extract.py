@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -89,3 +91,49 @@ def _phase(state) -> str:
                 if name in PHASES:
                     return name
     return "other"
+
+
+# The details page as CSV (`ncu.details_argv`): its columns, by what they hold. A row is a section metric where
+# "Metric Name" is set and a rule result where "Rule Name" is; a layout that repeats the rule on its section's
+# metric rows gives the same results once duplicates are dropped. The estimated speedup came in later versions.
+DETAILS_COLUMNS = {"ID": "launch_id", "Kernel Name": "kernel_name_full", "Section Name": "section",
+                   "Metric Name": "metric", "Metric Unit": "unit", "Metric Value": "value", "Rule Name": "rule",
+                   "Rule Type": "rule_type", "Rule Description": "description",
+                   "Estimated Speedup Type": "speedup_type", "Estimated Speedup": "speedup_pct"}
+_REQUIRED = ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Value", "Rule Name", "Rule Type",
+             "Rule Description")
+
+
+def parse_details(text: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(section metrics, rule results) of a details-page CSV. Metrics: launch_id, kernel_name, section, metric,
+    unit, value (a number, NaN where the value is text). Rules: launch_id, kernel_name, section, rule, rule_type
+    (OPT, WRN, INF, ERR), description, speedup_type, speedup_pct (NaN where not estimated)."""
+    lines = [line for line in text.splitlines() if not line.startswith("==")]  # ncu's own ==PROF== / ==WARNING==
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    missing = [c for c in _REQUIRED if not rows or c not in rows[0]]
+    if missing:
+        found = ", ".join(rows[0]) if rows else "no rows"
+        raise SsmprofError(f"the details page has no {', '.join(missing)} column (columns: {found}): this Nsight "
+                           "Compute prints rule results another way")
+    frame = pd.DataFrame(rows).rename(columns=DETAILS_COLUMNS).reindex(columns=list(DETAILS_COLUMNS.values()))
+    frame["launch_id"] = frame["launch_id"].astype(int)
+    frame["kernel_name"] = frame["kernel_name_full"].map(short_kernel_name)
+    keys = ["launch_id", "kernel_name", "section"]
+    metrics = frame[frame["metric"].fillna("") != ""][[*keys, "metric", "unit", "value"]].drop_duplicates()
+    metrics["value"] = pd.to_numeric(metrics["value"].str.replace(",", ""), errors="coerce")
+    rules = frame[frame["rule"].fillna("") != ""][[*keys, "rule", "rule_type", "description", "speedup_type",
+                                                   "speedup_pct"]].drop_duplicates()
+    rules["speedup_pct"] = pd.to_numeric(rules["speedup_pct"].str.replace(",", ""), errors="coerce")
+    return metrics.reset_index(drop=True), rules.reset_index(drop=True)
+
+
+def read_verdict_inputs(path: Path, chip: str = "gh100") -> pd.DataFrame:
+    """What `analysis.limiters` needs, one row per launch of a report that holds both the counter and the stall
+    metric groups (`ncu.rules_argv`), in profiling order with its `launch_id` (the details page's ID); the
+    launch's own ncu duration stands for its time (no timeline)."""
+    counters = read_report(path, chip, "counters")
+    stalls = read_report(path, chip, "stalls")
+    frame = counters.join(stalls[[c for c in stalls.columns if c not in counters.columns]])
+    frame.insert(0, "launch_id", range(len(frame)))
+    frame["duration_ns"] = frame["ncu_duration_ns"]
+    return frame

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.io as pio
 from tabulate import tabulate
 
-from ssmprof.analysis.tensor_vector import TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
+from ssmprof.analysis.tensor_vector import CLASS_RULE, TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
 from ssmprof.reports import figures, style
 from ssmprof.schema import STALL_REASONS
 
@@ -21,6 +21,10 @@ TABLE_TITLES = {
                            "the ceiling's calibration fell short)",
     "caches": "Cache hit rates and DRAM throughput (time-weighted, Nsight Compute)",
     "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
+    "table_ii": "Table II in the study's form: SSM kernels per class, forward, backward and the forward kernels "
+                "recomputed in backward apart. " + CLASS_RULE,
+    "tensor_vector_thresholds": "Tensor vs vector: the tolerance (% of FLOPs off the kernel's main pipe) at which "
+                                "each SSM kernel changes class; today's is 1 %",
     "tensor_instructions": "Tensor instructions (Hopper): wgmma or mma.sync, per category (bf16 tensor work)",
     "ssd_analytic_vs_measured": "SSM forward kernels (SSD, Mamba-3, Gated DeltaNet): analytic vs measured (per launch)",
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",

@@ -1,0 +1,107 @@
+"""Nsight Compute's own guided analysis of the SSD kernels, beside ssmprof's verdicts of the same launches.
+
+On a GPU host: repeats the iteration of a bundled run (default: the H100 mamba2-lm paper run; same workload,
+preset, overrides and pinned Triton autotuning choices) in `ssmprof.profiler.child` under one Nsight Compute
+run that profiles the first launch of each launch configuration of its SSD kernels (`_chunk_*`, `_bmm_chunk_*`,
+`_state_passing_*`: 14 kernels) with the sections of `ncu.RULE_SECTIONS`, `--apply-rules yes`, and ssmprof's own
+counter and stall metrics. It then prints the report's details page as CSV (`ncu --import ... --page details
+--csv`), reads the rule results and section metrics from it, ssmprof's verdicts from the same report's counters,
+and writes under OUT_DIR:
+
+    details.csv     the details page as ncu printed it (for a parser that needs another look)
+    rules.csv       one row per rule result: launch, kernel, section, rule, type, message, estimated speedup
+    verdicts.csv    ssmprof's verdict of each profiled launch (`analysis.limiters.limiters`)
+    agreement.csv   per launch: both verdicts, agree (yes / runner-up / no) and why (`limiters.agreement`)
+
+    .venv/bin/python scripts/ncu_rules.py OUT_DIR [--run RUN_DIR] [--from-report REPORT.ncu-rep]
+
+`--from-report` skips the profiling and reads a report this script wrote before (needs ncu, no GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from ssmprof import bundled
+from ssmprof.analysis.limiters import VERDICT_COLUMNS, agreement, limiters
+from ssmprof.errors import SsmprofError
+from ssmprof.profiler.counters import PROFILED_CHILD_ENV, child_command
+from ssmprof.profiler.ncu import chip_for, details_argv, rules_argv
+from ssmprof.profiler.ncu_extract import parse_details, read_verdict_inputs
+from ssmprof.schema import read_run
+
+SSD_PREFIXES = ("_chunk_", "_bmm_chunk_", "_state_passing_")
+PROFILE_TIMEOUT_S = 480
+
+
+def ssd_kernels(kernels: pd.DataFrame) -> list[str]:
+    """The SSD chain's kernel names of a run (mamba-ssm's Triton kernels), sorted."""
+    names = kernels["kernel_name"].drop_duplicates()
+    return sorted(names[names.str.startswith(SSD_PREFIXES)])
+
+
+def profile(run_dir: Path, out: Path, ncu: str) -> Path:
+    """One Nsight Compute run of the bundled run's iteration; returns the report."""
+    run = read_run(run_dir)
+    workload = run.info["workload"]
+    autotune = out / "autotune.json"
+    autotune.write_text(json.dumps(run.info.get("triton_autotune", {})))
+    target = child_command(workload["name"], workload["preset"], workload["overrides"],
+                           run.info["harness"]["warmup"], allow_fallback=False, autotune_file=autotune)
+    report = out / "rules.ncu-rep"
+    argv = rules_argv(target, report, ssd_kernels(run.kernels), chip_for(run.info["gpu"]["compute_capability"]), ncu)
+    began = time.time()
+    done = subprocess.run(argv, env={**os.environ, **PROFILED_CHILD_ENV}, capture_output=True, text=True,
+                          errors="replace", timeout=PROFILE_TIMEOUT_S)
+    (out / "ncu.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0 or not report.exists():
+        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+        raise SsmprofError(f"Nsight Compute failed (exit {done.returncode}): " + " | ".join(tail))
+    print(f"profiled in {time.time() - began:.0f} s: {report}")
+    return report
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--run", type=Path, default=bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
+    parser.add_argument("--from-report", type=Path)
+    args = parser.parse_args(argv)
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        print("error: Nsight Compute (ncu) is not on PATH", file=sys.stderr)
+        return 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        report = args.from_report or profile(args.run, args.out, ncu)
+        chip = chip_for(read_run(args.run).info["gpu"]["compute_capability"])
+        details = subprocess.run(details_argv(report, ncu), capture_output=True, text=True, errors="replace",
+                                 timeout=300)
+        (args.out / "details.csv").write_text(details.stdout)
+        metrics, rules = parse_details(details.stdout)
+        verdicts = limiters(read_verdict_inputs(report, chip))
+    except (SsmprofError, subprocess.TimeoutExpired) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    rules.to_csv(args.out / "rules.csv", index=False)
+    verdicts[["launch_id", "kernel_name", "phase", *VERDICT_COLUMNS]].to_csv(args.out / "verdicts.csv", index=False)
+    table = agreement(verdicts, rules, metrics)
+    table.to_csv(args.out / "agreement.csv", index=False)
+    with pd.option_context("display.width", 250, "display.max_colwidth", 120, "display.max_columns", 20):
+        print(table[["kernel_name", "limiter", "runner_up", "ncu_bottleneck", "ncu_top_rule", "agree", "why"]])
+    print(f"agree: {table['agree'].value_counts().to_dict()} over {len(table)} launches, "
+          f"{table['kernel_name'].nunique()} kernels")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,86 @@
+"""Nsight Compute's rule results beside ssmprof's verdicts: the argv, the details-page parser on a hand-written
+fixture, and the agreement on four SSD kernels of the bundled H100 mamba2-lm run."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ssmprof import bundled
+from ssmprof.analysis.limiters import agreement, limiters, ncu_verdicts, verdict_class
+from ssmprof.errors import SsmprofError
+from ssmprof.pipeline.loading import load_run
+from ssmprof.profiler.ncu import RULE_SECTIONS, details_argv, rules_argv
+from ssmprof.profiler.ncu_extract import parse_details
+
+DETAILS = Path(__file__).parent / "data" / "ncu-rules-details-hand-written" / "details.csv"
+# The fixture's launch IDs, in order: (kernel, phase) of the bundled run's launches they stand for.
+H100_LAUNCHES = [("_chunk_state_fwd_kernel", "forward"), ("_chunk_scan_fwd_kernel", "forward"),
+                 ("_bmm_chunk_fwd_kernel", "forward"), ("_chunk_cumsum_fwd_kernel", "forward")]
+
+
+def test_rules_argv_profiles_one_launch_per_configuration_of_the_named_kernels_with_every_section():
+    argv = rules_argv(["python", "-m", "child"], Path("r.ncu-rep"), ["_chunk_scan_fwd_kernel", "nccl_x"])
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--section"] == list(RULE_SECTIONS)
+    assert argv[argv.index("--apply-rules") + 1] == "yes"
+    assert argv[argv.index("--kernel-name") + 1] == "regex:^(_chunk_scan_fwd_kernel)$"
+    assert argv[argv.index("--filter-mode") + 1: argv.index("--filter-mode") + 4] == ["per-launch-config",
+                                                                                      "--launch-count", "1"]
+    metrics = argv[argv.index("--metrics") + 1].split(",")
+    assert "dram__throughput.avg.pct_of_peak_sustained_elapsed" in metrics  # ssmprof's counters, same launches
+    assert "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio" in metrics  # and stalls
+    assert argv[-3:] == ["python", "-m", "child"] and argv[:2] == ["ncu", "--profile-from-start"]
+    assert details_argv(Path("r.ncu-rep")) == ["ncu", "--import", "r.ncu-rep", "--page", "details", "--csv"]
+
+
+def test_the_details_page_splits_into_section_metrics_and_rule_results():
+    metrics, rules = parse_details(DETAILS.read_text())
+    assert len(metrics) == 9 and len(rules) == 10
+    cycles = metrics[(metrics["launch_id"] == 0) & (metrics["metric"] == "Elapsed Cycles")]["value"]
+    assert cycles.tolist() == [273_840]  # thousands separators read
+    first = rules[rules["launch_id"] == 0].set_index("rule")
+    assert first.loc["SOLBottleneck", "speedup_pct"] == pytest.approx(36.99)
+    assert pd.isna(first.loc["SOLFPRoofline", "speedup_pct"]) and first.loc["SOLFPRoofline", "rule_type"] == "INF"
+    assert set(rules["kernel_name"]) == {name for name, _ in H100_LAUNCHES}
+
+
+def test_a_details_page_without_rule_columns_is_one_clear_error():
+    with pytest.raises(SsmprofError, match="no Rule Name, Rule Type, Rule Description column"):
+        parse_details('"ID","Kernel Name","Section Name","Metric Name","Metric Value"\n"0","k","S","m","1"\n')
+
+
+def test_ncu_verdicts_read_the_bottleneck_and_the_top_advising_rule():
+    metrics, rules = parse_details(DETAILS.read_text())
+    table = ncu_verdicts(rules, metrics).set_index("kernel_name")
+    assert table["ncu_bottleneck"].to_dict() == {"_chunk_state_fwd_kernel": "memory",
+                                                 "_chunk_scan_fwd_kernel": "latency",
+                                                 "_bmm_chunk_fwd_kernel": "latency",
+                                                 "_chunk_cumsum_fwd_kernel": "latency"}
+    scan = table.loc["_chunk_scan_fwd_kernel"]
+    assert (scan["ncu_top_rule"], scan["ncu_top_rule_class"]) == ("CPIStall", "latency")  # 19.8 % beats 12.5 %
+    assert scan["ncu_rules"] == "CPIStall 20 %; AchievedOccupancy 12 %"
+    assert table.loc["_chunk_state_fwd_kernel", "ncu_memory_pct"] == pytest.approx(63.01)
+
+
+@pytest.mark.parametrize(("limiter", "cls"), [("DRAM bandwidth", "memory"), ("instruction issue", "compute"),
+                                               ("occupancy (registers, shared memory)", "latency"),
+                                               ("latency: long scoreboard", "latency"),
+                                               ("too few thread blocks", "latency"),
+                                               ("short kernel (< 10 us)", "short")])
+def test_verdict_classes(limiter, cls):
+    assert verdict_class(limiter) == cls
+
+
+def test_agreement_on_the_bundled_launches():
+    kernels = load_run(bundled.REFERENCE / "h100-sxm" / "mamba2-lm").kernels
+    first = [kernels[(kernels["kernel_name"] == name) & (kernels["phase"] == phase)].iloc[0]
+             for name, phase in H100_LAUNCHES]
+    verdicts = limiters(pd.DataFrame(first).reset_index(drop=True)).rename_axis("launch_id").reset_index()
+    metrics, rules = parse_details(DETAILS.read_text())
+    table = agreement(verdicts, rules, metrics).set_index("kernel_name")
+    assert table["agree"].to_dict() == {"_chunk_state_fwd_kernel": "yes", "_chunk_scan_fwd_kernel": "yes",
+                                        "_bmm_chunk_fwd_kernel": "runner-up", "_chunk_cumsum_fwd_kernel": "runner-up"}
+    assert table.loc["_bmm_chunk_fwd_kernel", "why"].startswith(
+        "DRAM bandwidth at 59 % of peak: ncu calls both throughputs under 60 % latency")
+    assert "under 10 us" in table.loc["_chunk_cumsum_fwd_kernel", "why"]
+    assert table.loc["_chunk_state_fwd_kernel", "why"] == ""

@@ -1,0 +1,54 @@
+"""Table II in the study's form and the tolerance at which each SSM kernel changes class, on the bundled H100
+mamba2-lm run (the study's Table II: seeds/001, forward 1/2/2 and backward 1/2/6 kernels TensorOnly/VectorOnly/
+Tensor+Vector, its backward row without the forward kernels recomputed in backward)."""
+
+import pytest
+
+from ssmprof import bundled
+from ssmprof.analysis.tensor_vector import class_thresholds, classify, table_ii
+from ssmprof.pipeline.loading import load_run
+
+
+@pytest.fixture(scope="module")
+def h100_mamba2():
+    return classify(load_run(bundled.REFERENCE / "h100-sxm" / "mamba2-lm").kernels)
+
+
+# row -> (kernels, TensorOnly, Tensor+Vector, VectorOnly) at today's 1 % tolerance, FLOP classes
+H100_TABLE_II = {"forward": (5, "1 kernel, 6.45 %", "2 kernels, 81.58 %", "2 kernels, 11.97 %"),
+                 "backward": (9, "2 kernels, 11.08 %", "5 kernels, 81.21 %", "2 kernels, 7.71 %"),
+                 "recomputed in backward": (4, "1 kernel, 15.16 %", "1 kernel, 48.65 %", "2 kernels, 36.19 %")}
+
+
+def test_table_ii_keeps_recomputed_kernels_apart(h100_mamba2):
+    table = table_ii(h100_mamba2).set_index("row")
+    found = {row: (r["kernels"], r["TensorOnly"], r["Tensor+Vector"], r["VectorOnly"]) for row, r in table.iterrows()}
+    assert found == H100_TABLE_II
+    assert (table["NoFLOPs"] == "0 kernels, 0.00 %").all()
+    assert table.loc["backward", "share_of_phase"] + table.loc["recomputed in backward", "share_of_phase"] == \
+        pytest.approx(1.0)
+    assert table.loc["recomputed in backward", "share_of_phase"] == pytest.approx(0.1288, abs=1e-4)
+
+
+@pytest.mark.parametrize(("kernel", "row", "changes_at_pct", "other_side"), [
+    ("_bmm_chunk_bwd_kernel", "backward", 0.195, "Tensor+Vector"),
+    ("_chunk_scan_bwd_dstates_kernel", "backward", 0.645, "Tensor+Vector"),
+    ("_chunk_state_fwd_kernel", "forward", 1.090, "TensorOnly"),
+    ("_chunk_scan_fwd_kernel", "forward", 2.245, "TensorOnly"),
+    ("_chunk_scan_bwd_ddAcs_stable_kernel", "backward", 7.556, "TensorOnly"),
+    ("_bmm_chunk_fwd_kernel", "forward", 0.0, ""),  # pure tensor: never changes
+    ("_state_passing_bwd_kernel", "backward", 0.0, ""),
+])
+def test_each_kernel_changes_class_at_its_own_tolerance(h100_mamba2, kernel, row, changes_at_pct, other_side):
+    table = class_thresholds(h100_mamba2).set_index(["kernel_name", "row"])
+    assert len(table) == 18
+    hit = table.loc[(kernel, row)]
+    assert (round(hit["changes_at_pct"], 3), hit["class_other_side"]) == (changes_at_pct, other_side)
+
+
+def test_the_studys_counts_follow_at_a_tolerance_between_two_kernels_thresholds(h100_mamba2):
+    """Between _bmm_chunk_bwd's 0.19 % and _chunk_scan_bwd_dstates' 0.65 %, the counts are the study's: 1/2/2 and
+    1/2/6 (dstates, 0.65 % of its FLOPs vector, turns Tensor+Vector)."""
+    table = table_ii(h100_mamba2, tolerance=0.005).set_index("row")
+    counts = table[["TensorOnly", "VectorOnly", "Tensor+Vector"]].apply(lambda c: c.str.split(" ").str[0].astype(int))
+    assert counts.loc["forward"].tolist() == [1, 2, 2] and counts.loc["backward"].tolist() == [1, 2, 6]
