@@ -35,6 +35,7 @@ from ssmprof.analysis.noise import (
     WITHIN_NOISE,
     Interval,
     iteration_check,
+    kept_steps,
     ratio_interval,
     speedup_verdict,
 )
@@ -92,14 +93,14 @@ def per_item(runs: list[SweepRun]) -> pd.DataFrame:
                      SSM_METRIC: kernels.loc[kernels["category"] == SSM, "duration_ns"].sum() / 1e3 / items,
                      "peak_gib": (harness.get("peak_memory_bytes") or 0) / 2**30, "busy_ms": busy_ms,
                      "busy_past_step_pct": 100 * excess if excess is not None else np.nan,
-                     "profiled_span_ms": check["span_ms"], "representative": bool(check["representative"])})
+                     "profiled_span_ms": check["span_ms"], "representative": check["representative"]})
     return pd.DataFrame(rows)
 
 
 def step_samples(runs: list[SweepRun]) -> pd.DataFrame:
     """Long: every kept timed step of every point (its key, `step`: its index, `step_ms`)."""
     rows = [{**run.key, "step": index, "step_ms": float(ms)} for run in runs
-            for index, ms in enumerate(run.info["harness"]["step_times_ms"])]
+            for index, ms in enumerate(kept_steps(run.info))]
     return pd.DataFrame(rows)
 
 
@@ -384,7 +385,7 @@ def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFr
         at = ", ".join(f"{axis}={getattr(r, axis)}" for axis in axes)
         rows.append(("slow", f"{r.workload} {at}: {slow_iteration_note(r.busy_ms, r.step_ms)}",
                      f"{r.busy_past_step_pct:.1f} %", "per_item"))
-    odd = points[~points["representative"]] if len(points) and "representative" in points else points.iloc[0:0]
+    odd = points[points["representative"].eq(False)] if "representative" in points else points.iloc[0:0]
     if len(odd):
         named = "; ".join(f"{r.workload} {', '.join(f'{axis}={getattr(r, axis)}' for axis in axes)} "
                           f"{r.profiled_span_ms:.1f} vs {r.step_ms:.1f} ms" for r in odd.itertuples())

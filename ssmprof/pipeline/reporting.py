@@ -23,7 +23,7 @@ from ssmprof.analysis.compare import (
 )
 from ssmprof.analysis.findings import compare_findings, provenance, suite_findings
 from ssmprof.analysis.frame import has_counters
-from ssmprof.analysis.noise import ratio_interval, step_interval
+from ssmprof.analysis.noise import kept_steps, ratio_interval, step_interval
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.roofline import Ceilings, roofline
@@ -252,7 +252,7 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
 
 def step_samples(*runs: Run) -> list[list[float]]:
     """Each run's kept timed steps (ms)."""
-    return [run.info["harness"]["step_times_ms"] for run in runs]
+    return [kept_steps(run.info) for run in runs]
 
 
 def per_gpu(run: Run) -> Run:

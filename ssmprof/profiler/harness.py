@@ -129,8 +129,8 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
                  tries: int = 1) -> RunResult:
     """Build, warm up, time `steps` iterations, then run the profiled iteration (inside `capture`, e.g. a
     timeline collector, and cudaProfilerStart/Stop for Nsight Compute), up to `tries` times until one is
-    `representative` (ranks of a parallel run profile one: they would have to agree on every retry; the Nsight
-    Compute child one: its replays make any iteration slow). A failure on the way is one typed line:
+    `representative` (the ranks of a parallel run and the Nsight Compute child pass 1: ranks would have to agree
+    on every retry, and the child's replays make any iteration slow). A failure on the way is one typed line:
     GpuOutOfMemory, GpuKernelFault (a CUDA error), TrainingFailed (any other RuntimeError)."""
     if steps < 1 or warmup < 0:
         raise InvalidConfig(f"need steps >= 1 and warmup >= 0, got steps={steps} warmup={warmup}")
@@ -158,7 +158,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         _sync(cuda)
         t0 = time.perf_counter()
         profiled_ms = []
-        for _ in range(tries if groups is None else 1):
+        for _ in range(tries):
             loss, elapsed_ms = profiled_iteration(trainer, capture)
             losses.append(loss)
             profiled_ms.append(elapsed_ms)
