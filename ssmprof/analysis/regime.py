@@ -332,7 +332,9 @@ def _crossover_finding(r, columns) -> tuple:
         value = f"{at:,.0f}" if getattr(r, "noise_verdict", "crossover") == "crossover" else "tie"
     if not (math.isnan(kernel) and math.isnan(at)) and f"{kernel:,.0f}" != f"{at:,.0f}":
         where = "no crossing" if math.isnan(kernel) else f"≈ {kernel:,.0f}"
-        same = _bracket(r) == _bracket(r, "kernel_")
+        same = getattr(r, "noise_verdict", "") == getattr(r, "kernel_noise_verdict", "") and all(
+            pd.Series([getattr(r, column, math.nan), getattr(r, f"kernel_{column}", math.nan)]).nunique() <= 1
+            for column in ("crossover_low", "crossover_high"))
         text += (f"; on GPU kernel time, without the host's gaps, {where} (the steps' spread lent to it"
                  f"{_bracket(r, 'kernel_')})" + ("" if same else ": step and kernel time disagree, the host's gaps "
                                                  "move the crossing"))
