@@ -226,6 +226,10 @@ class GpuSection(_Open):
 class HarnessSection(_Open):
     step_ms: float
     throughput: float
+    # each profiled iteration's time (ms) and how many the harness ran to find one like the timed steps
+    # (`profiler.harness.representative`); absent in runs written before it kept them
+    profiled_ms: list[float] | None = None
+    profiled_tries: int | None = None
 
 
 class CoverageSection(_Open):

@@ -7,6 +7,16 @@ import pandas as pd
 from ssmprof.analysis.breakdown import by_category
 from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
 from ssmprof.analysis.host import busy_ns, slow_iteration_note
+from ssmprof.analysis.noise import (
+    Interval,
+    iteration_check,
+    iteration_note,
+    kept_steps,
+    kernel_speedups,
+    launch_intervals,
+    ratio_interval,
+    speedup_verdict,
+)
 from ssmprof.errors import SsmprofError
 from ssmprof.schema import CHECKED_STATUSES
 
@@ -100,12 +110,14 @@ def config_label(row) -> str:
            f"{row['block_x']},{row['block_y']},{row['block_z']}]"
 
 
-def compare_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFrame:
+def compare_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame,
+                     steps: tuple[Interval, Interval] | None = None) -> pd.DataFrame:
     """Per (kernel, launch configuration, phase), A beside B: launches, total and per-launch time, and `status`
     (same launches / launch count differs / only in A / only in B). `speedup` (A's time over B's) only where
     the launches are the same; `per_launch_speedup` wherever both run it. `moved_to`: where launches were
     lost or gained, the kernel (same phase and launching op, another name or configuration) that most likely
-    took them over or gave them up, with the count. Sorted by the larger of the two times."""
+    took them over or gave them up, with the count. Sorted by the larger of the two times. With `steps` (each
+    run's `noise.step_interval`): the speedup's interval and verdict (`with_kernel_intervals`)."""
     a, b = _per_config(kernels_a), _per_config(kernels_b)
     merged = a.merge(b, on=LAUNCH_KEY, how="outer", suffixes=("_a", "_b"), indicator="status")
     merged["launch_op"] = merged["launch_op_a"].fillna(merged["launch_op_b"])
@@ -123,10 +135,37 @@ def compare_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.Dat
     merged["moved_to"] = _moves(merged)
     merged["time_ns_max"] = merged[["time_ns_a", "time_ns_b"]].max(axis=1, skipna=True)
     merged = merged.sort_values("time_ns_max", ascending=False, ignore_index=True).drop(columns="time_ns_max")
+    noise = []
+    if steps is not None:
+        merged = with_kernel_intervals(merged, kernels_a, kernels_b, steps)
+        noise = ["speedup_low", "speedup_high", "vs_noise", "basis"]
     return merged[["kernel_name", "config", "phase", "launch_op", "status", "launches_a", "launches_b",
                    "per_launch_ns_a", "per_launch_ns_b", "per_launch_speedup", "time_ns_a", "time_ns_b", "speedup",
-                   "moved_to", "dram_throughput_pct_a", "dram_throughput_pct_b", "flop_per_s_a", "flop_per_s_b",
-                   *LAUNCH_KEY[2:]]]
+                   *noise, "moved_to", "dram_throughput_pct_a", "dram_throughput_pct_b", "flop_per_s_a",
+                   "flop_per_s_b", *LAUNCH_KEY[2:]]]
+
+
+def with_kernel_intervals(merged: pd.DataFrame, kernels_a: pd.DataFrame, kernels_b: pd.DataFrame,
+                          steps: tuple[Interval, Interval]) -> pd.DataFrame:
+    """`merged` (rows per LAUNCH_KEY with `time_ns_{a,b}` and `speedup`) with the speedup's interval
+    (`noise.kernel_speedups`), its verdict (`vs_noise`, empty where no speedup is shown) and the `basis` of the
+    intervals: "launches" where both sides launch the kernel several times, else "steps"."""
+    sides = [launch_intervals(kernels, LAUNCH_KEY, interval).rename(
+        columns={"time_ns_low": f"time_ns_{side}_low", "time_ns_high": f"time_ns_{side}_high", "basis": side})
+        for side, kernels, interval in (("a", kernels_a, steps[0]), ("b", kernels_b, steps[1]))]
+    joined = merged.merge(sides[0], on=LAUNCH_KEY, how="left").merge(sides[1], on=LAUNCH_KEY, how="left")
+    joined["basis"] = joined["a"].where(joined["a"] == joined["b"], "steps").where(joined["speedup"].notna(), "")
+    return kernel_speedups(joined).drop(columns=["a", "b"])
+
+
+def step_speedup(info_a: dict, info_b: dict) -> pd.DataFrame:
+    """One row: B's speedup over A on the median step (A's over B's) with its bootstrap interval over both runs'
+    kept steps (`noise.ratio_interval`), and the verdict (faster / slower / within noise)."""
+    steps_a, steps_b = kept_steps(info_a), kept_steps(info_b)
+    ratio = ratio_interval(steps_a, steps_b)
+    return pd.DataFrame([{"step_ms_a": info_a["harness"]["step_ms"], "step_ms_b": info_b["harness"]["step_ms"],
+                          "steps_a": len(steps_a), "steps_b": len(steps_b), "speedup": ratio.value,
+                          "speedup_low": ratio.low, "speedup_high": ratio.high, "vs_noise": speedup_verdict(ratio)}])
 
 
 def _moves(merged: pd.DataFrame) -> pd.Series:
@@ -162,25 +201,41 @@ def step_split_table(runs: dict[str, tuple[dict, pd.DataFrame]]) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def compare_categories_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFrame:
+def compare_categories_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame,
+                                steps: Interval | None = None) -> pd.DataFrame:
     """`compare_categories` with the launch counts of each side and `speedup` only where they are equal (a
-    category whose launches differ does different work: split GEMMs, extra reductions)."""
+    category whose launches differ does different work: split GEMMs, extra reductions). With `steps` (the two
+    runs' step ratio, `noise.ratio_interval`): each speedup's interval, the steps' relative interval lent to it
+    (a category's launches are of many kernels, no sample of one time), and its verdict."""
     table = compare_categories(kernels_a, kernels_b)
     for side in ("a", "b"):
         table[f"launches_{side}"] = table[f"launches_{side}"].fillna(0).astype("int64")
     same = table["launches_a"] == table["launches_b"]
     table["status"] = same.map({True: SAME, False: COUNT_DIFFERS})
     table["speedup"] = table["speedup"].where(same)
-    return table[["category", "status", "launches_a", "launches_b", "time_ms_a", "time_ms_b", "speedup",
+    noise = []
+    if steps is not None:
+        lent = [steps.scaled(value) for value in table["speedup"]]
+        table["speedup_low"], table["speedup_high"] = [i.low for i in lent], [i.high for i in lent]
+        table["vs_noise"] = [speedup_verdict(i) if i.value == i.value else "" for i in lent]
+        noise = ["speedup_low", "speedup_high", "vs_noise"]
+    return table[["category", "status", "launches_a", "launches_b", "time_ms_a", "time_ms_b", "speedup", *noise,
                   "share_a", "share_b"]]
 
 
 def iteration_notes(runs: dict[str, tuple[dict, pd.DataFrame]]) -> list[str]:
-    """A note for each run (label -> (run.json, kernels)) whose profiled iteration kept the GPU busy longer than its
-    median step allows (`host.slow_iteration`): its kernel times describe a slower step than the timed ones."""
-    notes = [slow_iteration_note(busy_ns(kernels) / 1e6, info["harness"]["step_ms"],
-                                 f"the profiled iteration of {label}") for label, (info, kernels) in runs.items()]
-    return [f"{note}; compare kernel times with care" for note in notes if note]
+    """A note for each run (label -> (run.json, kernels)) whose profiled iteration is not one of its timed steps
+    (`noise.iteration_check`: its span or busy time outside the steps' spread), else whose profiled iteration kept
+    the GPU busy longer than its median step allows (`host.slow_iteration`): its kernel times or its gaps describe
+    a slower step than the timed ones."""
+    notes = []
+    for label, (info, kernels) in runs.items():
+        whose = f"the profiled iteration of {label}"
+        note = (iteration_note(iteration_check(kernels, info), whose)
+                or slow_iteration_note(busy_ns(kernels) / 1e6, info["harness"]["step_ms"], whose))
+        if note:
+            notes.append(f"{note}; compare kernel times with care")
+    return notes
 
 
 def counter_notes(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> list[str]:

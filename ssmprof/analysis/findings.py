@@ -16,6 +16,7 @@ from ssmprof.analysis.checks import describe_removed
 from ssmprof.analysis.communication import described_rank
 from ssmprof.analysis.frame import WEIGHT, profiled_with_counters, time_weighted
 from ssmprof.analysis.headroom import REACHABLE
+from ssmprof.analysis.noise import FASTER, RERUN_SPREAD_PCT, SLOWER, iteration_note
 from ssmprof.schema import CHECKED_STATUSES
 
 SSM = "SSM scan"
@@ -159,6 +160,17 @@ def _host(tables: dict[str, pd.DataFrame]) -> list[dict]:
     return [{"topic": "host", "finding": text, "value": f"{host['gpu_busy_pct']:.0f} % busy", "anchor": "host"}]
 
 
+def _iteration(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    """Where the profiled iteration is not one of the timed steps (`noise.iteration_check`): what of it stands."""
+    check = tables.get("profiled_iteration")
+    note = iteration_note(check) if check is not None else None
+    if note is None:
+        return []
+    row = check.iloc[0]
+    return [{"topic": "profiled iteration", "finding": note[0].upper() + note[1:] + ".",
+             "value": f"{row['span_off_pct']:+.0f} % span", "anchor": "profiled_iteration"}]
+
+
 def autotuned_rows(info: dict) -> dict[str, int]:
     """Kernel function -> the rows of the tile its Triton autotuner chose (`BLOCK_SIZE_M`), from run.json's
     `triton_autotune` (the first choice where a kernel was tuned for several keys)."""
@@ -249,7 +261,7 @@ def _gemm_work(work: pd.DataFrame | None) -> str:
 def findings(tables: dict[str, pd.DataFrame], info: dict) -> pd.DataFrame:
     """The run's findings, most important first (see the module docstring)."""
     rows = (_time(tables) + _top_kernels(tables) + _ssm(tables) + _tensor_instructions(tables, info)
-            + _headroom(tables) + _host(tables) + _checks(tables, info))
+            + _headroom(tables) + _host(tables) + _iteration(tables) + _checks(tables, info))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -350,17 +362,34 @@ def _host_share(a: pd.Series, b: pd.Series) -> str:
     return ""
 
 
-def compare_findings(steps: pd.DataFrame, categories: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
-    """Findings of a comparison (frames of `compare.step_split_table`, `compare_categories_launches` and
-    `compare_launches`, A first): the step and its split, the work both runs do alike and how its time
-    changed, and what differs in launches (never a speedup across different launch counts)."""
+def _step_verdict(speedup: pd.DataFrame | None) -> str:
+    """`compare.step_speedup` in words: B faster / slower than A with the interval, or within noise."""
+    if speedup is None:
+        return ""
+    s = speedup.iloc[0]
+    interval = f"95 % interval {s['speedup_low']:.3f}-{s['speedup_high']:.3f}x over {s['steps_a']} and " \
+               f"{s['steps_b']} kept steps"
+    if s["vs_noise"] in (FASTER, SLOWER):
+        return f" B is {s['vs_noise']} than A: {s['speedup']:.3f}x ({interval})."
+    return f" A difference of {s['speedup']:.3f}x is {s['vs_noise']} ({interval}; one configuration's step " \
+           f"moves {RERUN_SPREAD_PCT} % between runs)."
+
+
+def compare_findings(steps: pd.DataFrame, categories: pd.DataFrame, launches: pd.DataFrame,
+                     speedup: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Findings of a comparison (frames of `compare.step_split_table`, `compare_categories_launches`,
+    `compare_launches` and `compare.step_speedup`, A first): the step, its speedup judged against its noise, and
+    its split, the work both runs do alike and how its time changed, and what differs in launches (never a
+    speedup across different launch counts)."""
     from ssmprof.analysis.compare import SAME  # compare imports nothing from here
 
     a, b = steps.iloc[0], steps.iloc[1]
-    rows = [{"topic": "step", "value": f"{a['step_ms'] / b['step_ms']:.2f}x step",
-             "finding": f"Step {a['step_ms']:.1f} ms (A) vs {b['step_ms']:.1f} ms (B): GPU busy {a['gpu_busy_ms']:.1f} "
-                        f"vs {b['gpu_busy_ms']:.1f} ms, waiting for the host {a['host_wait_ms']:.1f} vs "
-                        f"{b['host_wait_ms']:.1f} ms." + _host_share(a, b), "anchor": "steps"}]
+    verdict = f" ({speedup.iloc[0]['vs_noise']})" if speedup is not None else ""
+    rows = [{"topic": "step", "value": f"{a['step_ms'] / b['step_ms']:.2f}x step{verdict}",
+             "finding": f"Step {a['step_ms']:.1f} ms (A) vs {b['step_ms']:.1f} ms (B).{_step_verdict(speedup)} GPU "
+                        f"busy {a['gpu_busy_ms']:.1f} vs {b['gpu_busy_ms']:.1f} ms, waiting for the host "
+                        f"{a['host_wait_ms']:.1f} vs {b['host_wait_ms']:.1f} ms." + _host_share(a, b),
+             "anchor": "steps"}]
     same = launches[launches["status"] == SAME]
     if len(same):
         time_a, time_b = same["time_ns_a"].sum(), same["time_ns_b"].sum()
@@ -374,8 +403,9 @@ def compare_findings(steps: pd.DataFrame, categories: pd.DataFrame, launches: pd
             fast, slow = big.loc[big["speedup"].idxmax()], big.loc[big["speedup"].idxmin()]
             rows.append({"topic": "largest changes", "value": f"{fast['speedup']:.2f}x / {slow['speedup']:.2f}x",
                          "finding": f"Among those above 1 % of A's time, the largest speedup is {fast['kernel_name']} "
-                                    f"({fast['phase']}, {fast['speedup']:.2f}x), the smallest {slow['kernel_name']} "
-                                    f"({slow['phase']}, {slow['speedup']:.2f}x).", "anchor": "kernels"})
+                                    f"({fast['phase']}, {fast['speedup']:.2f}x{_kernel_interval(fast)}), the "
+                                    f"smallest {slow['kernel_name']} ({slow['phase']}, {slow['speedup']:.2f}x"
+                                    f"{_kernel_interval(slow)}).", "anchor": "kernels"})
     moved = launches[launches["status"] != SAME]
     if len(moved):
         top = moved.iloc[0]
@@ -393,6 +423,13 @@ def compare_findings(steps: pd.DataFrame, categories: pd.DataFrame, launches: pd
                      "finding": "Launch counts differ in " + ", ".join(differ["category"]) + ": no speedup shown "
                                 "for them.", "anchor": "categories"})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _kernel_interval(row: pd.Series) -> str:
+    """`, 1.02-1.05x over launches: faster` where the row carries an interval (`compare.with_kernel_intervals`)."""
+    if "speedup_low" not in row or row["speedup_low"] != row["speedup_low"]:
+        return ""
+    return f", {row['speedup_low']:.2f}-{row['speedup_high']:.2f}x over {row['basis']}: {row['vs_noise']}"
 
 
 def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, runs: dict[str, pd.DataFrame]) -> \

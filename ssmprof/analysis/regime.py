@@ -7,6 +7,12 @@ the value of each varied setting (`keys`). Crossovers interpolate in log(setting
 lengths are swept on; a crossing is reported between the two grid points that bracket it, never beyond
 the grid. Each crossover is computed twice, on step time and on GPU kernel time per token: where they
 disagree, the host (launch gaps) moves the crossing, and the table shows both.
+
+Noise (`analysis.noise`): given the points' kept steps (`step_samples`), each comparison of two points carries the
+interval of their ratio, from the bootstrap of their median steps; a metric other than step time (kernel time
+from the one profiled iteration) borrows the steps' relative interval. A best value within noise of another is
+a tie with it; a crossover is said only where each side has a point beyond noise, and its interval is the two
+grid points that bracket the points within noise.
 """
 
 from __future__ import annotations
@@ -22,6 +28,17 @@ import pandas as pd
 from ssmprof.analysis.frame import WEIGHT, has_counters, time_weighted
 from ssmprof.analysis.host import busy_ns, slow_iteration, slow_iteration_note
 from ssmprof.analysis.limiters import limiters
+from ssmprof.analysis.noise import (
+    FASTER,
+    RERUN_SPREAD_PCT,
+    SLOWER,
+    WITHIN_NOISE,
+    Interval,
+    iteration_check,
+    kept_steps,
+    ratio_interval,
+    speedup_verdict,
+)
 from ssmprof.analysis.roofline import roofline
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_model import analytic_vs_measured
@@ -70,13 +87,33 @@ def per_item(runs: list[SweepRun]) -> pd.DataFrame:
         # where the profiled iteration was slower than the timed steps, its kernel times describe a slower step
         busy_ms = busy_ns(kernels) / 1e6
         excess = slow_iteration(busy_ms, harness["step_ms"])
+        check = iteration_check(kernels, run.info).iloc[0]
         rows.append({**run.key, "unit": harness["unit"], "items_per_step": items, "step_ms": harness["step_ms"],
                      STEP_METRIC: 1e3 * harness["step_ms"] / items,
                      KERNEL_METRIC: kernels["duration_ns"].sum() / 1e3 / items,
                      SSM_METRIC: kernels.loc[kernels["category"] == SSM, "duration_ns"].sum() / 1e3 / items,
                      "peak_gib": (harness.get("peak_memory_bytes") or 0) / 2**30, "busy_ms": busy_ms,
-                     "busy_past_step_pct": 100 * excess if excess is not None else np.nan})
+                     "busy_past_step_pct": 100 * excess if excess is not None else np.nan,
+                     "profiled_span_ms": check["span_ms"], "representative": check["representative"]})
     return pd.DataFrame(rows)
+
+
+def step_samples(runs: list[SweepRun]) -> pd.DataFrame:
+    """Long: every kept timed step of every point (its key, `step`: its index, `step_ms`)."""
+    rows = [{**run.key, "step": index, "step_ms": float(ms)} for run in runs
+            for index, ms in enumerate(kept_steps(run.info))]
+    return pd.DataFrame(rows)
+
+
+def _samples(steps: pd.DataFrame, key: list[str]) -> dict[tuple, np.ndarray]:
+    """A point's key (the values of `key`) -> its kept steps."""
+    return {group if isinstance(group, tuple) else (group,): rows["step_ms"].to_numpy()
+            for group, rows in steps.groupby(key, sort=False)}
+
+
+def _ratio(value_a: float, value_b: float, steps_a: np.ndarray, steps_b: np.ndarray) -> Interval:
+    """`value_a / value_b` with the relative interval of the two points' step ratio (`noise.ratio_interval`)."""
+    return ratio_interval(steps_a, steps_b).scaled(value_a / value_b)
 
 
 def category_time(runs: list[SweepRun]) -> pd.DataFrame:
@@ -121,22 +158,53 @@ def ssm_kernels(runs: list[SweepRun]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def crossover(frame: pd.DataFrame, axis: str, metric: str = STEP_METRIC, by: list[str] | None = None
-              ) -> pd.DataFrame:
+def crossover(frame: pd.DataFrame, axis: str, metric: str = STEP_METRIC, by: list[str] | None = None,
+              steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """For each pair of workloads (in the frame's order) and each group of `by` (default: GPU): the value of
     `axis` where their `metric` curves cross, interpolated linearly in log(axis) between the two grid points
     that bracket the first change of sign; who is faster below and above it. No crossing in the grid: NaN,
-    and who is faster throughout. Points where either workload has no value are left out."""
+    and who is faster throughout. Points where either workload has no value are left out. With `steps`
+    (`step_samples`): the crossing judged against noise (`_noise_bracket`)."""
     by = by if by is not None else ["gpu"]
     workloads = list(dict.fromkeys(frame["workload"]))
+    samples = _samples(steps, ["workload", *by, axis]) if steps is not None else None
     rows = []
     for group, points in frame.groupby(by, sort=False) if by else [((), frame)]:
-        labels = dict(zip(by, group if isinstance(group, tuple) else (group,), strict=True))
+        values = group if isinstance(group, tuple) else (group,)
+        labels = dict(zip(by, values, strict=True))
         for a, b in itertools.combinations(workloads, 2):
-            curve = (points[points["workload"] == a].set_index(axis)[metric]
-                     .sub(points[points["workload"] == b].set_index(axis)[metric])).dropna().sort_index()
-            rows.append({**labels, "workload_a": a, "workload_b": b, **_crossing(curve, a, b, axis)})
+            curves = [points[points["workload"] == w].set_index(axis)[metric] for w in (a, b)]
+            curve = curves[0].sub(curves[1]).dropna().sort_index()
+            row = {**labels, "workload_a": a, "workload_b": b, **_crossing(curve, a, b, axis)}
+            if samples is not None:
+                ratios = {x: _ratio(curves[0][x], curves[1][x], samples[(a, *values, x)], samples[(b, *values, x)])
+                          for x in curve.index}
+                row.update(_noise_bracket(ratios, a, b))
+            rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _noise_bracket(ratios: dict, a: str, b: str) -> dict:
+    """Per grid value (sorted), a's metric over b's with its interval: where each is faster beyond noise
+    (`noise.speedup_verdict`), the values within noise (`tied_at`), and the crossover's bracket: the last value
+    where the first one faster beyond noise is, and the first where the other is (`crossover_low`,
+    `crossover_high`). `noise_verdict`: "crossover" where both brackets exist, "within noise" where no value is
+    beyond noise, else "no crossover" (one is faster beyond noise, or tied)."""
+    verdicts = {x: speedup_verdict(ratio) for x, ratio in sorted(ratios.items())}
+    faster = {x: (b if v == FASTER else a) for x, v in verdicts.items() if v in (FASTER, SLOWER)}
+    out = {"crossover_low": math.nan, "crossover_high": math.nan, "noise_verdict": WITHIN_NOISE,
+           "tied_at": ", ".join(f"{x:,}" for x, v in verdicts.items() if v == WITHIN_NOISE),
+           "tied_gap_pct": ", ".join(f"{100 * abs(ratios[x].value - 1):.1f}" for x, v in verdicts.items()
+                                     if v == WITHIN_NOISE)}
+    if not faster:
+        return out
+    first = next(iter(faster.values()))
+    later = [x for x, who in faster.items() if who != first]
+    if not later:
+        return {**out, "noise_verdict": "no crossover"}
+    out["crossover_high"] = later[0]
+    out["crossover_low"] = max(x for x, who in faster.items() if who == first and x < later[0])
+    return {**out, "noise_verdict": "crossover"}
 
 
 def _crossing(diff: pd.Series, a: str, b: str, axis: str) -> dict:
@@ -170,27 +238,33 @@ def _crossing(diff: pd.Series, a: str, b: str, axis: str) -> dict:
     return out
 
 
-# How much one configuration's step time varied between runs on one GPU: mamba2-lm at the paper shape, measured in
-# the bundled suite, the d_state x chunk_size sweep and the seq_len sweep (2026-11-24): 214.7, 218.3 and 219.2 ms on
-# the H100 (2.1 %), 203.5, 209.2 and 207.7 ms on the H200 (2.8 %; the suite run measured again later, 207.2 ms, is the
-# one bundled now). A best value closer than this to its runner-up is a tie.
-SAME_CONFIG_SPREAD_PCT = 2.8
-
-
-def best_value(frame: pd.DataFrame, axis: str, metric: str = STEP_METRIC, by: list[str] | None = None
-               ) -> pd.DataFrame:
+def best_value(frame: pd.DataFrame, axis: str, metric: str = STEP_METRIC, by: list[str] | None = None,
+               steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per group of `by` (default: workload and GPU; add the other varied settings for a map over several):
     the value of `axis` with the lowest `metric`, that metric, the runner-up value and by how much it is
-    slower (%). Ties go to the smaller value."""
+    slower (%). Ties go to the smaller value. With `steps` (`step_samples`): the interval of the runner-up's
+    excess (`runner_up_slower_low_pct`, `_high_pct`), every value within noise of the best (`tied_with`) and
+    `noise_verdict`: "best" where none is, else "tie"."""
     by = by if by is not None else ["workload", "gpu"]
+    samples = _samples(steps, [*by, axis]) if steps is not None else None
     rows = []
     for group, points in frame.dropna(subset=[metric]).groupby(by, sort=False):
         ranked = points.sort_values([metric, axis], ignore_index=True)
-        labels = dict(zip(by, group if isinstance(group, tuple) else (group,), strict=True))
+        values = group if isinstance(group, tuple) else (group,)
+        labels = dict(zip(by, values, strict=True))
         row = {**labels, "points": len(ranked), f"best_{axis}": ranked.at[0, axis], metric: ranked.at[0, metric],
                f"runner_up_{axis}": ranked.at[1, axis] if len(ranked) > 1 else None,
                "runner_up_slower_pct": 100 * (ranked.at[1, metric] / ranked.at[0, metric] - 1)
                if len(ranked) > 1 else math.nan}
+        if samples is not None and len(ranked) > 1:
+            best = samples[(*values, ranked.at[0, axis])]
+            ratios = [_ratio(ranked.at[i, metric], ranked.at[0, metric], samples[(*values, ranked.at[i, axis])],
+                             best) for i in range(1, len(ranked))]
+            tied = [ranked.at[i, axis] for i, ratio in enumerate(ratios, 1)
+                    if speedup_verdict(ratio) == WITHIN_NOISE]
+            row.update({"runner_up_slower_low_pct": 100 * (ratios[0].low - 1),
+                        "runner_up_slower_high_pct": 100 * (ratios[0].high - 1),
+                        "tied_with": ", ".join(str(v) for v in tied), "noise_verdict": "tie" if tied else "best"})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -226,34 +300,75 @@ def regime_map(ssm: pd.DataFrame, axes: list[str], top: int = 4) -> pd.DataFrame
                    "dram_throughput_pct"]]
 
 
+def _bracket(r, prefix: str = "") -> str:
+    """`; beyond noise between 2,048 and 8,192, within noise at 4,096 (0.3 %)` from a row of `crossover`."""
+    verdict = getattr(r, f"{prefix}noise_verdict", None)
+    if verdict is None:
+        return ""
+    tied = getattr(r, f"{prefix}tied_at")
+    ties = f"within noise at {tied} ({getattr(r, f'{prefix}tied_gap_pct')} %)" if tied else ""
+    if verdict == "crossover":
+        low, high = getattr(r, f"{prefix}crossover_low"), getattr(r, f"{prefix}crossover_high")
+        return f"; beyond noise only between {low:,.0f} and {high:,.0f}" + (f", {ties}" if ties else "")
+    if verdict == WITHIN_NOISE:
+        return "; a tie: within noise at every point"
+    return f"; {ties}, no crossover beyond noise" if ties else ""
+
+
+def _crossover_finding(r, columns) -> tuple:
+    """One crossover row in words, on step time, and on kernel time where that crossing differs."""
+    axis = next(c for c in columns if c.startswith("crossover_") and c.removeprefix("crossover_") not in
+                ("low", "high"))
+    setting, at = axis.removeprefix("crossover_"), getattr(r, axis)
+    kernel = getattr(r, f"{axis}_kernel_time", math.nan)
+    other = r.workload_b if r.faster_below == r.workload_a else r.workload_a
+    if math.isnan(at):
+        text = (f"{r.faster_below} is faster per token than {other} at every {setting} of the sweep on {r.gpu} "
+                f"({r.points} points, step time{_bracket(r)}): no crossover")
+        value = "none"
+    else:
+        text = (f"{r.faster_above} overtakes {r.faster_below} per token at {setting} ≈ {at:,.0f} on {r.gpu} "
+                f"(step time, interpolated in log {setting}" + (f"; crosses {r.crossings} times" if r.crossings > 1
+                                                                 else "") + f"{_bracket(r)})")
+        value = f"{at:,.0f}" if getattr(r, "noise_verdict", "crossover") == "crossover" else "tie"
+    if not (math.isnan(kernel) and math.isnan(at)) and f"{kernel:,.0f}" != f"{at:,.0f}":
+        where = "no crossing" if math.isnan(kernel) else f"≈ {kernel:,.0f}"
+        same = getattr(r, "noise_verdict", "") == getattr(r, "kernel_noise_verdict", "") and all(
+            pd.Series([getattr(r, column, math.nan), getattr(r, f"kernel_{column}", math.nan)]).nunique() <= 1
+            for column in ("crossover_low", "crossover_high"))
+        text += (f"; on GPU kernel time, without the host's gaps, {where} (the steps' spread lent to it"
+                 f"{_bracket(r, 'kernel_')})" + ("" if same else ": step and kernel time disagree, the host's gaps "
+                                                 "move the crossing"))
+    return "crossover", text, value, "crossover"
+
+
+def _best_finding(r, columns) -> tuple:
+    """One best-value row in words, with the runner-up's excess and its interval, or the tie."""
+    axis = next(c for c in columns if c.startswith("best_") and not c.endswith("_ssm_time"))
+    name = axis.removeprefix("best_")
+    fixed = columns[columns.get_loc("gpu") + 1:columns.get_loc("points")]
+    at = f" at {', '.join(f'{c}={getattr(r, c)}' for c in fixed)}" if len(fixed) else ""
+    best, runner_up = getattr(r, axis), getattr(r, "runner_up_" + name)
+    excess = f"runner-up {runner_up} is {r.runner_up_slower_pct:.1f} % slower"
+    verdict = getattr(r, "noise_verdict", None)
+    if verdict is None:
+        return "best", f"best {name} for {r.workload} on {r.gpu}{at}: {best} ({excess})", str(best), "best"
+    interval = f"95 % interval {r.runner_up_slower_low_pct:+.1f} % to {r.runner_up_slower_high_pct:+.1f} %"
+    if verdict == "tie":
+        text = (f"{name} for {r.workload} on {r.gpu}{at}: a tie of {best} with {r.tied_with} (step time; {excess}, "
+                f"{interval}, within noise or the {RERUN_SPREAD_PCT} % one configuration moves between runs)")
+        return "best", text, f"tie: {best}, {r.tied_with}", "best"
+    return ("best", f"best {name} for {r.workload} on {r.gpu}{at}: {best} (step time; {excess}, {interval})",
+            str(best), "best")
+
+
 def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFrame, model: pd.DataFrame,
                     axes: list[str], failed: int, points: pd.DataFrame) -> pd.DataFrame:
     """The sweep in sentences (topic, finding, value, anchor), as a run's findings: crossovers, best values,
     the regimes the heaviest SSM kernels pass through, the analytic model's agreement, points whose profiled
     iteration was slower than their timed steps (`points`: `per_item`), failed points."""
-    rows = []
-    for r in crossovers.itertuples() if len(crossovers) else []:
-        axis = next(c for c in crossovers.columns if c.startswith("crossover_"))
-        at = getattr(r, axis)
-        setting = axis.removeprefix("crossover_")
-        if math.isnan(at):
-            rows.append(("crossover", f"{r.faster_below} is faster per token than "
-                         f"{r.workload_b if r.faster_below == r.workload_a else r.workload_a} at every {setting} of "
-                         f"the sweep on {r.gpu} ({r.points} points): no crossover", "none", "crossover"))
-        else:
-            rows.append(("crossover", f"{r.faster_above} overtakes {r.faster_below} per token at {setting} ≈ "
-                         f"{at:,.0f} on {r.gpu} (interpolated in log {setting}, step time"
-                         + (f"; crosses {r.crossings} times" if r.crossings > 1 else "") + ")", f"{at:,.0f}",
-                         "crossover"))
-    for r in best.itertuples() if len(best) else []:
-        axis = next(c for c in best.columns if c.startswith("best_"))
-        fixed = best.columns[best.columns.get_loc("gpu") + 1:best.columns.get_loc("points")]
-        at = f" at {', '.join(f'{c}={getattr(r, c)}' for c in fixed)}" if len(fixed) else ""
-        tie = (f", within the {SAME_CONFIG_SPREAD_PCT} % one configuration's step varied between runs: a tie"
-               if r.runner_up_slower_pct < SAME_CONFIG_SPREAD_PCT else "")
-        rows.append(("best", f"best {axis.removeprefix('best_')} for {r.workload} on {r.gpu}{at}: "
-                     f"{getattr(r, axis)} (runner-up {getattr(r, 'runner_up_' + axis.removeprefix('best_'))} is "
-                     f"{r.runner_up_slower_pct:.1f} % slower{tie})", str(getattr(r, axis)), "best"))
+    rows = [_crossover_finding(r, crossovers.columns) for r in crossovers.itertuples()] if len(crossovers) else []
+    rows += [_best_finding(r, best.columns) for r in best.itertuples()] if len(best) else []
     if len(ssm) and axes:
         for (name, phase), group in ssm.groupby(["kernel_name", "phase"], sort=False):
             regimes = group.groupby("regime")["us_per_item"].size()
@@ -273,6 +388,14 @@ def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFr
         at = ", ".join(f"{axis}={getattr(r, axis)}" for axis in axes)
         rows.append(("slow", f"{r.workload} {at}: {slow_iteration_note(r.busy_ms, r.step_ms)}",
                      f"{r.busy_past_step_pct:.1f} %", "per_item"))
+    odd = points[points["representative"].eq(False)] if "representative" in points else points.iloc[0:0]
+    if len(odd):
+        named = "; ".join(f"{r.workload} {', '.join(f'{axis}={getattr(r, axis)}' for axis in axes)} "
+                          f"{r.profiled_span_ms:.1f} vs {r.step_ms:.1f} ms" for r in odd.itertuples())
+        rows.append(("iteration", f"{len(odd)} of {len(points)} points' profiled iterations are not among their "
+                     f"timed steps (kernel span or busy time outside the steps' spread of the median): {named}; "
+                     "their kernel times stand, their gaps and waits describe slower iterations",
+                     f"{len(odd)} points", "per_item"))
     if failed:
         rows.append(("failed", f"{failed} point(s) failed: see the points table", str(failed), "points"))
     return pd.DataFrame(rows, columns=["topic", "finding", "value", "anchor"])

@@ -13,6 +13,7 @@ from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
+from ssmprof.analysis.noise import iteration_check, iteration_note
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, roofline, roofline_summary
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_model import analytic_vs_measured
@@ -35,6 +36,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         "caches": cache_summary(kernels),
         "counter_checks": status_table(kernels),
         "host": host_summary(kernels, run.info["harness"]["step_ms"], _host_launch_us(run.info)),
+        "profiled_iteration": iteration_check(run.kernels, run.info),
     }
     work = gemm_work(kernels)
     if len(work):  # GEMMs with checked counters (none in runs written before the checks)
@@ -97,7 +99,8 @@ def warnings_for(run: Run) -> list[str]:
                      f"{host['short_launch_pct']:.0f} % of them under 10 us); a faster GPU shortens only the busy part")
     elif host["verdict"] == "host-limited":
         notes.append(f"host-limited: {host['host_cost']}")
-    slow = slow_iteration_note(host["gpu_busy_ms"], host["step_ms"])  # the busy time host_summary measured
+    slow = (iteration_note(iteration_check(run.kernels, run.info))  # every rank's: a wait spans them all
+            or slow_iteration_note(host["gpu_busy_ms"], host["step_ms"]))  # the busy time host_summary measured
     if slow:
         notes.append(slow)
     rank = described_rank(run.info)

@@ -61,20 +61,24 @@ def tables(runs: list[regime.SweepRun], axes: list[str], points: pd.DataFrame) -
     """The regime frames of a sweep's complete points (see `analysis.regime`), with the points table."""
     per_item = regime.per_item(runs)
     ssm = regime.ssm_kernels(runs)
+    samples = regime.step_samples(runs)
     out = {"points": points, "per_item": per_item, "category_time": regime.category_time(runs), "ssm_kernels": ssm,
-           "regime_map": regime.regime_map(ssm, axes), "model": regime.ssd_model_check(runs)}
+           "regime_map": regime.regime_map(ssm, axes), "model": regime.ssd_model_check(runs), "steps": samples}
     others = lambda axis: [a for a in axes if a != axis]  # noqa: E731
     axis = CROSSOVER_AXIS if CROSSOVER_AXIS in axes else axes[0]
     if per_item["workload"].nunique() > 1 if len(per_item) else False:
         by = ["gpu", *others(axis)]
-        steps = regime.crossover(per_item, axis, regime.STEP_METRIC, by)
-        kernel = regime.crossover(per_item, axis, regime.KERNEL_METRIC, by)
-        out["crossover"] = steps.assign(**{f"crossover_{axis}_kernel_time": kernel[f"crossover_{axis}"]})
+        steps = regime.crossover(per_item, axis, regime.STEP_METRIC, by, samples)
+        kernel = regime.crossover(per_item, axis, regime.KERNEL_METRIC, by, samples)
+        noise = ["crossover_low", "crossover_high", "noise_verdict", "tied_at", "tied_gap_pct"]
+        out["crossover"] = steps.assign(**{f"crossover_{axis}_kernel_time": kernel[f"crossover_{axis}"]},
+                                        **{f"kernel_{column}": kernel[column] for column in noise})
     if BEST_AXIS in axes and len(per_item):
         by = ["workload", "gpu", *others(BEST_AXIS)]
-        best = regime.best_value(per_item, BEST_AXIS, regime.STEP_METRIC, by)
-        ssm_best = regime.best_value(per_item, BEST_AXIS, regime.SSM_METRIC, by)
-        out["best"] = best.assign(**{f"best_{BEST_AXIS}_ssm_time": ssm_best[f"best_{BEST_AXIS}"]})
+        best = regime.best_value(per_item, BEST_AXIS, regime.STEP_METRIC, by, samples)
+        ssm_best = regime.best_value(per_item, BEST_AXIS, regime.SSM_METRIC, by, samples)
+        out["best"] = best.assign(**{f"best_{BEST_AXIS}_ssm_time": ssm_best[f"best_{BEST_AXIS}"],
+                                     "ssm_time_tied_with": ssm_best["tied_with"]})
     failed = int(points["result"].str.startswith(FAILED).sum()) if len(points) else 0
     out["findings"] = regime.regime_findings(out.get("crossover", pd.DataFrame()), out.get("best", pd.DataFrame()),
                                              ssm, out["model"], axes, failed, per_item)

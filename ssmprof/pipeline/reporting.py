@@ -18,10 +18,12 @@ from ssmprof.analysis.compare import (
     compare_launches,
     counter_notes,
     iteration_notes,
+    step_speedup,
     step_split_table,
 )
 from ssmprof.analysis.findings import compare_findings, provenance, suite_findings
 from ssmprof.analysis.frame import has_counters
+from ssmprof.analysis.noise import kept_steps, ratio_interval, step_interval
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline
@@ -242,13 +244,19 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
     notes = (check_comparable(a.info, b.info) + counter_notes(a.kernels, b.kernels)
              + iteration_notes({"A": (a.info, a.kernels), "B": (b.info, b.kernels)}))
     steps = step_split_table({"A": (a.info, a.kernels), "B": (b.info, b.kernels)})
-    categories = compare_categories_launches(a.kernels, b.kernels)
-    kernels = compare_launches(a.kernels, b.kernels)
+    speedup = step_speedup(a.info, b.info)
+    categories = compare_categories_launches(a.kernels, b.kernels, ratio_interval(*step_samples(a, b)))
+    kernels = compare_launches(a.kernels, b.kernels, tuple(step_interval(times) for times in step_samples(a, b)))
     notes += [f"{label}: {note}" for label, run in (("A", a), ("B", b)) for note in roofline_notes(run)]
     text = render_compare(a.info, b.info, categories, kernels, notes, fmt, rooflines=rooflines(a, b), steps=steps,
                           provenance=(provenance(a.info, origin(run_a)), provenance(b.info, origin(run_b))),
-                          findings=compare_findings(steps, categories, kernels))
+                          findings=compare_findings(steps, categories, kernels, speedup))
     return write_output(text, output)
+
+
+def step_samples(*runs: Run) -> list[list[float]]:
+    """Each run's kept timed steps (ms)."""
+    return [kept_steps(run.info) for run in runs]
 
 
 def per_gpu(run: Run) -> Run:

@@ -88,6 +88,8 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
             "warmup": result.warmup,
             "final_loss": result.final_loss,
             "seconds": result.harness_seconds,
+            "profiled_ms": result.profiled_ms,
+            "profiled_tries": len(result.profiled_ms),
         },
         "collectors": collectors,
         "coverage": coverage(kernels),
@@ -105,6 +107,11 @@ def host_info() -> dict:
     return {"cpu": model or platform.processor() or "unknown", "cpu_count": os.cpu_count(),
             "hostname": platform.node(), "python": platform.python_version()}
 
+
+# Profiled iterations the harness runs at most to find one within the timed steps' spread (`harness.representative`):
+# each try costs one iteration under torch.profiler and its trace export; a host-bound workload, which the profiler's
+# own host cost slows every time, stays unrepresentative after any number of tries and is marked instead.
+PROFILED_TRIES = 3
 
 # Launches per timing of `host_launch_us`: well below the ~1,000 a CUDA stream queues, so the host never waits
 HOST_LAUNCHES = 500
@@ -255,7 +262,8 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
     tell = progress or (lambda stage, done, total: None)
     capture = TimelineCapture(cuda=True)
     started = time.perf_counter()
-    result = run_training(workload, preset, cfg, plan, steps, warmup, NvtxMarker(), progress, capture=capture)
+    result = run_training(workload, preset, cfg, plan, steps, warmup, NvtxMarker(), progress, capture=capture,
+                          tries=PROFILED_TRIES)
     kernels = schema.conform_kernels(kernel_table(capture.trace))
     triton_choices = autotune.snapshot()
     collectors = {

@@ -3,7 +3,10 @@
 One run = build model and batch, `warmup` iterations (Triton compiles and autotunes here, launching
 hundreds of benchmark kernels, so they must stay outside every measurement), `steps` timed iterations
 (CUDA events; the median is the step time), then one more iteration bracketed by
-cudaProfilerStart/Stop: the iteration collectors profile (`ncu --profile-from-start off`).
+cudaProfilerStart/Stop: the iteration collectors profile (`ncu --profile-from-start off`). Its own time must
+lie within the timed steps' spread of their median (`representative`), or its gaps and waits describe another
+step than the timed ones; a single-process run profiles up to `tries` iterations to find one and records each
+one's time (`RunResult.profiled_ms`).
 Mixed precision as in real training: fp32 parameters and AdamW state, autocast compute dtype.
 """
 
@@ -69,6 +72,8 @@ class RunResult:
     # what the caching allocator held at most; Nsight Compute would save and restore all of it at every replay
     # pass, so the counter child runs without the allocator (`counters.PROFILED_CHILD_ENV`)
     peak_reserved_bytes: int | None = None
+    # the time of each profiled iteration the harness ran (CUDA events, under the capture); the last is the one kept
+    profiled_ms: list[float] = field(default_factory=list)
 
     @property
     def step_ms(self) -> float:
@@ -120,9 +125,12 @@ class Trainer:
 
 def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, steps: int,
                  warmup: int, marker: PhaseMarker | None = None, progress: Progress | None = None,
-                 seed: int = 0, capture: contextlib.AbstractContextManager | None = None, groups=None) -> RunResult:
+                 seed: int = 0, capture: contextlib.AbstractContextManager | None = None, groups=None,
+                 tries: int = 1) -> RunResult:
     """Build, warm up, time `steps` iterations, then run the profiled iteration (inside `capture`, e.g. a
-    timeline collector, and cudaProfilerStart/Stop for Nsight Compute). A failure on the way is one typed line:
+    timeline collector, and cudaProfilerStart/Stop for Nsight Compute), up to `tries` times until one is
+    `representative` (the ranks of a parallel run and the Nsight Compute child pass 1: ranks would have to agree
+    on every retry, and the child's replays make any iteration slow). A failure on the way is one typed line:
     GpuOutOfMemory, GpuKernelFault (a CUDA error), TrainingFailed (any other RuntimeError)."""
     if steps < 1 or warmup < 0:
         raise InvalidConfig(f"need steps >= 1 and warmup >= 0, got steps={steps} warmup={warmup}")
@@ -149,13 +157,13 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
 
         _sync(cuda)
         t0 = time.perf_counter()
-        if cuda:
-            torch.cuda.profiler.start()  # cudaProfilerStart: the profiled iteration begins
-        with capture or contextlib.nullcontext():
-            losses.append(trainer.step())
-            _sync(cuda)
-        if cuda:
-            torch.cuda.profiler.stop()
+        profiled_ms = []
+        for _ in range(tries):
+            loss, elapsed_ms = profiled_iteration(trainer, capture)
+            losses.append(loss)
+            profiled_ms.append(elapsed_ms)
+            if representative(elapsed_ms, times_ms):
+                break
         seconds["profiled"] = time.perf_counter() - t0  # under Nsight Compute: its replays of the launches
         peak = torch.cuda.max_memory_allocated() if cuda else None
         reserved = torch.cuda.max_memory_reserved() if cuda else None
@@ -199,7 +207,32 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         final_loss=final_loss,
         provenance=plan.provenance(),
         harness_seconds=seconds,
+        profiled_ms=profiled_ms,
     )
+
+
+def profiled_iteration(trainer: Trainer, capture: contextlib.AbstractContextManager | None
+                       ) -> tuple[torch.Tensor, float]:
+    """One iteration between cudaProfilerStart/Stop, inside `capture`: its loss and its time (ms; CUDA events on
+    the GPU, as the timed steps)."""
+    cuda = trainer.device.type == "cuda"
+    if cuda:
+        torch.cuda.profiler.start()  # cudaProfilerStart: the profiled iteration begins
+    with capture or contextlib.nullcontext():
+        start = _now(cuda)
+        loss = trainer.step()
+        end = _now(cuda)
+        _sync(cuda)
+    if cuda:
+        torch.cuda.profiler.stop()
+    return loss, start.elapsed_time(end) if cuda else (end - start) * 1e3
+
+
+def representative(elapsed_ms: float, times_ms: list[float]) -> bool:
+    """Whether an iteration's time lies within the timed steps' spread (slowest minus fastest) of their median:
+    the rule `analysis.noise.iteration_check` applies to the profiled iteration's kernel span."""
+    spread = max(times_ms) - min(times_ms)
+    return abs(elapsed_ms - statistics.median(times_ms)) <= spread
 
 
 def _first_line(exc: BaseException) -> str:

@@ -43,15 +43,17 @@ class TimelineCapture:
         activities = [torch.profiler.ProfilerActivity.CPU]
         if cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        self.cuda = cuda
-        # Input shapes name the problem a library kernel solves: cuBLAS's persistent GEMMs launch one grid for
-        # every shape, so (name, grid, block) alone cannot say which GEMM a launch is.
-        self._profile = torch.profiler.profile(activities=activities, record_shapes=True)
+        self.cuda, self._activities = cuda, activities
         self.trace: dict = {}
         self.wall_s = 0.0
 
     def __enter__(self):
+        """Each entry records afresh (the harness may profile several iterations until one is like the timed
+        steps): `trace` is the last one's."""
         self._started = time.perf_counter()
+        # Input shapes name the problem a library kernel solves: cuBLAS's persistent GEMMs launch one grid for
+        # every shape, so (name, grid, block) alone cannot say which GEMM a launch is.
+        self._profile = torch.profiler.profile(activities=self._activities, record_shapes=True)
         self._profile.__enter__()
         return self
 
@@ -64,7 +66,7 @@ class TimelineCapture:
                 path = Path(folder) / "trace.json"
                 self._profile.export_chrome_trace(str(path))
                 self.trace = json.loads(path.read_text())
-        self.wall_s = time.perf_counter() - self._started
+        self.wall_s += time.perf_counter() - self._started  # over every iteration recorded
         return False
 
 

@@ -31,6 +31,8 @@ TABLE_TITLES = {
     "gemm_work": "GEMM self-check: measured tensor work against 2MNK and against the work whole tiles issue "
                  "(checked counters)",
     "host": "GPU busy share of the step: host-bound or GPU-bound",
+    "profiled_iteration": "The profiled iteration against the timed steps: kernel span and busy time beside the "
+                          "median step and the steps' spread (representative where within it)",
     "limiters_ssm": "What limits each SSM kernel, and the counters that say so",
     "limiters": "What limits the top kernels by time",
     "stalls": "Why warps wait: each stall reason's share of the warps resident per issue cycle (stall pass)",
@@ -234,7 +236,8 @@ def render_html(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]],
 
 
 COMPARE_COLUMNS = ["config", "phase", "status", "launches_a", "launches_b", "per_launch_ns_a", "per_launch_ns_b",
-                   "per_launch_speedup", "time_ns_a", "time_ns_b", "speedup", "moved_to"]
+                   "per_launch_speedup", "time_ns_a", "time_ns_b", "speedup", "speedup_low", "speedup_high",
+                   "vs_noise", "basis", "moved_to"]
 
 
 def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels: pd.DataFrame, notes: list[str],

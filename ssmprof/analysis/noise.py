@@ -1,0 +1,207 @@
+"""Noise: every time with its confidence interval, and a difference called only outside it.
+
+Step time. The harness keeps every timed step (run.json `harness.step_times_ms`); the step time is their median,
+so its interval is a percentile bootstrap of the median (RESAMPLES resamples of the kept steps, a fixed seed: the
+same run gives the same interval). Steps of several runs of one configuration are pooled into one sample
+(`pooled_steps`), which then holds the variation between runs as well. A difference of two step times is their
+ratio (A's median over B's: a speedup of B) with the bootstrap interval of that ratio, each side resampled on its
+own.
+
+A verdict (`speedup_verdict`) calls B faster or slower only where the interval excludes 1 and the difference
+exceeds RERUN_SPREAD_PCT, how far one configuration's step time moved between runs with nothing changed: the steps
+of one run cannot show what differs between runs (host, memory layout, autotuning choices), and two runs compared
+are always two runs. Otherwise the difference is "within noise".
+
+Kernel time. A run keeps the kernel times of one profiled iteration only, so no interval over iterations exists.
+Two honest substitutes, each labelled in a `basis` column: a kernel launched several times in the iteration (once
+per layer, as most are) gets the bootstrap interval of its mean launch over those launches ("launches": the spread
+between launches of one iteration, not between iterations); a kernel launched once, and an iteration's total kernel
+time, get the steps' relative interval ("steps": the step's spread lent to its kernels, which overstates it where
+the host adds noise to the step).
+
+The profiled iteration. Its kernel span (first start to last end) and busy time must lie within the timed steps'
+spread of their median (`iteration_check`); where they do not, waits, exposed communication and the trace describe
+a slower iteration than the timed ones, and the check says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ssmprof.analysis.host import busy_ns
+
+CONFIDENCE = 0.95
+RESAMPLES = 10_000
+LAUNCH_RESAMPLES = 2_000  # per kernel configuration; a run has hundreds of them
+SEED = 0
+# How much one configuration's step time varied between runs on one GPU: mamba2-lm at the paper shape (8,192 tokens
+# a step), measured in the bundled suite, the d_state x chunk_size sweep and the seq_len sweep: 214.7, 218.3 and
+# 219.2 ms on the H100 (2.1 %), 203.5, 209.2 and 207.7 ms on the H200 (2.8 %; the suite run measured again later,
+# 207.2 ms, is the one bundled now). A difference of two runs smaller than this is within noise.
+RERUN_SPREAD_PCT = 2.8
+FASTER, SLOWER, WITHIN_NOISE, NO_INTERVAL = "faster", "slower", "within noise", "no interval (one sample)"
+STEPS, LAUNCHES = "steps", "launches"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A value with its CONFIDENCE interval (NaN bounds where one sample cannot give one) and the sample size."""
+
+    value: float
+    low: float
+    high: float
+    samples: int
+
+    def scaled(self, value: float) -> Interval:
+        """`value` with this interval's relative bounds: how the steps' spread is lent to a kernel time."""
+        return Interval(value, value * self.low / self.value, value * self.high / self.value, self.samples)
+
+    def spans(self, point: float) -> bool:
+        return bool(self.low <= point <= self.high)
+
+    def pct(self) -> str:
+        """The interval of a ratio as a percent difference: `-1.2 % to +3.4 %`."""
+        return f"{100 * (self.low - 1):+.1f} % to {100 * (self.high - 1):+.1f} %"
+
+
+def _quantiles(draws: np.ndarray) -> tuple[float, float]:
+    tail = 100 * (1 - CONFIDENCE) / 2
+    low, high = np.percentile(draws, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _median_draws(times: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return np.median(times[rng.integers(0, len(times), (RESAMPLES, len(times)))], axis=1)
+
+
+def kept_steps(info: dict) -> list[float]:
+    """A run's kept timed steps (ms); its median step alone where run.json holds no steps (no interval then)."""
+    return info["harness"].get("step_times_ms") or [info["harness"]["step_ms"]]
+
+
+def pooled_steps(infos: list[dict]) -> np.ndarray:
+    """The kept timed steps (ms) of one or several runs of one configuration (their run.json), as one sample."""
+    return np.concatenate([np.asarray(kept_steps(info), dtype=float) for info in infos])
+
+
+def step_interval(times_ms) -> Interval:
+    """The median step and the bootstrap interval of the median."""
+    times = np.asarray(times_ms, dtype=float)
+    median = float(np.median(times))
+    if len(times) < 2:
+        return Interval(median, np.nan, np.nan, len(times))
+    return Interval(median, *_quantiles(_median_draws(times, np.random.default_rng(SEED))), len(times))
+
+
+def ratio_interval(times_a, times_b) -> Interval:
+    """A's median step over B's (a speedup of B where above 1) and the bootstrap interval of that ratio."""
+    a, b = np.asarray(times_a, dtype=float), np.asarray(times_b, dtype=float)
+    value = float(np.median(a) / np.median(b))
+    if len(a) < 2 or len(b) < 2:
+        return Interval(value, np.nan, np.nan, min(len(a), len(b)))
+    rng = np.random.default_rng(SEED)
+    draws = _median_draws(a, rng) / _median_draws(b, rng)
+    return Interval(value, *_quantiles(draws), min(len(a), len(b)))
+
+
+def speedup_verdict(speedup: Interval, floor_pct: float = RERUN_SPREAD_PCT) -> str:
+    """B against A, from A's time over B's: faster / slower beyond the interval and the rerun floor, else within
+    noise (see the module docstring)."""
+    if np.isnan(speedup.low) or np.isnan(speedup.high):
+        return NO_INTERVAL
+    if speedup.spans(1.0) or abs(speedup.value - 1) * 100 < floor_pct:
+        return WITHIN_NOISE
+    return FASTER if speedup.value > 1 else SLOWER
+
+
+def launch_intervals(kernels: pd.DataFrame, key: list[str], steps: Interval) -> pd.DataFrame:
+    """Per group of `key` (e.g. `frame.LAUNCH_KEY`): launches, total time and its interval (`time_ns_low`,
+    `time_ns_high`) and the interval's `basis`: "launches" (bootstrap of the mean launch, times the launches) where
+    the group launches more than once, else "steps" (`steps`: the run's step interval, lent)."""
+    rng = np.random.default_rng(SEED)
+    rows = []
+    for group, durations in kernels.groupby(key, sort=False)["duration_ns"]:
+        values = durations.to_numpy(dtype=float)
+        total = float(values.sum())
+        if len(values) > 1:
+            means = values[rng.integers(0, len(values), (LAUNCH_RESAMPLES, len(values)))].mean(axis=1)
+            low, high = (len(values) * q for q in _quantiles(means))
+            basis = LAUNCHES
+        else:
+            lent = steps.scaled(total)
+            low, high, basis = lent.low, lent.high, STEPS
+        rows.append({**dict(zip(key, group if isinstance(group, tuple) else (group,), strict=True)),
+                     "time_ns_low": low, "time_ns_high": high, "basis": basis})
+    return pd.DataFrame(rows, columns=[*key, "time_ns_low", "time_ns_high", "basis"])
+
+
+def kernel_speedups(merged: pd.DataFrame) -> pd.DataFrame:
+    """`merged` (A's and B's `launch_intervals` joined: `time_ns_{a,b}`, `time_ns_{a,b}_low/high`, `speedup`) with
+    `speedup_low`, `speedup_high` and `vs_noise`: the interval of A's time over B's bounded by the two intervals
+    (A's low over B's high to A's high over B's low: conservative, as each side's interval holds its own noise)."""
+    frame = merged.copy()
+    shown = frame["speedup"].notna()
+    frame["speedup_low"] = (frame["time_ns_a_low"] / frame["time_ns_b_high"]).where(shown)
+    frame["speedup_high"] = (frame["time_ns_a_high"] / frame["time_ns_b_low"]).where(shown)
+    frame["vs_noise"] = [speedup_verdict(Interval(s, low, high, 2)) if s == s else ""
+                         for s, low, high in zip(frame["speedup"], frame["speedup_low"], frame["speedup_high"],
+                                                 strict=True)]
+    return frame
+
+
+def rerun_key(info: dict) -> tuple:
+    """What makes two runs reruns of one configuration: GPU model, workload, its config and the parallel split."""
+    parallel = info.get("parallel") or {}
+    split = tuple(parallel.get(k) for k in ("world_size", "tp", "dp", "sequence_parallel"))
+    return (info["gpu"]["name"], info["workload"]["name"], repr(sorted(info["workload"]["config"].items())), split)
+
+
+def reruns(infos: list[dict]) -> dict[tuple, list[dict]]:
+    """The runs (run.json) grouped by `rerun_key`: each group's steps pool into one sample (`pooled_steps`)."""
+    groups: dict[tuple, list[dict]] = {}
+    for info in infos:
+        groups.setdefault(rerun_key(info), []).append(info)
+    return groups
+
+
+def _per_rank(kernels: pd.DataFrame) -> list[pd.DataFrame]:
+    if "rank" in kernels.columns and kernels["rank"].notna().any():
+        return [group for _, group in kernels.groupby("rank")]
+    return [kernels]
+
+
+def iteration_check(kernels: pd.DataFrame, info: dict) -> pd.DataFrame:
+    """One row: is the profiled iteration one of the timed steps? Its kernel span (first start to last end; the
+    longest rank's) and GPU busy time (`host.busy_ns`) beside the median timed step and the steps' spread
+    (slowest minus fastest). `representative` where the span lies within the spread of the median and the busy
+    time does not exceed the median by more than the spread (None where run.json keeps fewer than two steps);
+    `tries`: profiled iterations the harness ran to find one (run.json `harness.profiled_tries`; 1 where not
+    recorded)."""
+    steps = np.asarray(kept_steps(info), dtype=float)
+    median, spread = float(np.median(steps)), float(steps.max() - steps.min())
+    ranks = [rank for rank in _per_rank(kernels) if len(rank)]
+    span = max(((rank["start_ns"] + rank["duration_ns"]).max() - rank["start_ns"].min()) / 1e6 for rank in ranks)
+    busy = max(busy_ns(rank) / 1e6 for rank in ranks)
+    span_ok, busy_ok = abs(span - median) <= spread, busy <= median + spread
+    why = [] if span_ok else [f"its kernels span {span:.1f} ms against a {median:.1f} ms median step"]
+    if not busy_ok:
+        why.append(f"its kernels keep the GPU busy {busy:.1f} ms")
+    return pd.DataFrame([{"span_ms": span, "busy_ms": busy, "step_ms": median, "step_spread_ms": spread,
+                          "steps": len(steps), "span_off_pct": 100 * (span / median - 1),
+                          "tries": int(info["harness"].get("profiled_tries") or 1),
+                          "representative": bool(span_ok and busy_ok) if len(steps) > 1 else None,
+                          "why": "; ".join(why) if len(steps) > 1 else "one timed step: no spread to check against"}],
+                        dtype=object)
+
+
+def iteration_note(check: pd.DataFrame, whose: str = "the profiled iteration") -> str | None:
+    """One line where the profiled iteration is not representative (`iteration_check`), None otherwise."""
+    row = check.iloc[0]
+    if row["representative"] is not False:
+        return None
+    return (f"{whose} is not one of the timed steps ({row['why']}; the {row['steps']} timed steps "
+            f"spread {row['step_spread_ms']:.1f} ms): its waits, exposed communication and trace describe a slower "
+            f"iteration; kernel durations stand, gaps between them do not")

@@ -1,0 +1,214 @@
+"""Differences judged against their noise (analysis/noise.py), on the bundled runs and sweeps: a gap inside its
+interval is "within noise", a real one is called with its interval; the profiled iteration is checked against
+the timed steps; docs/noise.md holds the tables generated from the same data."""
+
+import contextlib
+import functools
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ssmprof import bundled
+from ssmprof.analysis import noise
+from ssmprof.schema import read_run
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
+import noise_doc  # noqa: E402
+
+REF = bundled.REFERENCE
+SEQ = "sweeps/seq_len"
+CHUNK = "sweeps/d_state-chunk_size"
+
+
+@functools.cache
+def sweep_tables(gpu: str, sweep: str) -> dict:
+    from ssmprof.pipeline import regimes
+
+    return regimes.analyze([REF / gpu / sweep]).tables
+
+
+def info(path: str) -> dict:
+    return json.loads((REF / path / "run.json").read_text())
+
+
+def steps(path: str) -> list[float]:
+    return info(path)["harness"]["step_times_ms"]
+
+
+@pytest.mark.parametrize("a, b, verdict, low, high", [
+    # the H200 sweep's "chunk 128 beats 256 by 3.1 %": inside a 5.5-6.7 % spread between steps of one point
+    (f"h200/{CHUNK}/mamba2-lm_d_state-128_chunk_size-256", f"h200/{CHUNK}/mamba2-lm_d_state-128_chunk_size-128",
+     noise.WITHIN_NOISE, 0.958, 1.064),
+    # the H100 hybrid / transformer gap at 4,096 tokens (0.3 %)
+    (f"h100-sxm/{SEQ}/transformer_seq_len-4096", f"h100-sxm/{SEQ}/hybrid_seq_len-4096", noise.WITHIN_NOISE,
+     0.991, 1.033),
+    # one run per GPU: one slow step in each (225.9, 220.5 ms) keeps the 3.7 % apart inside the interval
+    ("h100-sxm/mamba2-lm", "h200/mamba2-lm", noise.WITHIN_NOISE, 0.974, 1.091),
+    # the transformer against mamba2-lm at 16k and 32k tokens: mamba2-lm faster beyond noise
+    (f"h100-sxm/{SEQ}/transformer_seq_len-16384", f"h100-sxm/{SEQ}/mamba2-lm_seq_len-16384", noise.FASTER,
+     1.246, 1.276),
+    (f"h200/{SEQ}/transformer_seq_len-16384", f"h200/{SEQ}/mamba2-lm_seq_len-16384", noise.FASTER, 1.22, 1.284),
+    (f"h200/{SEQ}/transformer_seq_len-32768", f"h200/{SEQ}/mamba2-lm_seq_len-32768", noise.FASTER, 1.755, 1.781),
+    (f"h200/{SEQ}/mamba2-lm_seq_len-32768", f"h200/{SEQ}/transformer_seq_len-32768", noise.SLOWER, 0.562, 0.57),
+])
+def test_a_step_difference_is_called_only_outside_its_interval(a, b, verdict, low, high):
+    ratio = noise.ratio_interval(steps(a), steps(b))
+    assert noise.speedup_verdict(ratio) == verdict
+    assert (round(ratio.low, 3), round(ratio.high, 3)) == (low, high)
+    assert ratio.low <= ratio.value <= ratio.high
+
+
+def test_h100_against_h200_mamba2_lm_is_faster_pooled_over_the_bundled_reruns():
+    """The paper-preset mamba2-lm runs of one GPU, one configuration: the suite run and the sweep point of the same
+    settings (and the H200's single-GPU run of the parallel set; its TP runs are another split, not reruns)."""
+    infos = {gpu: [json.loads(path.read_text()) for path in sorted((REF / gpu).rglob("run.json"))]
+             for gpu in bundled.GPUS}
+    pooled = [noise.reruns(infos[gpu])[noise.rerun_key(info(f"{gpu}/mamba2-lm"))] for gpu in ("h100-sxm", "h200")]
+    assert [len(runs) for runs in pooled] == [2, 3]
+    ratio = noise.ratio_interval(*(noise.pooled_steps(runs) for runs in pooled))
+    assert noise.speedup_verdict(ratio) == noise.FASTER
+    assert f"{ratio.value:.3f} [{ratio.low:.3f}, {ratio.high:.3f}]" == "1.035 [1.018, 1.067]"
+
+
+@pytest.mark.parametrize("value, low, high, verdict", [
+    (1.10, 1.05, 1.15, noise.FASTER),
+    (0.90, 0.85, 0.95, noise.SLOWER),
+    (1.10, 0.99, 1.20, noise.WITHIN_NOISE),  # the interval spans 1
+    (1.02, 1.01, 1.03, noise.WITHIN_NOISE),  # outside the interval, inside the 2.8 % two runs move apart
+    (1.10, np.nan, np.nan, noise.NO_INTERVAL),  # one step: no interval
+])
+def test_the_verdict_table(value, low, high, verdict):
+    assert noise.speedup_verdict(noise.Interval(value, low, high, 5)) == verdict
+
+
+def test_the_median_step_interval_is_repeatable_and_holds_the_median():
+    times = steps("h200/mamba2-lm")
+    first, again = noise.step_interval(times), noise.step_interval(times)
+    assert first == again and first.value == info("h200/mamba2-lm")["harness"]["step_ms"]
+    assert min(times) <= first.low <= first.value <= first.high <= max(times)
+    assert np.isnan(noise.step_interval([5.0]).low)
+
+
+def test_a_kernel_s_interval_comes_from_its_launches_or_from_the_steps():
+    run = read_run(REF / "h100-sxm" / "mamba2-lm")
+    key = ["kernel_name", "phase"]
+    step = noise.step_interval(run.info["harness"]["step_times_ms"])
+    table = noise.launch_intervals(run.kernels, key, step).set_index(key)
+    totals = run.kernels.groupby(key)["duration_ns"].agg(["sum", "size"])
+    joined = table.join(totals)
+    assert (joined["time_ns_low"] <= joined["sum"] * (1 + 1e-9)).all()
+    assert (joined["sum"] <= joined["time_ns_high"] * (1 + 1e-9)).all()
+    assert set(joined.loc[joined["size"] > 1, "basis"]) == {noise.LAUNCHES}
+    once = joined[joined["size"] == 1]
+    assert set(once["basis"]) == {noise.STEPS}
+    assert np.allclose(once["time_ns_low"] / once["sum"], step.low / step.value)
+
+
+def test_compare_gives_the_step_speedup_with_its_interval_and_kernel_verdicts():
+    from ssmprof.pipeline import reporting
+
+    text = reporting.compare(REF / "h100-sxm" / "mamba2-lm", REF / "h200" / "mamba2-lm")
+    assert ("**1.04x step (within noise)** Step 214.7 ms (A) vs 207.2 ms (B). A difference of 1.037x is within noise "
+            "(95 % interval 0.974-1.091x over 5 and 5 kept steps") in text
+    assert "multi_tensor_apply_kernel" in text and "| faster " in text and "| launches " in text
+
+
+@pytest.mark.parametrize("gpu, pair, crossing, bracket, tied, kernel_crossing, kernel_bracket", [
+    ("h100-sxm", ("hybrid", "transformer"), 3992, (2048, 8192), "4,096", 3397, "crossover"),
+    ("h100-sxm", ("mamba2-lm", "transformer"), 7267, (4096, 8192), "", 5285, "no crossover"),
+    ("h200", ("mamba2-lm", "transformer"), 6694, (4096, 16384), "8,192", 6797, "crossover"),
+    ("h200", ("mamba2-lm", "hybrid"), 22310, (4096, 32768), "8,192, 16,384", 3086, noise.WITHIN_NOISE),
+])
+def test_crossovers_carry_their_bracket_on_step_and_kernel_time(gpu, pair, crossing, bracket, tied, kernel_crossing,
+                                                                kernel_bracket):
+    table = sweep_tables(gpu, SEQ)["crossover"]
+    row = table[(table["workload_a"] == pair[0]) & (table["workload_b"] == pair[1])].iloc[0]
+    assert round(row["crossover_seq_len"]) == crossing
+    assert round(row["crossover_seq_len_kernel_time"]) == kernel_crossing
+    assert row["noise_verdict"] == "crossover" and (row["crossover_low"], row["crossover_high"]) == bracket
+    assert row["tied_at"] == tied and row["kernel_noise_verdict"] == kernel_bracket
+
+
+def test_the_sweep_findings_call_the_h200_best_chunk_a_tie_and_name_both_crossings():
+    findings = sweep_tables("h200", CHUNK)["findings"]
+    best = findings.loc[findings["topic"] == "best", "finding"].tolist()
+    assert ("chunk_size for mamba2-lm on NVIDIA H200 at d_state=128: a tie of 128 with 256, 64 (step time; runner-up "
+            "256 is 3.1 % slower, 95 % interval -4.2 % to +6.4 %") in best[1]
+    crossings = sweep_tables("h100-sxm", SEQ)["findings"]
+    text = " ".join(crossings.loc[crossings["topic"] == "crossover", "finding"])
+    assert "hybrid overtakes transformer per token at seq_len ≈ 3,992" in text
+    assert "beyond noise only between 2,048 and 8,192, within noise at 4,096 (0.3 %)" in text
+    assert "at seq_len ≈ 7,267" in text and "on GPU kernel time, without the host's gaps, ≈ 5,285" in text
+    assert "step and kernel time disagree" in text
+
+
+NOT_REPRESENTATIVE = {"h100-sxm/graph-mamba", "h100-sxm/mamba-vision", "h200/graph-mamba", "h200/mamba-vision",
+                      "h200/parallel/hybrid-tp2", "h200/parallel/mamba1-lm-tp2", "h200/parallel/mamba2-lm-tp2",
+                      "h200/parallel/mamba2-lm-tp2-no-sp"}
+
+
+@pytest.mark.parametrize("name", sorted(str(p.parent.relative_to(REF)) for p in REF.rglob("run.json")
+                                        if "sweeps" not in p.parts))
+def test_the_profiled_iteration_of_each_bundled_run_against_its_timed_steps(name):
+    run = read_run(REF / name)
+    check = noise.iteration_check(run.kernels, run.info).iloc[0]
+    assert check["representative"] == (name not in NOT_REPRESENTATIVE)
+    assert (noise.iteration_note(noise.iteration_check(run.kernels, run.info)) is None) == check["representative"]
+
+
+@pytest.mark.parametrize("name, span, step", [("h200/parallel/mamba2-lm-tp2-no-sp", 202.9, 127.5),
+                                              ("h100-sxm/mamba-vision", 81.9, 48.8),
+                                              ("h100-sxm/graph-mamba", 108.4, 70.4)])
+def test_the_issue_s_unrepresentative_iterations_are_marked_in_the_report(name, span, step):
+    from ssmprof.analysis.summary import analyze, warnings_for
+    from ssmprof.pipeline.loading import load_run
+
+    run = load_run(REF / name)
+    tables = analyze(run, None)
+    check = tables["profiled_iteration"].iloc[0]
+    assert (round(check["span_ms"], 1), round(check["step_ms"], 1)) == (span, step)
+    finding = tables["findings"].set_index("topic").loc["profiled iteration", "finding"]
+    assert finding.startswith(f"The profiled iteration is not one of the timed steps (its kernels span {span} ms "
+                              f"against a {step} ms median step")
+    assert any("waits, exposed communication and trace describe a slower iteration" in n for n in warnings_for(run))
+
+
+class CountingCapture(contextlib.AbstractContextManager):
+    entered = 0
+
+    def __enter__(self):
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("representative, tries", [(False, 3), (True, 1)])
+def test_the_harness_profiles_again_until_an_iteration_is_like_the_timed_steps(monkeypatch, representative, tries):
+    from ssmprof.kernels import plan_kernels
+    from ssmprof.profiler import harness
+    from ssmprof.workloads.registry import get_workload
+
+    monkeypatch.setattr(harness, "representative", lambda elapsed, times: representative)
+    workload, capture = get_workload("mamba2-lm"), CountingCapture()
+    result = harness.run_training(workload, "tiny", workload.config("tiny"), plan_kernels(workload.ops, "cpu"),
+                                  steps=2, warmup=0, capture=capture, tries=3)
+    assert capture.entered == tries and len(result.profiled_ms) == tries and min(result.profiled_ms) > 0
+
+
+@pytest.mark.parametrize("elapsed, verdict", [(100.0, True), (104.0, True), (96.0, True), (104.1, False),
+                                              (150.0, False)])
+def test_an_iteration_is_representative_within_the_steps_spread_of_their_median(elapsed, verdict):
+    from ssmprof.profiler.harness import representative
+
+    assert representative(elapsed, [98.0, 100.0, 102.0]) is verdict  # spread 4 ms around a 100 ms median
+
+
+def test_the_noise_page_holds_the_tables_generated_from_the_bundled_data():
+    page = noise_doc.DOC.read_text()
+    for name, table in noise_doc.blocks().items():
+        assert f"<!-- noise:{name} -->\n{table}\n<!-- /noise:{name} -->" in page, f"docs/noise.md: {name} is stale"
