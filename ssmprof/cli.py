@@ -145,18 +145,33 @@ def profile(
     tp: TpOpt = 1,
     dp: DpOpt = 1,
     sequence_parallel: SpOpt = True,
-    ncu_rank: Annotated[int, typer.Option(help="with --tp/--dp: the rank Nsight Compute profiles")] = 0,
+    ncu_rank: Annotated[list[int] | None, typer.Option(help="with --tp/--dp: a rank Nsight Compute profiles; "
+                                                       "repeat it for several (one per node or TP group)")] = None,
     device: Annotated[str, typer.Option(help="auto or cuda; cpu only with --tp/--dp (gloo reference path, "
                                              "timeline only)")] = "auto",
+    nnodes: Annotated[int, typer.Option(help="with --tp/--dp: nodes of the torchrun job (run this command on "
+                                             "each, --out on a shared filesystem)")] = 1,
+    node_rank: Annotated[int, typer.Option(help="this node's number, 0 to --nnodes - 1 (node 0 writes the "
+                                                "run)")] = 0,
+    rdzv_endpoint: Annotated[str | None, typer.Option(help="HOST:PORT of the rendezvous (node 0), several "
+                                                           "nodes")] = None,
+    job_id: Annotated[str, typer.Option(help="names the rendezvous and the ranks' shared folder: the same on "
+                                             "every node (e.g. $SLURM_JOB_ID)")] = "ssmprof",
+    pass_gpus: Annotated[int, typer.Option(help="single-GPU profile: spread the counter passes over this many "
+                                                "identical GPUs of the host (0: all)")] = 1,
 ) -> None:
     """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
     from ssmprof.pipeline import measure
 
     options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
                                       allow_fallback, tp, dp, sequence_parallel)
+    launch = measure.Launch(nnodes, node_rank, rdzv_endpoint, job_id)
     with _progress() as report:
         path = measure.profile(options, out, steps, counters, keep_report, ncu_timeout, report_file, report,
-                               device=device, ncu_rank=ncu_rank)
+                               device=device, ncu_ranks=tuple(ncu_rank or [0]), launch=launch, pass_gpus=pass_gpus)
+    if path is None:
+        console.print(f"node {node_rank}: its ranks are done; node 0 writes the run directory")
+        return
     console.print(f"run directory: {path}")
     if report_file is not None:
         console.print(f"written: {report_file}")

@@ -19,9 +19,10 @@ from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.ceilings import check_run_counters
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
+from ssmprof.profiler.distributed import Launch
 from ssmprof.profiler.harness import Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
-from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, SuiteManifest, make_document, write_document
+from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, RankJob, SuiteManifest, make_document, write_document
 from ssmprof.workloads.base import CommonConfig, Workload, training_step_flops
 from ssmprof.workloads.registry import SUITE, get_workload
 
@@ -107,11 +108,10 @@ def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOpti
 
 def rank_job(ready: Prepared, options: WorkloadOptions, steps: int, mode: str):
     """The job every rank of a parallel run runs (`profiler.distributed`)."""
-    from ssmprof.profiler.distributed import RankJob
-
-    return RankJob(ready.workload.name, ready.preset, ready.overrides, ready.warmup, steps, options.tp, options.dp,
-                   options.parallelism().sequence_parallel, ready.plan.device, mode, scratch="",
-                   allow_fallback=options.allow_fallback)
+    return make_document(RankJob, workload=ready.workload.name, preset=ready.preset, overrides=ready.overrides,
+                         warmup=ready.warmup, steps=steps, tp=options.tp, dp=options.dp,
+                         sequence_parallel=options.parallelism().sequence_parallel, device=ready.plan.device,
+                         mode=mode, scratch="", allow_fallback=options.allow_fallback)
 
 
 def parallel_numerics(options: WorkloadOptions, device: str = "auto") -> pd.DataFrame:
@@ -164,10 +164,12 @@ def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_
 def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str = "sampled",
             keep_report: bool = False, ncu_timeout_s: float = 1800, report_file: Path | None = None,
             progress: Progress | None = None, name: str | None = None, device: str = "auto",
-            ncu_rank: int = 0) -> Path:
+            ncu_ranks: tuple[int, ...] = (0,), launch: Launch | None = None, pass_gpus: int = 1) -> Path | None:
     """`ssmprof profile`: one run directory under `out`, named `name` where given (and its HTML report, where
-    `report_file` is given). With --tp/--dp: every rank's timeline, counters from rank `ncu_rank`, one merged
-    run (on the CPU too, over gloo and without counters: the reference path the tests record)."""
+    `report_file` is given). With --tp/--dp: a torchrun job (`launch`: this node's part of it), every rank's
+    timeline, counters from the ranks `ncu_ranks`, one merged run (on the CPU too, over gloo and without
+    counters: the reference path the tests record), written by node 0 (None on the other nodes). `pass_gpus`:
+    a single-GPU profile's counter passes spread over that many identical GPUs of the host (0: all)."""
     from ssmprof.profiler.collect import profile_run
 
     check_counters_mode(counters)
@@ -177,13 +179,13 @@ def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str 
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import profile_parallel
 
-        path = profile_parallel(rank_job(ready, options, steps, "timeline"), out, counters, ncu_rank, ncu_timeout_s,
-                                check_run_counters, keep_report)
+        path = profile_parallel(rank_job(ready, options, steps, "timeline"), out, counters, list(ncu_ranks),
+                                ncu_timeout_s, check_run_counters, keep_report, where=launch or Launch())
     else:
         path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
                            ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
-                           check=check_run_counters, name=name)
-    if report_file is not None:
+                           check=check_run_counters, name=name, pass_gpus=pass_gpus)
+    if report_file is not None and path is not None:
         reporting.report([path], "html", report_file)
     return path
 
