@@ -463,3 +463,7 @@ def _print_result(result) -> None:
     for op, impl in result.provenance.items():
         table.add_row(f"kernel: {op}", impl)
     console.print(table)
+
+
+if __name__ == "__main__":
+    app()

@@ -651,6 +651,7 @@ class RankResult(_Versioned):
     version: int = 1
     rank: int
     node: str  # the host the rank ran on
+    node_rank: int = 0  # its torchrun agent's number (GROUP_RANK): which node of the job
     tp_rank: int | None = None
     dp_rank: int | None = None
     result: dict[str, Any] | None = None

@@ -134,7 +134,7 @@ def _run_rank(job: RankJob, name: str, rank: int) -> RankResult:
     # the default 10-minute watchdog on a paper preset.
     dist.init_process_group("nccl" if cuda else "gloo", init_method="env://", timeout=dt.timedelta(hours=2))
     out = Path(job.scratch)
-    who = {"rank": rank, "node": platform.node()}
+    who = {"rank": rank, "node": platform.node(), "node_rank": int(os.environ.get("GROUP_RANK", 0))}
     try:
         workload = get_workload(job.workload)
         cfg = workload.config(job.preset, job.overrides)
@@ -259,7 +259,7 @@ def parallel_section(job: RankJob, results: list[RankResult], ncu_ranks: list[in
         "world_size": job.world_size, "tp": job.tp, "dp": job.dp, "sequence_parallel": job.sequence_parallel,
         "backend": "nccl" if job.device == "cuda" else "gloo", "nnodes": nnodes,
         "counters_rank": ncu_ranks[0] if ncu_ranks else None, "counters_ranks": ncu_ranks,
-        "ranks": [{"rank": r.rank, "node": r.node, "tp_rank": r.tp_rank, "dp_rank": r.dp_rank,
+        "ranks": [{"rank": r.rank, "node": r.node, "node_rank": r.node_rank, "tp_rank": r.tp_rank, "dp_rank": r.dp_rank,
                    "step_ms": statistics.median(r.result["step_times_ms"]), "final_loss": r.result["final_loss"],
                    "peak_memory_bytes": r.result["peak_memory_bytes"]} for r in results],
         "topology": (topo := topology() if job.device == "cuda" else None),
