@@ -220,6 +220,10 @@ def sweep(
     resume: Annotated[bool, typer.Option(help="finish the sweep in --out: run only its points not complete")] = False,
     report_: Annotated[bool, typer.Option("--report/--no-report", help="write the regime map "
                                           "(sweep-report.html, sweep-csv/) at the end")] = True,
+    shard: Annotated[str, typer.Option(help="I/N: run only shard I of N of the points (independent jobs, "
+                                       "any host sharing --out); the last to end draws the map")] = "1/1",
+    gpus: Annotated[int, typer.Option(help="run the points as shards on this many identical GPUs of the host "
+                                      "at once (0: all)")] = 1,
 ) -> None:
     """Profile WORKLOAD(s) over a grid of settings, one run directory per point, and map the regimes: time per
     token by category, the SSM kernels' limiters, crossovers, the best chunk size. A failed point is recorded
@@ -236,7 +240,10 @@ def sweep(
         console.print(f"{label}: {point.status}{wall}", highlight=False, soft_wrap=True)
 
     spec = sweeping.SweepSpec(workloads_, preset, vary, set_ or [], counters, steps, warmup)
-    result = sweeping.sweep(spec, out, resume, report_, announced)
+    if gpus != 1:
+        result = sweeping.sweep_on_gpus(spec, out, gpus, resume, report_)
+    else:
+        result = sweeping.sweep(spec, out, resume, report_, announced, sweeping.Shard.parse(shard))
     points = result.manifest.points
     console.print(f"sweep of {len(points)} points in {result.manifest.wall_s:.0f} s: "
                   f"{sum(p.complete for p in points)} complete, {len(result.failed)} failed "

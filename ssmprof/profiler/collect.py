@@ -298,10 +298,10 @@ class _Started:
         self.child.ncu.cancel()
 
 
-def pass_devices(count: int) -> list[str]:
-    """The GPUs counter passes spread over: none (every pass on this process's GPU) for `count` 1; otherwise
-    the first `count` visible GPUs (0: all) of the same model as the first, as CUDA_VISIBLE_DEVICES names them.
-    Passes join only if they measure the same hardware, so GPUs of another model are left out."""
+def identical_gpus(count: int) -> list[str]:
+    """The GPUs work is spread over (counter passes, sweep shards): none (all on this process's GPU) for `count`
+    1; otherwise the first `count` visible GPUs (0: all) of the same model as the first, as CUDA_VISIBLE_DEVICES
+    names them. Passes join, and sweep points compare, only on the same hardware, so other models are left out."""
     if count == 1:
         return []
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -317,7 +317,7 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
                 check: CounterCheck, name: str | None = None, pass_gpus: int = 1) -> Path:
     """Profile one training iteration (timeline, then Nsight Compute counters unless `counters` is "none")
     and write the run directory `name` (default: workload-preset-time) under `out`; returns its path.
-    `pass_gpus`: how many identical GPUs of this host the counter passes spread over (`pass_devices`).
+    `pass_gpus`: how many identical GPUs of this host the counter passes spread over (`identical_gpus`).
     Nothing is written if a collector fails."""
     if plan.device != "cuda":
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
@@ -345,7 +345,7 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
             choices_path = schema.write_document(schema.make_document(schema.AutotunePins, choices=triton_choices),
                                                  Path(scratch) / "autotune.json")
             child = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path)
-            passes = ChildPasses(child, ncu_timeout_s, pass_devices(pass_gpus))
+            passes = ChildPasses(child, ncu_timeout_s, identical_gpus(pass_gpus))
             kernels, notes, checks, reports = collect_counters(kernels, counters, result.gpu, Path(scratch),
                                                                passes.start, check, tell, result.peak_memory_bytes,
                                                                lanes=len(passes.devices) or 1)
