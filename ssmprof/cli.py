@@ -159,6 +159,8 @@ def profile(
                                              "every node (e.g. $SLURM_JOB_ID)")] = "ssmprof",
     pass_gpus: Annotated[int, typer.Option(help="single-GPU profile: spread the counter passes over this many "
                                                 "identical GPUs of the host (0: all)")] = 1,
+    name: Annotated[str | None, typer.Option(help="the run directory's name [default: "
+                                             "WORKLOAD-PRESET-TIME]")] = None,
 ) -> None:
     """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
     from ssmprof.pipeline import measure
@@ -168,7 +170,7 @@ def profile(
     launch = measure.Launch(nnodes, node_rank, rdzv_endpoint, job_id)
     with _progress() as report:
         path = measure.profile(options, out, steps, counters, keep_report, ncu_timeout, report_file, report,
-                               device=device, ncu_ranks=tuple(ncu_rank or [0]), launch=launch, pass_gpus=pass_gpus)
+                               name, device, tuple(ncu_rank or [0]), launch, pass_gpus)
     if path is None:
         console.print(f"node {node_rank}: its ranks are done; node 0 writes the run directory")
         return
@@ -186,6 +188,8 @@ def suite(
                                                    "[default: the whole suite]")] = None,
     counters: Annotated[str, typer.Option(help="sampled, all or none")] = "sampled",
     steps: StepsOpt = 5,
+    gpus: Annotated[int, typer.Option(help="profile one workload on each of this many identical GPUs of the "
+                                      "host at once (0: all)")] = 1,
 ) -> None:
     """Profile every workload of the suite and write one combined report (suite-report.html)."""
     from ssmprof.pipeline import measure
@@ -197,7 +201,7 @@ def suite(
             yield report
 
     names = [name.strip() for name in workloads_.split(",")] if workloads_ else None
-    result = measure.suite(out, preset, names, counters, steps, announced)
+    result = measure.suite(out, preset, names, counters, steps, announced, gpus)
     console.print(f"written: {result.report}")
     console.print(f"suite of {len(result.runs)} workloads in {result.wall_s:.0f} s (manifest: {result.manifest})")
 

@@ -109,3 +109,41 @@ def test_sweep_shards_from_two_processes_merge_into_the_unsharded_map(tmp_path, 
         timing = [column for column in one.columns if column == "wall_s" or column == "sweep"]
         pd.testing.assert_frame_equal(one.drop(columns=timing), other.drop(columns=timing), obj=name)
     print(f"two sweep shards: {took:.1f} s")
+
+
+def test_a_shard_command_is_the_sweep_of_that_shard_without_its_map(tmp_path):
+    spec = sweeping.SweepSpec(["mamba2-lm"], "small", ["seq_len=1024,2048", "d_state=64,128"], ["batch_size=2"],
+                              "focus", 3, 1)
+    command = sweeping.shard_command(spec, tmp_path, Shard(2, 4), resume=True)
+    assert command[1:] == ["-m", "ssmprof.cli", "sweep", "mamba2-lm", "--preset", "small", "--counters", "focus",
+                           "--steps", "3", "--out", str(tmp_path), "--shard", "2/4", "--no-report", "--resume",
+                           "--vary", "seq_len=1024,2048", "--vary", "d_state=64,128", "--set", "batch_size=2",
+                           "--warmup", "1"]
+
+
+def test_suite_profiles_run_one_per_gpu_at_once(tmp_path, monkeypatch):
+    """`suite --gpus 2`: three workloads' profiles, at most two at once, each child on a GPU that is free."""
+    running, seen = set(), []
+
+    class Profile:  # a child that ends at its second poll
+        def __init__(self, command, env):
+            self.device, self.polls = env["CUDA_VISIBLE_DEVICES"], 0
+            assert self.device not in running
+            running.add(self.device)
+            seen.append((command[4], self.device, command[command.index("--name") + 1]))
+            self.returncode = None
+
+        def poll(self):
+            self.polls += 1
+            if self.polls == 2:
+                running.discard(self.device)
+                self.returncode = 0
+            return self.returncode
+
+    monkeypatch.setattr(measure.subprocess, "Popen", Profile)
+    monkeypatch.setattr(measure.time, "sleep", lambda s: None)
+    paths = measure.profiles_on_gpus(["mamba2-lm", "hybrid", "transformer"], "paper", tmp_path, "sampled", 5,
+                                     ["4", "5"])
+    assert [(workload, device) for workload, device, _ in seen] == [("mamba2-lm", "4"), ("hybrid", "5"),
+                                                                    ("transformer", "4")]
+    assert paths == [tmp_path / name for _, _, name in seen] and seen[0][2].startswith("mamba2-lm-paper-")

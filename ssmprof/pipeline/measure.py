@@ -4,7 +4,11 @@ run directories, a device profile). Everything that needs torch, and for all but
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -14,11 +18,12 @@ from typing import Any
 
 import pandas as pd
 
-from ssmprof.errors import InvalidConfig, NoGpu
+from ssmprof.errors import InvalidConfig, NoGpu, SsmprofError
 from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.ceilings import check_run_counters
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
+from ssmprof.profiler.collect import identical_gpus
 from ssmprof.profiler.distributed import Launch
 from ssmprof.profiler.harness import Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
@@ -199,11 +204,12 @@ class SuiteResult:
 
 
 def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, counters: str = "sampled",
-          steps: int = 5, progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None
-          ) -> SuiteResult:
+          steps: int = 5, progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None,
+          gpus: int = 1) -> SuiteResult:
     """`ssmprof suite`: `profile` of every workload (or the named ones) with the preset's settings, then one
     combined report (with CSVs) and the suite manifest in `out`. `progress_for(workload)` opens the progress
-    reporting of each workload's profile."""
+    reporting of each workload's profile. `gpus` other than 1: that many identical GPUs of the host (0: all)
+    profile one workload each at once (`profiles_on_gpus`)."""
     chosen = [get_workload(name) for name in workloads] if workloads else list(SUITE)
     check_counters_mode(counters)
     check_folder(out, "--out")
@@ -211,7 +217,10 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
         raise NoGpu("the suite profiles GPU kernels: no CUDA GPU is visible")
     opened = progress_for or (lambda name: contextlib.nullcontext(None))
     started, paths = time.perf_counter(), []
-    for workload in chosen:
+    devices = identical_gpus(gpus)
+    if len(devices) > 1:
+        paths = profiles_on_gpus([w.name for w in chosen], preset, out, counters, steps, devices)
+    for workload in chosen if len(devices) < 2 else []:
         with opened(workload.name) as tell:
             paths.append(profile(WorkloadOptions(workload.name, preset), out, steps, counters, progress=tell))
     report = out / "suite-report.html"
@@ -220,6 +229,30 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
     manifest = make_document(SuiteManifest, preset=preset, counters=counters, steps=steps,
                              workloads=[w.name for w in chosen], runs=[path.name for path in paths], wall_s=wall_s)
     return SuiteResult(paths, report, write_document(manifest, out / SUITE_MANIFEST), wall_s)
+
+
+def profiles_on_gpus(workloads: list[str], preset: str, out: Path, counters: str, steps: int,
+                     devices: list[str]) -> list[Path]:
+    """Each workload's `ssmprof profile` as a process on one of `devices` (CUDA_VISIBLE_DEVICES), as many at
+    once as there are devices, the next started on the GPU that comes free; their run directories, in
+    `workloads` order. A failed profile fails the suite once all have ended (its message is above)."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    names = {workload: f"{workload}-{preset}-{stamp}" for workload in workloads}
+    waiting, running, failed = list(workloads), {}, []
+    while waiting or running:
+        for device in [d for d in devices if d not in running][:len(waiting)]:
+            workload = waiting.pop(0)
+            command = [sys.executable, "-m", "ssmprof.cli", "profile", workload, "--preset", preset, "--out",
+                       str(out), "--counters", counters, "--steps", str(steps), "--name", names[workload]]
+            running[device] = (workload, subprocess.Popen(command, env={**os.environ, "CUDA_VISIBLE_DEVICES": device}))
+        time.sleep(1.0)
+        for device, (workload, child) in list(running.items()):
+            if child.poll() is not None:
+                del running[device]
+                failed += [workload] if child.returncode != 0 else []
+    if failed:
+        raise SsmprofError(f"the profile of {failed[0]} failed (its message is above)")
+    return [out / names[workload] for workload in workloads]
 
 
 @dataclass(frozen=True)
