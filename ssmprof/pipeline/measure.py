@@ -82,8 +82,9 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     return parsed
 
 
-def prepare(options: WorkloadOptions, device: str = "auto") -> Prepared:
-    """The workload of `options` configured for `device` (auto, cuda or cpu), its kernels planned."""
+def prepare(options: WorkloadOptions, device: str = "auto", nodes: int = 1) -> Prepared:
+    """The workload of `options` configured for `device` (auto, cuda or cpu), its kernels planned; a parallel
+    run's ranks spread over `nodes` hosts alike, this one holding its share."""
     chosen = get_workload(options.workload)
     overrides: dict[str, Any] = parse_sets(options.sets)
     named = {"batch_size": options.batch_size, "seq_len": options.seq_len, "layers": options.layers,
@@ -92,7 +93,7 @@ def prepare(options: WorkloadOptions, device: str = "auto") -> Prepared:
     cfg = chosen.config(options.preset, overrides)
     target = resolve_device(device)
     if options.parallelism().distributed:
-        _check_parallel(chosen, cfg, options, target)
+        _check_parallel(chosen, cfg, options, target, nodes)
     plan = plan_kernels(chosen.kernel_ops(cfg), target, options.allow_fallback, cfg.dtype)
     if target == "cpu":
         _check_cpu_size(chosen, cfg, plan)
@@ -100,7 +101,8 @@ def prepare(options: WorkloadOptions, device: str = "auto") -> Prepared:
     return Prepared(chosen, options.preset, cfg, plan, overrides, warmup)
 
 
-def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOptions, device: str) -> None:
+def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOptions, device: str,
+                    nodes: int = 1) -> None:
     """A tensor/data-parallel run the model, the shapes and this host allow, refused in one line otherwise."""
     from ssmprof.profiler.distributed import check_devices
 
@@ -108,7 +110,7 @@ def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOpti
         raise InvalidConfig(f"{workload.name} has no tensor-parallel model (--tp/--dp): the language models "
                             "(mamba2-lm, hybrid, mamba1-lm, transformer) have")
     workload.validate_parallel(cfg, options.parallelism())
-    check_devices(device, options.tp * options.dp)
+    check_devices(device, options.tp * options.dp // max(nodes, 1))
 
 
 def rank_job(ready: Prepared, options: WorkloadOptions, steps: int, mode: str):
@@ -180,7 +182,7 @@ def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str 
     check_counters_mode(counters)
     check_folder(out, "--out")
     check_file(report_file, "--report")
-    ready = prepare(options, device)
+    ready = prepare(options, device, launch.nnodes if launch else 1)
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import profile_parallel
 

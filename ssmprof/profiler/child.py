@@ -4,13 +4,14 @@
                                      [--timings FILE]
 
 Same workload, config and seed as the timeline run, and the timeline run's Triton autotuning choices pinned
-(FILE), so the bracketed iteration launches the same kernels with the same launch configurations; WARMUP steps
-(the timeline's, capped at `counters.PASS_WARMUP`: nothing is left to compile or autotune here) and one timed step
-(cheap: ncu is off outside the bracket). `--timings` writes when the child's
+(FILE, `schema.AutotunePins`), so the bracketed iteration launches the same kernels with the same launch
+configurations; WARMUP steps (the timeline's, capped at `counters.PASS_WARMUP`: nothing is left to compile or
+autotune here) and one timed step (cheap: ncu is off outside the bracket). `--timings` writes when the child's
 code began (after Nsight Compute's start-up, Python's and the imports), when it went on (`counters.GO_ENV`: a
 pass started ahead of its turn imports what it can, touching no GPU, then waits for the pass before it to
 end), when CUDA was initialized, when its kernels were planned and the autotuning choices pinned, the
-harness's seconds per stage and when it ended, so a pass's wall time can be taken apart.
+harness's seconds per stage and when it ended, so a pass's wall time can be taken apart, and the work it ran
+(`pass_work`), which the passes of one profile must agree on (`schema.PassRecord`).
 """
 
 from __future__ import annotations

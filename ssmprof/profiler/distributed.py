@@ -180,10 +180,10 @@ def _under_ncu(job: RankJob, path: Path, rank: int) -> int:
     return 0
 
 
-def check_devices(device: str, world_size: int) -> None:
-    """Refuse, before anything starts, a world larger than the GPUs this host has."""
-    if device == "cuda" and torch.cuda.device_count() < world_size:
-        raise NoGpu(f"{world_size} ranks (--tp x --dp) need {world_size} GPUs; {torch.cuda.device_count()} visible")
+def check_devices(device: str, ranks: int) -> None:
+    """Refuse, before anything starts, more ranks on this host than the GPUs it has."""
+    if device == "cuda" and torch.cuda.device_count() < ranks:
+        raise NoGpu(f"{ranks} ranks (--tp x --dp) need {ranks} GPUs; {torch.cuda.device_count()} visible")
 
 
 def _free_port() -> int:
@@ -381,8 +381,7 @@ def profile_parallel(job: RankJob, out: Path, counters: str, ncu_ranks: list[int
     from ssmprof.profiler.collect import run_info
 
     where.check(job.world_size)
-    if where.nnodes == 1:
-        check_devices(job.device, job.world_size)
+    check_devices(job.device, job.world_size // where.nnodes)
     bad = [rank for rank in ncu_ranks if not 0 <= rank < job.world_size]
     if bad:
         raise SsmprofError(f"--ncu-rank must be a rank from 0 to {job.world_size - 1}, got {bad[0]}")
