@@ -145,18 +145,35 @@ def profile(
     tp: TpOpt = 1,
     dp: DpOpt = 1,
     sequence_parallel: SpOpt = True,
-    ncu_rank: Annotated[int, typer.Option(help="with --tp/--dp: the rank Nsight Compute profiles")] = 0,
+    ncu_rank: Annotated[list[int] | None, typer.Option(help="with --tp/--dp: a rank Nsight Compute profiles; "
+                                                       "repeat it for several (one per node or TP group)")] = None,
     device: Annotated[str, typer.Option(help="auto or cuda; cpu only with --tp/--dp (gloo reference path, "
                                              "timeline only)")] = "auto",
+    nnodes: Annotated[int, typer.Option(help="with --tp/--dp: nodes of the torchrun job (run this command on "
+                                             "each, --out on a shared filesystem)")] = 1,
+    node_rank: Annotated[int, typer.Option(help="this node's number, 0 to --nnodes - 1 (node 0 writes the "
+                                                "run)")] = 0,
+    rdzv_endpoint: Annotated[str | None, typer.Option(help="HOST:PORT of the rendezvous (node 0), several "
+                                                           "nodes")] = None,
+    job_id: Annotated[str, typer.Option(help="names the rendezvous and the ranks' shared folder: the same on "
+                                             "every node (e.g. $SLURM_JOB_ID)")] = "ssmprof",
+    pass_gpus: Annotated[int, typer.Option(help="single-GPU profile: spread the counter passes over this many "
+                                                "identical GPUs of the host (0: all)")] = 1,
+    name: Annotated[str | None, typer.Option(help="the run directory's name [default: "
+                                             "WORKLOAD-PRESET-TIME]")] = None,
 ) -> None:
     """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
     from ssmprof.pipeline import measure
 
     options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
                                       allow_fallback, tp, dp, sequence_parallel)
+    launch = measure.Launch(nnodes, node_rank, rdzv_endpoint, job_id)
     with _progress() as report:
         path = measure.profile(options, out, steps, counters, keep_report, ncu_timeout, report_file, report,
-                               device=device, ncu_rank=ncu_rank)
+                               name, device, tuple(ncu_rank or [0]), launch, pass_gpus)
+    if path is None:
+        console.print(f"node {node_rank}: its ranks are done; node 0 writes the run directory")
+        return
     console.print(f"run directory: {path}")
     if report_file is not None:
         console.print(f"written: {report_file}")
@@ -171,6 +188,8 @@ def suite(
                                                    "[default: the whole suite]")] = None,
     counters: Annotated[str, typer.Option(help="sampled, all or none")] = "sampled",
     steps: StepsOpt = 5,
+    gpus: Annotated[int, typer.Option(help="profile one workload on each of this many identical GPUs of the "
+                                      "host at once (0: all)")] = 1,
 ) -> None:
     """Profile every workload of the suite and write one combined report (suite-report.html)."""
     from ssmprof.pipeline import measure
@@ -182,7 +201,7 @@ def suite(
             yield report
 
     names = [name.strip() for name in workloads_.split(",")] if workloads_ else None
-    result = measure.suite(out, preset, names, counters, steps, announced)
+    result = measure.suite(out, preset, names, counters, steps, announced, gpus)
     console.print(f"written: {result.report}")
     console.print(f"suite of {len(result.runs)} workloads in {result.wall_s:.0f} s (manifest: {result.manifest})")
 
@@ -205,6 +224,10 @@ def sweep(
     resume: Annotated[bool, typer.Option(help="finish the sweep in --out: run only its points not complete")] = False,
     report_: Annotated[bool, typer.Option("--report/--no-report", help="write the regime map "
                                           "(sweep-report.html, sweep-csv/) at the end")] = True,
+    shard: Annotated[str, typer.Option(help="I/N: run only shard I of N of the points (independent jobs, "
+                                       "any host sharing --out); the last to end draws the map")] = "1/1",
+    gpus: Annotated[int, typer.Option(help="run the points as shards on this many identical GPUs of the host "
+                                      "at once (0: all)")] = 1,
 ) -> None:
     """Profile WORKLOAD(s) over a grid of settings, one run directory per point, and map the regimes: time per
     token by category, the SSM kernels' limiters, crossovers, the best chunk size. A failed point is recorded
@@ -221,7 +244,10 @@ def sweep(
         console.print(f"{label}: {point.status}{wall}", highlight=False, soft_wrap=True)
 
     spec = sweeping.SweepSpec(workloads_, preset, vary, set_ or [], counters, steps, warmup)
-    result = sweeping.sweep(spec, out, resume, report_, announced)
+    if gpus != 1:
+        result = sweeping.sweep_on_gpus(spec, out, gpus, resume, report_)
+    else:
+        result = sweeping.sweep(spec, out, resume, report_, announced, sweeping.Shard.parse(shard))
     points = result.manifest.points
     console.print(f"sweep of {len(points)} points in {result.manifest.wall_s:.0f} s: "
                   f"{sum(p.complete for p in points)} complete, {len(result.failed)} failed "
@@ -451,3 +477,7 @@ def _print_result(result) -> None:
     for op, impl in result.provenance.items():
         table.add_row(f"kernel: {op}", impl)
     console.print(table)
+
+
+if __name__ == "__main__":
+    app()

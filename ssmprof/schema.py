@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -578,7 +579,7 @@ def write_document(document: _Versioned, path: Path) -> Path:
     """Write atomically (a hidden sibling renamed into place): a reader never sees half a file, and a sweep
     manifest rewritten after every point is whole whenever the sweep is interrupted."""
     path = Path(path)
-    staging = path.parent / f".{path.name}.partial-{os.getpid()}"
+    staging = _staged(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         staging.write_text(document.model_dump_json(indent=2) + "\n")
@@ -611,3 +612,224 @@ def read_document(kind: type[Document], path: Path) -> Document:
         return kind.model_validate(document)
     except ValidationError as exc:
         raise CorruptFile(f"{kind.WHAT} {path} is not a valid {kind.WHAT}: {_defects(exc)}") from None
+
+
+# --- The profiler's scratch files: what a multi-GPU run's ranks, a counter pass's child and a sharded sweep's
+# points hand to the process that joins them. Each is a versioned model written atomically by `write_document`
+# (a reader polling a shared folder never sees half a file) and read by `read_document`; frames and traces go
+# through `write_frame` / `write_trace` below. Nothing in `profiler/` opens a file itself.
+
+
+class RankJob(_Versioned):
+    """What every rank of a multi-GPU run does (`profiler.distributed`), as one file the torchrun job's ranks
+    read: the workload and split, the mode (`distributed.MODES`), the shared folder the ranks write into, the
+    ranks Nsight Compute wraps (`ncu_ranks`) and the pass they replay (`ncu_pass`, counters mode only)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "rank job"
+    version: int = 1
+    workload: str
+    preset: str
+    overrides: dict[str, Any]
+    warmup: int
+    steps: int
+    tp: int
+    dp: int
+    sequence_parallel: bool
+    device: str  # "cuda" or "cpu"
+    mode: str
+    scratch: str  # the folder (shared by every node) the ranks write their results into
+    allow_fallback: bool = False
+    autotune: str | None = None  # an `AutotunePins` file: the timeline's Triton choices, pinned by counter passes
+    keep_trace: bool = False  # timeline mode: also write each rank's raw torch.profiler trace
+    ncu_ranks: tuple[int, ...] = ()  # counters mode: the ranks that run under Nsight Compute
+    ncu_pass: dict[str, Any] | None = None  # counters mode: report stem, mode, metrics, targets, names, timeout
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.dp
+
+
+class RankResult(_Versioned):
+    """What one rank wrote at its end (`rank-<r>.json`): who it was, its harness result (`harness.RunResult`
+    as a dict) or its numerics check, its Triton choices, or the one line it failed with."""
+
+    VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "rank result"
+    version: int = 1
+    rank: int
+    node: str  # the host the rank ran on
+    node_rank: int = 0  # its torchrun agent's number (GROUP_RANK): which node of the job
+    tp_rank: int | None = None
+    dp_rank: int | None = None
+    result: dict[str, Any] | None = None
+    numerics: dict[str, Any] | None = None
+    triton_autotune: dict[str, Any] = {}
+    error: str | None = None
+
+
+class AutotunePins(_Versioned):
+    """The Triton autotuning choices of a timeline run (`autotune.snapshot`), which its counter passes pin."""
+
+    VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "autotune choices"
+    version: int = 1
+    choices: dict[str, Any]
+
+
+class PassRecord(_Versioned):
+    """What a counter pass's child wrote (`profiler.child --timings`): when each stage began and ended
+    (time.time() stamps and the harness's seconds per stage), and the work it ran (`work`: GPU, config, kernel
+    provenance, loss), which the passes of one profile must agree on (`counters.check_same_work`)."""
+
+    VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "pass timings"
+    version: int = 1
+    stamps: dict[str, float]
+    work: dict[str, Any] = {}
+
+
+class SweepPointFile(_Versioned):
+    """One point of a sweep as its own file (`points/<run>.json` beside the manifest): written by whichever
+    process (shard) ran the point, so that shards never rewrite one another's points; the manifest read
+    through `read_sweep` carries them."""
+
+    VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "sweep point"
+    version: int = 1
+    point: SweepPoint
+    shard: str = "1/1"
+
+
+SWEEP_POINTS = "points"
+
+
+def read_sweep(folder: Path) -> SweepManifest:
+    """The sweep manifest in `folder` with each point's own file (`SWEEP_POINTS`) laid over it: what every
+    shard of the sweep finished, whichever process wrote the manifest last."""
+    manifest = read_document(SweepManifest, Path(folder) / SWEEP_MANIFEST)
+    found = {}
+    points_folder = Path(folder) / SWEEP_POINTS
+    for path in sorted(points_folder.glob("*.json")) if points_folder.is_dir() else []:
+        point = read_document(SweepPointFile, path).point
+        found[(point.workload, json.dumps(point.settings, sort_keys=True))] = point
+    points = [found.get((p.workload, json.dumps(p.settings, sort_keys=True)), p) for p in manifest.points]
+    return manifest.model_copy(update={"points": points})
+
+
+def _staged(path: Path) -> Path:
+    """A hidden sibling unique to this process and thread: concurrent writers never share one."""
+    import threading
+
+    return path.parent / f".{path.name}.partial-{os.getpid()}-{threading.get_ident()}"
+
+
+def write_frame(frame: pd.DataFrame, path: Path) -> Path:
+    """A scratch table (a rank's kernels) written atomically as parquet."""
+    path = Path(path)
+    staging = _staged(path)
+    try:
+        frame.to_parquet(staging, index=False)
+        os.replace(staging, path)
+    except OSError as exc:
+        raise SsmprofError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        staging.unlink(missing_ok=True)
+    return path
+
+
+def read_frame(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise CorruptFile(f"{path} cannot be read ({exc})") from None
+
+
+def write_trace(trace: dict, path: Path) -> Path:
+    """A torch.profiler (Kineto) trace, gzipped JSON as HolisticTraceAnalysis reads it, written atomically."""
+    import gzip
+
+    path = Path(path)
+    staging = _staged(path)
+    try:
+        with gzip.open(staging, "wt") as f:
+            json.dump(trace, f)
+        os.replace(staging, path)
+    except OSError as exc:
+        raise SsmprofError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        staging.unlink(missing_ok=True)
+    return path
+
+
+def read_trace(path: Path) -> dict:
+    """A Chrome trace as torch.profiler exports it (plain or gzipped JSON)."""
+    import gzip
+
+    path = Path(path)
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as f:
+            return json.load(f)
+    except (OSError, ValueError) as exc:
+        raise CorruptFile(f"trace {path} cannot be read ({exc})") from None
+
+
+def copy_file(source: Path, destination: Path) -> Path:
+    """Copy a file the profiler produced (an Nsight Compute report) to where the user asked, atomically."""
+    destination = Path(destination)
+    staging = _staged(destination)
+    try:
+        shutil.copyfile(source, staging)
+        os.replace(staging, destination)
+    except OSError as exc:
+        raise SsmprofError(f"cannot write {destination}: {exc.strerror or exc}") from None
+    finally:
+        staging.unlink(missing_ok=True)
+    return destination
+
+
+def make_folder(path: Path) -> Path:
+    """A scratch folder (and its parents), there already or made now."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SsmprofError(f"cannot make folder {path}: {exc.strerror or exc}") from None
+    return Path(path)
+
+
+def remove_folder(path: Path) -> None:
+    """Remove a scratch folder and what it holds."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def signal_file(path: Path) -> None:
+    """Create an empty file one process waits for (a counter pass's go-ahead)."""
+    Path(path).touch()
+
+
+def cpu_model() -> str:
+    """The CPU's model name as Linux reports it, or "" where it does not."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
+    except OSError:
+        return ""
+
+
+@contextmanager
+def locked(path: Path):
+    """Hold an exclusive lock on `path` (created if missing) while the block runs: processes that read, change
+    and rewrite one file (shards of a sweep updating its manifest) take turns instead of losing each other's
+    changes. POSIX advisory locks (flock) also hold across hosts on NFS v4 and Lustre."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

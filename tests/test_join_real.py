@@ -105,15 +105,23 @@ def recorded_timeline(monkeypatch):
     monkeypatch.setattr(collect, "read_report", lambda path, chip, group: empty)
     return timeline
 
-@pytest.mark.parametrize(("failing", "expected"), [
-    ("none", [("start", "counters-1", False), ("start", "counters-2", True), ("finish", "counters-1"),
-              ("start", "stalls-3", True), ("finish", "counters-2"), ("finish", "stalls-3")]),
-    ("counters-2", [("start", "counters-1", False), ("start", "counters-2", True), ("finish", "counters-1"),
-                    ("start", "stalls-3", True), ("finish", "counters-2"), ("cancel", "stalls-3")]),
+@pytest.mark.parametrize(("lanes", "failing", "expected"), [
+    (1, "none", [("start", "counters-1", False), ("start", "counters-2", True), ("finish", "counters-1"),
+                 ("start", "stalls-3", True), ("finish", "counters-2"), ("finish", "stalls-3")]),
+    (1, "counters-2", [("start", "counters-1", False), ("start", "counters-2", True), ("finish", "counters-1"),
+                       ("start", "stalls-3", True), ("finish", "counters-2"), ("cancel", "stalls-3")]),
+    # two GPUs: two passes replay at once (none waits ahead), the third starts as soon as the first ends
+    (2, "none", [("start", "counters-1", False), ("start", "counters-2", False), ("finish", "counters-1"),
+                 ("start", "stalls-3", False), ("finish", "counters-2"), ("finish", "stalls-3")]),
+    (3, "counters-1", [("start", "counters-1", False), ("start", "counters-2", False),
+                       ("start", "stalls-3", False), ("finish", "counters-1"), ("cancel", "counters-2"),
+                       ("cancel", "stalls-3")]),
 ])
-def test_each_pass_after_the_first_starts_while_the_one_before_runs(recorded_timeline, tmp_path, failing, expected):
-    """On the recorded iteration's timeline: pass k+1 is started (ahead) before pass k is let finish, and a
-    failing pass stops the one waiting behind it instead of leaving it behind."""
+def test_each_pass_after_the_first_starts_while_the_one_before_runs(recorded_timeline, tmp_path, lanes, failing,
+                                                                    expected):
+    """On the recorded iteration's timeline: on one GPU pass k+1 is started (ahead) before pass k is let finish;
+    on `lanes` GPUs that many replay at once; a failing pass stops the ones started behind it instead of
+    leaving them behind."""
     from ssmprof.profiler import collect
     from ssmprof.profiler.counters import CounterCollectionError
 
@@ -136,7 +144,7 @@ def test_each_pass_after_the_first_starts_while_the_one_before_runs(recorded_tim
 
     try:
         collect.collect_counters(timeline, "sampled", H100, tmp_path, Pass, lambda k, g: (k, {}), lambda *a: None,
-                                 0.0)
+                                 0.0, lanes=lanes)
     except CounterCollectionError:
         assert failing != "none"
     assert events == expected

@@ -4,20 +4,21 @@ numerics against the single-process model, refusals before any work, and one liv
 The communication analyses are tested on committed two-rank CPU runs in tests/data (`tp2-cpu-gloo-*`, see
 `test_communication.py`); this file records one more, live, to test the launcher and the merge."""
 
-import os
 import re
+import sys
 
 import pytest
 import torch
 from typer.testing import CliRunner
 
+from ssmprof import schema
 from ssmprof.analysis.communication import collective_counts
 from ssmprof.cli import app
 from ssmprof.errors import InvalidConfig, NoGpu
 from ssmprof.pipeline import measure
 from ssmprof.profiler import distributed
-from ssmprof.profiler.distributed import NO_MULTICAST_ENV, RankFailed, RankJob, check_devices, device_index
-from ssmprof.schema import read_run
+from ssmprof.profiler.distributed import NO_MULTICAST_ENV, Launch, RankFailed, check_devices
+from ssmprof.schema import RankJob, make_document, read_run
 from ssmprof.workloads.parallel import relative_error
 
 
@@ -55,40 +56,89 @@ def test_more_ranks_than_gpus_is_refused():
         check_devices("cuda", ranks)
 
 
-def test_a_launched_rank_takes_the_gpu_of_its_rank(monkeypatch):
-    """The rank Nsight Compute wraps inherits the parent's environment, not the LOCAL_RANK `launch` gives the
-    others: an outer launcher's LOCAL_RANK there must not put two ranks on one GPU. Under torchrun, LOCAL_RANK."""
-    monkeypatch.setenv("LOCAL_RANK", "0")
-    assert device_index(["job.json", "--rank", "1"], 1) == 1
-    monkeypatch.setenv("LOCAL_RANK", "3")
-    assert device_index(["job.json"], 7) == 3
+def job(tmp_path, **changes):
+    fields = dict(workload="mamba2-lm", preset="tiny", overrides={}, warmup=0, steps=1, tp=2, dp=1,
+                  sequence_parallel=True, device="cpu", mode="train", scratch=str(tmp_path))
+    return make_document(RankJob, **{**fields, **changes})
 
 
-def test_ranks_start_with_nvlink_multicast_off(monkeypatch, tmp_path):
-    """Whatever the caller's environment says, every rank, the one Nsight Compute wraps included, starts with
-    NVLink multicast off (a program using it can take a shared host's GPUs out of service)."""
+@pytest.mark.parametrize(("where", "nproc", "expected"), [
+    (Launch(), 2, ["--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                   "127.0.0.1:29400", "--rdzv-id", "ssmprof-timeline", "--rdzv-conf", "is_host=1"]),
+    (Launch(2, 1, "head:29500", "4242"), 1, ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                                               "--rdzv-endpoint", "127.0.0.1:29400", "--rdzv-id", "4242-timeline",
+                                               "--rdzv-conf", "is_host=0"]),
+])
+def test_each_node_runs_one_torchrun_agent_at_one_rendezvous(tmp_path, where, nproc, expected):
+    """One agent per node, `nproc` workers each, all at node 0's c10d endpoint; node 0 hosts the store (a
+    127.0.0.1 endpoint would otherwise make every agent try to host it); no restarts: a failed rank fails."""
+    command = distributed.torchrun_command(tmp_path / "timeline.json", where, nproc, "127.0.0.1:29400")
+    assert command[1:3] == ["-m", "torch.distributed.run"]
+    assert command[3:3 + len(expected)] == expected
+    assert command[-5:] == ["--max-restarts", "0", "-m", "ssmprof.profiler.distributed",
+                            str(tmp_path / "timeline.json")]
+
+
+@pytest.mark.parametrize(("where", "message"), [
+    (Launch(2, 2, "h:1"), "--node-rank must be from 0 to 1"),
+    (Launch(3, 0, "h:1"), "2 ranks (--tp x --dp) do not split evenly over 3 nodes"),
+    (Launch(2, 0), "give --rdzv-endpoint HOST:PORT"),
+])
+def test_a_launch_that_cannot_form_the_job_is_refused(where, message):
+    with pytest.raises(InvalidConfig, match=re.escape(message)):
+        where.check(2)
+
+
+def test_the_agent_starts_with_nvlink_multicast_off(monkeypatch, tmp_path):
+    """Whatever the caller's environment says, the torchrun agent (and so every rank, the ones Nsight Compute
+    wraps included) starts with NVLink multicast off (a program using it can take a shared host's GPUs out of
+    service)."""
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
     started = []
 
-    class Started:  # a rank that ends at once without writing a result
+    class Agent:  # an agent whose ranks end at once without writing a result
         def __init__(self, argv, env, **_):
             started.append(env)
+            self.stdout = iter(["[E] worker failed: Error in rank 0"])
 
         def wait(self, timeout=None):
-            return 0
+            return 1
 
         def poll(self):
-            return 0
+            return 1
 
-    monkeypatch.setattr(distributed.subprocess, "Popen", Started)
-    job = RankJob("mamba2-lm", "tiny", {}, 0, 1, tp=3, dp=1, sequence_parallel=True, device="cpu", mode="train",
-                  scratch=str(tmp_path))
-    wrapped = []
-    with pytest.raises(RankFailed, match="wrote no result"):
-        distributed.launch(job, 5, wrapped=lambda argv: wrapped.append(dict(os.environ)), wrapped_rank=1)
-    assert len(started) == 2 and len(wrapped) == 1
-    for env in [*started, *wrapped]:
-        assert {k: env[k] for k in NO_MULTICAST_ENV} == NO_MULTICAST_ENV
+    monkeypatch.setattr(distributed.subprocess, "Popen", Agent)
+    with pytest.raises(RankFailed, match="rank 0 wrote no result: .*Error in rank 0"):
+        distributed.launch(job(tmp_path), "train", 5)
+    assert len(started) == 1 and {k: started[0][k] for k in NO_MULTICAST_ENV} == NO_MULTICAST_ENV
+    assert schema.read_document(RankJob, tmp_path / "train.json") == job(tmp_path)  # the job the ranks read
+
+
+def test_a_chosen_rank_runs_itself_under_nsight_compute(monkeypatch, tmp_path):
+    """A rank named in `ncu_ranks` starts the same rank again under Nsight Compute (torchrun's environment
+    inherited, marked so that it does not wrap again) and writes the failure of Nsight Compute as its result."""
+    from ssmprof.profiler import counters
+
+    seen = []
+
+    class Ncu:
+        def __init__(self, target, report, mode, metrics, targets, names, env):
+            seen.append((target, report, mode, env))
+
+        def finish(self, timeout_s):
+            raise counters.CounterCollectionError("Nsight Compute timed out after 9 s")
+
+    monkeypatch.setattr(counters, "NcuPass", Ncu)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.delenv(distributed.UNDER_NCU_ENV, raising=False)
+    chosen = {"report": str(tmp_path / "counters-1.ncu-rep"), "mode": "sampled", "metrics": ["m"], "timeout_s": 9}
+    path = schema.write_document(job(tmp_path, mode="counters", ncu_ranks=(1,), ncu_pass=chosen),
+                                 tmp_path / "counters.json")
+    assert distributed.rank_main([str(path)]) == 1
+    assert seen == [([sys.executable, "-m", "ssmprof.profiler.distributed", str(path)],
+                     tmp_path / "counters-1.ncu-rep", "sampled", {distributed.UNDER_NCU_ENV: "1"})]
+    written = schema.read_document(schema.RankResult, tmp_path / "counters.rank-1.json")
+    assert (written.rank, written.error) == (1, "Nsight Compute timed out after 9 s")
 
 
 def test_cli_refusal_is_one_line():

@@ -266,3 +266,26 @@ def test_suite_manifest_round_trip_and_a_bad_one(tmp_path):
 def test_writing_an_invalid_document_is_refused():
     with pytest.raises(schema.SchemaError, match="suite manifest lacks: wall_s"):
         schema.make_document(schema.SuiteManifest, preset="paper", counters="none", steps=1, workloads=[], runs=[])
+
+
+def test_the_profiler_reads_and_writes_files_only_through_the_contract_and_imports_no_analysis():
+    """Every file the profiler hands on (rank jobs and results, tables, traces, autotune pins, pass records) goes
+    through `schema`; no profiler module opens, reads or writes a file itself, nor imports `analysis`."""
+    import ast
+
+    profiler = Path(__file__).parent.parent / "ssmprof" / "profiler"
+    io_calls = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "to_parquet", "read_parquet",
+                "touch", "mkdir", "unlink", "rmtree", "copyfile"}
+    io_modules = {"json": {"dump", "load"}, "gzip": {"open"}}  # json.dumps of argv and columns is no I/O
+    found = []
+    for path in sorted(profiler.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                owner = getattr(getattr(node.func, "value", None), "id", "")
+                if (name in io_calls and owner != "tl") or name in io_modules.get(owner, ()):
+                    found.append(f"{path.name}:{node.lineno} {name}")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ssmprof.analysis"):
+                found.append(f"{path.name}:{node.lineno} imports {node.module}")
+    assert found == []

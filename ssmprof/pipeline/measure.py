@@ -4,7 +4,11 @@ run directories, a device profile). Everything that needs torch, and for all but
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -15,14 +19,16 @@ from typing import Any
 import pandas as pd
 
 from ssmprof.analysis.checks import check_counters
-from ssmprof.errors import InvalidConfig, NoGpu
+from ssmprof.errors import InvalidConfig, NoGpu, SsmprofError
 from ssmprof.hardware import DEVICE_PROFILE, datasheet_peaks, spec_for
 from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
+from ssmprof.profiler.collect import identical_gpus
+from ssmprof.profiler.distributed import Launch
 from ssmprof.profiler.harness import Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
-from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, SuiteManifest, make_document, write_document
+from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, RankJob, SuiteManifest, make_document, write_document
 from ssmprof.workloads.base import CommonConfig, Workload, training_step_flops
 from ssmprof.workloads.registry import SUITE, get_workload
 
@@ -77,8 +83,9 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     return parsed
 
 
-def prepare(options: WorkloadOptions, device: str = "auto") -> Prepared:
-    """The workload of `options` configured for `device` (auto, cuda or cpu), its kernels planned."""
+def prepare(options: WorkloadOptions, device: str = "auto", nodes: int = 1) -> Prepared:
+    """The workload of `options` configured for `device` (auto, cuda or cpu), its kernels planned; a parallel
+    run's ranks spread over `nodes` hosts alike, this one holding its share."""
     chosen = get_workload(options.workload)
     overrides: dict[str, Any] = parse_sets(options.sets)
     named = {"batch_size": options.batch_size, "seq_len": options.seq_len, "layers": options.layers,
@@ -87,7 +94,7 @@ def prepare(options: WorkloadOptions, device: str = "auto") -> Prepared:
     cfg = chosen.config(options.preset, overrides)
     target = resolve_device(device)
     if options.parallelism().distributed:
-        _check_parallel(chosen, cfg, options, target)
+        _check_parallel(chosen, cfg, options, target, nodes)
     plan = plan_kernels(chosen.kernel_ops(cfg), target, options.allow_fallback, cfg.dtype)
     if target == "cpu":
         _check_cpu_size(chosen, cfg, plan)
@@ -95,7 +102,8 @@ def prepare(options: WorkloadOptions, device: str = "auto") -> Prepared:
     return Prepared(chosen, options.preset, cfg, plan, overrides, warmup)
 
 
-def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOptions, device: str) -> None:
+def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOptions, device: str,
+                    nodes: int = 1) -> None:
     """A tensor/data-parallel run the model, the shapes and this host allow, refused in one line otherwise."""
     from ssmprof.profiler.distributed import check_devices
 
@@ -103,16 +111,15 @@ def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOpti
         raise InvalidConfig(f"{workload.name} has no tensor-parallel model (--tp/--dp): the language models "
                             "(mamba2-lm, hybrid, mamba1-lm, transformer) have")
     workload.validate_parallel(cfg, options.parallelism())
-    check_devices(device, options.tp * options.dp)
+    check_devices(device, options.tp * options.dp // max(nodes, 1))
 
 
 def rank_job(ready: Prepared, options: WorkloadOptions, steps: int, mode: str):
     """The job every rank of a parallel run runs (`profiler.distributed`)."""
-    from ssmprof.profiler.distributed import RankJob
-
-    return RankJob(ready.workload.name, ready.preset, ready.overrides, ready.warmup, steps, options.tp, options.dp,
-                   options.parallelism().sequence_parallel, ready.plan.device, mode, scratch="",
-                   allow_fallback=options.allow_fallback)
+    return make_document(RankJob, workload=ready.workload.name, preset=ready.preset, overrides=ready.overrides,
+                         warmup=ready.warmup, steps=steps, tp=options.tp, dp=options.dp,
+                         sequence_parallel=options.parallelism().sequence_parallel, device=ready.plan.device,
+                         mode=mode, scratch="", allow_fallback=options.allow_fallback)
 
 
 def parallel_numerics(options: WorkloadOptions, device: str = "auto") -> pd.DataFrame:
@@ -165,26 +172,28 @@ def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_
 def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str = "sampled",
             keep_report: bool = False, ncu_timeout_s: float = 1800, report_file: Path | None = None,
             progress: Progress | None = None, name: str | None = None, device: str = "auto",
-            ncu_rank: int = 0) -> Path:
+            ncu_ranks: tuple[int, ...] = (0,), launch: Launch | None = None, pass_gpus: int = 1) -> Path | None:
     """`ssmprof profile`: one run directory under `out`, named `name` where given (and its HTML report, where
-    `report_file` is given). With --tp/--dp: every rank's timeline, counters from rank `ncu_rank`, one merged
-    run (on the CPU too, over gloo and without counters: the reference path the tests record)."""
+    `report_file` is given). With --tp/--dp: a torchrun job (`launch`: this node's part of it), every rank's
+    timeline, counters from the ranks `ncu_ranks`, one merged run (on the CPU too, over gloo and without
+    counters: the reference path the tests record), written by node 0 (None on the other nodes). `pass_gpus`:
+    a single-GPU profile's counter passes spread over that many identical GPUs of the host (0: all)."""
     from ssmprof.profiler.collect import profile_run
 
     check_counters_mode(counters)
     check_folder(out, "--out")
     check_file(report_file, "--report")
-    ready = prepare(options, device)
+    ready = prepare(options, device, launch.nnodes if launch else 1)
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import profile_parallel
 
-        path = profile_parallel(rank_job(ready, options, steps, "timeline"), out, counters, ncu_rank, ncu_timeout_s,
-                                check_run_counters, keep_report)
+        path = profile_parallel(rank_job(ready, options, steps, "timeline"), out, counters, list(ncu_ranks),
+                                ncu_timeout_s, check_run_counters, keep_report, where=launch or Launch())
     else:
         path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
                            ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
-                           check=check_run_counters, name=name)
-    if report_file is not None:
+                           check=check_run_counters, name=name, pass_gpus=pass_gpus)
+    if report_file is not None and path is not None:
         reporting.report([path], "html", report_file)
     return path
 
@@ -198,11 +207,12 @@ class SuiteResult:
 
 
 def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, counters: str = "sampled",
-          steps: int = 5, progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None
-          ) -> SuiteResult:
+          steps: int = 5, progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None,
+          gpus: int = 1) -> SuiteResult:
     """`ssmprof suite`: `profile` of every workload (or the named ones) with the preset's settings, then one
     combined report (with CSVs) and the suite manifest in `out`. `progress_for(workload)` opens the progress
-    reporting of each workload's profile."""
+    reporting of each workload's profile. `gpus` other than 1: that many identical GPUs of the host (0: all)
+    profile one workload each at once (`profiles_on_gpus`)."""
     chosen = [get_workload(name) for name in workloads] if workloads else list(SUITE)
     check_counters_mode(counters)
     check_folder(out, "--out")
@@ -210,7 +220,10 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
         raise NoGpu("the suite profiles GPU kernels: no CUDA GPU is visible")
     opened = progress_for or (lambda name: contextlib.nullcontext(None))
     started, paths = time.perf_counter(), []
-    for workload in chosen:
+    devices = identical_gpus(gpus)
+    if len(devices) > 1:
+        paths = profiles_on_gpus([w.name for w in chosen], preset, out, counters, steps, devices)
+    for workload in chosen if len(devices) < 2 else []:
         with opened(workload.name) as tell:
             paths.append(profile(WorkloadOptions(workload.name, preset), out, steps, counters, progress=tell))
     report = out / "suite-report.html"
@@ -224,6 +237,30 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
 def check_run_counters(kernels: pd.DataFrame, gpu_name: str) -> tuple[pd.DataFrame, dict]:
     """`analysis.checks.check_counters` on the datasheet peaks of the run's GPU (`profile_run`'s `check`)."""
     return check_counters(kernels, datasheet_peaks(gpu_name))
+
+
+def profiles_on_gpus(workloads: list[str], preset: str, out: Path, counters: str, steps: int,
+                     devices: list[str]) -> list[Path]:
+    """Each workload's `ssmprof profile` as a process on one of `devices` (CUDA_VISIBLE_DEVICES), as many at
+    once as there are devices, the next started on the GPU that comes free; their run directories, in
+    `workloads` order. A failed profile fails the suite once all have ended (its message is above)."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    names = {workload: f"{workload}-{preset}-{stamp}" for workload in workloads}
+    waiting, running, failed = list(workloads), {}, []
+    while waiting or running:
+        for device in [d for d in devices if d not in running][:len(waiting)]:
+            workload = waiting.pop(0)
+            command = [sys.executable, "-m", "ssmprof.cli", "profile", workload, "--preset", preset, "--out",
+                       str(out), "--counters", counters, "--steps", str(steps), "--name", names[workload]]
+            running[device] = (workload, subprocess.Popen(command, env={**os.environ, "CUDA_VISIBLE_DEVICES": device}))
+        time.sleep(1.0)
+        for device, (workload, child) in list(running.items()):
+            if child.poll() is not None:
+                del running[device]
+                failed += [workload] if child.returncode != 0 else []
+    if failed:
+        raise SsmprofError(f"the profile of {failed[0]} failed (its message is above)")
+    return [out / names[workload] for workload in workloads]
 
 
 @dataclass(frozen=True)

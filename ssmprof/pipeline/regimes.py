@@ -15,7 +15,7 @@ from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.reports.render import write_csv
 from ssmprof.reports.sweep import render_sweep
-from ssmprof.schema import FAILED, SWEEP_MANIFEST, SweepManifest, read_document
+from ssmprof.schema import FAILED, SWEEP_MANIFEST, SweepManifest, read_sweep
 
 SWEEP_REPORT = "sweep-report.html"
 CROSSOVER_AXIS = "seq_len"  # workloads cross over in sequence length (attention's cost per token grows with it)
@@ -36,7 +36,7 @@ class SweepAnalysis:
 def analyze(folders: list[Path], device_profile: Path | None = None) -> SweepAnalysis:
     """Every complete point of the sweeps in `folders` loaded once, on its own GPU's ceilings
     (`hardware.run_ceilings`; `device_profile`: one given with --device-profile), and the regime frames over them."""
-    manifests = [read_document(SweepManifest, Path(folder) / SWEEP_MANIFEST) for folder in folders]
+    manifests = [read_sweep(Path(folder)) for folder in folders]  # each with its shards' point files
     axes = list(manifests[0].axes)
     if any(list(m.axes) != axes for m in manifests):
         raise InvalidConfig("these sweeps vary different settings "

@@ -16,6 +16,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -33,14 +36,18 @@ from ssmprof.schema import (
     FAILED,
     PENDING,
     SWEEP_MANIFEST,
+    SWEEP_POINTS,
     SweepManifest,
     SweepPoint,
+    SweepPointFile,
+    locked,
     make_document,
-    read_document,
+    read_sweep,
     write_document,
 )
 from ssmprof.workloads.registry import get_workload
 
+SWEEP_LOCK = ".sweep.lock"  # held while a process reads, changes and rewrites the manifest
 DEFAULT_COUNTERS = "focus"  # the SSM and top kernels: a sweep of ~20 points fits a device call or two
 
 
@@ -149,11 +156,35 @@ class SweepResult:
 PointProgress = Callable[[int, int, SweepPoint], AbstractContextManager[Progress | None]]
 
 
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count` (`--shard 2/4`): the points at positions index-1, index-1+count, ... of the
+    grid, so that shards started alike get alike mixes of workloads and sizes."""
+
+    index: int = 1
+    count: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        index, sep, count = text.partition("/")
+        if not (sep and index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+            raise InvalidConfig(f"--shard expects I/N with 1 <= I <= N (e.g. 1/2), got '{text}'")
+        return cls(int(index), int(count))
+
+    def holds(self, position: int) -> bool:
+        return position % self.count == self.index - 1
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
 def sweep(spec: SweepSpec, out: Path, resume: bool = False, report: bool = True,
-          progress_for: PointProgress | None = None) -> SweepResult:
-    """`ssmprof sweep`: every point of `spec` profiled into `out` (one run directory per point, the manifest
-    `out/sweep.json` after every point); with `report`, the regime map as `out/sweep-report.html` and CSVs.
-    `resume`: finish the sweep already in `out` (same spec), running only the points not complete."""
+          progress_for: PointProgress | None = None, shard: Shard = Shard()) -> SweepResult:
+    """`ssmprof sweep`: every point of `spec` (of `shard` only, where given) profiled into `out` (one run
+    directory per point, the manifest `out/sweep.json` and the point's own file after every point); with
+    `report`, the regime map as `out/sweep-report.html` and CSVs, once no point of any shard is pending.
+    `resume`: finish the sweep already in `out` (same spec), running only the points not complete. A shard
+    joins the sweep another shard started in `out`; shards update the manifest in turn (`schema.locked`)."""
     measure.check_counters_mode(spec.counters)
     check_folder(out, "--out")
     parse_axes(spec.vary)
@@ -161,22 +192,11 @@ def sweep(spec: SweepSpec, out: Path, resume: bool = False, report: bool = True,
     if resolve_device("auto") != "cuda":
         raise NoGpu("a sweep profiles GPU kernels: no CUDA GPU is visible")
     axes, planned = plan(spec, "cuda")
-    manifest = make_document(SweepManifest, workloads=spec.workloads, preset=spec.preset, axes=axes,
-                             fixed=measure.parse_sets(spec.sets), counters=spec.counters, steps=spec.steps,
-                             points=[p.point for p in planned], wall_s=0.0)
-    path = out / SWEEP_MANIFEST
-    if path.exists():
-        if not resume:
-            raise InvalidConfig(f"{out} holds a sweep already: --resume to finish it, or choose another --out")
-        manifest = _resumed(read_document(SweepManifest, path), manifest, out)
-    elif resume:
-        raise InvalidConfig(f"--resume: {out} holds no sweep ({SWEEP_MANIFEST})")
-    write_document(manifest, path)
+    manifest = _joined(spec, axes, planned, out, resume, shard)
     opened = progress_for or (lambda index, total, point: contextlib.nullcontext(None))
-    started, spent = time.perf_counter(), manifest.wall_s
     lost: str | None = None
     for index, (planned_point, point) in enumerate(zip(planned, manifest.points, strict=True), start=1):
-        if point.complete:
+        if point.complete or not shard.holds(index - 1):
             continue
         began = time.perf_counter()
         with opened(index, len(planned), point) as tell:
@@ -188,14 +208,89 @@ def sweep(spec: SweepSpec, out: Path, resume: bool = False, report: bool = True,
                 point.wall_s = time.perf_counter() - began
                 if point.status.startswith(f"{FAILED}: {GpuKernelFault.__name__}"):
                     lost = planned_point.label
-        manifest.wall_s = spent + time.perf_counter() - started
-        write_document(manifest, path)
-    report_path = None
-    if report and any(point.complete for point in manifest.points):
-        from ssmprof.pipeline import regimes
+        _record(out, point, time.perf_counter() - began, shard)
+    return _finished(out, report)
 
-        report_path = out / regimes.SWEEP_REPORT
-        regimes.report(out, "html", report_path, csv=out / "sweep-csv")
+
+def shard_command(spec: SweepSpec, out: Path, shard: Shard, resume: bool) -> list[str]:
+    """The `ssmprof sweep` command line of one shard of `spec` (no map: the process that started it draws it)."""
+    command = [sys.executable, "-m", "ssmprof.cli", "sweep", *spec.workloads, "--preset", spec.preset,
+               "--counters", spec.counters, "--steps", str(spec.steps), "--out", str(out), "--shard", str(shard),
+               "--no-report", *(["--resume"] if resume else [])]
+    command += [part for vary in spec.vary for part in ("--vary", vary)]
+    command += [part for value in spec.sets for part in ("--set", value)]
+    return command + (["--warmup", str(spec.warmup)] if spec.warmup is not None else [])
+
+
+def sweep_on_gpus(spec: SweepSpec, out: Path, gpus: int, resume: bool = False, report: bool = True) -> SweepResult:
+    """`ssmprof sweep --gpus N`: the sweep as N shards at once, each a process on its own GPU of this host
+    (CUDA_VISIBLE_DEVICES; identical GPUs only, `collect.identical_gpus`), their output passed through; then
+    the regime map over all of them."""
+    from ssmprof.profiler.collect import identical_gpus
+
+    if resolve_device("auto") != "cuda":
+        raise NoGpu("a sweep profiles GPU kernels: no CUDA GPU is visible")
+    devices = identical_gpus(gpus)
+    if len(devices) < 2:
+        return sweep(spec, out, resume, report)
+    measure.check_counters_mode(spec.counters)
+    check_folder(out, "--out")
+    axes, planned = plan(spec, "cuda")
+    _joined(spec, axes, planned, out, resume, Shard())  # the shards join it
+    shards = [subprocess.Popen(shard_command(spec, out, Shard(index, len(devices)), resume),
+                               env={**os.environ, "CUDA_VISIBLE_DEVICES": device})
+              for index, device in enumerate(devices, start=1)]
+    failed = [index for index, shard in enumerate(shards, start=1) if shard.wait() != 0]
+    if failed:
+        raise SsmprofError(f"sweep shard {failed[0]}/{len(devices)} failed (its message is above); --resume "
+                           "runs what it left")
+    return _finished(out, report)
+
+
+def _joined(spec: SweepSpec, axes: dict, planned: list[PlannedPoint], out: Path, resume: bool,
+            shard: Shard) -> SweepManifest:
+    """The manifest this process works on: written new, or the one in `out` (resumed, or joined by a shard)."""
+    manifest = make_document(SweepManifest, workloads=spec.workloads, preset=spec.preset, axes=axes,
+                             fixed=measure.parse_sets(spec.sets), counters=spec.counters, steps=spec.steps,
+                             points=[p.point for p in planned], wall_s=0.0)
+    path = out / SWEEP_MANIFEST
+    with locked(out / SWEEP_LOCK):
+        if path.exists():
+            if not resume and shard.count == 1:
+                raise InvalidConfig(f"{out} holds a sweep already: --resume to finish it, or choose another --out")
+            manifest = _resumed(read_sweep(out), manifest, out, resume, shard)
+        elif resume:
+            raise InvalidConfig(f"--resume: {out} holds no sweep ({SWEEP_MANIFEST})")
+        write_document(manifest, path)
+    for position, point in enumerate(manifest.points):  # what this shard will run, in its points' own files too
+        if shard.holds(position) and point.status == PENDING:
+            write_document(make_document(SweepPointFile, point=point, shard=str(shard)),
+                           out / SWEEP_POINTS / f"{run_name(point)}.json")
+    return manifest
+
+
+def _record(out: Path, point: SweepPoint, wall_s: float, shard: Shard) -> None:
+    """One point's outcome: its own file, and the manifest (read, changed, rewritten in turn with the other
+    shards) with it and the sweep's wall time."""
+    write_document(make_document(SweepPointFile, point=point, shard=str(shard)),
+                   out / SWEEP_POINTS / f"{run_name(point)}.json")
+    with locked(out / SWEEP_LOCK):
+        manifest = read_sweep(out)
+        write_document(manifest.model_copy(update={"wall_s": manifest.wall_s + wall_s}), out / SWEEP_MANIFEST)
+
+
+def _finished(out: Path, report: bool) -> SweepResult:
+    """The sweep as every shard left it so far, and its regime map where no point is pending any more (written
+    by whichever shard finishes last)."""
+    with locked(out / SWEEP_LOCK):
+        manifest = read_sweep(out)
+        report_path = None
+        done = all(point.status != PENDING for point in manifest.points)
+        if report and done and any(point.complete for point in manifest.points):
+            from ssmprof.pipeline import regimes
+
+            report_path = out / regimes.SWEEP_REPORT
+            regimes.report(out, "html", report_path, csv=out / "sweep-csv")
     return SweepResult(out, manifest, report_path)
 
 
@@ -222,16 +317,19 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def _resumed(found: SweepManifest, planned: SweepManifest, out: Path) -> SweepManifest:
+def _resumed(found: SweepManifest, planned: SweepManifest, out: Path, resume: bool, shard: Shard) -> SweepManifest:
     """The manifest in `out` if it is the same sweep as `planned`, its complete points kept where their run
-    directories are still there (others run again)."""
+    directories are still there; with `resume`, this shard's others run again (another shard's points are
+    that shard's to run)."""
     same = ("workloads", "preset", "axes", "fixed", "counters", "steps")
     differs = [name for name in same if getattr(found, name) != getattr(planned, name)]
     if differs or [(p.workload, p.settings) for p in found.points] != \
             [(p.workload, p.settings) for p in planned.points]:
-        raise InvalidConfig(f"--resume: the sweep in {out} differs from this one in "
+        raise InvalidConfig(f"{'--resume' if resume else '--shard'}: the sweep in {out} differs from this one in "
                             f"{', '.join(differs) or 'its points'}: choose another --out")
-    for point in found.points:
+    for position, point in enumerate(found.points):
+        if not (resume and shard.holds(position)):
+            continue
         if point.complete and not (out / (point.run or "") / "run.json").is_file():
             point.status, point.run = PENDING, None
         elif not point.complete:

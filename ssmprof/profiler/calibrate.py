@@ -20,7 +20,6 @@ GPU's ceiling is a calibration defect, reported as such, so the probes are chose
 
 from __future__ import annotations
 
-import shutil
 import statistics
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from ssmprof import schema
 from ssmprof.errors import NoGpu
 from ssmprof.profiler.counters import run_ncu
 from ssmprof.profiler.markers import NvtxMarker
@@ -371,7 +371,7 @@ def run_calibration(ncu_timeout_s: float = 900, keep_report: Path | None = None)
         report = Path(scratch) / "calibrate.ncu-rep"
         wall = run_ncu([sys.executable, "-m", "ssmprof.profiler.calibrate", "child"], report, "all", ncu_timeout_s)
         if keep_report is not None:
-            shutil.copyfile(report, keep_report)
+            schema.copy_file(report, keep_report)
         return read_report(report), ceilings, wall
 
 

@@ -4,13 +4,14 @@
                                      [--timings FILE]
 
 Same workload, config and seed as the timeline run, and the timeline run's Triton autotuning choices pinned
-(FILE), so the bracketed iteration launches the same kernels with the same launch configurations; WARMUP steps
-(the timeline's, capped at `counters.PASS_WARMUP`: nothing is left to compile or autotune here) and one timed step
-(cheap: ncu is off outside the bracket). `--timings` writes when the child's
+(FILE, `schema.AutotunePins`), so the bracketed iteration launches the same kernels with the same launch
+configurations; WARMUP steps (the timeline's, capped at `counters.PASS_WARMUP`: nothing is left to compile or
+autotune here) and one timed step (cheap: ncu is off outside the bracket). `--timings` writes when the child's
 code began (after Nsight Compute's start-up, Python's and the imports), when it went on (`counters.GO_ENV`: a
 pass started ahead of its turn imports what it can, touching no GPU, then waits for the pass before it to
 end), when CUDA was initialized, when its kernels were planned and the autotuning choices pinned, the
-harness's seconds per stage and when it ended, so a pass's wall time can be taken apart.
+harness's seconds per stage and when it ended, so a pass's wall time can be taken apart, and the work it ran
+(`pass_work`), which the passes of one profile must agree on (`schema.PassRecord`).
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 import torch
 
+from ssmprof import schema
 from ssmprof.errors import SsmprofError
 from ssmprof.kernels import plan_kernels, preload
 from ssmprof.profiler import autotune
 from ssmprof.profiler.counters import GO_ENV
-from ssmprof.profiler.harness import run_training
+from ssmprof.profiler.harness import RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.workloads.registry import get_workload
 
@@ -51,18 +54,25 @@ def main(argv: list[str]) -> int:
         plan = plan_kernels(workload.kernel_ops(cfg), "cuda", "--allow-fallback" in argv, cfg.dtype)
         planned = time.time()
         if "--autotune" in argv:
-            with open(argv[argv.index("--autotune") + 1]) as f:
-                autotune.pin(json.load(f))
+            autotune.pin(schema.read_document(schema.AutotunePins, Path(argv[argv.index("--autotune") + 1])).choices)
         pinned = time.time()
         result = run_training(workload, preset, cfg, plan, steps=1, warmup=warmup, marker=NvtxMarker())
         if "--timings" in argv:
-            with open(argv[argv.index("--timings") + 1], "w") as f:
-                json.dump({"began": began, "went": went, "cuda_ready": cuda_ready, "planned": planned, "pinned": pinned,
-                           **result.harness_seconds, "ended": time.time()}, f)
+            stamps = {"began": began, "went": went, "cuda_ready": cuda_ready, "planned": planned, "pinned": pinned,
+                      **result.harness_seconds, "ended": time.time()}
+            record = schema.make_document(schema.PassRecord, stamps=stamps, work=pass_work(result))
+            schema.write_document(record, Path(argv[argv.index("--timings") + 1]))
     except SsmprofError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def pass_work(result: RunResult) -> dict:
+    """The work a pass ran, as the passes of one profile must agree on it (`counters.check_same_work`): the GPU
+    model, the config, the kernels planned, and the loss of its last step (same weights, same batch)."""
+    return {"gpu": result.gpu.get("name"), "config": result.config, "provenance": result.provenance,
+            "loss": result.final_loss}
 
 
 if __name__ == "__main__":

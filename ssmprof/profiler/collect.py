@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
-import gzip
-import json
 import os
 import platform
 import statistics
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -39,6 +39,7 @@ from ssmprof.profiler.counters import (
     attach_counters,
     attach_stalls,
     available_metrics,
+    check_same_work,
     child_command,
     focus_kernels,
     pass_seconds,
@@ -98,12 +99,7 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
 
 def host_info() -> dict:
     """The CPU that launches the kernels: a step partly bound by the host differs between hosts with one GPU."""
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
-    except OSError:
-        pass
+    model = schema.cpu_model()
     return {"cpu": model or platform.processor() or "unknown", "cpu_count": os.cpu_count(),
             "hostname": platform.node(), "python": platform.python_version()}
 
@@ -185,13 +181,15 @@ def replay_cost(rows: pd.DataFrame) -> dict:
 
 
 def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, start_pass: StartPass,
-                     check: CounterCheck, tell: Callable[[str, int, int], None], held_bytes: float
-                     ) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
+                     check: CounterCheck, tell: Callable[[str, int, int], None], held_bytes: float,
+                     lanes: int = 1) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
     """Counters for the timeline `kernels` in mode `counters` (sampled, all, focus): the passes, the join, the
     self-checks. Returns (the joined, checked table; run.json's counter collector notes; its `checks`; the
-    pass reports, under `scratch`). Every metric is checked against ncu's list for the chip first. Each pass
-    after the first is started while the one before it replays (`counters.NcuPass`). `held_bytes`: the peak of
-    live tensors in the iteration; where replay will save it through the host, each pass's progress says so."""
+    pass reports, under `scratch`). Every metric is checked against ncu's list for the chip first. On one GPU
+    (`lanes` 1) each pass after the first is started while the one before it replays (`counters.NcuPass`); with
+    `lanes` identical GPUs, that many passes replay at once (`start_pass` puts each on its GPU). `held_bytes`:
+    the peak of live tensors in the iteration; where replay will save it through the host, each pass's progress
+    says so."""
     chip = chip_for(gpu["compute_capability"])
     metrics = {group: counter_metrics(chip, group) for group in METRIC_GROUPS}
     check_metrics([m for group in metrics.values() for m in group], available_metrics(chip), chip)
@@ -216,21 +214,26 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     slow = f", replay through the host: {held_bytes / 2**30:.0f} of {gpu['memory_bytes'] / 2**30:.0f} GiB held" \
         if through_host else ""
 
-    def start(number: int) -> StartedPass:
-        group, mode, targets, only, path = planned[number - 1]
-        return start_pass(path, mode, metrics[group], targets, only, number > 1)
+    # with one GPU a pass is started ahead of its turn (preparing beside the one replaying); with `lanes` GPUs,
+    # `lanes` passes replay at once, each on its own GPU, and the next starts when the first of them ends
+    window = 2 if lanes == 1 else lanes
+    started: deque[StartedPass] = deque()
 
-    upcoming = start(1)
+    began = time.perf_counter()
     for number, (group, mode, targets, only, path) in enumerate(planned, start=1):
+        while len(started) < window and number + len(started) <= len(planned):
+            later, later_mode, later_targets, later_only, later_path = planned[number + len(started) - 1]
+            started.append(start_pass(later_path, later_mode, metrics[later], later_targets, later_only,
+                                      lanes == 1 and number + len(started) > 1))
         expected = plan.expected(kernels, mode, targets, only)
         label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number}{slow})"
-        current, upcoming = upcoming, start(number + 1) if number < len(passes) else None
-        try:  # a pass waiting for a turn that will not come is stopped, not left behind
+        current = started.popleft()
+        try:  # passes waiting for a turn that will not come are stopped, not left behind
             walls.append(current.finish(lambda done, label=label, t=len(expected): tell(label, done, t)))
             rows = read_report(path, chip, group)
         except BaseException:
-            if upcoming is not None:
-                upcoming.cancel()
+            for waiting in started:
+                waiting.cancel()
             raise
         reports[group].append((rows, expected))
         replays.append(replay_cost(rows))
@@ -241,7 +244,9 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     if reports["stalls"]:
         kernels, notes["stalls"] = attach_stalls(kernels, *reports["stalls"][0], plan)
     kernels, checks = check(schema.conform_kernels(kernels), gpu["name"])
-    notes = {"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls, "pass_replay": replays,
+    wall = sum(walls) if lanes == 1 else time.perf_counter() - began  # passes side by side: the span of them all
+    notes = {"tool": "ncu", "chip": chip, "pass_gpus": lanes, "wall_s": wall, "pass_wall_s": walls,
+             "pass_replay": replays,
              "replay_through_host": through_host, **notes,
              "metrics": metrics["counters"], "stall_metrics": metrics["stalls"],
              "columns_not_collected": {c: NOT_ASKED.get(c, f"not on {chip}") for group in METRIC_GROUPS
@@ -249,12 +254,77 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     return kernels, notes, checks, [path for *_, path in planned]
 
 
+class ChildPass:
+    """One Nsight Compute pass over the child (`profiler.child`), on the GPU `device` names (None: the one this
+    process sees), its timings and work read back once it ends."""
+
+    def __init__(self, child: list[str], report: Path, mode: str, metrics: list[str], targets, names,
+                 ahead: bool, device: str | None):
+        self.record = report.with_suffix(".timings.json")
+        env = {"CUDA_VISIBLE_DEVICES": device} if device is not None else {}
+        self.ncu = NcuPass([*child, "--timings", str(self.record)], report, mode, metrics, targets, names, ahead,
+                           env=env)
+
+    def finish(self, timeout_s: float, on_kernel) -> tuple[float, schema.PassRecord]:
+        """(the wall time the pass added, what its child wrote)."""
+        wall = self.ncu.finish(timeout_s, on_kernel)
+        return wall, schema.read_document(schema.PassRecord, self.record)
+
+
+class ChildPasses:
+    """The passes of one single-process profile, started as `collect_counters` asks (`start`, a `StartPass`):
+    the k-th on the k-th of `devices` in turn (CUDA_VISIBLE_DEVICES), or all on this process's GPU where
+    `devices` is empty. Keeps each pass's stages (`pass_seconds`) and work (`child.pass_work`)."""
+
+    def __init__(self, child: list[str], timeout_s: float, devices: list[str]):
+        self.child, self.timeout_s, self.devices = child, timeout_s, devices
+        self.started = 0
+        self.phases: list[dict] = []
+        self.works: list[dict] = []
+
+    def start(self, report: Path, mode: str, metrics: list[str], targets, names, ahead: bool) -> StartedPass:
+        device = self.devices[self.started % len(self.devices)] if self.devices else None
+        self.started += 1
+        return _Started(self, ChildPass(self.child, report, mode, metrics, targets, names, ahead, device))
+
+
+@dataclass
+class _Started:
+    """A started `ChildPass` as `collect_counters` drives it (`StartedPass`)."""
+
+    passes: ChildPasses
+    child: ChildPass
+
+    def finish(self, on_kernel) -> float:
+        wall, record = self.child.finish(self.passes.timeout_s, on_kernel)
+        self.passes.phases.append(pass_seconds(self.child.ncu.launched, self.child.ncu.ended, record.stamps))
+        self.passes.works.append(record.work)
+        return wall
+
+    def cancel(self) -> None:
+        self.child.ncu.cancel()
+
+
+def identical_gpus(count: int) -> list[str]:
+    """The GPUs work is spread over (counter passes, sweep shards): none (all on this process's GPU) for `count`
+    1; otherwise the first `count` visible GPUs (0: all) of the same model as the first, as CUDA_VISIBLE_DEVICES
+    names them. Passes join, and sweep points compare, only on the same hardware, so other models are left out."""
+    if count == 1:
+        return []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    names = visible.split(",") if visible else [str(index) for index in range(torch.cuda.device_count())]
+    same = [name for index, name in enumerate(names)
+            if torch.cuda.get_device_name(index) == torch.cuda.get_device_name(0)]
+    return same[:count] if count > 0 else same
+
+
 def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
                 out: Path, steps: int, warmup: int, counters: str = "sampled", allow_fallback: bool = False,
                 keep_report: bool = False, ncu_timeout_s: float = 1800, progress: Progress | None = None, *,
-                check: CounterCheck, name: str | None = None) -> Path:
+                check: CounterCheck, name: str | None = None, pass_gpus: int = 1) -> Path:
     """Profile one training iteration (timeline, then Nsight Compute counters unless `counters` is "none")
     and write the run directory `name` (default: workload-preset-time) under `out`; returns its path.
+    `pass_gpus`: how many identical GPUs of this host the counter passes spread over (`identical_gpus`).
     Nothing is written if a collector fails."""
     if plan.device != "cuda":
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
@@ -278,32 +348,17 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
         extra, checks = {}, {}
         if keep_report:  # the raw inputs of the join, for inspection and as test fixtures
             extra["trace.json.gz"] = Path(scratch) / "trace.json.gz"
-            with gzip.open(extra["trace.json.gz"], "wt") as f:
-                json.dump(capture.trace, f)
+            schema.write_trace(capture.trace, extra["trace.json.gz"])
         if counters != "none":
-            choices_path = Path(scratch) / "autotune.json"
-            choices_path.write_text(json.dumps(triton_choices))
-            phases = []
-
-            class Pass:  # an NcuPass of the child, its timings taken apart once it ends
-                def __init__(self, report: Path, mode: str, metrics: list[str], targets, names, ahead: bool):
-                    self.timings = report.with_suffix(".timings.json")
-                    command = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path,
-                                            self.timings)
-                    self.ncu = NcuPass(command, report, mode, metrics, targets, names, ahead)
-
-                def finish(self, on_kernel) -> float:
-                    wall = self.ncu.finish(ncu_timeout_s, on_kernel)
-                    phases.append(pass_seconds(self.ncu.launched, self.ncu.ended,
-                                               json.loads(self.timings.read_text())))
-                    return wall
-
-                def cancel(self) -> None:
-                    self.ncu.cancel()
-
+            choices_path = schema.write_document(schema.make_document(schema.AutotunePins, choices=triton_choices),
+                                                 Path(scratch) / "autotune.json")
+            child = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path)
+            passes = ChildPasses(child, ncu_timeout_s, identical_gpus(pass_gpus))
             kernels, notes, checks, reports = collect_counters(kernels, counters, result.gpu, Path(scratch),
-                                                               Pass, check, tell, result.peak_memory_bytes)
-            collectors["counters"].update(notes, pass_seconds=phases)
+                                                               passes.start, check, tell, result.peak_memory_bytes,
+                                                               lanes=len(passes.devices) or 1)
+            notes["pass_work"] = check_same_work(passes.works)
+            collectors["counters"].update(notes, pass_seconds=passes.phases)
             if keep_report:
                 extra.update({report.name: report for report in reports})
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -29,7 +29,7 @@ import pandas as pd
 from ssmprof.errors import SsmprofError
 from ssmprof.kernels import is_fused_kernel
 from ssmprof.profiler.ncu import ncu_argv, parse_query_metrics
-from ssmprof.schema import COUNTER_COLUMNS, STALL_COLUMNS
+from ssmprof.schema import COUNTER_COLUMNS, STALL_COLUMNS, signal_file
 
 
 class CounterCollectionError(SsmprofError):
@@ -88,13 +88,15 @@ class NcuPass:
     """One Nsight Compute run of a target, started at once; `ahead=True` starts it ahead of its turn: its child
     starts Python and imports its kernel libraries (5-10 s a pass on the H100, outside the replayed iteration)
     while the pass before it replays, then waits for `finish` before it touches the GPU. Any failure is one
-    CounterCollectionError."""
+    CounterCollectionError. `env`: variables the child gets beside this process's (e.g. CUDA_VISIBLE_DEVICES).
+    """
 
     def __init__(self, target: list[str], report: Path, mode: str, metrics: list[str] | None = None,
-                 targets: dict[str, list[int]] | None = None, names: list[str] | None = None, ahead: bool = False):
+                 targets: dict[str, list[int]] | None = None, names: list[str] | None = None, ahead: bool = False,
+                 env: dict[str, str] | None = None):
         self.report, self.go = report, report.with_suffix(".go") if ahead else None
         self.launched = time.time()
-        env = {**os.environ, **PROFILED_CHILD_ENV, **({GO_ENV: str(self.go)} if self.go else {})}
+        env = {**os.environ, **PROFILED_CHILD_ENV, **(env or {}), **({GO_ENV: str(self.go)} if self.go else {})}
         try:
             self.child = subprocess.Popen(ncu_argv(target, report, mode, metrics, ncu=_ncu(), targets=targets,
                                                    names=names),
@@ -130,7 +132,7 @@ class NcuPass:
                     on_kernel(done)
         began = time.time() if self.go else self.launched
         if self.go:
-            self.go.touch()
+            signal_file(self.go)
         try:
             returncode = self.child.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -206,6 +208,30 @@ def pass_seconds(launched: float, ended: float, timings: dict) -> dict[str, floa
             "cuda": timings["cuda_ready"] - went, "plan": timings["planned"] - timings["cuda_ready"],
             "pin": timings["pinned"] - timings["planned"], **stages,
             "harness": timings["ended"] - timings["pinned"] - sum(stages.values()), "exit": ended - timings["ended"]}
+
+
+# How far apart the losses of two passes' profiled steps may be (relative): the same weights and batch give the
+# same loss up to the order of floating-point atomics in the backward kernels, far below bf16's 2**-8 resolution.
+PASS_LOSS_TOLERANCE = 1e-3
+
+
+def check_same_work(works: list[dict]) -> dict:
+    """Whether the counter passes of one profile ran the same work (`child.pass_work` of each): the same GPU
+    model, config and kernel plan exactly, and their losses within PASS_LOSS_TOLERANCE. Passes spread over
+    several GPUs are joined as one iteration only if they did; run.json records this as `pass_work`. Raises
+    CounterCollectionError naming what differs."""
+    first = works[0]
+    for field in ("gpu", "config", "provenance"):
+        differs = [number for number, work in enumerate(works, start=1) if work.get(field) != first.get(field)]
+        if differs:
+            raise CounterCollectionError(f"counter pass {differs[0]} ran other work than pass 1 ({field} differs): "
+                                         "its counters cannot be joined with the others'")
+    losses = [float(work["loss"]) for work in works]
+    spread = (max(losses) - min(losses)) / max(abs(losses[0]), 1e-12)
+    if spread > PASS_LOSS_TOLERANCE:
+        raise CounterCollectionError(f"the counter passes' losses differ by {spread:.1e} (relative, more than "
+                                     f"{PASS_LOSS_TOLERANCE:g}): they did not replay the same iteration")
+    return {"passes": len(works), "gpu": first.get("gpu"), "losses": losses, "loss_spread": spread, "same": True}
 
 
 # The warp-stall pass: the functions holding this share of the kernel time, at most this many (plus the SSM

@@ -1,17 +1,25 @@
-"""Multi-GPU runs (`--tp N --dp M`): one process per rank, launched from here, each a `RankJob`.
+"""Multi-GPU runs (`--tp N --dp M`) as torchrun jobs: every rank is a torchrun worker running this module.
 
-    python -m ssmprof.profiler.distributed JOB_JSON [--rank R]
+    python -m torch.distributed.run ... -m ssmprof.profiler.distributed JOB_JSON
 
-A rank reads its job, joins the process group (NCCL on GPUs, gloo on the CPU; rank from `--rank` or, under
-torchrun, from RANK / LOCAL_RANK), builds its part of the model (`workloads.parallel`) and runs the
-harness: `train` (timed steps), `timeline` (and the profiled iteration under torch.profiler, its table
-written as `rank-<r>.parquet`) or `counters` (one step: the iteration Nsight Compute profiles).
+A rank reads its job (`schema.RankJob`), takes RANK, LOCAL_RANK and WORLD_SIZE from the environment torchrun
+gives it, joins the process group through `env://` (NCCL on GPUs, gloo on the CPU), builds its part of the
+model (`workloads.parallel`) and runs the harness: `train` (timed steps), `timeline` (and the profiled
+iteration under torch.profiler, its table written as `<job>.rank-<r>.parquet`), `counters` (one step: the
+iteration Nsight Compute profiles) or `numerics`. A rank named in the job's `ncu_ranks` starts itself again
+under Nsight Compute (the pass `ncu_pass`) and waits: the other ranks run plain. Every file a rank writes goes
+to the job's folder (`scratch`), which must be shared by every node; the ranks wait for each other before they
+exit, so that once any node's agent returns, every rank's files are there.
 
-`profile_parallel` is one profiled run over all ranks: every rank's timeline, then Nsight Compute on one
-rank only (`ncu_rank`) while the others run without it: Nsight Compute hangs replaying NCCL kernels, so
-it profiles every kernel but those (`ncu.NOT_NCCL`), and NCCL kernels keep timeline-only rows. The ranks'
-tables are merged into one run directory with a `rank` column; run.json `parallel` records the world
-size, TP / DP degrees, sequence parallelism, every rank's harness numbers, the topology
+One torchrun agent runs per node (`Launch`): on one host a single agent with a free local port; on several
+(or under `srun`), one per node, all naming node 0's rendezvous endpoint. The same `ssmprof profile` command
+runs on every node; node 0 merges the ranks' tables into the run directory.
+
+`profile_parallel` is one profiled run over all ranks: every rank's timeline, then Nsight Compute on each
+chosen rank in turn (`ncu_ranks`) while the others run without it: Nsight Compute hangs replaying NCCL
+kernels, so it profiles every kernel but those (`ncu.NOT_NCCL`), and NCCL kernels keep timeline-only rows. The
+ranks' tables are merged into one run directory with a `rank` column; run.json `parallel` records the world
+size, TP / DP degrees, sequence parallelism, nodes, every rank's harness numbers, the topology
 (`nvidia-smi topo -m`) and the NCCL version.
 """
 
@@ -19,28 +27,33 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import gzip
-import json
 import os
+import platform
 import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from ssmprof import schema
-from ssmprof.errors import NoGpu, SsmprofError
+from ssmprof.errors import InvalidConfig, NoGpu, SsmprofError
 from ssmprof.hardware import link_for, spec_for
 from ssmprof.profiler.harness import RunResult
+from ssmprof.schema import RankJob, RankResult
 
 MODES = ("train", "timeline", "counters", "numerics")
+# Set in the process a rank starts under Nsight Compute: that one runs the rank itself instead of wrapping again.
+UNDER_NCU_ENV = "SSMPROF_UNDER_NCU"
 
 
 class RankFailed(SsmprofError):
@@ -53,29 +66,58 @@ NO_MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST":
 
 
 @dataclasses.dataclass(frozen=True)
-class RankJob:
-    workload: str
-    preset: str
-    overrides: dict
-    warmup: int
-    steps: int
-    tp: int
-    dp: int
-    sequence_parallel: bool
-    device: str  # "cuda" or "cpu"
-    mode: str  # one of MODES (numerics: `workloads.parallel.numerics`, no training)
-    scratch: str  # folder the ranks write their results into
-    port: int = 0
-    allow_fallback: bool = False
-    autotune: str | None = None  # Triton autotuning choices to pin (the counters pass repeats the timeline's)
-    keep_trace: bool = False  # timeline mode: also write the rank's raw torch.profiler trace (trace-rank<r>.json.gz)
+class Launch:
+    """How this process's torchrun agent joins the job: `nnodes` agents in all, this one node `node_rank`, all
+    meeting at `endpoint` (node 0's host:port; None on one host: a free port of 127.0.0.1), `job_id` naming the
+    rendezvous and the shared folder of the ranks' files (the same on every node, e.g. Slurm's job id)."""
+
+    nnodes: int = 1
+    node_rank: int = 0
+    endpoint: str | None = None
+    job_id: str = "ssmprof"
 
     @property
-    def world_size(self) -> int:
-        return self.tp * self.dp
+    def leader(self) -> bool:
+        return self.node_rank == 0
+
+    def check(self, world_size: int) -> None:
+        if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
+            raise InvalidConfig(f"--node-rank must be from 0 to {self.nnodes - 1}, got {self.node_rank}")
+        if world_size % self.nnodes:
+            raise InvalidConfig(f"{world_size} ranks (--tp x --dp) do not split evenly over {self.nnodes} nodes")
+        if self.nnodes > 1 and not self.endpoint:
+            raise InvalidConfig("several nodes meet at one rendezvous: give --rdzv-endpoint HOST:PORT (node 0's)")
+
+
+def job_file(job: RankJob, name: str) -> Path:
+    return Path(job.scratch) / f"{name}.json"
+
+
+def result_file(scratch: Path, name: str, rank: int) -> Path:
+    return Path(scratch) / f"{name}.rank-{rank}.json"
+
+
+def table_file(scratch: Path, name: str, rank: int) -> Path:
+    return Path(scratch) / f"{name}.rank-{rank}.parquet"
 
 
 def rank_main(argv: list[str]) -> int:
+    """One rank of the job in `argv[0]`, as torchrun starts it; its result (or the line it failed with) is
+    written to `<job>.rank-<r>.json` beside the job."""
+    path = Path(argv[0])
+    job = schema.read_document(RankJob, path)
+    rank = int(os.environ["RANK"])
+    if rank in job.ncu_ranks and UNDER_NCU_ENV not in os.environ:
+        return _under_ncu(job, path, rank)
+    try:
+        written = _run_rank(job, path.stem, rank)
+    except SsmprofError as exc:
+        written = schema.make_document(RankResult, rank=rank, node=platform.node(), error=str(exc))
+    schema.write_document(written, result_file(Path(job.scratch), path.stem, rank))
+    return 0 if written.error is None else 1
+
+
+def _run_rank(job: RankJob, name: str, rank: int) -> RankResult:
     import torch.distributed as dist
 
     from ssmprof.kernels import plan_kernels
@@ -86,59 +128,63 @@ def rank_main(argv: list[str]) -> int:
     from ssmprof.workloads.parallel import Parallelism, make_groups, numerics
     from ssmprof.workloads.registry import get_workload
 
-    job = RankJob(**json.loads(Path(argv[0]).read_text()))
-    rank = int(argv[argv.index("--rank") + 1]) if "--rank" in argv else int(os.environ["RANK"])
     cuda = job.device == "cuda"
     if cuda:
-        torch.cuda.set_device(device_index(argv, rank))
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     # The ranks beside the one Nsight Compute replays wait in their collectives for as long as it takes: far past
     # the default 10-minute watchdog on a paper preset.
-    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{job.port}", rank=rank,
-                            world_size=job.world_size, timeout=dt.timedelta(hours=2))
+    dist.init_process_group("nccl" if cuda else "gloo", init_method="env://", timeout=dt.timedelta(hours=2))
     out = Path(job.scratch)
+    who = {"rank": rank, "node": platform.node(), "node_rank": int(os.environ.get("GROUP_RANK", 0))}
     try:
         workload = get_workload(job.workload)
         cfg = workload.config(job.preset, job.overrides)
         plan = plan_kernels(workload.kernel_ops(cfg), job.device, job.allow_fallback, cfg.dtype)
         if job.autotune:
-            autotune.pin(json.loads(Path(job.autotune).read_text()))
+            autotune.pin(schema.read_document(schema.AutotunePins, Path(job.autotune)).choices)
         groups = make_groups(Parallelism(job.tp, job.dp, job.sequence_parallel))
         if job.mode == "numerics":
             checked = numerics(workload, cfg, plan, groups, torch.device(job.device))
-            (out / f"rank-{rank}.json").write_text(json.dumps({**checked, "rank": rank}))
-            return 0
+            dist.barrier()
+            return schema.make_document(RankResult, **who, numerics=checked)
         capture = TimelineCapture(cuda) if job.mode == "timeline" else None
         steps = 1 if job.mode == "counters" else job.steps
         result = run_training(workload, job.preset, cfg, plan, steps, job.warmup, NvtxMarker(), capture=capture,
                               groups=groups)
         if capture is not None:
             table = kernel_table(capture.trace) if cuda else cpu_table(capture.trace)
-            table.assign(rank=rank).to_parquet(out / f"rank-{rank}.parquet", index=False)
+            schema.write_frame(table.assign(rank=rank), table_file(out, name, rank))
             if job.keep_trace:  # per-rank Kineto traces, as HolisticTraceAnalysis reads them
-                with gzip.open(out / f"trace-rank{rank}.json.gz", "wt") as f:
-                    json.dump(capture.trace, f)
-        extra = {"rank": rank, "tp_rank": groups.tp_rank, "dp_rank": groups.dp_rank,
-                 "triton_autotune": autotune.snapshot() if cuda else {}}
-        (out / f"rank-{rank}.json").write_text(json.dumps({**dataclasses.asdict(result), **extra}))
-    except SsmprofError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+                schema.write_trace(capture.trace, out / f"trace-rank{rank}.json.gz")
+        dist.barrier()  # every rank's files are written before any rank (and so any node's agent) ends
+        return schema.make_document(RankResult, **who, tp_rank=groups.tp_rank, dp_rank=groups.dp_rank,
+                                    result=dataclasses.asdict(result),
+                                    triton_autotune=autotune.snapshot() if cuda else {})
     finally:
         dist.destroy_process_group()
+
+
+def _under_ncu(job: RankJob, path: Path, rank: int) -> int:
+    """Run this rank again under Nsight Compute (the job's `ncu_pass`), with torchrun's environment, and wait:
+    the rank inside writes the result; a failure of Nsight Compute itself is written here."""
+    from ssmprof.profiler.counters import CounterCollectionError, NcuPass
+
+    chosen = job.ncu_pass or {}
+    command = [sys.executable, "-m", "ssmprof.profiler.distributed", str(path)]
+    try:
+        NcuPass(command, Path(chosen["report"]), chosen["mode"], chosen["metrics"], chosen.get("targets"),
+                chosen.get("names"), env={UNDER_NCU_ENV: "1"}).finish(chosen["timeout_s"])
+    except CounterCollectionError as exc:
+        failed = schema.make_document(RankResult, rank=rank, node=platform.node(), error=str(exc))
+        schema.write_document(failed, result_file(Path(job.scratch), path.stem, rank))
+        return 1
     return 0
 
 
-def device_index(argv: list[str], rank: int) -> int:
-    """The GPU of a rank. Launched by `launch` (`--rank`, one host): the GPU numbered as the rank, whatever the
-    environment says, since the rank Nsight Compute wraps inherits the parent's, where a LOCAL_RANK of an outer
-    launcher may stand. Under torchrun: LOCAL_RANK."""
-    return rank if "--rank" in argv else int(os.environ.get("LOCAL_RANK", rank))
-
-
-def check_devices(device: str, world_size: int) -> None:
-    """Refuse, before anything starts, a world larger than the GPUs this host has."""
-    if device == "cuda" and torch.cuda.device_count() < world_size:
-        raise NoGpu(f"{world_size} ranks (--tp x --dp) need {world_size} GPUs; {torch.cuda.device_count()} visible")
+def check_devices(device: str, ranks: int) -> None:
+    """Refuse, before anything starts, more ranks on this host than the GPUs it has."""
+    if device == "cuda" and torch.cuda.device_count() < ranks:
+        raise NoGpu(f"{ranks} ranks (--tp x --dp) need {ranks} GPUs; {torch.cuda.device_count()} visible")
 
 
 def _free_port() -> int:
@@ -147,78 +193,78 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def rank_command(job_path: Path, rank: int) -> list[str]:
-    return [sys.executable, "-m", "ssmprof.profiler.distributed", str(job_path), "--rank", str(rank)]
+def torchrun_command(job_path: Path, launch: Launch, nproc: int, endpoint: str) -> list[str]:
+    """One node's torchrun agent for the job in `job_path`: `nproc` workers, the c10d rendezvous at `endpoint`
+    (hosted by node 0's agent), no restarts (a failed rank is a failed run)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(launch.nnodes),
+            "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
+            "--rdzv-id", f"{launch.job_id}-{job_path.stem}", "--rdzv-conf", f"is_host={int(launch.leader)}",
+            "--max-restarts", "0", "-m", "ssmprof.profiler.distributed", str(job_path)]
 
 
-def launch(job: RankJob, timeout_s: float, wrapped: Callable[[list[str]], float] | None = None,
-           wrapped_rank: int = 0) -> tuple[list[dict], float | None]:
-    """Run every rank of `job` to its end; returns their results (in rank order) and, where `wrapped` runs one
-    rank (`wrapped_rank`, e.g. under Nsight Compute) in this thread, what it returned. A failed rank stops
-    the others and is one `RankFailed` line (its last message)."""
-    scratch = Path(job.scratch)
-    job = dataclasses.replace(job, port=_free_port())
-    job_path = scratch / f"job-{job.mode}.json"
-    job_path.write_text(json.dumps(dataclasses.asdict(job)))
-    procs: dict[int, subprocess.Popen] = {}
-    os.environ.update(NO_MULTICAST_ENV)  # also for the rank `wrapped` starts (Nsight Compute's child)
-    logs = {rank: scratch / f"rank-{rank}-{job.mode}.log" for rank in range(job.world_size)}
-    wrapped_value = None
+def launch(job: RankJob, name: str, timeout_s: float, where: Launch = Launch()) -> list[RankResult]:
+    """Run this node's part of `job` (named `name`: its files' prefix) as a torchrun job to its end; returns every
+    rank's result, in rank order (all nodes', from the shared folder). A failed rank stops the job and is one
+    `RankFailed` line (the rank's own message where it wrote one)."""
+    where.check(job.world_size)
+    job_path = schema.write_document(job, job_file(job, name))
+    endpoint = where.endpoint or f"127.0.0.1:{_free_port()}"
+    command = torchrun_command(job_path, where, job.world_size // where.nnodes, endpoint)
+    tail: deque[str] = deque(maxlen=40)
+    agent = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                             env={**os.environ, **NO_MULTICAST_ENV})
+    reader = threading.Thread(target=lambda: tail.extend(line.rstrip() for line in agent.stdout), daemon=True)
+    reader.start()
     try:
-        for rank in range(job.world_size):
-            if wrapped is not None and rank == wrapped_rank:
-                continue
-            with open(logs[rank], "w") as log:
-                procs[rank] = subprocess.Popen(rank_command(job_path, rank), stdout=log, stderr=subprocess.STDOUT,
-                                               env={**os.environ, "LOCAL_RANK": str(rank)})
-        if wrapped is not None:
-            wrapped_value = wrapped(rank_command(job_path, wrapped_rank))
-        deadline = time.monotonic() + timeout_s
-        for rank, proc in procs.items():
-            try:
-                code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                raise RankFailed(f"rank {rank} did not finish in {timeout_s:.0f} s") from None
-            if code != 0:
-                raise RankFailed(f"rank {rank} failed: {_last_line(logs[rank])}")
+        code = agent.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise RankFailed(f"the ranks did not finish in {timeout_s:.0f} s") from None
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    results = []
-    for rank in range(job.world_size):
-        path = scratch / f"rank-{rank}.json"
-        if not path.is_file():
-            raise RankFailed(f"rank {rank} wrote no result: {_last_line(logs[rank])}")
-        results.append(json.loads(path.read_text()))
-    return results, wrapped_value
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    reader.join(timeout=10)
+    results = {rank: _result(job, name, rank) for rank in range(job.world_size)}
+    failed = [(rank, r.error) for rank, r in results.items() if r is not None and r.error]
+    if failed:
+        raise RankFailed(f"rank {failed[0][0]} failed: {failed[0][1]}")
+    missing = [rank for rank, r in results.items() if r is None]
+    if code != 0 or missing:
+        raise RankFailed(f"rank {missing[0] if missing else '?'} wrote no result: {_last_line(tail)}")
+    return [results[rank] for rank in range(job.world_size)]
 
 
-def _last_line(log: Path) -> str:
-    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.is_file() else []
-    errors = [line for line in lines if line.startswith("error:") or "Error" in line]
-    return (errors or lines or ["no output"])[-1].removeprefix("error: ")
+def _result(job: RankJob, name: str, rank: int) -> RankResult | None:
+    path = result_file(Path(job.scratch), name, rank)
+    return schema.read_document(RankResult, path) if path.is_file() else None
 
 
-def merged_result(results: list[dict]) -> RunResult:
+def _last_line(lines) -> str:
+    kept = [line for line in lines if line.strip()]
+    errors = [line for line in kept if line.startswith("error:") or "Error" in line]
+    return (errors or kept or ["no output"])[-1].removeprefix("error: ")
+
+
+def merged_result(results: list[RankResult]) -> RunResult:
     """One result for the run: rank 0's, with each step as long as its slowest rank (a TP step waits for all)."""
     fields = {f.name for f in dataclasses.fields(RunResult)}
-    result = RunResult(**{k: v for k, v in results[0].items() if k in fields})
-    result.step_times_ms = [max(steps) for steps in zip(*(r["step_times_ms"] for r in results), strict=True)]
+    result = RunResult(**{k: v for k, v in results[0].result.items() if k in fields})
+    result.step_times_ms = [max(steps) for steps in zip(*(r.result["step_times_ms"] for r in results), strict=True)]
     return result
 
 
-def parallel_section(job: RankJob, results: list[dict], ncu_rank: int | None) -> dict:
-    """run.json `parallel`: the split, every rank's harness numbers, topology and NCCL version."""
+def parallel_section(job: RankJob, results: list[RankResult], ncu_ranks: list[int], nnodes: int = 1) -> dict:
+    """run.json `parallel`: the split, the nodes, every rank's harness numbers, topology and NCCL version;
+    `counters_rank`: the rank whose kernels the analyses describe (the first with counters)."""
     return {
         "world_size": job.world_size, "tp": job.tp, "dp": job.dp, "sequence_parallel": job.sequence_parallel,
-        "backend": "nccl" if job.device == "cuda" else "gloo", "counters_rank": ncu_rank,
-        "ranks": [{"rank": r["rank"], "tp_rank": r["tp_rank"], "dp_rank": r["dp_rank"],
-                   "step_ms": statistics.median(r["step_times_ms"]), "final_loss": r["final_loss"],
-                   "peak_memory_bytes": r["peak_memory_bytes"]} for r in results],
+        "backend": "nccl" if job.device == "cuda" else "gloo", "nnodes": nnodes,
+        "counters_rank": ncu_ranks[0] if ncu_ranks else None, "counters_ranks": ncu_ranks,
+        "ranks": [{"rank": r.rank, "node": r.node, "node_rank": r.node_rank, "tp_rank": r.tp_rank, "dp_rank": r.dp_rank,
+                   "step_ms": statistics.median(r.result["step_times_ms"]), "final_loss": r.result["final_loss"],
+                   "peak_memory_bytes": r.result["peak_memory_bytes"]} for r in results],
         "topology": (topo := topology() if job.device == "cuda" else None),
-        "link": _link(results[0]["gpu"].get("name"), topo),
+        "link": _link(results[0].result["gpu"].get("name"), topo),
         "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if job.device == "cuda" else None,
     }
 
@@ -239,83 +285,137 @@ def topology() -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+@contextmanager
+def ranks_folder(out: Path | None, where: Launch):
+    """Where the ranks write: a private temporary folder on one host; on several, `out/.ranks-<job id>`, which
+    every node sees at the same path (a shared filesystem) and node 0 removes at the end."""
+    if where.nnodes == 1:
+        with tempfile.TemporaryDirectory() as folder:
+            yield Path(folder)
+        return
+    folder = schema.make_folder(Path(out or ".") / f".ranks-{where.job_id}")
+    try:
+        yield folder
+    finally:
+        if where.leader:
+            schema.remove_folder(folder)
+
+
 def train_parallel(job: RankJob, timeout_s: float = 3600) -> tuple[RunResult, dict]:
     """`ssmprof run --tp N --dp M`: timed steps on every rank; the merged result and run.json's `parallel`."""
     check_devices(job.device, job.world_size)
-    with tempfile.TemporaryDirectory() as scratch:
-        results, _ = launch(dataclasses.replace(job, mode="train", scratch=scratch), timeout_s)
-    return merged_result(results), parallel_section(job, results, None)
+    with ranks_folder(None, Launch()) as scratch:
+        results = launch(job.model_copy(update={"mode": "train", "scratch": str(scratch)}), "train", timeout_s)
+    return merged_result(results), parallel_section(job, results, [])
 
 
 def check_numerics(job: RankJob, timeout_s: float = 1800) -> list[dict]:
     """Every rank's `workloads.parallel.numerics` (the parallel model vs the single-GPU model, same weights)."""
     check_devices(job.device, job.world_size)
-    with tempfile.TemporaryDirectory() as scratch:
-        results, _ = launch(dataclasses.replace(job, mode="numerics", scratch=scratch), timeout_s)
-    return results
+    with ranks_folder(None, Launch()) as scratch:
+        results = launch(job.model_copy(update={"mode": "numerics", "scratch": str(scratch)}), "numerics", timeout_s)
+    return [{**r.numerics, "rank": r.rank} for r in results]
 
 
-def profile_parallel(job: RankJob, out: Path, counters: str, ncu_rank: int, ncu_timeout_s: float,
+@dataclasses.dataclass
+class RankPass:
+    """A counter pass of a parallel run (`collect.StartPass`): at its turn, the whole job launched once more in
+    counters mode, rank `rank` under Nsight Compute writing `report`, the others beside it, never ahead."""
+
+    job: RankJob
+    where: Launch
+    rank: int
+    timeout_s: float
+    report: Path
+    mode: str
+    metrics: list[str]
+    targets: dict | None
+    names: list[str] | None
+    ahead: bool = False
+
+    def finish(self, on_kernel) -> float:
+        began = time.perf_counter()
+        chosen = {"report": str(self.report), "mode": self.mode, "metrics": self.metrics, "targets": self.targets,
+                  "names": self.names, "timeout_s": self.timeout_s}
+        job = self.job.model_copy(update={"mode": "counters", "ncu_ranks": (self.rank,), "ncu_pass": chosen})
+        launch(job, f"counters-rank{self.rank}-{self.report.stem}", self.timeout_s, self.where)
+        return time.perf_counter() - began
+
+    def cancel(self) -> None:
+        """Nothing runs before its turn."""
+
+
+def rank_counters(job: RankJob, where: Launch, tables: dict[int, pd.DataFrame], results: list[RankResult],
+                  ncu_ranks: list[int], counters: str, timeout_s: float, check) -> tuple[dict, dict, dict[str, Path]]:
+    """Counters for each rank of `ncu_ranks` in turn (`collect.collect_counters` on its timeline, each pass the
+    job launched with that rank under Nsight Compute); `tables` gets the joined rows. Returns the counter
+    collector notes, the checks (of the first such rank) and the reports (by the name each keeps in the run)."""
+    from ssmprof.profiler.collect import collect_counters
+
+    notes, checks, reports = {}, {}, {}
+    for rank in ncu_ranks:
+        folder = schema.make_folder(Path(job.scratch) / f"counters-rank{rank}")
+        pins = schema.make_document(schema.AutotunePins, choices=results[rank].triton_autotune)
+        pinned = job.model_copy(update={"autotune": str(schema.write_document(pins, folder / "autotune.json"))})
+
+        def start(report, mode, metrics, targets, names, ahead, rank=rank, pinned=pinned):
+            return RankPass(pinned, where, rank, timeout_s, report, mode, metrics, targets, names, ahead)
+
+        tables[rank], found, checked, written = collect_counters(
+            schema.conform_kernels(tables[rank]), counters, results[rank].result["gpu"], folder, start, check,
+            lambda stage, done, total: None, results[rank].result["peak_memory_bytes"] or 0.0)
+        notes = notes or {**found, "rank": rank, "ranks": ncu_ranks}
+        checks = checks or checked
+        reports.update({f"rank{rank}-{path.name}": path for path in written})
+    return notes, checks, reports
+
+
+def profile_parallel(job: RankJob, out: Path, counters: str, ncu_ranks: list[int], ncu_timeout_s: float,
                      check: Callable[[pd.DataFrame, str], tuple[pd.DataFrame, dict]],
-                     keep_report: bool = False, timeout_s: float = 3600) -> Path:
-    """`ssmprof profile --tp N`: every rank's timeline, Nsight Compute on rank `ncu_rank` (GPU, counters not
-    "none"), merged into one run directory under `out`. Nothing is written if any rank or collector fails."""
-    from ssmprof.analysis.communication import one_rank
-    from ssmprof.profiler.collect import collect_counters, run_info
-    from ssmprof.profiler.counters import run_ncu
+                     keep_report: bool = False, timeout_s: float = 3600, where: Launch = Launch()) -> Path | None:
+    """`ssmprof profile --tp N`: every rank's timeline, Nsight Compute on the ranks `ncu_ranks` (GPU, counters
+    not "none"), merged into one run directory under `out` by node 0 (None on the other nodes). Nothing is
+    written if any rank or collector fails."""
+    from ssmprof.profiler.collect import run_info
 
-    check_devices(job.device, job.world_size)
-    if not 0 <= ncu_rank < job.world_size:
-        raise SsmprofError(f"--ncu-rank must be a rank from 0 to {job.world_size - 1}, got {ncu_rank}")
+    where.check(job.world_size)
+    check_devices(job.device, job.world_size // where.nnodes)
+    bad = [rank for rank in ncu_ranks if not 0 <= rank < job.world_size]
+    if bad:
+        raise SsmprofError(f"--ncu-rank must be a rank from 0 to {job.world_size - 1}, got {bad[0]}")
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as folder:
-        scratch = Path(folder)
-        results, _ = launch(dataclasses.replace(job, mode="timeline", scratch=folder, keep_trace=keep_report),
-                            timeout_s)
-        tables = [pd.read_parquet(scratch / f"rank-{rank}.parquet") for rank in range(job.world_size)]
+    with ranks_folder(out, where) as scratch:
+        job = job.model_copy(update={"scratch": str(scratch)})
+        results = launch(job.model_copy(update={"mode": "timeline", "keep_trace": keep_report}), "timeline",
+                         timeout_s, where)
+        tables = {rank: schema.read_frame(table_file(scratch, "timeline", rank)) for rank in range(job.world_size)}
         result = merged_result(results)
         collectors = {"harness": {"wall_s": time.perf_counter() - started},
                       "timeline": {"tool": "torch.profiler", "ranks": job.world_size},
                       "counters": {"mode": counters if job.device == "cuda" else "none"}}
-        checks: dict = {}
-        if job.device == "cuda" and counters != "none":
-            choices = scratch / "autotune.json"
-            choices.write_text(json.dumps(results[ncu_rank]["triton_autotune"]))
-            counters_job = dataclasses.replace(job, mode="counters", scratch=folder, autotune=str(choices))
-
-            class Pass:  # all ranks launched at its turn (a rank under ncu, the others beside it), never ahead
-                def __init__(self, report: Path, mode: str, metrics: list[str], targets, names, ahead: bool):
-                    self.report, self.mode, self.options = report, mode, {"metrics": metrics, "targets": targets,
-                                                                          "names": names}
-
-                def finish(self, on_kernel) -> float:
-                    _, wall = launch(counters_job, ncu_timeout_s, wrapped_rank=ncu_rank,
-                                     wrapped=lambda argv: run_ncu(argv, self.report, self.mode, ncu_timeout_s,
-                                                                  on_kernel, **self.options))
-                    return wall
-
-                def cancel(self) -> None:
-                    pass
-
-            tables[ncu_rank], notes, checks, _ = collect_counters(
-                schema.conform_kernels(tables[ncu_rank]), counters, result.gpu, scratch, Pass, check,
-                lambda stage, done, total: None, results[ncu_rank]["peak_memory_bytes"] or 0.0)
-            collectors["counters"].update({**notes, "rank": ncu_rank})
-        kernels = schema.conform_kernels(pd.concat([schema.conform_kernels(t) for t in tables], ignore_index=True))
+        checks, reports, profiled = {}, {}, []
+        if job.device == "cuda" and counters != "none" and ncu_ranks:
+            notes, checks, reports = rank_counters(job, where, tables, results, ncu_ranks, counters, ncu_timeout_s,
+                                                   check)
+            collectors["counters"].update(notes)
+            profiled = list(ncu_ranks)
+        if not where.leader:
+            return None
+        kernels = schema.conform_kernels(pd.concat([schema.conform_kernels(tables[rank]) for rank in sorted(tables)],
+                                                   ignore_index=True))
         if job.device != "cuda":
             result.gpu = {"name": "cpu"}
-        parallel = parallel_section(job, results, ncu_rank if collectors["counters"].get("tool") else None)
-        # coverage of the rank the kernel analyses describe (`communication.one_rank`), not of every GPU's kernels
-        info = run_info(result, job.overrides, collectors, one_rank(kernels, {"parallel": parallel}),
-                        results[0]["triton_autotune"])
+        parallel = parallel_section(job, results, profiled, where.nnodes)
+        # coverage of the rank the kernel analyses describe (the first with counters, else rank 0)
+        described = kernels[kernels["rank"] == (profiled[0] if profiled else 0)]
+        info = run_info(result, job.overrides, collectors, described, results[0].triton_autotune)
         info["checks"] = checks
         info["parallel"] = parallel
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         name = f"{job.workload}-{job.preset}-tp{job.tp}" + (f"-dp{job.dp}" if job.dp > 1 else "") + f"-{stamp}"
         extra = {}
         if keep_report:
-            kept = [*scratch.glob("*.ncu-rep"), *scratch.glob("trace-rank*.json.gz")]
-            extra = {path.name: path for path in sorted(kept)}
+            extra = {**reports, **{path.name: path for path in sorted(scratch.glob("trace-rank*.json.gz"))}}
         return schema.write_run(Path(out) / name, info, kernels, extra_files=extra)
 
 

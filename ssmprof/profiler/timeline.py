@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from ssmprof import schema
 from ssmprof.profiler.markers import NVTX_DOMAIN, PHASES
 from ssmprof.schema import KERNEL_COLUMNS, PARALLEL_COLUMNS
 
@@ -65,7 +66,7 @@ class TimelineCapture:
             with tempfile.TemporaryDirectory() as folder:
                 path = Path(folder) / "trace.json"
                 self._profile.export_chrome_trace(str(path))
-                self.trace = json.loads(path.read_text())
+                self.trace = schema.read_trace(path)
         self.wall_s += time.perf_counter() - self._started  # over every iteration recorded
         return False
 
