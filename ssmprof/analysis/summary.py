@@ -12,6 +12,7 @@ from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary, slow_iteration_note
+from ssmprof.analysis.instruction_bounds import instruction_bounds
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.scan_models import forward_model
@@ -43,6 +44,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         limited = limiters(kernels)
         tables["limiters"] = limiter_summary(limited)
         tables["limiters_ssm"] = limiter_summary(limited, category="SSM scan")
+        tables["instruction_bounds"] = instruction_bounds(kernels, run.info.get("gpu", {}))
         if kernels["stall_warps_per_issue"].notna().any():
             tables["stalls"] = stall_summary(kernels)
     if counted and ceilings is not None:

@@ -27,6 +27,9 @@ TABLE_TITLES = {
     "host": "GPU busy share of the step: host-bound or GPU-bound",
     "limiters_ssm": "What limits each SSM kernel, and the counters that say so",
     "limiters": "What limits the top kernels by time",
+    "instruction_bounds": "Instruction-level bounds of the SSM kernels: the busiest pipe, issue slots and shared "
+                          "memory, % of peak while the SM is active; the largest binds (warp instructions per shared "
+                          "wavefront, L2 and DRAM sector)",
     "stalls": "Why warps wait: each stall reason's share of the warps resident per issue cycle (stall pass)",
     "headroom_by_category": "Headroom by category: step time saved at the roof, and at 80 % of it",
     "headroom": "Headroom: the kernels where an optimization would pay most",
@@ -152,6 +155,8 @@ def _figures(info: dict, tables: dict):
         yield figures.rate_bars(tables["caches"], f"Caches and DRAM: {name}"), ""
     if "stalls" in tables:
         yield figures.stall_bars(tables["stalls"], f"Why warps wait, kernels the stall pass measured: {name}"), ""
+    if "instruction_bounds" in tables and len(tables["instruction_bounds"]):
+        yield figures.bound_bars(tables["instruction_bounds"], f"What bounds the SSM kernels' instructions: {name}"), ""
     if "tensor_vector_ssm" in tables:
         if len(tables["tensor_vector_ssm"]):
             yield figures.class_bars(tables["tensor_vector_ssm"], f"Tensor vs vector, SSM kernels: {name}"), ""
