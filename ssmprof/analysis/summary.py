@@ -16,6 +16,7 @@ from ssmprof.analysis.instruction_bounds import instruction_bounds
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.roofline import Ceilings, roofline, roofline_summary
 from ssmprof.analysis.scan_models import forward_model
+from ssmprof.analysis.ssd_dataflow import FLOW_COLUMNS, fusion_estimate, ssd_dataflow, ssd_layers
 from ssmprof.analysis.ssd_model import analytic_vs_measured
 from ssmprof.analysis.tensor_vector import class_summary, classify, instruction_summary
 from ssmprof.schema import Run
@@ -57,6 +58,10 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         saved = headroom(per_kernel, ceilings.dram_gb_s)
         tables["headroom"] = headroom_summary(saved)
         tables["headroom_by_category"] = headroom_summary(saved, by="category")
+        flow = ssd_dataflow(kernels, run.info["workload"]["config"])
+        if flow is not None:  # the Mamba-2 SSD chain's inter-kernel bytes and the fused chain's what-if
+            tables["ssd_dataflow"] = flow[FLOW_COLUMNS]
+            tables["ssd_fusion"] = fusion_estimate(flow, run.info["workload"]["config"], ceilings, ssd_layers(kernels))
     if counted:
         classified = classify(kernels, ceilings)
         tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",

@@ -21,6 +21,11 @@ TABLE_TITLES = {
     "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
     "tensor_instructions": "Tensor instructions (Hopper): wgmma or mma.sync, per category (bf16 tensor work)",
     "ssd_analytic_vs_measured": "SSM forward kernels (SSD, Mamba-3, Gated DeltaNet): analytic vs measured (per launch)",
+    "ssd_dataflow": "SSD chain data movement, per layer: bytes each kernel reads that an earlier kernel of the chain "
+                    "wrote (modelled from the launch shapes), where they came from (DRAM reads beyond the external "
+                    "inputs, Nsight Compute)",
+    "ssd_fusion": "WHAT-IF (not measured): the SSD chain fused into one kernel per phase, per layer: minimum DRAM "
+                  "bytes, time bounded below by the roofs and estimated above as L2-bound at the chain's L2 rate",
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
     "gemm_work": "GEMM self-check: measured tensor work against 2MNK and against the work whole tiles issue "
                  "(checked counters)",
