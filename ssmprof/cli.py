@@ -148,6 +148,9 @@ def profile(
     ncu_rank: Annotated[int, typer.Option(help="with --tp/--dp: the rank Nsight Compute profiles")] = 0,
     device: Annotated[str, typer.Option(help="auto or cuda; cpu only with --tp/--dp (gloo reference path, "
                                              "timeline only)")] = "auto",
+    replay: Annotated[str, typer.Option(help="Nsight Compute replay: kernel, application (the child rerun once "
+                                        "per metric pass) or auto (application where the live tensors exceed "
+                                        "half the GPU)")] = "auto",
 ) -> None:
     """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
     from ssmprof.pipeline import measure
@@ -156,7 +159,7 @@ def profile(
                                       allow_fallback, tp, dp, sequence_parallel)
     with _progress() as report:
         path = measure.profile(options, out, steps, counters, keep_report, ncu_timeout, report_file, report,
-                               device=device, ncu_rank=ncu_rank)
+                               device=device, ncu_rank=ncu_rank, replay=replay)
     console.print(f"run directory: {path}")
     if report_file is not None:
         console.print(f"written: {report_file}")

@@ -19,6 +19,7 @@ from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.ceilings import check_run_counters
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
+from ssmprof.profiler.counters import REPLAY_CHOICES
 from ssmprof.profiler.harness import Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, SuiteManifest, make_document, write_document
@@ -164,13 +165,16 @@ def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_
 def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str = "sampled",
             keep_report: bool = False, ncu_timeout_s: float = 1800, report_file: Path | None = None,
             progress: Progress | None = None, name: str | None = None, device: str = "auto",
-            ncu_rank: int = 0) -> Path:
+            ncu_rank: int = 0, replay: str = "auto") -> Path:
     """`ssmprof profile`: one run directory under `out`, named `name` where given (and its HTML report, where
     `report_file` is given). With --tp/--dp: every rank's timeline, counters from rank `ncu_rank`, one merged
-    run (on the CPU too, over gloo and without counters: the reference path the tests record)."""
+    run (on the CPU too, over gloo and without counters: the reference path the tests record). `replay`:
+    Nsight Compute's replay (`counters.replay_mode`: auto takes application replay where the process holds more
+    than half the GPU)."""
     from ssmprof.profiler.collect import profile_run
 
     check_counters_mode(counters)
+    check_replay(replay)
     check_folder(out, "--out")
     check_file(report_file, "--report")
     ready = prepare(options, device)
@@ -182,7 +186,7 @@ def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str 
     else:
         path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
                            ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
-                           check=check_run_counters, name=name)
+                           check=check_run_counters, name=name, replay=replay)
     if report_file is not None:
         reporting.report([path], "html", report_file)
     return path
@@ -253,6 +257,12 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
                              checks=checks.to_dict("records"), ncu_wall_s=ncu_wall, note=note)
     path = out or Path("runs") / f"device-{(spec.key if spec else gpu['name']).replace(' ', '_')}.json"
     return CalibrationResult(document, checks, write_document(document, path))
+
+
+def check_replay(replay: str) -> None:
+    if replay not in REPLAY_CHOICES:
+        raise InvalidConfig(f"--replay must be {', '.join(REPLAY_CHOICES[:-1])} or {REPLAY_CHOICES[-1]}, "
+                            f"got '{replay}'")
 
 
 def check_counters_mode(counters: str) -> None:

@@ -42,6 +42,7 @@ from ssmprof.profiler.counters import (
     child_command,
     focus_kernels,
     pass_seconds,
+    replay_mode,
     replay_through_host,
     stall_targets,
 )
@@ -178,13 +179,14 @@ def replay_cost(rows: pd.DataFrame) -> dict:
 
 
 def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, start_pass: StartPass,
-                     check: CounterCheck, tell: Callable[[str, int, int], None], held_bytes: float
-                     ) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
+                     check: CounterCheck, tell: Callable[[str, int, int], None], held_bytes: float,
+                     replay: str = "kernel") -> tuple[pd.DataFrame, dict, dict, list[Path]]:
     """Counters for the timeline `kernels` in mode `counters` (sampled, all, focus): the passes, the join, the
     self-checks. Returns (the joined, checked table; run.json's counter collector notes; its `checks`; the
     pass reports, under `scratch`). Every metric is checked against ncu's list for the chip first. Each pass
     after the first is started while the one before it replays (`counters.NcuPass`). `held_bytes`: the peak of
-    live tensors in the iteration; where replay will save it through the host, each pass's progress says so."""
+    live tensors in the iteration; where replay will save it through the host, each pass's progress says so.
+    `replay`: the replay `start_pass` gives its passes (`counters.replay_mode`)."""
     chip = chip_for(gpu["compute_capability"])
     metrics = {group: counter_metrics(chip, group) for group in METRIC_GROUPS}
     check_metrics([m for group in metrics.values() for m in group], available_metrics(chip), chip)
@@ -205,9 +207,10 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
                for number, (group, mode, targets) in enumerate(passes, start=1)]
     reports: dict[str, list] = {group: [] for group in METRIC_GROUPS}
     walls, replays = [], []
-    through_host = replay_through_host(held_bytes, gpu["memory_bytes"])
+    through_host = replay == "kernel" and replay_through_host(held_bytes, gpu["memory_bytes"])
     slow = f", replay through the host: {held_bytes / 2**30:.0f} of {gpu['memory_bytes'] / 2**30:.0f} GiB held" \
-        if through_host else ""
+        if through_host else ", application replay: the child runs once per metric pass" \
+        if replay == "application" else ""
 
     def start(number: int) -> StartedPass:
         group, mode, targets, only, path = planned[number - 1]
@@ -235,7 +238,7 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
         kernels, notes["stalls"] = attach_stalls(kernels, *reports["stalls"][0], plan)
     kernels, checks = check(schema.conform_kernels(kernels), gpu["name"])
     notes = {"tool": "ncu", "chip": chip, "wall_s": sum(walls), "pass_wall_s": walls, "pass_replay": replays,
-             "replay_through_host": through_host, **notes,
+             "replay_through_host": through_host, "replay_mode": replay, **notes,
              "metrics": metrics["counters"], "stall_metrics": metrics["stalls"],
              "columns_not_collected": {c: NOT_ASKED.get(c, f"not on {chip}") for group in METRIC_GROUPS
                                        for c, m in column_metrics(chip, group).items() if m is None}}
@@ -245,10 +248,10 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
 def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
                 out: Path, steps: int, warmup: int, counters: str = "sampled", allow_fallback: bool = False,
                 keep_report: bool = False, ncu_timeout_s: float = 1800, progress: Progress | None = None, *,
-                check: CounterCheck, name: str | None = None) -> Path:
+                check: CounterCheck, name: str | None = None, replay: str = "auto") -> Path:
     """Profile one training iteration (timeline, then Nsight Compute counters unless `counters` is "none")
-    and write the run directory `name` (default: workload-preset-time) under `out`; returns its path.
-    Nothing is written if a collector fails."""
+    and write the run directory `name` (default: workload-preset-time) under `out`; returns its path. `replay`:
+    Nsight Compute's replay, or "auto" (`counters.replay_mode`). Nothing is written if a collector fails."""
     if plan.device != "cuda":
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
                     "exercises the CPU reference path)")
@@ -273,6 +276,7 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
             with gzip.open(extra["trace.json.gz"], "wt") as f:
                 json.dump(capture.trace, f)
         if counters != "none":
+            chosen = replay_mode(replay, result.peak_memory_bytes, result.gpu["memory_bytes"])
             choices_path = Path(scratch) / "autotune.json"
             choices_path.write_text(json.dumps(triton_choices))
             phases = []
@@ -282,7 +286,7 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
                     self.timings = report.with_suffix(".timings.json")
                     command = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path,
                                             self.timings)
-                    self.ncu = NcuPass(command, report, mode, metrics, targets, names, ahead)
+                    self.ncu = NcuPass(command, report, mode, metrics, targets, names, ahead, replay=chosen)
 
                 def finish(self, on_kernel) -> float:
                     wall = self.ncu.finish(ncu_timeout_s, on_kernel)
@@ -294,7 +298,7 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
                     self.ncu.cancel()
 
             kernels, notes, checks, reports = collect_counters(kernels, counters, result.gpu, Path(scratch),
-                                                               Pass, check, tell, result.peak_memory_bytes)
+                                                               Pass, check, tell, result.peak_memory_bytes, chosen)
             collectors["counters"].update(notes, pass_seconds=phases)
             if keep_report:
                 extra.update({report.name: report for report in reports})
