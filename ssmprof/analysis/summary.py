@@ -8,6 +8,7 @@ from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warni
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import describe_removed, gemm_work, status_table
 from ssmprof.analysis.communication import communication_tables, described_rank, one_rank, with_transfer_times
+from ssmprof.analysis.cuda_graphs import graph_gain
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.headroom import headroom, headroom_summary
@@ -37,6 +38,9 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         "counter_checks": status_table(kernels),
         "host": host_summary(kernels, run.info["harness"]["step_ms"]),
     }
+    gain = graph_gain(run.info["harness"], tables["host"])
+    if gain is not None:  # `--cuda-graphs`: the measured gain beside the host wait it was estimated from
+        tables["cuda_graphs"] = gain
     work = gemm_work(kernels)
     if len(work):  # GEMMs with checked counters (none in runs written before the checks)
         tables["gemm_work"] = work

@@ -20,7 +20,7 @@ from ssmprof.pipeline import reporting
 from ssmprof.pipeline.ceilings import check_run_counters
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.profiler.counters import REPLAY_CHOICES
-from ssmprof.profiler.harness import Progress, RunResult, resolve_device, run_training
+from ssmprof.profiler.harness import CaptureRefused, Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, SuiteManifest, make_document, write_document
 from ssmprof.workloads.base import CommonConfig, Workload, training_step_flops
@@ -144,18 +144,21 @@ def _check_cpu_size(workload: Workload, cfg: CommonConfig, plan: KernelPlan) -> 
 
 
 def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_out: Path | None = None,
-          progress: Progress | None = None) -> RunResult:
-    """`ssmprof run`: a few training iterations, timed (no collectors); also written as JSON to `json_out`."""
+          progress: Progress | None = None, cuda_graphs: bool = False) -> RunResult:
+    """`ssmprof run`: a few training iterations, timed (no collectors); also written as JSON to `json_out`. With
+    `cuda_graphs`, the step is also captured as a CUDA graph and its replays timed (`harness.time_graphed_steps`)."""
     check_file(json_out, "--json")
     ready = prepare(options, device)
     parallel = None
+    if cuda_graphs and options.parallelism().distributed:
+        raise CaptureRefused("--cuda-graphs runs one process: it does not capture the collectives of --tp/--dp runs")
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import train_parallel
 
         result, parallel = train_parallel(rank_job(ready, options, steps, "train"))
     else:
         result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, steps, ready.warmup, NvtxMarker(),
-                              progress)
+                              progress, cuda_graphs=cuda_graphs)
     if json_out is not None:
         extra = {"parallel": parallel} if parallel else {}
         write_text(json_out, json.dumps({**result.to_dict(), **extra}, indent=2))
@@ -165,12 +168,13 @@ def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_
 def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str = "sampled",
             keep_report: bool = False, ncu_timeout_s: float = 1800, report_file: Path | None = None,
             progress: Progress | None = None, name: str | None = None, device: str = "auto",
-            ncu_rank: int = 0, replay: str = "auto") -> Path:
+            ncu_rank: int = 0, replay: str = "auto", cuda_graphs: bool = False) -> Path:
     """`ssmprof profile`: one run directory under `out`, named `name` where given (and its HTML report, where
     `report_file` is given). With --tp/--dp: every rank's timeline, counters from rank `ncu_rank`, one merged
     run (on the CPU too, over gloo and without counters: the reference path the tests record). `replay`:
     Nsight Compute's replay (`counters.replay_mode`: auto takes application replay where the process holds more
-    than half the GPU)."""
+    than half the GPU). `cuda_graphs`: also time the step captured as a CUDA graph (run.json's
+    `harness.cuda_graphs`; the profiled iteration stays eager)."""
     from ssmprof.profiler.collect import profile_run
 
     check_counters_mode(counters)
@@ -178,6 +182,8 @@ def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str 
     check_folder(out, "--out")
     check_file(report_file, "--report")
     ready = prepare(options, device)
+    if cuda_graphs and options.parallelism().distributed:
+        raise CaptureRefused("--cuda-graphs runs one process: it does not capture the collectives of --tp/--dp runs")
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import profile_parallel
 
@@ -186,7 +192,7 @@ def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str 
     else:
         path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
                            ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
-                           check=check_run_counters, name=name, replay=replay)
+                           check=check_run_counters, name=name, replay=replay, cuda_graphs=cuda_graphs)
     if report_file is not None:
         reporting.report([path], "html", report_file)
     return path

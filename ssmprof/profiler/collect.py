@@ -89,6 +89,8 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
             "warmup": result.warmup,
             "final_loss": result.final_loss,
             "seconds": result.harness_seconds,
+            **({"cuda_graphs": {"step_ms": result.graphed_step_ms, "step_times_ms": result.graphed_step_times_ms}}
+               if result.graphed_step_times_ms else {}),
         },
         "collectors": collectors,
         "coverage": coverage(kernels),
@@ -248,17 +250,19 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
 def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
                 out: Path, steps: int, warmup: int, counters: str = "sampled", allow_fallback: bool = False,
                 keep_report: bool = False, ncu_timeout_s: float = 1800, progress: Progress | None = None, *,
-                check: CounterCheck, name: str | None = None, replay: str = "auto") -> Path:
+                check: CounterCheck, name: str | None = None, replay: str = "auto", cuda_graphs: bool = False) -> Path:
     """Profile one training iteration (timeline, then Nsight Compute counters unless `counters` is "none")
     and write the run directory `name` (default: workload-preset-time) under `out`; returns its path. `replay`:
-    Nsight Compute's replay, or "auto" (`counters.replay_mode`). Nothing is written if a collector fails."""
+    Nsight Compute's replay, or "auto" (`counters.replay_mode`); `cuda_graphs`: also time the step as a CUDA graph
+    (`harness.time_graphed_steps`). Nothing is written if a collector fails."""
     if plan.device != "cuda":
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
                     "exercises the CPU reference path)")
     tell = progress or (lambda stage, done, total: None)
     capture = TimelineCapture(cuda=True)
     started = time.perf_counter()
-    result = run_training(workload, preset, cfg, plan, steps, warmup, NvtxMarker(), progress, capture=capture)
+    result = run_training(workload, preset, cfg, plan, steps, warmup, NvtxMarker(), progress, capture=capture,
+                          cuda_graphs=cuda_graphs)
     kernels = schema.conform_kernels(kernel_table(capture.trace))
     triton_choices = autotune.snapshot()
     collectors = {

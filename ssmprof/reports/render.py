@@ -30,6 +30,8 @@ TABLE_TITLES = {
     "gemm_work": "GEMM self-check: measured tensor work against 2MNK and against the work whole tiles issue "
                  "(checked counters)",
     "host": "GPU busy share of the step: host-bound or GPU-bound",
+    "cuda_graphs": "CUDA graphs: the step captured and replayed without per-launch host cost, beside the host wait "
+                   "estimated from the eager step (its step minus the GPU's busy time)",
     "limiters_ssm": "What limits each SSM kernel, and the counters that say so",
     "limiters": "What limits the top kernels by time",
     "instruction_bounds": "Instruction-level bounds of the SSM kernels: the busiest pipe, issue slots and shared "
