@@ -58,3 +58,19 @@ def test_the_gain_is_set_beside_the_host_wait_with_its_noise():
     assert same["verdict"] == "within noise"
     impossible = graph_gain({**harness, "cuda_graphs": {"step_ms": 100.0, "step_times_ms": [100.0]}}, host).iloc[0]
     assert impossible["check"].startswith("graphed step under the GPU's busy time")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("workload", ["mamba2-lm", "mamba-vision"])
+def test_a_captured_step_replays_on_the_gpu(tmp_path, workload):
+    """On a GPU: the small step captures, its replays are timed and no slower than the eager step beyond noise."""
+    import json
+
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(app, ["run", workload, "--preset", "tiny", "--steps", "5", "--cuda-graphs",
+                                      "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    run = json.loads(out.read_text())
+    assert len(run["graphed_step_times_ms"]) == 5 and run["graphed_step_ms"] > 0
+    spread = max(run["step_times_ms"]) - min(run["step_times_ms"])
+    assert run["graphed_step_ms"] <= run["step_ms"] + spread
