@@ -67,13 +67,15 @@ def families(metrics: list[str]) -> dict[str, list[str]]:
         "duration and launch": having("gpu__time_duration", "launch__"),
         "dram": having("dram__"),
         "l2 (lts)": having("lts__"),
-        "l1 (l1tex)": having("l1tex__"),
+        "l1 (l1tex)": having("l1tex__t_"),
         "sass fp32 instructions": [m for m in sass if any(f"_op_f{op}_" in m for op in ("add", "mul", "fma"))],
         "sass fp16 instructions": [m for m in sass if any(f"_op_h{op}_" in m for op in ("add", "mul", "fma"))],
         "sass fp64 instructions": [m for m in sass if any(f"_op_d{op}_" in m for op in ("add", "mul", "fma"))],
         "tensor ops": having("sm__ops_path_tensor"),
         "pipes, issue, warps": having("sm__pipe_", "sm__inst_executed_pipe_", "smsp__issue_active",
                                       "sm__warps_active"),
+        "instructions and shared memory": having("smsp__inst_executed", "l1tex__data_pipe_lsu_wavefronts_mem_shared",
+                                                 "sm__sass_data_bytes_mem_shared"),
     }
     cut["whole counter set"] = metrics
     cut["whole set without fp64 instructions"] = [m for m in metrics if m not in cut["sass fp64 instructions"]]
@@ -106,6 +108,11 @@ def families(metrics: list[str]) -> dict[str, list[str]]:
     for metric in cut["l2 (lts)"]:
         cut[f"alone: {metric}"] = [metric]
         cut[f"whole set, fp16 split, without {metric}"] = [m for m in metrics if m not in fp16 + [metric]] + split
+    # the instruction-bound family (`analysis.instruction_bounds`): the passes it adds to the set, and each metric's
+    bounds = cut["instructions and shared memory"]
+    cut["whole set without the instruction-bound family"] = [m for m in metrics if m not in bounds]
+    for metric in bounds:
+        cut[f"alone: {metric}"] = [metric]
     return cut
 
 

@@ -90,6 +90,8 @@ FallbackOpt = Annotated[bool, typer.Option(help="run on a GPU even if fused kern
 TpOpt = Annotated[int, typer.Option("--tp", help="tensor-parallel ranks (one GPU each; gloo processes on the CPU)")]
 DpOpt = Annotated[int, typer.Option("--dp", help="data-parallel replicas of the tensor-parallel model")]
 SpOpt = Annotated[bool, typer.Option(help="sequence parallelism under --tp (mamba-ssm's default)")]
+GraphsOpt = Annotated[bool, typer.Option(help="also time the step captured as one CUDA graph (no per-launch host "
+                                              "cost); refused, with the reason, where it cannot be captured")]
 
 
 @app.command()
@@ -110,6 +112,7 @@ def run(
     tp: TpOpt = 1,
     dp: DpOpt = 1,
     sequence_parallel: SpOpt = True,
+    cuda_graphs: GraphsOpt = False,
 ) -> None:
     """Train WORKLOAD for a few iterations and print step time, throughput, memory and kernels used."""
     from ssmprof.pipeline import measure
@@ -117,7 +120,7 @@ def run(
     options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
                                       allow_fallback, tp, dp, sequence_parallel)
     with _progress() as report:
-        result = measure.train(options, device, steps, json_out, report)
+        result = measure.train(options, device, steps, json_out, report, cuda_graphs=cuda_graphs)
     _print_result(result)
 
 
@@ -161,6 +164,10 @@ def profile(
                                                 "identical GPUs of the host (0: all)")] = 1,
     name: Annotated[str | None, typer.Option(help="the run directory's name [default: "
                                              "WORKLOAD-PRESET-TIME]")] = None,
+    replay: Annotated[str, typer.Option(help="Nsight Compute replay: kernel, application (the child rerun once "
+                                        "per metric pass) or auto (application where the live tensors exceed "
+                                        "half the GPU)")] = "auto",
+    cuda_graphs: GraphsOpt = False,
 ) -> None:
     """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
     from ssmprof.pipeline import measure
@@ -170,7 +177,8 @@ def profile(
     launch = measure.Launch(nnodes, node_rank, rdzv_endpoint, job_id)
     with _progress() as report:
         path = measure.profile(options, out, steps, counters, keep_report, ncu_timeout, report_file, report,
-                               name, device, tuple(ncu_rank or [0]), launch, pass_gpus)
+                               name, device, tuple(ncu_rank or [0]), launch, pass_gpus, replay,
+                               cuda_graphs)
     if path is None:
         console.print(f"node {node_rank}: its ranks are done; node 0 writes the run directory")
         return
@@ -471,6 +479,10 @@ def _print_result(result) -> None:
     table.add_row("step time (median)", f"{result.step_ms:.2f} ms  (min {min(times):.2f}, max {max(times):.2f}, "
                   f"{len(times)} steps after {result.warmup} warm-up)")
     table.add_row("throughput", f"{result.throughput:,.0f} {result.unit}/s")
+    if result.graphed_step_ms is not None:
+        graphed = result.graphed_step_times_ms
+        table.add_row("step time, CUDA graph", f"{result.graphed_step_ms:.2f} ms  (min {min(graphed):.2f}, max "
+                      f"{max(graphed):.2f}; {result.step_ms - result.graphed_step_ms:.2f} ms under the eager step)")
     peak = result.peak_memory_bytes
     table.add_row("peak memory", f"{peak / 2**30:.2f} GiB" if peak is not None else "n/a (CPU)")
     table.add_row("final loss", f"{result.final_loss:.4f}")

@@ -142,6 +142,18 @@ COUNTER_METRICS: dict[str, tuple[str, str, str]] = {
                          "cycles a warp scheduler issued an instruction, % of cycles it was active"),
     "achieved_occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active", "%",
                                "resident warps per active cycle, % of the SM's maximum (achieved occupancy)"),
+    # The instruction-level bounds (`analysis.instruction_bounds`, Ding & Williams' instruction roofline): warp
+    # instructions against the schedulers' issue peak (one a cycle each), and shared memory as a level of its own
+    # (the L1 columns above exclude it), in transactions (wavefronts: one a cycle per SM at most) and bytes.
+    "warp_inst_executed": ("smsp__inst_executed.sum", "inst", "warp instructions executed"),
+    "inst_issue_pct": ("smsp__inst_executed.avg.pct_of_peak_sustained_active", "%",
+                       "warp instructions per active cycle, % of the issue peak (one per scheduler per cycle)"),
+    "shared_wavefronts": ("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", "wavefronts",
+                          "shared-memory transactions (wavefronts) of the L1 data pipe: loads, stores, atomics, "
+                          "ldmatrix and wgmma operand reads"),
+    "shared_pipe_pct": ("l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_active", "%",
+                        "shared-memory wavefronts, % of the L1 data pipe's peak (one a cycle) while active"),
+    "shared_bytes": ("sm__sass_data_bytes_mem_shared.sum", "bytes", "shared-memory bytes the instructions access"),
     # launch attributes: recorded for every profiled launch at no extra replay pass
     "registers_per_thread": ("launch__registers_per_thread", "registers", "registers per thread"),
     "waves_per_sm": ("launch__waves_per_multiprocessor", "waves", "thread-block waves per SM (grid / resident)"),

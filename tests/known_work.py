@@ -11,10 +11,11 @@ from ssmprof.schema import COUNTER_METRICS, conform_kernels
 GEMM_FLOPS = 2.0 * 4096**3
 NAN = math.nan
 # The counter columns the recorded Nsight Compute fixtures (join-*, calibrate-*) were collected with: the
-# pipe and occupancy counters came later, and `read_report(columns=...)` reads only these from them.
+# pipe, occupancy and instruction-bound counters came later, and `read_report(columns=...)` reads only these from them.
 RECORDED_COUNTER_COLUMNS = [c for c in COUNTER_METRICS if c not in
                             ("alu_pipe_pct", "xu_pipe_pct", "lsu_pipe_pct", "issue_active_pct",
-                             "achieved_occupancy_pct")]
+                             "achieved_occupancy_pct", "warp_inst_executed", "inst_issue_pct", "shared_wavefronts",
+                             "shared_pipe_pct", "shared_bytes")]
 
 
 def unpadded(markdown: str) -> str:

@@ -18,7 +18,8 @@ def test_metric_families_cut_the_counter_set_without_overlap():
     alone = [family for name, family in cut.items() if name.startswith("alone")]
     split = ["sm__ops_path_tensor_op_hgmma_src_fp16.sum", "sm__ops_path_tensor_op_hmma_src_fp16.sum"]
     assert [m for family in alone for m in family] == [*cut["pipes, issue, warps"], ncu_pass_cost.DROPPED,
-                                                       *cut["tensor ops"], *split, *cut["l2 (lts)"]]
+                                                       *cut["tensor ops"], *split, *cut["l2 (lts)"],
+                                                       *cut["instructions and shared memory"]]
     fp16_split = cut["whole set, fp16 as its wgmma and mma.sync parts"]
     assert set(fp16_split) == set(metrics) - {"sm__ops_path_tensor_src_fp16.sum"} | set(split)
     assert ncu_pass_cost.DROPPED not in metrics
@@ -31,6 +32,9 @@ def test_metric_families_cut_the_counter_set_without_overlap():
     assert set(merged) == set(metrics) | set(cut["stall set"]) and len(merged) == len(set(merged))
     fp16 = ["sm__ops_path_tensor_src_fp16.sum"]
     assert sorted(cut["whole set without the fp16 tensor metric"] + fp16) == sorted(metrics)
+    bounds = cut["instructions and shared memory"]
+    assert len(bounds) == 5
+    assert sorted(cut["whole set without the instruction-bound family"] + bounds) == sorted(metrics)
     narrowest = cut["whole set without the pipes family and the fp16 tensor metric"]
     assert sorted(narrowest + pipes + fp16) == sorted(metrics)
 

@@ -30,7 +30,7 @@ def test_html_report_is_self_contained_with_charts(tmp_path):
     assert result.exit_code == 0, result.output
     page = out.read_text()
     assert "<script src=" not in page  # nothing fetched: works offline
-    assert page.count("Plotly.newPlot(") == 4  # breakdown, roofline, caches, tensor/vector
+    assert page.count("Plotly.newPlot(") == 5  # breakdown, roofline, caches, instruction bounds, tensor/vector
     assert len(re.findall(r"plotly\.js v\d", page)) == 1  # the library embedded once
     assert "<script>alert(1)" not in page  # escaped in tables and in the chart data
     assert "gemm&lt;script&gt;" in page
@@ -99,7 +99,7 @@ def test_report_draws_in_headless_chromium(tmp_path):
          f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0",
          "--dump-dom", out.as_uri()],
         capture_output=True, text=True, timeout=120)
-    assert browser.stdout.count('class="main-svg"') == 4 * 3
+    assert browser.stdout.count('class="main-svg"') == 5 * 3  # the five charts of the self-contained test
     assert "Uncaught" not in browser.stderr  # no script error on the page
     assert "<script>alert(1)" not in browser.stdout  # the hostile kernel name stayed text
 

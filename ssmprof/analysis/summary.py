@@ -8,14 +8,17 @@ from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warni
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import describe_removed, gemm_work, status_table
 from ssmprof.analysis.communication import communication_tables, described_rank, one_rank, with_transfer_times
+from ssmprof.analysis.cuda_graphs import graph_gain
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary, slow_iteration_note
+from ssmprof.analysis.instruction_bounds import instruction_bounds
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.noise import iteration_check, iteration_note
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, roofline, roofline_summary
 from ssmprof.analysis.scan_models import forward_model
+from ssmprof.analysis.ssd_dataflow import FLOW_COLUMNS, fusion_estimate, ssd_dataflow, ssd_layers
 from ssmprof.analysis.ssd_model import analytic_vs_measured
 from ssmprof.analysis.tensor_vector import class_summary, class_thresholds, classify, instruction_summary, table_ii
 from ssmprof.hardware import Ceilings
@@ -38,6 +41,9 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         "host": host_summary(kernels, run.info["harness"]["step_ms"], _host_launch_us(run.info)),
         "profiled_iteration": iteration_check(run.kernels, run.info),
     }
+    gain = graph_gain(run.info["harness"], tables["host"])
+    if gain is not None:  # `--cuda-graphs`: the measured gain beside the host wait it was estimated from
+        tables["cuda_graphs"] = gain
     work = gemm_work(kernels)
     if len(work):  # GEMMs with checked counters (none in runs written before the checks)
         tables["gemm_work"] = work
@@ -46,6 +52,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         limited = limiters(kernels)
         tables["limiters"] = limiter_summary(limited)
         tables["limiters_ssm"] = limiter_summary(limited, category="SSM scan")
+        tables["instruction_bounds"] = instruction_bounds(kernels, run.info.get("gpu", {}))
         if kernels["stall_warps_per_issue"].notna().any():
             tables["stalls"] = stall_summary(kernels)
     if counted and ceilings is not None:
@@ -61,6 +68,10 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         defects = calibration_defects(ceilings, kernels)
         if len(defects):  # launches faster than a calibrated ceiling: shown, never used to raise it
             tables["calibration_defects"] = defects_by_kernel(defects)
+        flow = ssd_dataflow(kernels, run.info["workload"]["config"])
+        if flow is not None:  # the Mamba-2 SSD chain's inter-kernel bytes and the fused chain's what-if
+            tables["ssd_dataflow"] = flow[FLOW_COLUMNS]
+            tables["ssd_fusion"] = fusion_estimate(flow, run.info["workload"]["config"], ceilings, ssd_layers(kernels))
     if counted:
         classified = classify(kernels, ceilings)
         tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",

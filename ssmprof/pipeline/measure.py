@@ -25,8 +25,9 @@ from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.profiler.collect import identical_gpus
+from ssmprof.profiler.counters import REPLAY_CHOICES
 from ssmprof.profiler.distributed import Launch
-from ssmprof.profiler.harness import Progress, RunResult, resolve_device, run_training
+from ssmprof.profiler.harness import CaptureRefused, Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, RankJob, SuiteManifest, make_document, write_document
 from ssmprof.workloads.base import CommonConfig, Workload, training_step_flops
@@ -151,18 +152,21 @@ def _check_cpu_size(workload: Workload, cfg: CommonConfig, plan: KernelPlan) -> 
 
 
 def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_out: Path | None = None,
-          progress: Progress | None = None) -> RunResult:
-    """`ssmprof run`: a few training iterations, timed (no collectors); also written as JSON to `json_out`."""
+          progress: Progress | None = None, cuda_graphs: bool = False) -> RunResult:
+    """`ssmprof run`: a few training iterations, timed (no collectors); also written as JSON to `json_out`. With
+    `cuda_graphs`, the step is also captured as a CUDA graph and its replays timed (`harness.time_graphed_steps`)."""
     check_file(json_out, "--json")
     ready = prepare(options, device)
     parallel = None
+    if cuda_graphs and options.parallelism().distributed:
+        raise CaptureRefused("--cuda-graphs runs one process: it does not capture the collectives of --tp/--dp runs")
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import train_parallel
 
         result, parallel = train_parallel(rank_job(ready, options, steps, "train"))
     else:
         result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, steps, ready.warmup, NvtxMarker(),
-                              progress)
+                              progress, cuda_graphs=cuda_graphs)
     if json_out is not None:
         extra = {"parallel": parallel} if parallel else {}
         write_text(json_out, json.dumps({**result.to_dict(), **extra}, indent=2))
@@ -172,18 +176,25 @@ def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_
 def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str = "sampled",
             keep_report: bool = False, ncu_timeout_s: float = 1800, report_file: Path | None = None,
             progress: Progress | None = None, name: str | None = None, device: str = "auto",
-            ncu_ranks: tuple[int, ...] = (0,), launch: Launch | None = None, pass_gpus: int = 1) -> Path | None:
+            ncu_ranks: tuple[int, ...] = (0,), launch: Launch | None = None, pass_gpus: int = 1,
+            replay: str = "auto", cuda_graphs: bool = False) -> Path | None:
     """`ssmprof profile`: one run directory under `out`, named `name` where given (and its HTML report, where
     `report_file` is given). With --tp/--dp: a torchrun job (`launch`: this node's part of it), every rank's
     timeline, counters from the ranks `ncu_ranks`, one merged run (on the CPU too, over gloo and without
     counters: the reference path the tests record), written by node 0 (None on the other nodes). `pass_gpus`:
-    a single-GPU profile's counter passes spread over that many identical GPUs of the host (0: all)."""
+    a single-GPU profile's counter passes spread over that many identical GPUs of the host (0: all). `replay`:
+    Nsight Compute's replay (`counters.replay_mode`: auto takes application replay where the process holds more
+    than half the GPU). `cuda_graphs`: also time the step captured as a CUDA graph (run.json's
+    `harness.cuda_graphs`; the profiled iteration stays eager)."""
     from ssmprof.profiler.collect import profile_run
 
     check_counters_mode(counters)
+    check_replay(replay)
     check_folder(out, "--out")
     check_file(report_file, "--report")
     ready = prepare(options, device, launch.nnodes if launch else 1)
+    if cuda_graphs and options.parallelism().distributed:
+        raise CaptureRefused("--cuda-graphs runs one process: it does not capture the collectives of --tp/--dp runs")
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import profile_parallel
 
@@ -192,7 +203,8 @@ def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str 
     else:
         path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
                            ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
-                           check=check_run_counters, name=name, pass_gpus=pass_gpus)
+                           check=check_run_counters, name=name, pass_gpus=pass_gpus, replay=replay,
+                           cuda_graphs=cuda_graphs)
     if report_file is not None and path is not None:
         reporting.report([path], "html", report_file)
     return path
@@ -301,6 +313,12 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
                              set_by=set_by, by_collector=by_collector)
     path = out or Path("runs") / DEVICE_PROFILE
     return CalibrationResult(document, checks, write_document(document, path))
+
+
+def check_replay(replay: str) -> None:
+    if replay not in REPLAY_CHOICES:
+        raise InvalidConfig(f"--replay must be {', '.join(REPLAY_CHOICES[:-1])} or {REPLAY_CHOICES[-1]}, "
+                            f"got '{replay}'")
 
 
 def check_counters_mode(counters: str) -> None:

@@ -43,6 +43,7 @@ from ssmprof.profiler.counters import (
     child_command,
     focus_kernels,
     pass_seconds,
+    replay_mode,
     replay_through_host,
     stall_targets,
 )
@@ -91,6 +92,8 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
             "seconds": result.harness_seconds,
             "profiled_ms": result.profiled_ms,
             "profiled_tries": len(result.profiled_ms),
+            **({"cuda_graphs": {"step_ms": result.graphed_step_ms, "step_times_ms": result.graphed_step_times_ms}}
+               if result.graphed_step_times_ms else {}),
         },
         "collectors": collectors,
         "coverage": coverage(kernels),
@@ -182,14 +185,14 @@ def replay_cost(rows: pd.DataFrame) -> dict:
 
 def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, start_pass: StartPass,
                      check: CounterCheck, tell: Callable[[str, int, int], None], held_bytes: float,
-                     lanes: int = 1) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
+                     lanes: int = 1, replay: str = "kernel") -> tuple[pd.DataFrame, dict, dict, list[Path]]:
     """Counters for the timeline `kernels` in mode `counters` (sampled, all, focus): the passes, the join, the
     self-checks. Returns (the joined, checked table; run.json's counter collector notes; its `checks`; the
     pass reports, under `scratch`). Every metric is checked against ncu's list for the chip first. On one GPU
     (`lanes` 1) each pass after the first is started while the one before it replays (`counters.NcuPass`); with
     `lanes` identical GPUs, that many passes replay at once (`start_pass` puts each on its GPU). `held_bytes`:
     the peak of live tensors in the iteration; where replay will save it through the host, each pass's progress
-    says so."""
+    says so. `replay`: the replay `start_pass` gives its passes (`counters.replay_mode`)."""
     chip = chip_for(gpu["compute_capability"])
     metrics = {group: counter_metrics(chip, group) for group in METRIC_GROUPS}
     check_metrics([m for group in metrics.values() for m in group], available_metrics(chip), chip)
@@ -210,9 +213,10 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
                for number, (group, mode, targets) in enumerate(passes, start=1)]
     reports: dict[str, list] = {group: [] for group in METRIC_GROUPS}
     walls, replays = [], []
-    through_host = replay_through_host(held_bytes, gpu["memory_bytes"])
+    through_host = replay == "kernel" and replay_through_host(held_bytes, gpu["memory_bytes"])
     slow = f", replay through the host: {held_bytes / 2**30:.0f} of {gpu['memory_bytes'] / 2**30:.0f} GiB held" \
-        if through_host else ""
+        if through_host else ", application replay: the child runs once per metric pass" \
+        if replay == "application" else ""
 
     # with one GPU a pass is started ahead of its turn (preparing beside the one replaying); with `lanes` GPUs,
     # `lanes` passes replay at once, each on its own GPU, and the next starts when the first of them ends
@@ -247,7 +251,7 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     wall = sum(walls) if lanes == 1 else time.perf_counter() - began  # passes side by side: the span of them all
     notes = {"tool": "ncu", "chip": chip, "pass_gpus": lanes, "wall_s": wall, "pass_wall_s": walls,
              "pass_replay": replays,
-             "replay_through_host": through_host, **notes,
+             "replay_through_host": through_host, "replay_mode": replay, **notes,
              "metrics": metrics["counters"], "stall_metrics": metrics["stalls"],
              "columns_not_collected": {c: NOT_ASKED.get(c, f"not on {chip}") for group in METRIC_GROUPS
                                        for c, m in column_metrics(chip, group).items() if m is None}}
@@ -259,11 +263,11 @@ class ChildPass:
     process sees), its timings and work read back once it ends."""
 
     def __init__(self, child: list[str], report: Path, mode: str, metrics: list[str], targets, names,
-                 ahead: bool, device: str | None):
+                 ahead: bool, device: str | None, replay: str = "kernel"):
         self.record = report.with_suffix(".timings.json")
         env = {"CUDA_VISIBLE_DEVICES": device} if device is not None else {}
         self.ncu = NcuPass([*child, "--timings", str(self.record)], report, mode, metrics, targets, names, ahead,
-                           env=env)
+                           env=env, replay=replay)
 
     def finish(self, timeout_s: float, on_kernel) -> tuple[float, schema.PassRecord]:
         """(the wall time the pass added, what its child wrote)."""
@@ -274,10 +278,11 @@ class ChildPass:
 class ChildPasses:
     """The passes of one single-process profile, started as `collect_counters` asks (`start`, a `StartPass`):
     the k-th on the k-th of `devices` in turn (CUDA_VISIBLE_DEVICES), or all on this process's GPU where
-    `devices` is empty. Keeps each pass's stages (`pass_seconds`) and work (`child.pass_work`)."""
+    `devices` is empty, with Nsight Compute's `replay`. Keeps each pass's stages (`pass_seconds`) and work
+    (`child.pass_work`)."""
 
-    def __init__(self, child: list[str], timeout_s: float, devices: list[str]):
-        self.child, self.timeout_s, self.devices = child, timeout_s, devices
+    def __init__(self, child: list[str], timeout_s: float, devices: list[str], replay: str = "kernel"):
+        self.child, self.timeout_s, self.devices, self.replay = child, timeout_s, devices, replay
         self.started = 0
         self.phases: list[dict] = []
         self.works: list[dict] = []
@@ -285,7 +290,8 @@ class ChildPasses:
     def start(self, report: Path, mode: str, metrics: list[str], targets, names, ahead: bool) -> StartedPass:
         device = self.devices[self.started % len(self.devices)] if self.devices else None
         self.started += 1
-        return _Started(self, ChildPass(self.child, report, mode, metrics, targets, names, ahead, device))
+        return _Started(self, ChildPass(self.child, report, mode, metrics, targets, names, ahead, device,
+                                        self.replay))
 
 
 @dataclass
@@ -321,11 +327,13 @@ def identical_gpus(count: int) -> list[str]:
 def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
                 out: Path, steps: int, warmup: int, counters: str = "sampled", allow_fallback: bool = False,
                 keep_report: bool = False, ncu_timeout_s: float = 1800, progress: Progress | None = None, *,
-                check: CounterCheck, name: str | None = None, pass_gpus: int = 1) -> Path:
+                check: CounterCheck, name: str | None = None, pass_gpus: int = 1, replay: str = "auto",
+                cuda_graphs: bool = False) -> Path:
     """Profile one training iteration (timeline, then Nsight Compute counters unless `counters` is "none")
     and write the run directory `name` (default: workload-preset-time) under `out`; returns its path.
     `pass_gpus`: how many identical GPUs of this host the counter passes spread over (`identical_gpus`).
-    Nothing is written if a collector fails."""
+    `replay`: Nsight Compute's replay, or "auto" (`counters.replay_mode`); `cuda_graphs`: also time the step as a
+    CUDA graph (`harness.time_graphed_steps`). Nothing is written if a collector fails."""
     if plan.device != "cuda":
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
                     "exercises the CPU reference path)")
@@ -333,7 +341,7 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
     capture = TimelineCapture(cuda=True)
     started = time.perf_counter()
     result = run_training(workload, preset, cfg, plan, steps, warmup, NvtxMarker(), progress, capture=capture,
-                          tries=PROFILED_TRIES)
+                          tries=PROFILED_TRIES, cuda_graphs=cuda_graphs)
     kernels = schema.conform_kernels(kernel_table(capture.trace))
     triton_choices = autotune.snapshot()
     collectors = {
@@ -350,13 +358,14 @@ def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: Kernel
             extra["trace.json.gz"] = Path(scratch) / "trace.json.gz"
             schema.write_trace(capture.trace, extra["trace.json.gz"])
         if counters != "none":
+            chosen = replay_mode(replay, result.peak_memory_bytes, result.gpu["memory_bytes"])
             choices_path = schema.write_document(schema.make_document(schema.AutotunePins, choices=triton_choices),
                                                  Path(scratch) / "autotune.json")
             child = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path)
-            passes = ChildPasses(child, ncu_timeout_s, identical_gpus(pass_gpus))
+            passes = ChildPasses(child, ncu_timeout_s, identical_gpus(pass_gpus), chosen)
             kernels, notes, checks, reports = collect_counters(kernels, counters, result.gpu, Path(scratch),
                                                                passes.start, check, tell, result.peak_memory_bytes,
-                                                               lanes=len(passes.devices) or 1)
+                                                               lanes=len(passes.devices) or 1, replay=chosen)
             notes["pass_work"] = check_same_work(passes.works)
             collectors["counters"].update(notes, pass_seconds=passes.phases)
             if keep_report:

@@ -74,6 +74,9 @@ class RunResult:
     peak_reserved_bytes: int | None = None
     # the time of each profiled iteration the harness ran (CUDA events, under the capture); the last is the one kept
     profiled_ms: list[float] = field(default_factory=list)
+    # `--cuda-graphs`: the same step replayed as one captured CUDA graph (`time_graphed_steps`), no per-launch
+    # host cost; None where not asked for
+    graphed_step_times_ms: list[float] | None = None
 
     @property
     def step_ms(self) -> float:
@@ -84,16 +87,23 @@ class RunResult:
         """Items (tokens or samples) per second at the median step time."""
         return self.items_per_step / (self.step_ms / 1e3)
 
+    @property
+    def graphed_step_ms(self) -> float | None:
+        return statistics.median(self.graphed_step_times_ms) if self.graphed_step_times_ms else None
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "step_ms": self.step_ms, "throughput": self.throughput}
+        return {**asdict(self), "step_ms": self.step_ms, "throughput": self.throughput,
+                "graphed_step_ms": self.graphed_step_ms}
 
 
 class Trainer:
     """Owns model, optimizer and batch; `step()` is one marked training iteration."""
 
     def __init__(self, workload: Workload, cfg: CommonConfig, plan: KernelPlan, marker: PhaseMarker,
-                 seed: int = 0, groups=None):
-        """`groups` (`workloads.parallel.RankGroups`): this rank's part of a tensor/data-parallel model."""
+                 seed: int = 0, groups=None, capturable: bool = False):
+        """`groups` (`workloads.parallel.RankGroups`): this rank's part of a tensor/data-parallel model.
+        `capturable`: a step a CUDA graph can capture (`capture_step`): AdamW keeps its step count on the GPU, and
+        autocast caches no casts (a cached cast would outlive the capture's memory pool)."""
         self.workload, self.cfg, self.marker = workload, cfg, marker
         self.device = torch.device(plan.device)  # "cuda": the current device (a rank sets its own)
         torch.manual_seed(seed)
@@ -102,13 +112,13 @@ class Trainer:
         with self.device:
             self.model = workload.build(cfg, plan) if groups is None else workload.build_parallel(cfg, plan, groups)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, weight_decay=0.1,
-                                           fused=self.device.type == "cuda")
+                                           fused=self.device.type == "cuda", capturable=capturable)
         self.batch = workload.batch(cfg, self.device, generator)
         if groups is not None:
             self.batch = self.model.local_batch(self.batch)
         self.parallel = groups is not None
         self.autocast = torch.autocast(self.device.type, dtype=cfg.autocast_dtype(),
-                                       enabled=cfg.dtype != "fp32")
+                                       enabled=cfg.dtype != "fp32", cache_enabled=not capturable)
 
     def step(self) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)  # no kernels; grads stay readable after the step
@@ -126,20 +136,25 @@ class Trainer:
 def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, steps: int,
                  warmup: int, marker: PhaseMarker | None = None, progress: Progress | None = None,
                  seed: int = 0, capture: contextlib.AbstractContextManager | None = None, groups=None,
-                 tries: int = 1) -> RunResult:
+                 tries: int = 1, cuda_graphs: bool = False) -> RunResult:
     """Build, warm up, time `steps` iterations, then run the profiled iteration (inside `capture`, e.g. a
     timeline collector, and cudaProfilerStart/Stop for Nsight Compute), up to `tries` times until one is
     `representative` (the ranks of a parallel run and the Nsight Compute child pass 1: ranks would have to agree
-    on every retry, and the child's replays make any iteration slow). A failure on the way is one typed line:
-    GpuOutOfMemory, GpuKernelFault (a CUDA error), TrainingFailed (any other RuntimeError)."""
+    on every retry, and the child's replays make any iteration slow); with `cuda_graphs`, then capture the step
+    as a CUDA graph and time `steps` replays of it (the profiled iteration stays eager: its kernels are what the
+    collectors join). A failure on the way is one typed line: GpuOutOfMemory, GpuKernelFault (a CUDA error),
+    TrainingFailed (any other RuntimeError), CaptureRefused (a step that cannot be captured)."""
     if steps < 1 or warmup < 0:
         raise InvalidConfig(f"need steps >= 1 and warmup >= 0, got steps={steps} warmup={warmup}")
+    refusal = capture_refusal(workload, plan, groups is not None) if cuda_graphs else None
+    if refusal:
+        raise CaptureRefused(refusal)
     report = progress or (lambda stage, done, total: None)
     cuda = plan.device == "cuda"
     seconds: dict[str, float] = {}
     try:
         t0 = time.perf_counter()
-        trainer = Trainer(workload, cfg, plan, marker or PhaseMarker(), seed, groups)
+        trainer = Trainer(workload, cfg, plan, marker or PhaseMarker(), seed, groups, capturable=cuda_graphs)
         seconds["build"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -167,6 +182,11 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         seconds["profiled"] = time.perf_counter() - t0  # under Nsight Compute: its replays of the launches
         peak = torch.cuda.max_memory_allocated() if cuda else None
         reserved = torch.cuda.max_memory_reserved() if cuda else None
+        graphed = None
+        if cuda_graphs:
+            t0 = time.perf_counter()
+            graphed = time_graphed_steps(trainer, steps, workload.name)
+            seconds["graphed"] = time.perf_counter() - t0
     except torch.cuda.OutOfMemoryError:
         raise GpuOutOfMemory(
             f"GPU out of memory running {workload.name} (batch {cfg.batch_size}, seq_len {cfg.seq_len}, "
@@ -208,6 +228,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         provenance=plan.provenance(),
         harness_seconds=seconds,
         profiled_ms=profiled_ms,
+        graphed_step_times_ms=graphed,
     )
 
 
@@ -233,6 +254,71 @@ def representative(elapsed_ms: float, times_ms: list[float]) -> bool:
     the rule `analysis.noise.iteration_check` applies to the profiled iteration's kernel span."""
     spread = max(times_ms) - min(times_ms)
     return abs(elapsed_ms - statistics.median(times_ms)) <= spread
+
+
+class CaptureRefused(InvalidConfig):
+    pass
+
+
+# Steps run on a side stream before capture (PyTorch's whole-network capture recipe): the optimizer's state and the
+# libraries' workspaces and lazy initializations are created there, not inside the capture.
+CAPTURE_WARMUP = 3
+
+
+def capture_refusal(workload: Workload, plan: KernelPlan, parallel: bool) -> str | None:
+    """Why `--cuda-graphs` cannot run this step, in one line, or None where it can be tried: a CUDA graph replays
+    GPU work with the shapes and addresses of its capture, so it needs a GPU, one process (no collectives
+    across ranks in the capture here) and shapes that do not change between steps (`Workload.capture_blocker`)."""
+    if plan.device != "cuda":
+        return ("--cuda-graphs needs a CUDA GPU: a CUDA graph replays GPU kernels, and this run is on the CPU "
+                "(no GPU visible, or --device cpu)")
+    if parallel:
+        return "--cuda-graphs runs one process: it does not capture the collectives of --tp/--dp runs"
+    if workload.capture_blocker:
+        return f"{workload.name} cannot be captured as a CUDA graph: {workload.capture_blocker}"
+    return None
+
+
+def capture_step(trainer: Trainer, name: str) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """The training step (forward, backward, AdamW) captured as one CUDA graph, and its loss tensor (filled at
+    each replay). Warmed up on a side stream first; the gradients are left unset so the capture allocates them
+    from its own pool and each replay overwrites them. An op that synchronizes with the host or allocates by a
+    shape it reads from the GPU fails the capture: CaptureRefused with PyTorch's reason."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(CAPTURE_WARMUP):
+            trainer.step()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # the eager steps' cached blocks go back before the graph's pool takes its own
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            loss = trainer.step()
+    except torch.cuda.OutOfMemoryError:
+        raise  # run_training's message: the capture's pool did not fit
+    except RuntimeError as exc:
+        raise CaptureRefused(f"{name}'s training step cannot be captured as a CUDA graph: {_first_line(exc)}") \
+            from exc
+    return graph, loss
+
+
+def time_graphed_steps(trainer: Trainer, steps: int, name: str) -> list[float]:
+    """Capture the step (`capture_step`) and time `steps` replays of it (CUDA events, read once at the end, as
+    `time_steps` does): the step without per-launch host cost. Refuses a replay whose loss is not finite."""
+    graph, loss = capture_step(trainer, name)
+    marks = []
+    for _ in range(steps):
+        start = _now(True)
+        graph.replay()
+        marks.append((start, _now(True)))
+    torch.cuda.synchronize()
+    if not math.isfinite(float(loss)):
+        raise InvalidConfig(f"the graphed step's loss is not finite ({float(loss)}); its replay diverges")
+    times = [start.elapsed_time(end) for start, end in marks]
+    del graph
+    return times
 
 
 def _first_line(exc: BaseException) -> str:

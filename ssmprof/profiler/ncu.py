@@ -30,6 +30,12 @@ from ssmprof.schema import COUNTER_METRICS, STALL_METRICS
 # Kernel names ncu must skip: everything but NCCL (ncu matches names with ECMAScript regexes).
 NOT_NCCL = "regex:^(?!nccl)"
 MODES = ("sampled", "all")
+# How ncu gathers a launch's metric passes. "kernel": it replays the launch in place, saving and restoring the GPU
+# memory the process holds around every pass (through the host once a copy no longer fits beside it on the GPU).
+# "application": it reruns the whole profiled process once per metric pass and joins the passes by launch (the
+# harness's iteration is deterministic: the same kernels, launch configurations and order in every process), so
+# nothing is saved or restored: the way for a process holding more than half the GPU.
+REPLAYS = ("kernel", "application")
 # Launch attributes read back for the join; ncu records them for every profiled kernel at no extra pass.
 LAUNCH_METRICS = ("launch__grid_dim_x", "launch__grid_dim_y", "launch__grid_dim_z", "launch__block_dim_x",
                   "launch__block_dim_y", "launch__block_dim_z", "launch__shared_mem_per_block_static",
@@ -111,8 +117,9 @@ def parse_query_metrics(text: str) -> set[str]:
 
 def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics: Iterable[str] | None = None,
              ncu: str = "ncu", targets: dict[str, list[int]] | None = None,
-             names: Iterable[str] | None = None) -> list[str]:
-    """argv that profiles the cudaProfilerStart/Stop-bracketed iteration of `target` into `report`.
+             names: Iterable[str] | None = None, replay: str = "kernel") -> list[str]:
+    """argv that profiles the cudaProfilerStart/Stop-bracketed iteration of `target` into `report`, replaying
+    each profiled launch in place or the whole `target` once per metric pass (`replay`, REPLAYS).
 
     mode "sampled": the first launch of each launch configuration; "all": every launch of the iteration.
     `targets` (function name -> 1-based invocation numbers of that function) turns it into
@@ -121,6 +128,8 @@ def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics
     """
     if mode not in MODES:
         raise ValueError(f"counter mode must be one of {MODES}, got {mode!r}")
+    if replay not in REPLAYS:
+        raise ValueError(f"replay must be one of {REPLAYS}, got {replay!r}")
     argv = [
         ncu,
         "--profile-from-start", "off",
@@ -131,6 +140,8 @@ def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics
         "--export", str(report),
         "--force-overwrite",
     ]
+    if replay == "application":
+        argv += ["--replay-mode", "application"]
     if targets:
         argv += ["--kernel-id", targeted_kernel_id(targets)]
     else:

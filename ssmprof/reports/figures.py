@@ -206,6 +206,21 @@ def stall_bars(stalls: pd.DataFrame, title: str) -> go.Figure:
                    yaxis={"autorange": "reversed"})
 
 
+def bound_bars(bounds: pd.DataFrame, title: str) -> go.Figure:
+    """Horizontal grouped bars, one group per kernel and phase (longest on top): its busiest pipe, issue and
+    shared-memory % of peak (`analysis.instruction_bounds`); the largest is the kernel's compute bound."""
+    labels = bounds["kernel_name"] + " (" + bounds["phase"] + ")"
+    figure = go.Figure()
+    for index, (column, label) in enumerate((("busiest_pipe_pct", "busiest pipe"), ("issue_pct", "issue slots"),
+                                             ("shared_pct", "shared memory"))):
+        hover = "%{y}<br>" + label + (" (%{customdata})" if column == "busiest_pipe_pct" else "")
+        figure.add_bar(name=label, y=labels, x=bounds[column], orientation="h", customdata=bounds["busiest_pipe"],
+                       marker_color=style.METRIC_COLORS[index], hovertemplate=hover + ": %{x:.1f} %<extra></extra>")
+    return _layout(figure, title, barmode="group", height=160 + 36 * len(bounds),
+                   xaxis={"title": "% of peak while the SM is active", "range": [0, 100]},
+                   yaxis={"autorange": "reversed"})
+
+
 def sweep_lines(frame: pd.DataFrame, x: str, y: str, series: str, title: str, y_title: str,
                 text: str | None = None) -> go.Figure:
     """A sweep over one setting: `y` against `x` (log 2 axis: settings are swept in powers of two), a line per

@@ -27,14 +27,24 @@ TABLE_TITLES = {
                                 "each SSM kernel changes class; today's is 1 %",
     "tensor_instructions": "Tensor instructions (Hopper): wgmma or mma.sync, per category (bf16 tensor work)",
     "ssd_analytic_vs_measured": "SSM forward kernels (SSD, Mamba-3, Gated DeltaNet): analytic vs measured (per launch)",
+    "ssd_dataflow": "SSD chain data movement, per layer: bytes each kernel reads that an earlier kernel of the chain "
+                    "wrote (modelled from the launch shapes), where they came from (DRAM reads beyond the external "
+                    "inputs, Nsight Compute)",
+    "ssd_fusion": "WHAT-IF (not measured): the SSD chain fused into one kernel per phase, per layer: minimum DRAM "
+                  "bytes, time bounded below by the roofs and estimated above as L2-bound at the chain's L2 rate",
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
     "gemm_work": "GEMM self-check: measured tensor work against 2MNK and against the work whole tiles issue "
                  "(checked counters)",
     "host": "GPU busy share of the step: host-bound or GPU-bound",
     "profiled_iteration": "The profiled iteration against the timed steps: kernel span and busy time beside the "
                           "median step and the steps' spread (representative where within it)",
+    "cuda_graphs": "CUDA graphs: the step captured and replayed without per-launch host cost, beside the host wait "
+                   "estimated from the eager step (its step minus the GPU's busy time)",
     "limiters_ssm": "What limits each SSM kernel, and the counters that say so",
     "limiters": "What limits the top kernels by time",
+    "instruction_bounds": "Instruction-level bounds of the SSM kernels: the busiest pipe, issue slots and shared "
+                          "memory, % of peak while the SM is active; the largest binds (warp instructions per shared "
+                          "wavefront, L2 and DRAM sector)",
     "stalls": "Why warps wait: each stall reason's share of the warps resident per issue cycle (stall pass)",
     "headroom_by_category": "Headroom by category: step time saved at the roof, and at 80 % of it",
     "headroom": "Headroom: the kernels where an optimization would pay most",
@@ -160,6 +170,8 @@ def _figures(info: dict, tables: dict):
         yield figures.rate_bars(tables["caches"], f"Caches and DRAM: {name}"), ""
     if "stalls" in tables:
         yield figures.stall_bars(tables["stalls"], f"Why warps wait, kernels the stall pass measured: {name}"), ""
+    if "instruction_bounds" in tables and len(tables["instruction_bounds"]):
+        yield figures.bound_bars(tables["instruction_bounds"], f"What bounds the SSM kernels' instructions: {name}"), ""
     if "tensor_vector_ssm" in tables:
         if len(tables["tensor_vector_ssm"]):
             yield figures.class_bars(tables["tensor_vector_ssm"], f"Tensor vs vector, SSM kernels: {name}"), ""

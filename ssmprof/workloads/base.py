@@ -41,6 +41,8 @@ class Workload(ABC):
     ops: ClassVar[tuple[str, ...]]  # kernel ops the model needs (see ssmprof.kernels.OPS)
     presets: ClassVar[dict[str, CommonConfig]]
     preset_notes: ClassVar[dict[str, str]] = {}
+    # why a training step cannot be captured as a CUDA graph (`harness.capture_refusal`); None: it can be tried
+    capture_blocker: ClassVar[str | None] = None
 
     # ---- configuration -------------------------------------------------------------------------
     def config(self, preset: str, overrides: dict[str, Any] | None = None) -> CommonConfig:

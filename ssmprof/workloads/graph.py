@@ -262,6 +262,10 @@ class GraphMambaNet(nn.Module):
 class GraphMamba(Workload):
     name = "graph-mamba"
     description = "Graph-Mamba: GPS layers of GINE message passing + bidirectional Mamba-1 over degree-sorted nodes"
+    capture_blocker = ("every training batch is another set of molecular graphs, so its node and edge counts (the "
+                       "shapes of every message-passing and packing op) change from step to step, and a CUDA graph "
+                       "replays the shapes it captured; one fixed synthetic batch would time a step real training "
+                       "never runs")
     unit = "graphs"
     ops = ("selective_scan", "conv1d")
     presets = {
