@@ -255,6 +255,20 @@ class ChecksSection(_Open):
     rejected: list[RejectedGroup] = []
 
 
+class GpuSharingSection(_Open):
+    """run.json `gpu_sharing`: whether other processes held the GPU while the timed steps ran (sampled through
+    NVML, `profiler.nvml.SharingMonitor`); `shared` None where it could not be read. Absent in older runs."""
+
+    shared: bool | None
+    samples: int
+    shared_sample_fraction: float | None = None
+    max_other_processes: int | None = None
+    other_pids: list[int] = []
+    sm_utilization_pct: float | None = None
+    memory_utilization_pct: float | None = None
+    note: str | None = None
+
+
 class RunInfo(_Open):
     """What readers of run.json rely on; validated on every write and read, the dict itself is passed on."""
 
@@ -268,6 +282,7 @@ class RunInfo(_Open):
     collectors: dict[str, Any]
     coverage: CoverageSection
     checks: ChecksSection | None = None  # schema 2; absent in schema 1 runs
+    gpu_sharing: GpuSharingSection | None = None  # absent in runs profiled before it was sampled
 
 
 @dataclass
