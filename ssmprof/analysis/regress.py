@@ -56,6 +56,11 @@ LAUNCHES = "launches"
 EFFICIENCY = {"dram_throughput_pct": "lower", "flop_per_s": "lower", "l2_hit_rate_pct": "lower",
               "l1_hit_rate_pct": "lower"}
 MAD_TO_SIGMA = 1.4826
+# step time and host wait (scope "step"): the host's share of a step varies widely between runs of one host
+# (mamba2-lm small on one H100: 32.5-49.6 ms a step, 18.9 ms of it kernels), so a step-level change counts past
+# this share of the baseline's step time, for the host wait too (its noise is the step's: the busy time is stable)
+STEP_EFFECT = 0.25
+STEP_METRICS = ("step_ms", "host_wait_ms")
 
 
 @dataclass(frozen=True)
@@ -399,11 +404,13 @@ def judge(checks: pd.DataFrame, thresholds: Thresholds = Thresholds()) -> pd.Dat
     t = thresholds
     table = checks.copy()
     aggregate = table["check"].isin(["total", "phase", "category"])
-    effect = np.where(aggregate, t.aggregate_effect, t.min_effect)
+    step = table["check"] == "step"  # step time and host wait: STEP_EFFECT of the baseline's step time
+    effect = np.select([aggregate, step], [t.aggregate_effect, 0.0], t.min_effect)
     floor = np.select([table["check"] == "kernel", table["check"] == "config changed"],
                       [t.min_time_ns, t.min_time_ns * table["launches"].fillna(0)], 0.0)
+    band = np.where(step, STEP_EFFECT, t.min_effect) * table["kernel_band"].fillna(0)
     table["allowed"] = np.maximum.reduce([effect * table["median"].abs(), t.sigmas * table["spread"].fillna(0),
-                                          floor, t.min_effect * table["kernel_band"].fillna(0)])
+                                          floor, band])
     shape = table["check"].isin(["new kernel", "removed kernel"])  # their whole time against the floors
     table.loc[shape, "allowed"] = t.min_time_ns
     efficiency = table["check"] == "efficiency"
@@ -412,6 +419,41 @@ def judge(checks: pd.DataFrame, thresholds: Thresholds = Thresholds()) -> pd.Dat
     beyond = np.where(shape, np.maximum(table["current"], table["median"]) > t.min_time_ns,
                       table["worse_by"] > table["allowed"])
     table["regressed"] = table["judged"] & beyond & over_floor
+    return table
+
+
+def build_step_baseline(steps: list[pd.DataFrame]) -> pd.DataFrame:
+    """Baseline rows (scope "step") of step time and host wait over runs; `steps`: one frame (metric, value) per
+    run, as `analysis.history.step_rows` makes them."""
+    long = pd.concat([s[s["metric"].isin(STEP_METRICS)].assign(run=i) for i, s in enumerate(steps)])
+    grouped = long.groupby("metric")["value"]
+    table = pd.DataFrame({"median": grouped.median(), "runs": grouped.size(),
+                          "spread": grouped.apply(lambda v: MAD_TO_SIGMA * np.median(np.abs(v - np.median(v))))})
+    table = table.reset_index().assign(scope="step")
+    for column in ROW_KEY[1:]:
+        table[column] = 0 if column in CONFIG else ""
+    return table[ROW_KEY + ["metric", "median", "spread", "runs"]]
+
+
+def step_checks(baseline: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The checks of a run's step time and host wait (`steps`: its step rows) against the baseline's step rows,
+    in `compare`'s columns, `check` "step"; `kernel_band` holds the baseline's step time (the band's base for
+    both, `STEP_EFFECT`). None where the baseline holds no step rows (built before they were recorded)."""
+    base = baseline[baseline["scope"] == "step"].set_index("metric")
+    if not set(STEP_METRICS) <= set(base.index):
+        return pd.DataFrame()
+    now = steps.set_index("metric")["value"]
+    rows = []
+    for metric in STEP_METRICS:
+        median, current = float(base.loc[metric, "median"]), float(now[metric])
+        rows.append({"check": "step", "scope": "step", "metric": metric, "median": median,
+                     "spread": float(base.loc[metric, "spread"]), "current": current, "worse_by": current - median,
+                     "impact": (current - median) / float(base.loc["step_ms", "median"]),
+                     "launches": np.nan, "kernel_band": float(base.loc["step_ms", "median"]),
+                     "kernel_share": np.nan, "judged": True, "note": ""})
+    table = pd.DataFrame(rows)
+    for column in ROW_KEY[1:]:
+        table[column] = 0 if column in CONFIG else ""
     return table
 
 

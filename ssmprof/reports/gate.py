@@ -3,6 +3,7 @@ checks of `analysis.regress` (one frame per gated run)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from xml.etree import ElementTree as ET
 
@@ -130,3 +131,31 @@ def gate_junit(verdicts: list[RunVerdict]) -> str:
                 failure.text = f"baseline median {row.median:.6g}, now {row.current:.6g}"
     suites.set("failures", str(sum(int(v.checks["regressed"].sum()) for v in verdicts)))
     return ET.tostring(suites, encoding="unicode")
+
+
+# Bencher Metric Format: {benchmark: {measure: {value, lower_value, upper_value}}}; the names a tracking service
+# keys its series on
+BMF_MEASURES = {"step_ms": ("step-time", 1.0), "host_wait_ms": ("host-wait", 1.0),
+                "time_ns": ("kernel-time-ms", 1e-6), "time_per_launch_ns": ("time-per-launch-us", 1e-3)}
+
+
+def bencher_metrics(runs: list[tuple[str, pd.DataFrame]]) -> str:
+    """The runs' step time, host wait, total and per-category kernel time, and every kernel's time per launch (with
+    their 95 % intervals where known) in Bencher Metric Format; `runs`: (name, `analysis.history.run_rows`). The
+    benchmark is "<run>/<what>" (one run's benchmarks never collide with another's)."""
+    document: dict[str, dict] = {}
+    for name, rows in runs:
+        picked = rows[(rows["scope"].isin(["step", "total", "category"]) & rows["metric"].isin(
+            ["step_ms", "host_wait_ms", "time_ns"])) | ((rows["scope"] == "kernel") &
+                                                       (rows["metric"] == "time_per_launch_ns"))]
+        for row in picked.itertuples():
+            measure, scale = BMF_MEASURES[row.metric]
+            what = {"step": "step", "total": "total", "category": f"category/{row.category}"}.get(
+                row.scope, f"kernel/{row.kernel_name} [{row.phase}, grid {row.grid_x}x{row.grid_y}x{row.grid_z}, "
+                           f"block {row.block_x}x{row.block_y}x{row.block_z}]")
+            value = {"value": float(row.value) * scale}
+            if not pd.isna(row.low):
+                value.update(lower_value=float(row.low) * scale, upper_value=float(row.high) * scale)
+            document.setdefault(f"{name}/{what}", {})[measure] = value
+    return json.dumps(document, indent=1, sort_keys=True) + "\n"
+
