@@ -160,3 +160,28 @@ def test_median_interval_and_detector():
     assert detect(flat, flat * 0, 0.05) == []
     step = pd.Series([10, 10.2, 9.9, 10.1, 13, 13.2, 12.9, 13.1]).to_numpy()
     assert [i for i, *_ in detect(step, step * 0, 0.05)] == [4]
+
+
+def test_regress_cli_against_the_history_writes_bencher_metrics_and_appends(built, tmp_path):
+    from ssmprof.cli import app
+
+    folder, root = built
+    copy = tmp_path / "history"
+    copy.mkdir()
+    for path in folder.glob("*.parquet"):
+        (copy / path.name).write_bytes(path.read_bytes())
+    metrics = tmp_path / "gate.bmf.json"
+    result = runner.invoke(app, ["regress", str(root / "run-25"), "--history", str(copy), "--last", "5",
+                                 "--metrics", str(metrics), "--junit", str(tmp_path / "gate.xml")])
+    assert result.exit_code == 0, result.output
+    assert "appended 1 run(s) to history" in result.output and len(list(copy.glob("*.parquet"))) == RUNS + 1
+    document = json.loads(metrics.read_text())
+    step = document["run-25/step"]
+    assert set(step) == {"step-time", "host-wait"}
+    assert step["step-time"]["lower_value"] <= step["step-time"]["value"] <= step["step-time"]["upper_value"]
+    kernel = next(v for k, v in document.items() if k.startswith(f"run-25/kernel/{FWD} [forward"))
+    assert set(kernel) == {"time-per-launch-us"} and "lower_value" in kernel["time-per-launch-us"]
+    assert "run-25/category/SSM scan" in document and "run-25/total" in document
+    # no baseline and no history: one line, exit 1
+    refused = runner.invoke(app, ["regress", str(root / "run-25")])
+    assert refused.exit_code == 1 and "needs --baseline FILE or --history DIR" in refused.output
