@@ -13,10 +13,10 @@ At every position i with `WINDOW` runs on each side, the runs before and the run
 a change point when (1) the two windows' value ranges do not overlap (every run after is above every run
 before, or below), and (2) the shift of their medians exceeds the band a change must exceed: max(`sigmas` x
 the pooled robust spread of the runs around their window's median, the relative floor of the series' kind
-(the gate's `Thresholds`: 5 % for kernels and sites, 0.5 % for aggregates; `STEP_EFFECT` for step time and
-host wait, whose run-to-run spread is wide), the runs' own interval half-width). Where neighbouring positions
-qualify (within `WINDOW` runs), the one whose windows' means differ most is the change point (the mean, unlike the
-median, falls off on both sides of the true position). Both conditions are needed: range
+(the gate's: `Thresholds` 5 % for kernels and sites, 0.5 % for aggregates, `regress.STEP_EFFECT` for step time
+and host wait, whose run-to-run spread is wide), the runs' own interval half-width). Where neighbouring
+positions qualify (within `WINDOW` runs), the one whose windows' means differ most is the change point (the
+mean, unlike the median, falls off on both sides of the true position). Both conditions are needed: range
 separation alone fires on noise one run in twenty, a shift alone on one outlier run. A change in the last
 `WINDOW - 1` runs is not found until `WINDOW` runs after it exist.
 

@@ -56,10 +56,13 @@ LAUNCHES = "launches"
 EFFICIENCY = {"dram_throughput_pct": "lower", "flop_per_s": "lower", "l2_hit_rate_pct": "lower",
               "l1_hit_rate_pct": "lower"}
 MAD_TO_SIGMA = 1.4826
-# step time and host wait (scope "step"): the host's share of a step varies widely between runs of one host
-# (mamba2-lm small on one H100: 32.5-49.6 ms a step, 18.9 ms of it kernels), so a step-level change counts past
-# this share of the baseline's step time, for the host wait too (its noise is the step's: the busy time is stable)
-STEP_EFFECT = 0.25
+# Step time and host wait (scope "step"): the host's share of a step varies widely between runs of one host, with
+# a heavy tail (mamba2-lm small on one H100: 32.5-49.6 ms a step, 18.9 ms of it kernels: the slowest run 1.53x the
+# fastest; the committed H100 and H200 reruns 1.30x), so a step-level change counts past this share of the
+# baseline's median step time, and the host wait's too (its noise is the step's: the busy time is stable). A few
+# runs' spread estimates such a tail poorly, so the step checks use this floor alone, not `sigmas` spreads. With
+# every launch synchronous (CUDA_LAUNCH_BLOCKING=1) the step took 66.6 ms: 1.66x that host's median clean step.
+STEP_EFFECT = 0.5
 STEP_METRICS = ("step_ms", "host_wait_ms")
 
 
@@ -411,6 +414,7 @@ def judge(checks: pd.DataFrame, thresholds: Thresholds = Thresholds()) -> pd.Dat
     band = np.where(step, STEP_EFFECT, t.min_effect) * table["kernel_band"].fillna(0)
     table["allowed"] = np.maximum.reduce([effect * table["median"].abs(), t.sigmas * table["spread"].fillna(0),
                                           floor, band])
+    table.loc[step, "allowed"] = band[step]
     shape = table["check"].isin(["new kernel", "removed kernel"])  # their whole time against the floors
     table.loc[shape, "allowed"] = t.min_time_ns
     efficiency = table["check"] == "efficiency"

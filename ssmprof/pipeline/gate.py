@@ -138,8 +138,10 @@ def gate_run(baseline: pd.DataFrame, run, thresholds: Thresholds, name: str) -> 
     shared = shared_gpu_note(run.info)
     if shared:
         judged = judged.assign(regressed=False, judged=False, note="not judged: shared GPU")
+        nan = float("nan")
         cause = judged.iloc[[0]].assign(check="shared GPU", scope="run", metric="gpu_sharing", regressed=True,
-                                        judged=True, note=shared, impact=float("nan"))
+                                        judged=True, note=shared, impact=nan, median=nan, current=nan, allowed=nan,
+                                        worse_by=nan)
         judged = pd.concat([cause, judged], ignore_index=True)
     return judged.assign(run=name)
 

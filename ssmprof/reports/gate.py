@@ -34,6 +34,10 @@ def label(row) -> str:
         return f"phase {row.phase}"
     if row.check == "category":
         return f"category {row.category}"
+    if row.check == "step":
+        return {"step_ms": "step time", "host_wait_ms": "GPU waiting for the host"}.get(row.metric, row.metric)
+    if row.check == "shared GPU":
+        return "the run's GPU"
     where = f"{row.kernel_name} [{row.phase}, {row.launch_op or 'op unknown'}"
     if row.check in SHAPE or row.scope == "site":  # a site: all its launch configurations
         return where + "]"
@@ -46,6 +50,10 @@ def _value(metric: str, value: float) -> str:
         return "-"
     if metric in ("time_ns", "time_per_launch_ns"):
         return f"{value / 1000:,.1f} us"
+    if metric.endswith("_ms"):
+        return f"{value:,.1f} ms"
+    if metric == "gpu_sharing":
+        return "shared"
     if metric == "flop_per_s":
         return f"{value / 1e12:.3g} TFLOP/s"
     return f"{value:.3g} %"
@@ -58,7 +66,12 @@ def _change(row) -> str:
 
 
 def _cost(row) -> str:
-    """The share of the run's kernel time a change costs; for a rate, the share its kernel takes."""
+    """The share of the run's kernel time a change costs; for a rate, the share its kernel takes; for the step, of
+    the step time."""
+    if row.check == "step":
+        return f"{100 * row.impact:.1f} % of the step"
+    if row.check == "shared GPU":
+        return "-"
     if pd.isna(row.impact):
         return f"(kernel: {100 * row.kernel_share:.2f} %)"
     return f"{100 * row.impact:.2f} %"
