@@ -77,6 +77,10 @@ def doctor() -> None:
         console.print("[yellow]fused CUDA extensions missing: run `make kernels`[/]")
 
 
+HistoryOpt = Annotated[Path | None, typer.Option(help="append the run(s) to this history folder (see `ssmprof "
+                                                "history`)")]
+CommitOpt = Annotated[str | None, typer.Option(help="the commit the run(s) measured, for the history [default: "
+                                               "$GITHUB_SHA or `git rev-parse HEAD`]")]
 PresetOpt = Annotated[str, typer.Option(help="tiny (CPU), small (one GPU) or paper")]
 DeviceOpt = Annotated[str, typer.Option(help="auto, cuda or cpu")]
 StepsOpt = Annotated[int, typer.Option(help="timed training iterations")]
@@ -168,6 +172,8 @@ def profile(
                                         "per metric pass) or auto (application where the live tensors exceed "
                                         "half the GPU)")] = "auto",
     cuda_graphs: GraphsOpt = False,
+    history: HistoryOpt = None,
+    commit: CommitOpt = None,
 ) -> None:
     """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
     from ssmprof.pipeline import measure
@@ -185,6 +191,7 @@ def profile(
     console.print(f"run directory: {path}")
     if report_file is not None:
         console.print(f"written: {report_file}")
+    _append_history([path], history, commit)
 
 
 @app.command()
@@ -198,6 +205,8 @@ def suite(
     steps: StepsOpt = 5,
     gpus: Annotated[int, typer.Option(help="profile one workload on each of this many identical GPUs of the "
                                       "host at once (0: all)")] = 1,
+    history: HistoryOpt = None,
+    commit: CommitOpt = None,
 ) -> None:
     """Profile every workload of the suite and write one combined report (suite-report.html)."""
     from ssmprof.pipeline import measure
@@ -212,6 +221,7 @@ def suite(
     result = measure.suite(out, preset, names, counters, steps, announced, gpus)
     console.print(f"written: {result.report}")
     console.print(f"suite of {len(result.runs)} workloads in {result.wall_s:.0f} s (manifest: {result.manifest})")
+    _append_history(result.runs, history, commit)
 
 
 @app.command()
@@ -389,7 +399,9 @@ def baseline(
 @error_boundary
 def regress(
     runs: Annotated[list[Path], typer.Argument(help="run directories to check")],
-    baseline_file: Annotated[Path, typer.Option("--baseline", help="from `ssmprof baseline`")],
+    baseline_file: Annotated[Path | None, typer.Option(
+        "--baseline", help="from `ssmprof baseline`; without it, the last --last runs of the run's configuration "
+        "in --history")] = None,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML summary here")] = None,
     summary: Annotated[Path | None, typer.Option(help="also write the markdown summary here")] = None,
     allow_different_gpu: Annotated[bool, typer.Option(help="gate runs of another GPU than the baseline's "
@@ -406,6 +418,12 @@ def regress(
                                                       "[default: 250]")] = None,
     min_impact: Annotated[float | None, typer.Option(help="smallest share of the run's kernel time a change must "
                                                      "cost [default: 0.0002]")] = None,
+    history: HistoryOpt = None,
+    last: Annotated[int, typer.Option(help="runs in the rolling baseline drawn from --history")] = 10,
+    append: Annotated[bool, typer.Option(help="append the gated runs to --history after gating")] = True,
+    metrics: Annotated[Path | None, typer.Option(help="also write the runs' metrics in Bencher Metric Format "
+                                                 "(JSON) here")] = None,
+    commit: CommitOpt = None,
 ) -> None:
     """Exit 1 if the run got slower or less efficient than the baseline allows (markdown on stdout)."""
     from ssmprof.pipeline import gate
@@ -413,10 +431,40 @@ def regress(
     thresholds = gate.thresholds(min_effect=min_effect, aggregate_effect=aggregate_effect, sigmas=sigmas,
                                  min_time_ns=min_time_ns, min_impact=min_impact)
     result = gate.regress(runs, baseline_file, junit, summary, thresholds, allow_different_gpu,
-                          allow_different_config)
+                          allow_different_config, history, last, metrics)
     sys.stdout.write(result.summary)
+    if append:
+        _append_history(runs, history, commit)
     if result.regressed:
         raise typer.Exit(1)
+
+
+def _append_history(runs: list[Path], history: Path | None, commit: str | None) -> None:
+    from ssmprof.pipeline import history as store
+
+    if history is not None:
+        written = store.append(runs, history, commit)
+        console.print(f"appended {len(written)} run(s) to history {history}")
+
+
+@app.command(name="history")
+@error_boundary
+def history_(
+    folder: Annotated[Path, typer.Argument(help="the history folder (one parquet file per appended run)")],
+    out: Annotated[Path, typer.Option(help="folder for history.html and history.md")] = Path("."),
+    add: Annotated[list[Path] | None, typer.Option(help="run directories to append first (repeat it)")] = None,
+    commit: CommitOpt = None,
+) -> None:
+    """Trends of step time, kernel time and efficiency over the history's runs, with change points."""
+    from ssmprof.pipeline import history as store
+
+    if add:
+        _append_history(add, folder, commit)
+    result = store.history_report(folder, out)
+    for trend in result.trends:
+        console.print(f"{trend.workload} ({trend.preset}, {trend.gpu}): {len(trend.runs)} runs, "
+                      f"{len(trend.changes)} change points", highlight=False)
+    console.print(f"written: {result.html}, {result.markdown}")
 
 
 @app.command()

@@ -272,6 +272,20 @@ class ChecksSection(_Open):
     rejected: list[RejectedGroup] = []
 
 
+class GpuSharingSection(_Open):
+    """run.json `gpu_sharing`: whether other processes held the GPU while the timed steps ran (sampled through
+    NVML, `profiler.nvml.SharingMonitor`); `shared` None where it could not be read. Absent in older runs."""
+
+    shared: bool | None
+    samples: int
+    shared_sample_fraction: float | None = None
+    max_other_processes: int | None = None
+    other_pids: list[int] = []
+    sm_utilization_pct: float | None = None
+    memory_utilization_pct: float | None = None
+    note: str | None = None
+
+
 class RunInfo(_Open):
     """What readers of run.json rely on; validated on every write and read, the dict itself is passed on."""
 
@@ -285,6 +299,7 @@ class RunInfo(_Open):
     collectors: dict[str, Any]
     coverage: CoverageSection
     checks: ChecksSection | None = None  # schema 2; absent in schema 1 runs
+    gpu_sharing: GpuSharingSection | None = None  # absent in runs profiled before it was sampled
 
 
 @dataclass
@@ -751,6 +766,65 @@ def write_frame(frame: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+# --- The history: one parquet file per appended run in a folder, queried across runs through DuckDB.
+
+HISTORY_VERSION = 1
+HISTORY_GLOB = "*.parquet"
+HISTORY_RUN_COLUMNS: dict[str, Column] = {  # the same on every row of one appended run
+    "history_version": Column("int64", "", "version of this table's layout (HISTORY_VERSION)"),
+    "run_id": Column("string", "", "unique per appended run: created time, workload and a random suffix"),
+    "created": Column("string", "", "when the run was profiled (run.json `created`, ISO 8601, UTC)"),
+    "commit": Column("string", "", "the commit of the code the run measured (CI: the commit under test)"),
+    "workload": Column("string", "", "workload name"),
+    "preset": Column("string", "", "preset name"),
+    "config": Column("string", "", "the workload config as sorted JSON: runs of one config are one series"),
+    "gpu": Column("string", "", "GPU name"),
+    "driver": Column("string", "", "driver version, empty if not recorded"),
+    "host_cpu": Column("string", "", "CPU of the host, empty if not recorded"),
+    "versions": Column("string", "", "software versions as sorted JSON"),
+    "gpu_shared": Column("string", "", "whether other processes used the GPU during the timed steps: yes, no, "
+                         "or unknown (not sampled)"),
+}
+HISTORY_ROW_COLUMNS: dict[str, Column] = {  # one measurement of the run
+    "scope": Column("string", "", "step (the harness), total, phase, category, site or kernel (see "
+                    "`analysis.regress`)"),
+    "kernel_name": Column("string", "", "kernel (site and kernel scopes), else empty"),
+    "phase": Column("string", "", "phase (phase, site and kernel scopes), else empty"),
+    "launch_op": Column("string", "", "launching op (site and kernel scopes), else empty"),
+    "category": Column("string", "", "category (category and kernel scopes), else empty"),
+    **{axis: Column("int64", "", "launch configuration (kernel scope), else 0") for axis in
+       ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")},
+    "metric": Column("string", "", "what `value` is, e.g. time_ns, time_per_launch_ns, step_ms, host_wait_ms, "
+                     "pct_of_roof, dram_throughput_pct, achieved_occupancy_pct, limiter"),
+    "value": Column("float64", "", "the measurement in the metric's unit (NaN for `limiter`)"),
+    "low": Column("float64", "", "lower end of its 95 % interval, NaN where none"),
+    "high": Column("float64", "", "upper end of its 95 % interval, NaN where none"),
+    "label": Column("string", "", "a text value (the limiter), else empty"),
+}
+HISTORY_COLUMNS = {**HISTORY_RUN_COLUMNS, **HISTORY_ROW_COLUMNS}
+
+
+def write_history_entry(folder: Path, rows: pd.DataFrame) -> Path:
+    """Append one run to the history folder: a new parquet file (written beside, renamed into place), so
+    concurrent appends never touch each other's files and a reader never sees half of one."""
+    missing = [c for c in HISTORY_COLUMNS if c not in rows]
+    if missing or rows["run_id"].nunique() != 1:
+        raise SchemaError(f"a history entry is one run with every history column (missing: {missing})")
+    table = rows[list(HISTORY_COLUMNS)].astype({name: c.dtype for name, c in HISTORY_COLUMNS.items()})
+    folder = Path(folder)
+    path = folder / f"{rows['run_id'].iloc[0]}.parquet"
+    staging = folder / f".{path.name}.partial-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        table.to_parquet(staging, index=False)
+        os.replace(staging, path)
+    except OSError as exc:
+        raise SsmprofError(f"cannot append to history {folder}: {exc.strerror or exc}") from None
+    finally:
+        staging.unlink(missing_ok=True)
+    return path
+
+
 def read_frame(path: Path) -> pd.DataFrame:
     try:
         return pd.read_parquet(path)
@@ -845,3 +919,26 @@ def locked(path: Path):
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def query_history(folder: Path, sql: str, parameters: list | None = None) -> pd.DataFrame:
+    """Run `sql` over the history folder through DuckDB: `history` in it names the table of every appended
+    run. A folder without entries, another layout version or an unreadable file is one `CorruptFile` line."""
+    import duckdb
+
+    folder = Path(folder)
+    if not folder.is_dir() or not any(folder.glob(HISTORY_GLOB)):
+        raise CorruptFile(f"history {folder} holds no runs (append some with --history {folder})")
+    connection = duckdb.connect()
+    try:
+        files = str(folder.resolve() / HISTORY_GLOB).replace("'", "''")  # a SQL string literal
+        connection.execute(f"CREATE VIEW history AS SELECT * FROM read_parquet('{files}', union_by_name = true)")
+        versions = connection.execute("SELECT DISTINCT history_version FROM history").fetchall()
+        found = sorted(v for (v,) in versions)
+        if found != [HISTORY_VERSION]:
+            raise CorruptFile(f"history {folder} has layout version {found}, this ssmprof reads {HISTORY_VERSION}")
+        return connection.execute(sql, parameters or []).df()
+    except duckdb.Error as exc:
+        raise CorruptFile(f"history {folder} cannot be read: {str(exc).splitlines()[0]}") from None
+    finally:
+        connection.close()

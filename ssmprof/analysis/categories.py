@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from ssmprof.analysis.distinct import per_distinct
 from ssmprof.kernels import FUSED_KERNEL_NAMES, FUSED_KERNELS
 
 CATEGORIES = ("GEMM", "SSM scan", "convolution", "attention", "normalization", "elementwise/activation",
@@ -69,13 +70,13 @@ def with_categories(kernels: pd.DataFrame) -> pd.DataFrame:
     """The kernel table with a `category` column. Run-level rule after the per-launch table: where no launch
     of the run aggregates (scatter, index_add), its "graph gather/scatter" launches are "memory"."""
     full = kernels["kernel_name_full"] if "kernel_name_full" in kernels.columns else pd.Series("", kernels.index)
-    keys = list(zip(kernels["kernel_name"], kernels["launch_op"], full, strict=True))
-    lookup = {key: categorize(*key) for key in set(keys)}
-    categories = [lookup[key] for key in keys]
-    graph = [key for key in lookup if lookup[key] == GRAPH]
-    if graph and not any(_AGGREGATES.search(name) or _AGGREGATES.search(op or "") for name, op, _ in graph):
-        categories = ["memory" if category == GRAPH else category for category in categories]
-    return kernels.assign(category=categories)
+    categories = pd.Series(per_distinct([kernels["kernel_name"], kernels["launch_op"], full], categorize),
+                           index=kernels.index, dtype=object)
+    graph = kernels[categories == GRAPH].drop_duplicates(["kernel_name", "launch_op"])
+    if len(graph) and not any(_AGGREGATES.search(name) or _AGGREGATES.search(op or "")
+                              for name, op in zip(graph["kernel_name"], graph["launch_op"], strict=True)):
+        categories = categories.where(categories != GRAPH, "memory")
+    return kernels.assign(category=categories.to_numpy())
 
 
 # Composable filters in HTA's style: each takes the kernel frame and returns a boolean mask.

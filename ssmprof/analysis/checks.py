@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 
 from ssmprof.analysis.derived import derive
+from ssmprof.analysis.distinct import per_distinct
 from ssmprof.hardware import Peaks
 from ssmprof.schema import CHECKED_STATUSES, COUNTER_COLUMNS, PHASES, STALL_COLUMNS, STALL_REASONS
 
@@ -350,13 +351,12 @@ def gemm_work(kernels: pd.DataFrame) -> pd.DataFrame:
     the model asks for) and against the work whole tiles issue (`issued_gemm_flops`), and the share of the
     issued work that is tile padding. Empty where no GEMM carries checked counters."""
     frame = derive(kernels)
-    names = _tile_names(kernels)
-    launches = list(zip(kernels["launch_op"], kernels["launch_shapes"], names, strict=True))
+    launches = [kernels["launch_op"], kernels["launch_shapes"], _tile_names(kernels)]
     work = pd.DataFrame({
         "phase": kernels["phase"],
         "measured_flops": frame["flops_tensor"],
-        "analytic_flops": [gemm_flops(op, shapes) for op, shapes, _ in launches],
-        "issued_flops": [issued_gemm_flops(*launch) for launch in launches],
+        "analytic_flops": per_distinct(launches[:2], gemm_flops).astype(float),
+        "issued_flops": per_distinct(launches, issued_gemm_flops).astype(float),
     }, index=kernels.index)
     checked = kernels["counter_status"].isin(CHECKED_STATUSES)
     work = work[checked & work["analytic_flops"].notna() & (work["measured_flops"] > 0)]

@@ -56,6 +56,14 @@ LAUNCHES = "launches"
 EFFICIENCY = {"dram_throughput_pct": "lower", "flop_per_s": "lower", "l2_hit_rate_pct": "lower",
               "l1_hit_rate_pct": "lower"}
 MAD_TO_SIGMA = 1.4826
+# Step time and host wait (scope "step"): the host's share of a step varies widely between runs of one host, with
+# a heavy tail (mamba2-lm small on one H100: 32.5-49.6 ms a step, 18.9 ms of it kernels: the slowest run 1.53x the
+# fastest; the committed H100 and H200 reruns 1.30x), so a step-level change counts past this share of the
+# baseline's median step time, and the host wait's too (its noise is the step's: the busy time is stable). A few
+# runs' spread estimates such a tail poorly, so the step checks use this floor alone, not `sigmas` spreads. With
+# every launch synchronous (CUDA_LAUNCH_BLOCKING=1) the step took 66.6 ms: 1.66x that host's median clean step.
+STEP_EFFECT = 0.5
+STEP_METRICS = ("step_ms", "host_wait_ms")
 
 
 @dataclass(frozen=True)
@@ -188,29 +196,45 @@ def _splits(kept: list[tuple], added: list[tuple], launches: dict) -> dict[tuple
                     and launches[old][0] - launches[old][1] == launches[new][1] > 0)
 
 
-def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
-    """Every check of a run against `baseline` (from `build_baseline`), no thresholds yet: `check` (total,
-    phase, category, kernel, config changed, removed kernel, new kernel, efficiency), `scope`, the key
-    columns, metric, median, spread, current, worse_by (positive: worse), `impact` (share of the run's kernel
-    time the change costs; NaN for efficiency), `launches` (the baseline's), `kernel_band` (aggregates: root
-    sum of squares of their kernels' times), `kernel_share` (efficiency: the kernel's or site's share of the
-    run's kernel time), `note`, and `judged` (False: counters not checked, see `note`)."""
-    # a site or kernel found in at most half of the baseline's runs is not part of what the baseline expects
-    runs = int(baseline["runs"].max()) if len(baseline) else 0
-    baseline = baseline[~baseline["scope"].isin(["site", "kernel"]) | (2 * baseline["runs"] > runs)]
-    now = measure(current)
-    total = float(current["duration_ns"].sum())
-    checks = []
+@dataclass(frozen=True)
+class _Sides:
+    """A run lined up with a baseline: what every kind of check reads."""
 
-    # totals, phases, categories: what vanished or appeared counts from or to 0. `kernel_band`: the root sum of
-    # squares of the times of the baseline's kernels in it (independent noise adds so): an aggregate of one
-    # kernel is allowed that kernel's band, one of many kernels less, relative to its time
-    base_k = baseline[baseline["scope"] == "kernel"]
+    baseline: pd.DataFrame  # the baseline's rows the run is expected to have
+    now: pd.DataFrame  # `measure` of the run
+    current: pd.DataFrame  # the run's analysis frame
+    total: float  # the run's kernel time, ns
+
+    @property
+    def base_kernels(self) -> pd.DataFrame:
+        return self.baseline[self.baseline["scope"] == "kernel"]
+
+    def base_launches(self) -> pd.DataFrame:
+        kernels = self.base_kernels
+        return kernels[kernels["metric"] == LAUNCHES][GATE_KEY + ["median"]].rename(columns={"median": "launches"})
+
+
+@dataclass
+class _SiteShapes:
+    """Every site of the baseline or the run, by how its launch configurations compare."""
+
+    shapes: dict  # site -> (its configurations in the baseline, in the run)
+    counts: dict  # site -> (its launches in the baseline, in the run)
+    same_shape: list  # sites in both with the same configurations and launch counts: judged per kernel
+    changed: list  # sites in both whose configurations changed (filled by `_shape_checks`)
+
+
+def _aggregate_checks(sides: _Sides) -> list[pd.DataFrame]:
+    """Totals, phases, categories: time; what vanished or appeared counts from or to 0. `kernel_band`: the root
+    sum of squares of the times of the baseline's kernels in it (independent noise adds so): an aggregate of one
+    kernel is allowed that kernel's band, one of many kernels less, relative to its time."""
+    base_k = sides.base_kernels
     per_launch = base_k[base_k["metric"] == PER_LAUNCH].set_index(GATE_KEY)
     kernel_time = per_launch["median"] * base_k[base_k["metric"] == LAUNCHES].set_index(GATE_KEY)["median"]
     squares = per_launch[["category"]].assign(square=kernel_time**2).reset_index()
+    checks = []
     for scope in ("total", "phase", "category"):
-        base, cur = baseline[baseline["scope"] == scope], now[now["scope"] == scope]
+        base, cur = sides.baseline[sides.baseline["scope"] == scope], sides.now[sides.now["scope"] == scope]
         merged = base.merge(cur, on=ROW_KEY + ["metric"], how="outer")
         if scope == "total":
             merged["kernel_band"] = np.sqrt(squares["square"].sum())
@@ -221,32 +245,49 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
         merged["current"] = merged["value"].fillna(0.0)
         merged["check"] = scope
         checks.append(merged)
+    return checks
 
-    # sites: same shape -> per kernel; otherwise one check of the site's time
+
+def _site_shapes(sides: _Sides) -> _SiteShapes:
+    """Each site's launch configurations and counts on both sides."""
+    base_k, now = sides.base_kernels, sides.now
     base_shape = base_k[base_k["metric"] == LAUNCHES].rename(columns={"median": "launches"})
     now_shape = now[(now["scope"] == "kernel") & (now["metric"] == LAUNCHES)].rename(columns={"value": "launches"})
-    base_sites = baseline[(baseline["scope"] == "site") & (baseline["metric"] == TIME)].set_index(SITE)
-    now_sites = now[(now["scope"] == "site") & (now["metric"] == TIME)].set_index(SITE)
-    same_shape, changed = [], []
-    shapes = {}  # site -> (its configurations in the baseline, in the run)
-    counts = {}  # site -> (its launches in the baseline, in the run)
-    for site in base_sites.index.union(now_sites.index):
-        old = base_shape[(base_shape[SITE] == list(site)).all(axis=1)]
-        new = now_shape[(now_shape[SITE] == list(site)).all(axis=1)]
-        shapes[site] = (_configs(old), _configs(new))
-        counts[site] = (float(old["launches"].sum()), float(new["launches"].sum()))
-        if site in base_sites.index and site in now_sites.index and shapes[site][0] == shapes[site][1]:
-            same_shape.append(site)
+    base_sites = _site_times(sides.baseline, "median").index
+    now_sites = _site_times(now, "value").index
+    old_by_site = {site: rows for site, rows in base_shape.groupby(SITE)}
+    new_by_site = {site: rows for site, rows in now_shape.groupby(SITE)}
+    empty = base_shape.iloc[:0]
+    result = _SiteShapes({}, {}, [], [])
+    for site in base_sites.union(now_sites):
+        old, new = old_by_site.get(site, empty), new_by_site.get(site, empty)
+        result.shapes[site] = (_configs(old), _configs(new))
+        result.counts[site] = (float(old["launches"].sum()), float(new["launches"].sum()))
+        if site in base_sites and site in now_sites and result.shapes[site][0] == result.shapes[site][1]:
+            result.same_shape.append(site)
+    return result
+
+
+def _site_times(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The site-scope time rows of a baseline (`column` "median") or a measured run ("value"), by site."""
+    return rows[(rows["scope"] == "site") & (rows["metric"] == TIME)].set_index(SITE)
+
+
+def _shape_checks(sides: _Sides, sites: _SiteShapes) -> list[pd.DataFrame]:
+    """One check of a site's time per site whose shape changed: "config changed" (also a kernel replaced by a
+    variant, or partly replaced), "new kernel", "removed kernel"; fills `sites.changed`."""
+    base_sites, now_sites = _site_times(sides.baseline, "median"), _site_times(sides.now, "value")
+    shapes, counts = sites.shapes, sites.counts
     added = [s for s in shapes if s not in base_sites.index]
     replaced = _replacements([s for s in shapes if s not in now_sites.index], added, shapes)
     split = _splits([s for s in shapes if s in base_sites.index and s in now_sites.index],
                     [s for s in added if s not in replaced], counts)
     parts = {kept: new for new, kept in split.items()}  # a kept site and the new site that took its launches
+    rows = []
     for site, (old_shape, new_shape) in shapes.items():
-        if site in same_shape or site in replaced.values() or site in split:
+        if site in sites.same_shape or site in replaced.values() or site in split:
             continue
         former = replaced.get(site)
-        row = dict(zip(SITE, site, strict=True), scope="site", metric=TIME)
         was = former or site
         median = float(base_sites.loc[was, "median"]) if was in base_sites.index else 0.0
         spread = float(base_sites.loc[was, "spread"]) if was in base_sites.index else 0.0
@@ -254,7 +295,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
         kind = ("config changed" if former or (site in base_sites.index and site in now_sites.index)
                 else "new kernel" if site not in base_sites.index else "removed kernel")
         if kind == "config changed" and not former:
-            changed.append(site)
+            sites.changed.append(site)
         change = f"{(value - median) / 1000:+.1f} us"
         partner = parts.get(site)
         note = (f"kernel replaced: {former[0]} -> {site[0]} ({' + '.join(new_shape)}), {change}" if former else
@@ -263,38 +304,60 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
                 {"new kernel": f"new kernel: {' + '.join(new_shape)}, {change}",
                  "removed kernel": f"removed kernel: {' + '.join(old_shape)}, {change}",
                  "config changed": f"config changed: {_shape_change(old_shape, new_shape)}, {change}"}[kind])
-        checks.append(pd.DataFrame([{**row, "check": kind, "median": median, "spread": spread, "current": value,
-                                     "launches": counts[was][0], "note": note}]))
+        rows.append({**dict(zip(SITE, site, strict=True)), "scope": "site", "metric": TIME, "check": kind,
+                     "median": median, "spread": spread, "current": value, "launches": counts[was][0], "note": note})
+    return [pd.DataFrame(rows)] if rows else []
 
-    # kernels of unchanged sites: time per launch; efficiency wherever the kernel is in both, on checked counters
-    kernel_now = kernel_table(current).rename(columns={"launches": "launches_now"})
-    kernel_now["launch_op"] = kernel_now["launch_op"].astype(str)
-    launches = base_k[base_k["metric"] == LAUNCHES][GATE_KEY + ["median"]].rename(columns={"median": "launches"})
-    per_launch = base_k[base_k["metric"] == PER_LAUNCH].merge(launches, on=GATE_KEY, how="left")
+
+def _kernel_now(current: pd.DataFrame) -> pd.DataFrame:
+    table = kernel_table(current).rename(columns={"launches": "launches_now"})
+    table["launch_op"] = table["launch_op"].astype(str)
+    return table
+
+
+def _kernel_checks(sides: _Sides, sites: _SiteShapes, kernel_now: pd.DataFrame) -> list[pd.DataFrame]:
+    """Kernels of sites whose shape is unchanged: time per launch."""
+    base_k = sides.base_kernels
+    per_launch = base_k[base_k["metric"] == PER_LAUNCH].merge(sides.base_launches(), on=GATE_KEY, how="left")
     site_index = pd.MultiIndex.from_frame(per_launch[SITE])
-    per_launch = per_launch[site_index.isin(pd.Index(same_shape))] if same_shape else per_launch.iloc[:0]
+    per_launch = per_launch[site_index.isin(pd.Index(sites.same_shape))] if sites.same_shape else per_launch.iloc[:0]
     timed = per_launch.merge(kernel_now[GATE_KEY + [PER_LAUNCH]], on=GATE_KEY, how="left")
-    checks.append(timed.rename(columns={PER_LAUNCH: "current"}).assign(check="kernel"))
+    return [timed.rename(columns={PER_LAUNCH: "current"}).assign(check="kernel")]
 
-    # efficiency: per kernel wherever the kernel is in both; per site where the configurations changed
-    kernel_eff = base_k[base_k["metric"].isin(list(EFFICIENCY))].merge(launches, on=GATE_KEY, how="left")
+
+def _efficiency_checks(sides: _Sides, sites: _SiteShapes, kernel_now: pd.DataFrame) -> list[pd.DataFrame]:
+    """Efficiency: per kernel wherever the kernel is in both, on checked counters; per site (time-weighted over
+    its configurations) where the configurations changed."""
+    base_k = sides.base_kernels
+    kernel_eff = base_k[base_k["metric"].isin(list(EFFICIENCY))].merge(sides.base_launches(), on=GATE_KEY,
+                                                                        how="left")
     kernel_eff = kernel_eff.merge(kernel_now, on=GATE_KEY, how="inner", suffixes=("", "_now"))
-    site_now = kernel_table(current, SITE).assign(launch_op=lambda f: f["launch_op"].astype(str))
-    site_eff = baseline[(baseline["scope"] == "site") & baseline["metric"].isin(list(EFFICIENCY))]
-    site_eff = site_eff[pd.MultiIndex.from_frame(site_eff[SITE]).isin(pd.Index(changed))] if changed \
+    site_now = kernel_table(sides.current, SITE).assign(launch_op=lambda f: f["launch_op"].astype(str))
+    base = sides.baseline
+    site_eff = base[(base["scope"] == "site") & base["metric"].isin(list(EFFICIENCY))]
+    site_eff = site_eff[pd.MultiIndex.from_frame(site_eff[SITE]).isin(pd.Index(sites.changed))] if sites.changed \
         else site_eff.iloc[:0]
     site_eff = site_eff.merge(site_now.drop(columns=["category"]), on=SITE, how="inner")
     efficiency = pd.concat([kernel_eff, site_eff], ignore_index=True)
-    if len(efficiency):
-        efficiency["current"] = [row[row["metric"]] for _, row in efficiency.iterrows()]
-        efficiency["judged"] = efficiency["current"].notna()
-        efficiency["note"] = np.where(efficiency["judged"], "",
-                                      "not judged: counters " + efficiency["counters"].astype(str))
-        efficiency["kernel_share"] = efficiency[TIME] / total
-        checks.append(efficiency[ROW_KEY + ["metric", "median", "spread", "runs", "launches", "current", "judged",
-                                            "note", "kernel_share"]].assign(check="efficiency"))
+    if not len(efficiency):
+        return []
+    values = efficiency[list(EFFICIENCY)].to_numpy()
+    column = efficiency["metric"].map({name: i for i, name in enumerate(EFFICIENCY)}).to_numpy()
+    efficiency["current"] = values[np.arange(len(efficiency)), column]
+    efficiency["judged"] = efficiency["current"].notna()
+    why = "not judged: counters " + efficiency["counters"].astype(str)
+    efficiency["note"] = np.where(efficiency["judged"], "", why)
+    efficiency["kernel_share"] = efficiency[TIME] / sides.total
+    return [efficiency[ROW_KEY + ["metric", "median", "spread", "runs", "launches", "current", "judged", "note",
+                                  "kernel_share"]].assign(check="efficiency")]
 
-    table = pd.concat(checks, ignore_index=True)
+
+CHECK_ORDER = ["total", "phase", "category", "config changed", "new kernel", "removed kernel", "kernel", "efficiency"]
+
+
+def _finished(table: pd.DataFrame, total: float) -> pd.DataFrame:
+    """The checks of every kind as one table: key columns filled, `worse_by`, `impact`, sorted by kind and
+    impact."""
     for column in ROW_KEY:
         table[column] = table[column].fillna(0 if column in CONFIG else "")
     table = table.astype({c: "int64" for c in CONFIG})
@@ -308,10 +371,10 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     table.loc[table["check"] == "efficiency", "impact"] = np.nan  # a rate's change costs no time of its own
     if "kernel_share" not in table:  # the share of the run's time of an efficiency check's kernel or site
         table["kernel_share"] = np.nan
-    table.loc[table["check"] == "kernel", "judged"] = table.loc[table["check"] == "kernel", "current"].notna()
-    table.loc[(table["check"] == "kernel") & ~table["judged"], "note"] = "kernel not launched with this configuration"
-    order = {name: i for i, name in enumerate(["total", "phase", "category", "config changed", "new kernel",
-                                               "removed kernel", "kernel", "efficiency"])}
+    kernel = table["check"] == "kernel"
+    table.loc[kernel, "judged"] = table.loc[kernel, "current"].notna()
+    table.loc[kernel & ~table["judged"], "note"] = "kernel not launched with this configuration"
+    order = {name: i for i, name in enumerate(CHECK_ORDER)}
     table["rank"] = -table["impact"].fillna(table["kernel_share"])
     table = table.sort_values(["check", "rank"], key=lambda s: s.map(order) if s.name == "check" else s,
                               kind="stable", ignore_index=True)
@@ -319,16 +382,39 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
                   "kernel_band", "kernel_share", "judged", "note"]]
 
 
+def compare(baseline: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
+    """Every check of a run against `baseline` (from `build_baseline`), no thresholds yet: `check` (total,
+    phase, category, kernel, config changed, removed kernel, new kernel, efficiency), `scope`, the key
+    columns, metric, median, spread, current, worse_by (positive: worse), `impact` (share of the run's kernel
+    time the change costs; NaN for efficiency), `launches` (the baseline's), `kernel_band` (aggregates: root
+    sum of squares of their kernels' times), `kernel_share` (efficiency: the kernel's or site's share of the
+    run's kernel time), `note`, and `judged` (False: counters not checked, see `note`). The checks of each
+    kind come from one function each, concatenated."""
+    # a site or kernel found in at most half of the baseline's runs is not part of what the baseline expects
+    runs = int(baseline["runs"].max()) if len(baseline) else 0
+    expected = baseline[~baseline["scope"].isin(["site", "kernel"]) | (2 * baseline["runs"] > runs)]
+    total = float(current["duration_ns"].sum())
+    sides = _Sides(expected, measure(current), current, total)
+    sites = _site_shapes(sides)
+    kernel_now = _kernel_now(current)
+    checks = [*_aggregate_checks(sides), *_shape_checks(sides, sites), *_kernel_checks(sides, sites, kernel_now),
+              *_efficiency_checks(sides, sites, kernel_now)]
+    return _finished(pd.concat(checks, ignore_index=True), total)
+
+
 def judge(checks: pd.DataFrame, thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
     """`checks` (from `compare`) with `allowed` (the band a change must exceed) and `regressed`."""
     t = thresholds
     table = checks.copy()
     aggregate = table["check"].isin(["total", "phase", "category"])
-    effect = np.where(aggregate, t.aggregate_effect, t.min_effect)
+    step = table["check"] == "step"  # step time and host wait: STEP_EFFECT of the baseline's step time
+    effect = np.select([aggregate, step], [t.aggregate_effect, 0.0], t.min_effect)
     floor = np.select([table["check"] == "kernel", table["check"] == "config changed"],
                       [t.min_time_ns, t.min_time_ns * table["launches"].fillna(0)], 0.0)
+    band = np.where(step, STEP_EFFECT, t.min_effect) * table["kernel_band"].fillna(0)
     table["allowed"] = np.maximum.reduce([effect * table["median"].abs(), t.sigmas * table["spread"].fillna(0),
-                                          floor, t.min_effect * table["kernel_band"].fillna(0)])
+                                          floor, band])
+    table.loc[step, "allowed"] = band[step]
     shape = table["check"].isin(["new kernel", "removed kernel"])  # their whole time against the floors
     table.loc[shape, "allowed"] = t.min_time_ns
     efficiency = table["check"] == "efficiency"
@@ -337,6 +423,41 @@ def judge(checks: pd.DataFrame, thresholds: Thresholds = Thresholds()) -> pd.Dat
     beyond = np.where(shape, np.maximum(table["current"], table["median"]) > t.min_time_ns,
                       table["worse_by"] > table["allowed"])
     table["regressed"] = table["judged"] & beyond & over_floor
+    return table
+
+
+def build_step_baseline(steps: list[pd.DataFrame]) -> pd.DataFrame:
+    """Baseline rows (scope "step") of step time and host wait over runs; `steps`: one frame (metric, value) per
+    run, as `analysis.history.step_rows` makes them."""
+    long = pd.concat([s[s["metric"].isin(STEP_METRICS)].assign(run=i) for i, s in enumerate(steps)])
+    grouped = long.groupby("metric")["value"]
+    table = pd.DataFrame({"median": grouped.median(), "runs": grouped.size(),
+                          "spread": grouped.apply(lambda v: MAD_TO_SIGMA * np.median(np.abs(v - np.median(v))))})
+    table = table.reset_index().assign(scope="step")
+    for column in ROW_KEY[1:]:
+        table[column] = 0 if column in CONFIG else ""
+    return table[ROW_KEY + ["metric", "median", "spread", "runs"]]
+
+
+def step_checks(baseline: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The checks of a run's step time and host wait (`steps`: its step rows) against the baseline's step rows,
+    in `compare`'s columns, `check` "step"; `kernel_band` holds the baseline's step time (the band's base for
+    both, `STEP_EFFECT`). None where the baseline holds no step rows (built before they were recorded)."""
+    base = baseline[baseline["scope"] == "step"].set_index("metric")
+    if not set(STEP_METRICS) <= set(base.index):
+        return pd.DataFrame()
+    now = steps.set_index("metric")["value"]
+    rows = []
+    for metric in STEP_METRICS:
+        median, current = float(base.loc[metric, "median"]), float(now[metric])
+        rows.append({"check": "step", "scope": "step", "metric": metric, "median": median,
+                     "spread": float(base.loc[metric, "spread"]), "current": current, "worse_by": current - median,
+                     "impact": (current - median) / float(base.loc["step_ms", "median"]),
+                     "launches": np.nan, "kernel_band": float(base.loc["step_ms", "median"]),
+                     "kernel_share": np.nan, "judged": True, "note": ""})
+    table = pd.DataFrame(rows)
+    for column in ROW_KEY[1:]:
+        table[column] = 0 if column in CONFIG else ""
     return table
 
 

@@ -9,11 +9,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from ssmprof.analysis.regress import Thresholds, build_baseline, regressions
+from ssmprof.analysis.history import run_rows, step_rows
+from ssmprof.analysis.regress import (
+    Thresholds,
+    build_baseline,
+    build_step_baseline,
+    compare,
+    judge,
+    step_checks,
+)
 from ssmprof.errors import SsmprofError
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, write_text
-from ssmprof.reports.gate import RunVerdict, gate_junit, gate_markdown
+from ssmprof.reports.gate import RunVerdict, bencher_metrics, gate_junit, gate_markdown
 from ssmprof.schema import Baseline, BaselineSource, make_document, read_document, write_document
 
 
@@ -71,7 +79,8 @@ def baseline(runs: list[Path], output: Path) -> BaselineResult:
         if configs[0] != configs[1]:
             raise IncomparableBaseline(f"{path} differs from {runs[0]} in its config ({_config_changes(*configs)}): "
                                        "a baseline is made of reruns of one configuration")
-    table = build_baseline([run.kernels for run in loaded])
+    table = pd.concat([build_baseline([run.kernels for run in loaded]),
+                       build_step_baseline([step_rows(run.info, run.kernels) for run in loaded])], ignore_index=True)
     document = make_document(Baseline, workload=first.info["workload"],
                              source=source_of(first.info, [Path(p).name for p in runs]),
                              rows=table.to_dict("records"))
@@ -109,25 +118,79 @@ def provenance_notes(document: Baseline, info: dict, path: Path, allow_different
     return notes
 
 
-def regress(runs: list[Path], baseline_file: Path, junit: Path | None = None, summary: Path | None = None,
+def shared_gpu_note(info: dict) -> str | None:
+    """Why a run on a shared GPU cannot be judged on its times (None where its GPU was its own, or unknown)."""
+    sharing = info.get("gpu_sharing") or {}
+    if not sharing.get("shared"):
+        return None
+    return (f"run on a shared GPU: {sharing.get('max_other_processes')} other process(es) used it during "
+            f"{100 * (sharing.get('shared_sample_fraction') or 0):.0f} % of the timed steps (median SM utilization "
+            f"{sharing.get('sm_utilization_pct')} %); its kernel and step times measure the other process too, "
+            "so they are not judged: profile again on a GPU of its own")
+
+
+def gate_run(baseline: pd.DataFrame, run, thresholds: Thresholds, name: str) -> pd.DataFrame:
+    """Every check of one run (`compare` and `step_checks`, judged); on a shared GPU, one failed "shared GPU"
+    check names the cause and every other check is not judged."""
+    checks = compare(baseline, run.kernels)
+    steps = step_checks(baseline, step_rows(run.info, run.kernels))
+    judged = judge(pd.concat([checks, steps], ignore_index=True) if len(steps) else checks, thresholds)
+    shared = shared_gpu_note(run.info)
+    if shared:
+        judged = judged.assign(regressed=False, judged=False, note="not judged: shared GPU")
+        nan = float("nan")
+        cause = judged.iloc[[0]].assign(check="shared GPU", scope="run", metric="gpu_sharing", regressed=True,
+                                        judged=True, note=shared, impact=nan, median=nan, current=nan, allowed=nan,
+                                        worse_by=nan)
+        judged = pd.concat([cause, judged], ignore_index=True)
+    return judged.assign(run=name)
+
+
+def history_document(folder: Path, info: dict, last: int) -> tuple[Baseline, str]:
+    """A baseline of the last `last` runs of `info`'s configuration in the history (`Baseline`), and the note
+    saying which runs."""
+    from ssmprof.pipeline.history import recent_runs, rolling_baseline
+
+    recent = recent_runs(folder, info, last)
+    if len(recent) < 2:
+        raise IncomparableBaseline(f"history {folder} holds {len(recent)} runs of {info['workload']['name']} "
+                                   f"with this config on {info['gpu']['name']} (GPU not shared): a rolling baseline "
+                                   "needs at least 2")
+    table = rolling_baseline(folder, recent["run_id"].tolist())
+    document = make_document(Baseline, workload=info["workload"], source=source_of(info, recent["run_id"].tolist()),
+                             rows=table.to_dict("records"))
+    commits = recent["commit"].str[:10]
+    return document, (f"baseline: the last {len(recent)} runs of its configuration in history {folder} (commits "
+                      f"{commits.iloc[-1]} to {commits.iloc[0]})")
+
+
+def regress(runs: list[Path], baseline_file: Path | None, junit: Path | None = None, summary: Path | None = None,
             thresholds: Thresholds = Thresholds(), allow_different_gpu: bool = False,
-            allow_different_config: bool = False) -> GateResult:
-    """`ssmprof regress`: every run against the baseline; the markdown summary, and the JUnit XML, also
-    written where asked. Runs the baseline cannot judge are refused before any is gated."""
-    check_file(junit, "--junit")
-    check_file(summary, "--summary")
-    document = read_document(Baseline, baseline_file)
-    table, verdicts = document.table(), []
+            allow_different_config: bool = False, history: Path | None = None, last: int = 10,
+            metrics: Path | None = None) -> GateResult:
+    """`ssmprof regress`: every run against the baseline file, or (`history`, no file) against the last `last`
+    runs of its configuration in the history; the markdown summary, the JUnit XML and the metrics file (Bencher
+    Metric Format) also written where asked. Runs the baseline cannot judge are refused before any is gated."""
+    for path, option in ((junit, "--junit"), (summary, "--summary"), (metrics, "--metrics")):
+        check_file(path, option)
+    if baseline_file is None and history is None:
+        raise IncomparableBaseline("regress needs --baseline FILE or --history DIR to gate against")
     loaded = [(Path(path), load_run(path)) for path in runs]
-    notes = [provenance_notes(document, run.info, path, allow_different_gpu, allow_different_config)
-             for path, run in loaded]
-    for (path, run), run_notes in zip(loaded, notes, strict=True):
-        checks = regressions(table, run.kernels, thresholds).assign(run=path.name)
-        verdicts.append(RunVerdict(path.name, checks, run_notes))
-    result = GateResult(gate_markdown(verdicts, document, thresholds),
+    if baseline_file is not None:
+        documents, origins = [read_document(Baseline, baseline_file)] * len(loaded), [[]] * len(loaded)
+    else:
+        made = [history_document(history, run.info, last) for _, run in loaded]
+        documents, origins = [d for d, _ in made], [[origin] for _, origin in made]
+    notes = [origin + provenance_notes(document, run.info, path, allow_different_gpu, allow_different_config)
+             for document, origin, (path, run) in zip(documents, origins, loaded, strict=True)]
+    verdicts = [RunVerdict(path.name, gate_run(document.table(), run, thresholds, path.name), run_notes)
+                for document, (path, run), run_notes in zip(documents, loaded, notes, strict=True)]
+    result = GateResult(gate_markdown(verdicts, documents[0], thresholds),
                         pd.concat([v.checks for v in verdicts], ignore_index=True))
     if summary is not None:
         write_text(summary, result.summary)
     if junit is not None:
         write_text(junit, gate_junit(verdicts))
+    if metrics is not None:
+        write_text(metrics, bencher_metrics([(path.name, run_rows(run.kernels, run.info)) for path, run in loaded]))
     return result

@@ -51,6 +51,7 @@ from ssmprof.profiler.harness import Progress, RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.ncu import METRIC_GROUPS, NOT_ASKED, check_metrics, chip_for, column_metrics, counter_metrics
 from ssmprof.profiler.ncu_extract import read_report
+from ssmprof.profiler.nvml import gpu_clocks
 from ssmprof.profiler.timeline import TimelineCapture, kernel_table
 from ssmprof.workloads.base import CommonConfig, Workload
 
@@ -95,6 +96,7 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
             **({"cuda_graphs": {"step_ms": result.graphed_step_ms, "step_times_ms": result.graphed_step_times_ms}}
                if result.graphed_step_times_ms else {}),
         },
+        "gpu_sharing": result.gpu_sharing,
         "collectors": collectors,
         "coverage": coverage(kernels),
     }
@@ -131,26 +133,6 @@ def host_launch_us(repeats: int = 5) -> float:
         timings.append((time.perf_counter() - began) / HOST_LAUNCHES * 1e6)
     torch.cuda.synchronize()
     return statistics.median(timings[1:])
-
-
-def gpu_clocks() -> dict:
-    """SM and memory clocks as found (MHz), read through NVML; never changed."""
-    try:
-        import pynvml
-    except ImportError:
-        return {"note": "nvidia-ml-py not installed"}
-    try:
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        return {
-            "sm_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "sm_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "memory_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-            "memory_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-            "driver": pynvml.nvmlSystemGetDriverVersion(),
-        }
-    except pynvml.NVMLError as exc:
-        return {"note": f"NVML: {exc}"}
 
 
 # The self-checks of the joined counters: (kernel table, GPU name) -> (checked table, run.json `checks`).

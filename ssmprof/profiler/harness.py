@@ -24,6 +24,7 @@ import torch
 from ssmprof.errors import GpuKernelFault, GpuOutOfMemory, InvalidConfig, NoGpu, TrainingFailed
 from ssmprof.kernels import KernelPlan
 from ssmprof.profiler.markers import PhaseMarker
+from ssmprof.profiler.nvml import SharingMonitor
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER
 from ssmprof.workloads.base import CommonConfig, Workload
 
@@ -44,7 +45,7 @@ def resolve_device(requested: str) -> str:
 def gpu_info() -> dict:
     if not torch.cuda.is_available():
         return {}
-    props = torch.cuda.get_device_properties(0)
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
     return {
         "name": props.name,
         "sm_count": props.multi_processor_count,
@@ -77,6 +78,8 @@ class RunResult:
     # `--cuda-graphs`: the same step replayed as one captured CUDA graph (`time_graphed_steps`), no per-launch
     # host cost; None where not asked for
     graphed_step_times_ms: list[float] | None = None
+    # whether other processes used the GPU during the timed steps (`nvml.sharing_summary`); None off the GPU
+    gpu_sharing: dict | None = None
 
     @property
     def step_ms(self) -> float:
@@ -167,7 +170,8 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        losses, times_ms = time_steps(trainer, steps, lambda done: report("timed steps", done, steps))
+        with SharingMonitor() if cuda else contextlib.nullcontext() as sharing:
+            losses, times_ms = time_steps(trainer, steps, lambda done: report("timed steps", done, steps))
         seconds["timed"] = time.perf_counter() - t0
 
         _sync(cuda)
@@ -229,6 +233,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         harness_seconds=seconds,
         profiled_ms=profiled_ms,
         graphed_step_times_ms=graphed,
+        gpu_sharing=sharing.summary() if cuda else None,
     )
 
 

@@ -3,6 +3,7 @@ checks of `analysis.regress` (one frame per gated run)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from xml.etree import ElementTree as ET
 
@@ -33,6 +34,10 @@ def label(row) -> str:
         return f"phase {row.phase}"
     if row.check == "category":
         return f"category {row.category}"
+    if row.check == "step":
+        return {"step_ms": "step time", "host_wait_ms": "GPU waiting for the host"}.get(row.metric, row.metric)
+    if row.check == "shared GPU":
+        return "the run's GPU"
     where = f"{row.kernel_name} [{row.phase}, {row.launch_op or 'op unknown'}"
     if row.check in SHAPE or row.scope == "site":  # a site: all its launch configurations
         return where + "]"
@@ -45,6 +50,10 @@ def _value(metric: str, value: float) -> str:
         return "-"
     if metric in ("time_ns", "time_per_launch_ns"):
         return f"{value / 1000:,.1f} us"
+    if metric.endswith("_ms"):
+        return f"{value:,.1f} ms"
+    if metric == "gpu_sharing":
+        return "shared"
     if metric == "flop_per_s":
         return f"{value / 1e12:.3g} TFLOP/s"
     return f"{value:.3g} %"
@@ -57,7 +66,12 @@ def _change(row) -> str:
 
 
 def _cost(row) -> str:
-    """The share of the run's kernel time a change costs; for a rate, the share its kernel takes."""
+    """The share of the run's kernel time a change costs; for a rate, the share its kernel takes; for the step, of
+    the step time."""
+    if row.check == "step":
+        return f"{100 * row.impact:.1f} % of the step"
+    if row.check == "shared GPU":
+        return "-"
     if pd.isna(row.impact):
         return f"(kernel: {100 * row.kernel_share:.2f} %)"
     return f"{100 * row.impact:.2f} %"
@@ -130,3 +144,31 @@ def gate_junit(verdicts: list[RunVerdict]) -> str:
                 failure.text = f"baseline median {row.median:.6g}, now {row.current:.6g}"
     suites.set("failures", str(sum(int(v.checks["regressed"].sum()) for v in verdicts)))
     return ET.tostring(suites, encoding="unicode")
+
+
+# Bencher Metric Format: {benchmark: {measure: {value, lower_value, upper_value}}}; the names a tracking service
+# keys its series on
+BMF_MEASURES = {"step_ms": ("step-time", 1.0), "host_wait_ms": ("host-wait", 1.0),
+                "time_ns": ("kernel-time-ms", 1e-6), "time_per_launch_ns": ("time-per-launch-us", 1e-3)}
+
+
+def bencher_metrics(runs: list[tuple[str, pd.DataFrame]]) -> str:
+    """The runs' step time, host wait, total and per-category kernel time, and every kernel's time per launch (with
+    their 95 % intervals where known) in Bencher Metric Format; `runs`: (name, `analysis.history.run_rows`). The
+    benchmark is "<run>/<what>" (one run's benchmarks never collide with another's)."""
+    document: dict[str, dict] = {}
+    for name, rows in runs:
+        picked = rows[(rows["scope"].isin(["step", "total", "category"]) & rows["metric"].isin(
+            ["step_ms", "host_wait_ms", "time_ns"])) | ((rows["scope"] == "kernel") &
+                                                       (rows["metric"] == "time_per_launch_ns"))]
+        for row in picked.itertuples():
+            measure, scale = BMF_MEASURES[row.metric]
+            what = {"step": "step", "total": "total", "category": f"category/{row.category}"}.get(
+                row.scope, f"kernel/{row.kernel_name} [{row.phase}, grid {row.grid_x}x{row.grid_y}x{row.grid_z}, "
+                           f"block {row.block_x}x{row.block_y}x{row.block_z}]")
+            value = {"value": float(row.value) * scale}
+            if not pd.isna(row.low):
+                value.update(lower_value=float(row.low) * scale, upper_value=float(row.high) * scale)
+            document.setdefault(f"{name}/{what}", {})[measure] = value
+    return json.dumps(document, indent=1, sort_keys=True) + "\n"
+

@@ -1,0 +1,184 @@
+"""The run history: runs appended to a folder (`--history DIR` of profile, suite and regress, or `ssmprof
+history DIR --add RUN...`), its trends and change points (`ssmprof history DIR`), and rolling baselines for
+`regress --history DIR`. Each run is one parquet file (`schema.write_history_entry`); every question across runs
+(which runs, the last N of a configuration, medians and spreads over them) is a DuckDB query
+(`schema.query_history`), so a history of thousands of runs is never looped over in Python."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ssmprof.analysis.communication import one_rank
+from ssmprof.analysis.frame import has_counters
+from ssmprof.analysis.history import change_points, moved_kernels, run_rows
+from ssmprof.analysis.limiters import limiters
+from ssmprof.analysis.regress import EFFICIENCY, LAUNCHES, MAD_TO_SIGMA, PER_LAUNCH, ROW_KEY, STEP_METRICS, TIME
+from ssmprof.analysis.roofline import roofline
+from ssmprof.errors import SsmprofError
+from ssmprof.pipeline.ceilings import ceilings_for
+from ssmprof.pipeline.loading import load_run
+from ssmprof.pipeline.outputs import check_folder, write_text
+from ssmprof.schema import HISTORY_VERSION, Run, query_history, write_history_entry
+
+COMMIT_VARIABLES = ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "GIT_COMMIT")  # CI systems' commit under test
+DEFAULT_LAST = 10  # runs in a rolling baseline
+GATED_METRICS = (TIME, LAUNCHES, PER_LAUNCH, *EFFICIENCY, *STEP_METRICS)  # what `analysis.regress` gates
+
+
+def commit_of(given: str | None = None) -> str:
+    """The commit a run measured: `given`, else the CI's variable, else `git rev-parse HEAD` here, else
+    "unknown"."""
+    if given:
+        return given
+    for variable in COMMIT_VARIABLES:
+        if os.environ.get(variable):
+            return os.environ[variable]
+    try:
+        found = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return found.stdout.strip() if found.returncode == 0 else "unknown"
+
+
+def _shared(info: dict) -> str:
+    return {True: "yes", False: "no"}.get((info.get("gpu_sharing") or {}).get("shared"), "unknown")
+
+
+def entry(run: Run, commit: str) -> pd.DataFrame:
+    """The rows `run` appends: its summary (`analysis.history.run_rows`, with % of roof where its GPU has
+    ceilings and the limiters where it has counters) and the run's identity on every row."""
+    info = run.info
+    kernels = one_rank(run.kernels, info)
+    roof, limiter = None, None
+    if has_counters(kernels):
+        limiter = limiters(kernels)["limiter"]
+        ceilings, _ = ceilings_for(info, None, kernels)
+        roof = roofline(kernels, ceilings)["pct_of_roof"] if ceilings is not None else None
+    rows = run_rows(kernels, info, roof, limiter)
+    created = info.get("created") or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    workload = info["workload"]
+    run_id = re.sub(r"[^0-9A-Za-z_-]", "", f"{created}-{workload['name']}") + f"-{uuid.uuid4().hex[:8]}"
+    return rows.assign(
+        history_version=HISTORY_VERSION, run_id=run_id, created=created, commit=commit, workload=workload["name"],
+        preset=workload["preset"], config=json.dumps(workload["config"], sort_keys=True), gpu=info["gpu"]["name"],
+        driver=str((info["gpu"].get("clocks") or {}).get("driver") or ""),
+        host_cpu=str((info.get("host") or {}).get("cpu") or ""),
+        versions=json.dumps(info.get("versions") or {}, sort_keys=True, default=str), gpu_shared=_shared(info))
+
+
+def append(runs: list[Path], folder: Path, commit: str | None = None) -> list[Path]:
+    """Append each run (a run directory) to the history folder; returns the files written."""
+    check_folder(folder, "--history")
+    loaded = [load_run(path) for path in runs]  # every run read before any is appended
+    sha = commit_of(commit)
+    return [write_history_entry(folder, entry(run, sha)) for run in loaded]
+
+
+# --- queries
+
+
+def runs_table(folder: Path) -> pd.DataFrame:
+    """One row per appended run, oldest first: run_id, created, commit, workload, preset, config, gpu,
+    gpu_shared."""
+    return query_history(folder, """
+        SELECT run_id, any_value(created) AS created, any_value("commit") AS "commit",
+               any_value(workload) AS workload, any_value(preset) AS preset, any_value(config) AS config,
+               any_value(gpu) AS gpu, any_value(gpu_shared) AS gpu_shared
+        FROM history GROUP BY run_id ORDER BY created, run_id""")
+
+
+def recent_runs(folder: Path, info: dict, last: int = DEFAULT_LAST) -> pd.DataFrame:
+    """The last `last` runs (run_id, commit, created; newest first) in the history of the configuration of
+    `info` (workload, config, GPU), leaving out runs on a shared GPU and the run of `info` itself where it was
+    appended already (same `created`)."""
+    workload = info["workload"]
+    return query_history(folder, """
+        SELECT run_id, any_value("commit") AS "commit", any_value(created) AS created FROM history
+        WHERE workload = ? AND config = ? AND gpu = ? AND gpu_shared <> 'yes' AND created <> ?
+        GROUP BY run_id ORDER BY created DESC, run_id DESC LIMIT ?""",
+        [workload["name"], json.dumps(workload["config"], sort_keys=True), info["gpu"]["name"],
+         info.get("created") or "", last])
+
+
+def rolling_baseline(folder: Path, run_ids: list[str]) -> pd.DataFrame:
+    """The baseline rows (`analysis.regress.build_baseline`'s, and the step rows of `build_step_baseline`) over
+    the runs `run_ids`: medians and spreads (MAD scaled to a standard deviation) computed by DuckDB."""
+    keys = ", ".join([*ROW_KEY, "metric"])
+    metrics = ", ".join(f"'{m}'" for m in GATED_METRICS)
+    marks = ", ".join("?" for _ in run_ids)
+    return query_history(folder, f"""
+        WITH rows AS (SELECT * FROM history WHERE run_id IN ({marks}) AND metric IN ({metrics})),
+        medians AS (SELECT {keys}, median(value) AS median, count(*) AS runs FROM rows GROUP BY {keys})
+        SELECT {", ".join(f"m.{c}" for c in [*ROW_KEY, "metric"])}, m.median,
+               {MAD_TO_SIGMA} * median(abs(r.value - m.median)) AS spread, any_value(m.runs) AS runs
+        FROM medians m JOIN rows r USING ({keys})
+        GROUP BY ALL ORDER BY ALL""", list(run_ids))
+
+
+def configuration_rows(folder: Path, workload: str, config: str, gpu: str) -> pd.DataFrame:
+    """Every row of one configuration's runs (the series the trends and change points are drawn from)."""
+    return query_history(folder, """
+        SELECT * FROM history WHERE workload = ? AND config = ? AND gpu = ? AND scope <> 'phase'
+        ORDER BY created, run_id""", [workload, config, gpu])
+
+
+# --- trends
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One configuration's runs (workload, preset, config, GPU): the runs in order, their rows, and the change
+    points with what moved."""
+
+    workload: str
+    preset: str
+    config: str
+    gpu: str
+    runs: pd.DataFrame  # run_id, created, commit, gpu_shared, oldest first
+    rows: pd.DataFrame
+    changes: pd.DataFrame  # `analysis.history.change_points`, with `moved` (list of lines) per change point
+
+
+def trends(folder: Path) -> list[Trend]:
+    """Each configuration of the history, its change points found and named."""
+    runs = runs_table(folder)
+    out = []
+    for (workload, preset, config, gpu), group in runs.groupby(["workload", "preset", "config", "gpu"], sort=True):
+        rows = configuration_rows(folder, workload, config, gpu)
+        group = group.reset_index(drop=True)
+        changes = change_points(rows, group)
+        ids = group["run_id"].tolist()
+        changes["moved"] = [moved_kernels(rows, ids[max(0, i - 3):i], ids[i:i + 3]) for i in changes["position"]]
+        out.append(Trend(workload, preset, config, gpu, group, rows, changes))
+    return out
+
+
+@dataclass(frozen=True)
+class HistoryResult:
+    markdown: Path
+    html: Path
+    trends: list[Trend]
+
+
+def history_report(folder: Path, out: Path) -> HistoryResult:
+    """`ssmprof history`: the trend page (HTML) and its markdown, written into `out`."""
+    from ssmprof.reports.history import history_html, history_markdown
+
+    check_folder(out, "--out")
+    found = trends(folder)
+    if not found:
+        raise SsmprofError(f"history {folder} holds no runs")
+    markdown, page = out / "history.md", out / "history.html"
+    write_text(markdown, history_markdown(found))
+    write_text(page, history_html(found))
+    return HistoryResult(markdown, page, found)
+

@@ -1,0 +1,187 @@
+"""The run history on committed real runs: a history of 26 mamba2-lm small runs on an H100 (the gate's held-back
+reruns, tests/data/regress-reruns-h100) with regressions planted at known runs; every planted change point is found
+at its run, none on the clean stretch; the trend page renders; a rolling baseline gates as a baseline file does."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from ssmprof import schema
+from ssmprof.analysis.history import detect, median_interval
+from ssmprof.pipeline import history
+
+H100 = Path(__file__).parent / "data" / "regress-reruns-h100"
+RERUNS = [f"rerun-{i}" for i in range(1, 9)]
+FWD, DX = "_chunk_scan_fwd_kernel", "_chunk_scan_chunk_state_bwd_dx_kernel"
+runner = CliRunner()
+
+
+def _slower(kernels, where, factor):
+    kernels = kernels.copy()
+    kernels.loc[where, "duration_ns"] = (kernels.loc[where, "duration_ns"] * factor).round().astype("int64")
+    return kernels
+
+
+def fwd_slower(kernels):
+    """One SSD kernel 20 % slower (a kernel regression)."""
+    return _slower(kernels, kernels["kernel_name"] == FWD, 1.2)
+
+
+def dx_split(kernels):
+    """Two of the four backward dx launches on another grid, 50 % slower (a launch-configuration change)."""
+    kernels = kernels.copy()
+    hit = kernels.index[kernels["kernel_name"] == DX][:2]
+    kernels.loc[hit, "grid_x"] = kernels.loc[hit, "grid_x"] * 2
+    return _slower(kernels, kernels.index.isin(hit), 1.5)
+
+
+def host_slower(info):
+    """Every timed step 1.8x longer with the same kernels (a host-side slowdown: the GPU waits for the host)."""
+    harness = info["harness"]
+    steps = [1.8 * t for t in harness["step_times_ms"]]
+    return {**info, "harness": {**harness, "step_times_ms": steps, "step_ms": sorted(steps)[len(steps) // 2]}}
+
+
+# (first run, kernel plants, info plants): each stretch keeps what was planted before it unless it says otherwise
+STRETCHES = [(0, [], []), (8, [fwd_slower], []), (14, [fwd_slower], [host_slower]), (20, [dx_split], [host_slower])]
+RUNS = 26
+PLANTED = {  # run -> the series whose change point must be found there (scope, name, metric)
+    8: {("kernel", FWD, "time_per_launch_ns"), ("category", "SSM scan", "time_ns")},
+    14: {("step", "", "step_ms"), ("step", "", "host_wait_ms")},
+    20: {("kernel", FWD, "time_per_launch_ns"), ("site", DX, "time_ns")},
+}
+
+
+def plants_at(position):
+    return next((k, i) for first, k, i in reversed(STRETCHES) if position >= first)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The history folder of 26 runs: the 8 reruns cycled in order, plants applied from their stretch on."""
+    root = tmp_path_factory.mktemp("history")
+    folder = root / "history"
+    for position in range(RUNS):
+        source = schema.read_run(H100 / RERUNS[position % len(RERUNS)])
+        kernels, infos = plants_at(position)
+        frame, info = source.kernels, json.loads(json.dumps(source.info))
+        for plant in kernels:
+            frame = plant(frame)
+        for plant in infos:
+            info = plant(info)
+        info["created"] = f"2026-01-01T00:{position:02d}:00+00:00"
+        run = schema.write_run(root / f"run-{position:02d}", info, frame)
+        history.append([run], folder, commit=f"{position:02d}" + "ab" * 19)
+    return folder, root
+
+
+def found_at(changes):
+    out = {}
+    for row in changes.to_dict("records"):
+        name = row["kernel_name"] or row["category"]
+        out.setdefault(row["position"], set()).add((row["scope"], name, row["metric"]))
+    return out
+
+
+def test_every_planted_change_point_found_at_its_run_and_none_elsewhere(built):
+    folder, _ = built
+    (trend,) = history.trends(folder)
+    assert len(trend.runs) == RUNS
+    found = found_at(trend.changes)
+    assert set(found) == set(PLANTED), found  # no change point on the clean stretch (runs 0-7) nor elsewhere
+    for position, series in PLANTED.items():
+        assert series <= found[position], (position, found[position])
+    # each change point is named with the commits around it and what moved
+    at_8 = trend.changes[trend.changes["position"] == 8].iloc[0]
+    assert (at_8["commit_before"][:2], at_8["commit_after"][:2]) == ("07", "08")
+    assert any(line.startswith(f"{FWD} [forward]") and "(+20 %)" in line for line in at_8["moved"])
+    at_20 = trend.changes[trend.changes["position"] == 20].iloc[0]
+    assert any(line.startswith(f"{DX} [backward] config changed:") for line in at_20["moved"])
+    at_14 = trend.changes[trend.changes["position"] == 14]
+    assert not any(at_14["moved"].iloc[0])  # a host slowdown: no kernel moved
+
+
+def test_history_command_renders_the_trend_page(built, tmp_path):
+    from ssmprof.cli import app
+
+    folder, _ = built
+    result = runner.invoke(app, ["history", str(folder), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    page, markdown = (tmp_path / "history.html").read_text(), (tmp_path / "history.md").read_text()
+    assert "mamba2-lm --preset small on NVIDIA H100 80GB HBM3" in page and "Step time and host wait" in page
+    assert "26 runs" in markdown and "| 14 | 13abababab -> 14abababab | step | step_ms |" in markdown
+
+
+def test_rolling_baseline_gates_like_a_baseline_file(built):
+    """The last 5 runs of the configuration as the baseline: a run like them passes; the same run with the SSD
+    kernel slower fails on that kernel; with the host slower (same kernels) on step time and host wait only; on a
+    shared GPU, the shared GPU is named as the cause and nothing else is judged."""
+    from ssmprof.pipeline import gate
+
+    folder, root = built
+    result = gate.regress([root / "run-25"], None, history=folder, last=5)
+    assert not result.regressed, result.summary
+    assert f"- note: baseline: the last 5 runs of its configuration in history {folder} (commits 20abababab to " \
+           "24abababab)" in result.summary
+    source = schema.read_run(root / "run-25")
+    cases = {
+        "kernel-slower": (source.info, fwd_slower(source.kernels)),
+        "host-slower": (host_slower(source.info), source.kernels),
+        "shared-gpu": ({**source.info, "gpu_sharing": {"shared": True, "samples": 40, "shared_sample_fraction": 1.0,
+                                                       "max_other_processes": 1, "sm_utilization_pct": 100}},
+                       fwd_slower(source.kernels)),
+    }
+    failed = {}
+    for name, (info, kernels) in cases.items():
+        table = gate.regress([schema.write_run(root / name, info, kernels)], None, history=folder, last=5).table
+        failed[name] = table[table["regressed"]]
+    assert FWD in set(failed["kernel-slower"]["kernel_name"]) and "step" not in set(failed["kernel-slower"]["check"])
+    assert set(failed["host-slower"]["check"]) == {"step"}
+    assert set(failed["host-slower"]["metric"]) == {"step_ms", "host_wait_ms"}
+    assert failed["shared-gpu"]["check"].tolist() == ["shared GPU"]
+    assert failed["shared-gpu"]["note"].iloc[0].startswith("run on a shared GPU: 1 other process(es) used it")
+
+
+def test_the_store_is_queried_through_duckdb_and_refuses_an_empty_folder(built, tmp_path):
+    folder, _ = built
+    runs = history.runs_table(folder)
+    assert len(runs) == RUNS and runs["commit"].iloc[0].startswith("00")
+    assert len(list(folder.glob("*.parquet"))) == RUNS  # one file per appended run
+    with pytest.raises(schema.CorruptFile, match="holds no runs"):
+        history.runs_table(tmp_path)
+
+
+def test_median_interval_and_detector():
+    assert median_interval([3, 1, 2, 5, 4]) == (3.0, 1.0, 5.0)
+    flat = pd.Series([10, 10.2, 9.9, 10.1, 10, 9.8, 10.1, 10.2]).to_numpy()
+    assert detect(flat, flat * 0, 0.05) == []
+    step = pd.Series([10, 10.2, 9.9, 10.1, 13, 13.2, 12.9, 13.1]).to_numpy()
+    assert [i for i, *_ in detect(step, step * 0, 0.05)] == [4]
+
+
+def test_regress_cli_against_the_history_writes_bencher_metrics_and_appends(built, tmp_path):
+    from ssmprof.cli import app
+
+    folder, root = built
+    copy = tmp_path / "history"
+    copy.mkdir()
+    for path in folder.glob("*.parquet"):
+        (copy / path.name).write_bytes(path.read_bytes())
+    metrics = tmp_path / "gate.bmf.json"
+    result = runner.invoke(app, ["regress", str(root / "run-25"), "--history", str(copy), "--last", "5",
+                                 "--metrics", str(metrics), "--junit", str(tmp_path / "gate.xml")])
+    assert result.exit_code == 0, result.output
+    assert "appended 1 run(s) to history" in result.output and len(list(copy.glob("*.parquet"))) == RUNS + 1
+    document = json.loads(metrics.read_text())
+    step = document["run-25/step"]
+    assert set(step) == {"step-time", "host-wait"}
+    assert step["step-time"]["lower_value"] <= step["step-time"]["value"] <= step["step-time"]["upper_value"]
+    kernel = next(v for k, v in document.items() if k.startswith(f"run-25/kernel/{FWD} [forward"))
+    assert set(kernel) == {"time-per-launch-us"} and "lower_value" in kernel["time-per-launch-us"]
+    assert "run-25/category/SSM scan" in document and "run-25/total" in document
+    # no baseline and no history: one line, exit 1
+    refused = runner.invoke(app, ["regress", str(root / "run-25")])
+    assert refused.exit_code == 1 and "needs --baseline FILE or --history DIR" in refused.output
