@@ -91,8 +91,8 @@ wheelhouse: $(BIN)/ssmprof
 	mkdir -p wheelhouse
 	$(SDIST_ENV) $(BIN)/pip download -q --no-deps --no-binary :all: --no-build-isolation -d wheelhouse \
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
-	$(BIN)/pip download -q $(WHEEL_PLATFORMS) -d wheelhouse nvtx plotly ncu-report narwhals pydantic tabulate pytest \
-		setuptools wheel
+	$(BIN)/pip download -q $(WHEEL_PLATFORMS) -d wheelhouse nvtx plotly "ncu-report==2025.3.1" narwhals pydantic tabulate \
+		nvidia-ml-py pytest setuptools wheel
 	$(BIN)/pip download -q $(WHEEL_PLATFORMS) --no-deps -d wheelhouse $(GPU_DEPS)
 	@ls -la wheelhouse
 

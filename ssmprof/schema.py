@@ -924,7 +924,10 @@ def locked(path: Path):
 def query_history(folder: Path, sql: str, parameters: list | None = None) -> pd.DataFrame:
     """Run `sql` over the history folder through DuckDB: `history` in it names the table of every appended
     run. A folder without entries, another layout version or an unreadable file is one `CorruptFile` line."""
-    import duckdb
+    try:
+        import duckdb
+    except ImportError:
+        raise SsmprofError("the run history needs DuckDB: pip install 'ssmprof[history]'") from None
 
     folder = Path(folder)
     if not folder.is_dir() or not any(folder.glob(HISTORY_GLOB)):

@@ -17,6 +17,7 @@ H100 = Path(__file__).parent / "data" / "regress-reruns-h100"
 RERUNS = [f"rerun-{i}" for i in range(1, 9)]
 FWD, DX = "_chunk_scan_fwd_kernel", "_chunk_scan_chunk_state_bwd_dx_kernel"
 runner = CliRunner()
+pytest.importorskip("duckdb", reason="the history extra (`pip install 'ssmprof[history]'`; CI installs it)")
 
 
 def _slower(kernels, where, factor):
