@@ -24,7 +24,7 @@ from ssmprof.analysis.limiters import limiters
 from ssmprof.analysis.regress import EFFICIENCY, LAUNCHES, MAD_TO_SIGMA, PER_LAUNCH, ROW_KEY, STEP_METRICS, TIME
 from ssmprof.analysis.roofline import roofline
 from ssmprof.errors import SsmprofError
-from ssmprof.pipeline.ceilings import ceilings_for
+from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_folder, write_text
 from ssmprof.schema import HISTORY_VERSION, Run, query_history, write_history_entry
@@ -61,7 +61,7 @@ def entry(run: Run, commit: str) -> pd.DataFrame:
     roof, limiter = None, None
     if has_counters(kernels):
         limiter = limiters(kernels)["limiter"]
-        ceilings, _ = ceilings_for(info, None, kernels)
+        ceilings, _ = run_ceilings(info["gpu"]["name"], run.path)
         roof = roofline(kernels, ceilings)["pct_of_roof"] if ceilings is not None else None
     rows = run_rows(kernels, info, roof, limiter)
     created = info.get("created") or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
