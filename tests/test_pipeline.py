@@ -36,7 +36,7 @@ def test_device_profile_applies_only_to_runs_of_its_gpu():
     assert notes == ["the device profile was measured on NVIDIA H100 80GB HBM3, this run on NVIDIA H200: using the "
                      "datasheet ceilings"]
     assert ceilings_for(h200) == (ceilings, [])
-    unknown = {**h200, "gpu": {"name": "Some Future GPU"}}
+    unknown = h200.model_copy(update={"gpu": h200.gpu.model_copy(update={"name": "Some Future GPU"})})
     assert ceilings_for(unknown) == (None, [])
     assert "no roofline" in ceilings_for(unknown, h100_profile())[1][0]
 

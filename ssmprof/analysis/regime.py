@@ -26,6 +26,7 @@ from ssmprof.analysis.roofline import Ceilings, roofline
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_model import analytic_vs_measured
 from ssmprof.analysis.suite import SSM
+from ssmprof.schema import RunInfo
 
 # What a limiter (`analysis.limiters`) means on a regime map: bandwidth, compute, or latency (every limiter
 # that is neither: latency by elimination, too few blocks, capped occupancy, launch overhead).
@@ -42,13 +43,13 @@ class SweepRun:
     """One complete point: its varied settings, run.json, analysis frame, and its GPU's ceilings (or None)."""
 
     settings: dict[str, Any]
-    info: dict
+    info: RunInfo
     kernels: pd.DataFrame
     ceilings: Ceilings | None = None
 
     @property
     def key(self) -> dict[str, Any]:
-        return {"workload": self.info["workload"]["name"], "gpu": self.info["gpu"]["name"], **self.settings}
+        return {"workload": self.info.workload.name, "gpu": self.info.gpu.name, **self.settings}
 
 
 def regime_of(limiter: str) -> str:
@@ -64,16 +65,16 @@ def per_item(runs: list[SweepRun]) -> pd.DataFrame:
     """One row per point: items (tokens) per step, step time, and step, kernel and SSM-kernel time per item."""
     rows = []
     for run in runs:
-        harness, items = run.info["harness"], run.info["harness"]["items_per_step"]
+        harness, items = run.info.harness, run.info.harness.items_per_step
         kernels = run.kernels
         # where the profiled iteration was slower than the timed steps, its kernel times describe a slower step
         busy_ms = busy_ns(kernels) / 1e6
-        excess = slow_iteration(busy_ms, harness["step_ms"])
-        rows.append({**run.key, "unit": harness["unit"], "items_per_step": items, "step_ms": harness["step_ms"],
-                     STEP_METRIC: 1e3 * harness["step_ms"] / items,
+        excess = slow_iteration(busy_ms, harness.step_ms)
+        rows.append({**run.key, "unit": harness.unit, "items_per_step": items, "step_ms": harness.step_ms,
+                     STEP_METRIC: 1e3 * harness.step_ms / items,
                      KERNEL_METRIC: kernels["duration_ns"].sum() / 1e3 / items,
                      SSM_METRIC: kernels.loc[kernels["category"] == SSM, "duration_ns"].sum() / 1e3 / items,
-                     "peak_gib": (harness.get("peak_memory_bytes") or 0) / 2**30, "busy_ms": busy_ms,
+                     "peak_gib": (harness.peak_memory_bytes or 0) / 2**30, "busy_ms": busy_ms,
                      "busy_past_step_pct": 100 * excess if excess is not None else np.nan})
     return pd.DataFrame(rows)
 
@@ -83,7 +84,7 @@ def category_time(runs: list[SweepRun]) -> pd.DataFrame:
     frames = []
     for run in runs:
         by = run.kernels.groupby("category", as_index=False)["duration_ns"].sum()
-        items = run.info["harness"]["items_per_step"]
+        items = run.info.harness.items_per_step
         frames.append(by.assign(us_per_item=by["duration_ns"] / 1e3 / items,
                                 share=by["duration_ns"] / by["duration_ns"].sum(), **run.key)
                       .drop(columns="duration_ns"))
@@ -106,7 +107,7 @@ def ssm_kernels(runs: list[SweepRun]) -> pd.DataFrame:
         judged = limiters(ssm)
         if run.ceilings is not None and has_counters(ssm):
             judged = judged.join(roofline(ssm, run.ceilings)[["verdict", "pct_of_roof"]])
-        items = run.info["harness"]["items_per_step"]
+        items = run.info.harness.items_per_step
         for (name, phase), group in judged.groupby(["kernel_name", "phase"], sort=False):
             limiter = group.groupby("limiter")[WEIGHT].sum().idxmax()
             row = {**run.key, "kernel_name": name, "phase": phase, "launches": len(group),
@@ -170,7 +171,7 @@ def _crossing(diff: pd.Series, a: str, b: str, axis: str) -> dict:
 
 
 # How much one configuration's step time varied between runs on one GPU: mamba2-lm at the paper shape, measured in
-# the bundled suite, the d_state x chunk_size sweep and the seq_len sweep (2026-11-24): 214.7, 218.3 and 219.2 ms on
+# the bundled suite, the d_state x chunk_size sweep and the seq_len sweep (bundled): 214.7, 218.3 and 219.2 ms on
 # the H100 (2.1 %), 203.5, 209.2 and 207.7 ms on the H200 (2.8 %; the suite run measured again later, 207.2 ms, is the
 # one bundled now). A best value closer than this to its runner-up is a tie.
 SAME_CONFIG_SPREAD_PCT = 2.8
@@ -200,7 +201,7 @@ def ssd_model_check(runs: list[SweepRun]) -> pd.DataFrame:
     FLOPs and DRAM bytes per launch, and their ratios."""
     frames = []
     for run in runs:
-        model = forward_model(run.info["workload"]["config"])
+        model = forward_model(run.info.workload.config)
         if model is None:
             continue
         checked = analytic_vs_measured(run.kernels, model)

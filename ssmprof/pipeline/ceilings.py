@@ -14,25 +14,25 @@ import pandas as pd
 from ssmprof.analysis.checks import Peaks, check_counters
 from ssmprof.analysis.roofline import Ceilings, at_least_achieved
 from ssmprof.profiler.gpu_specs import spec_for
-from ssmprof.schema import DeviceProfile, read_document
+from ssmprof.schema import DeviceProfile, RunInfo, read_document
 
 
 def read_device_profile(path: Path | None) -> DeviceProfile | None:
     return read_document(DeviceProfile, path) if path is not None else None
 
 
-def datasheet_ceilings(info: dict) -> Ceilings | None:
+def datasheet_ceilings(info: RunInfo) -> Ceilings | None:
     """The datasheet ceilings of the run's GPU, or None for a GPU not in the table."""
-    spec = spec_for(info["gpu"]["name"])
+    spec = spec_for(info.gpu.name)
     return Ceilings.from_datasheet(spec) if spec else None
 
 
-def ceilings_for(info: dict, profile: DeviceProfile | None = None,
+def ceilings_for(info: RunInfo, profile: DeviceProfile | None = None,
                  kernels: pd.DataFrame | None = None) -> tuple[Ceilings | None, list[str]]:
     """(ceilings, warnings) for the run of `info`: the profile's where it was measured on the run's GPU,
     else the datasheet's (with a warning where a profile of another GPU was given); with the run's analysis
     frame `kernels`, raised to what its launches reach (`roofline.at_least_achieved`, with a note each)."""
-    gpu = info["gpu"]["name"]
+    gpu = info.gpu.name
     notes = []
     if profile is not None and profile.gpu.name == gpu:
         ceilings = Ceilings.from_profile(profile.measured.model_dump())
@@ -54,8 +54,8 @@ def ceilings_by_run(runs: dict, profile: DeviceProfile | None = None) -> dict[st
     ceilings its checked neighbours showed the calibrated ones to be too low."""
     pooled: dict[str, list[pd.DataFrame]] = {}
     for run in runs.values():
-        pooled.setdefault(run.info["gpu"]["name"], []).append(run.kernels)
-    return {label: ceilings_for(run.info, profile, pd.concat(pooled[run.info["gpu"]["name"]], ignore_index=True))
+        pooled.setdefault(run.info.gpu.name, []).append(run.kernels)
+    return {label: ceilings_for(run.info, profile, pd.concat(pooled[run.info.gpu.name], ignore_index=True))
             for label, run in runs.items()}
 
 

@@ -308,7 +308,8 @@ def profile_parallel(job: RankJob, out: Path, counters: str, ncu_rank: int, ncu_
             result.gpu = {"name": "cpu"}
         parallel = parallel_section(job, results, ncu_rank if collectors["counters"].get("tool") else None)
         # coverage of the rank the kernel analyses describe (`communication.one_rank`), not of every GPU's kernels
-        info = run_info(result, job.overrides, collectors, one_rank(kernels, {"parallel": parallel}),
+        described = schema.RunInfo.model_construct(parallel=schema.ParallelSection.model_validate(parallel))
+        info = run_info(result, job.overrides, collectors, one_rank(kernels, described),
                         results[0]["triton_autotune"])
         info["checks"] = checks
         info["parallel"] = parallel
