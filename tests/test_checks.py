@@ -245,9 +245,7 @@ def test_measured_gemm_work_is_the_tiles_issued_work_on_every_bundled_h100_run()
     assert f"{min(others):.3f}-{max(others):.3f}" == "1.005-1.037"
     assert {round(r, 2) for r in over_2mnk["graph-mamba"]} == {1.35} and round(100 * padding["graph-mamba"]) == 26
     assert max(v for w, v in padding.items() if w != "graph-mamba") < 0.01
-    from ssmprof.analysis import checks
-
-    text = " ".join(checks.__doc__.split())
+    text = " ".join((bundled.REFERENCE.parent.parent / "docs" / "checks.md").read_text().split())
     assert "within 1.000-1.028x of the work whole tiles issue, and within 1.005-1.037x 2MNK except graph-mamba's " \
            "1.35x 2MNK" in text
     assert "26 % of graph-mamba's issued GEMM work is padding" in text
@@ -332,7 +330,7 @@ def test_stall_checks(scenario, changes, kept, check):
 
 
 def test_stall_tolerance_docstring_matches_the_bundled_h100_runs():
-    """The numbers the checks module quotes for the stall-sum tolerance, from the bundled runs' `checks.stalls`
+    """The numbers docs/checks.md quotes for the stall-sum tolerance, from the bundled runs' `checks.stalls`
     (the largest error over kept and removed launches) and their kernel tables (the kept ones)."""
     from ssmprof import bundled
     from ssmprof.schema import STALL_REASONS, read_run
@@ -347,9 +345,7 @@ def test_stall_tolerance_docstring_matches_the_bundled_h100_runs():
                            stalls["rejected"]["reasons do not add up"])
     assert found == {"mamba2-lm": (400, 3.6, 4, 0), "graph-mamba": (113, 3.8, 56, 1), "hybrid": (202, 3.2, 3, 0),
                      "transformer": (76, 0.7, 1, 0)}
-    from ssmprof.analysis import checks
-
-    text = " ".join(checks.__doc__.split())
+    text = " ".join((bundled.REFERENCE.parent.parent / "docs" / "checks.md").read_text().split())
     assert ("off by 3.6 % (mamba2-lm, 400 launches), 3.8 % (graph-mamba, 113), 3.2 % (hybrid, 202) and 0.7 % "
             "(transformer, 76); one graph-mamba launch was off by 56 % and removed") in text
 

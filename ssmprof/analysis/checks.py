@@ -1,60 +1,14 @@
 """Self-checks of every launch's counters: what fails is removed, counted and named, never silently used.
 
-Run on the joined kernel table before the run directory is written (the pipeline hands it to the profiler
-through `pipeline.ceilings.check_run_counters`; pure: frame in, frame and summary out). Per launch with
-counters (`measured` or `lent`):
-
-- duration: the Nsight Compute duration the counters were measured over against this launch's timeline
-  duration. Tolerance, chosen on the 12 paper runs bundled before schema 2 (H100 + H200, 1,242 profiled
-  launches compared with themselves): the two collectors differ by up to 4.2 us on kernels under 10 us
-  (p99; ncu replays with flushed caches and adds launch overhead) and within 0.85-1.27x (p5-p95) above
-  10 us. A launch passes within DURATION_FLOOR_NS or within DURATION_RATIO either way; 98.4 % of those
-  launches pass, while counters lent across problems (a 360 us launch carrying a 4 ms GEMM's) fail.
-- rates, on the counters' own duration: DRAM bytes/s, tensor and fp32 FLOP/s at most the GPU's datasheet
-  peak; L2 throughput at most 100 % of ncu's peak. A rate past the hardware means the counters and the
-  duration describe different work.
-- hit rates within 0-100 %: ncu's sector accounting reads up to ~0.2 % over 100 on tiny kernels
-  (gpu-facts); values up to HIT_RATE_SLACK over are clipped to 100, beyond that the launch fails.
-- GEMMs: tensor FLOPs against 2*M*N*K (times the batch) from the launching op's input shapes. A launch
-  passes from GEMM_RATIO_BAND[0] x 2MNK up to GEMM_RATIO_BAND[1] x the work with M, N and K padded to the
-  kernel's tile (`padded_gemm_flops`). Why padded: a tensor-core GEMM computes whole CTA tiles, and every
-  MMA it issues is counted, zeros or not (out-of-bounds rows and columns are loaded as zeros, the last K
-  step runs a whole K tile), so a dimension of 6, 10 or 38 costs a tile's work. On the H100 graph-mamba
-  paper run, a band of 0.8-1.25 x 2MNK removed the counters of 107 launches of skinny GEMMs (about 6 % of
-  kernel time; dimensions of 6, 10, 38 and 96 under tiles of 16-256 a side), while the GEMMs that passed
-  summed to 1.005 (forward) and 1.009 (backward) x 2MNK. Their counters were removed, so no measured ratio
-  of theirs is known: the padded bound is what the tiles allow, not a fit to them.
-  The tile comes from the kernel's name (the full name where recorded): cuBLAS's nvjet
-  (`nvjet_sm90_tst_96x256_64x4_...`: M x N CTA tile, K tile x stages), CUTLASS 2
-  (`cutlass::Kernel2<cutlass_80_tensorop_..._gemm_bf16_128x64_64x3_tt_align2>`, whose short name is just
-  `Kernel2`), CUTLASS 3 and cuBLAS's xmma (`..._128x256x64_...`, `tilesize128x128x64`). Which GEMM dimension
-  lies along the tile's M and which along its N depends on the transposes (cuBLAS is column-major, PyTorch
-  row-major), so both orientations are padded and the larger taken. A kernel whose name carries no tile is
-  padded to DEFAULT_TILE, 128 x 128 x 64. The MMA shapes give only the smallest step (Hopper's wgmma: 64 rows
-  per warpgroup, N in steps of 8, K in steps of 16 for bf16; Ampere's mma.sync m16n8k16), and library CTA
-  tiles are multiples of them, 16-256 a side with K tiles of 32-64 (128 in CUTLASS's wmma kernels): 128 x 128
-  x 64 is a common middle, not a ceiling, so a tile-less kernel running a 256-wide tile over a tiny dimension
-  can still fail.
-  Tight where it matters: for a large GEMM the padding is a few % at most, so another problem's counters
-  (12x the work: a 4 ms GEMM's on a 360 us launch) still fail. Where a dimension is far below the tile the
-  bound is wide (36x for a [192, 28544] x [28544, 6] product under the default tile); there the duration
-  check is what catches counters of another problem.
-  Beside the band, `gemm_work` sums each phase's checked GEMMs against 2MNK and against the work whole tiles
-  issue the cheaper way round (`issued_gemm_flops`). On the six H100 paper runs, forward and backward, the
-  counters are within 1.000-1.028x of the work whole tiles issue, and within 1.005-1.037x 2MNK except
-  graph-mamba's 1.35x 2MNK: 26 % of graph-mamba's issued GEMM work is padding (K = 96 run as two 64-deep steps,
-  a 38-wide output as a 64-wide tile).
-
-Warp stalls (their own pass, `stall_lender` set) are checked apart, and removed apart:
-- duration: the stall pass's Nsight Compute duration against the timeline's, with the tolerance above;
-- the reasons add up: by definition the warps stalled per issue cycle, summed over the reasons, are the warps
-  resident per issue cycle (`stall_warps_per_issue`); a sum off by more than STALL_SUM_TOLERANCE means the
-  reasons were not all counted over the same launch. Set at 10 % before any stall pass ran; on the H100 paper
-  runs bundled since (run.json `checks.stalls`, measured again 2026-11-24 02:00) the worst kept launch is off by
-  3.6 % (mamba2-lm, 400 launches), 3.8 % (graph-mamba, 113), 3.2 % (hybrid, 202) and 0.7 % (transformer, 76);
-  one graph-mamba launch was off by 56 % and removed (the H100 runs of that morning: 3.9, 7.6, 3.5 and 0.7 %, one
-  graph-mamba launch removed at 35 %; of 2026-11-23: 3.4, 4.0, 3.9 and 1.2 %, one launch each of graph-mamba, the
-  hybrid and the transformer removed at 41, 16 and 57 %).
+Rule: a launch's counters (`measured` or `lent`) are kept only where they describe the launch they sit on:
+its Nsight Compute duration matches the timeline's (DURATION_FLOOR_NS or DURATION_RATIO either way), its
+rates on that duration stay under the datasheet peaks, its hit rates within 0-100 % (HIT_RATE_SLACK clipped),
+a GEMM's tensor FLOPs within GEMM_RATIO_BAND of 2MNK (upper bound on the work padded to the kernel's tile),
+and a stall pass's reasons add up to the warps resident per issue (STALL_SUM_TOLERANCE). Reason: counters are
+joined and lent across launches; a rate past the hardware or work past the tiles means they belong to other
+work, and a roofline built on them would be wrong without saying so. Pure: frame in, frame and summary out
+(run on the joined table before the run is written, via `pipeline.ceilings.check_run_counters`). How each
+tolerance was chosen and the data behind it: docs/checks.md.
 """
 
 from __future__ import annotations
