@@ -361,10 +361,10 @@ if [[ $stage == tp || $stage == tp-claim ]]; then
     echo "exit $?"; tail -2 "$LOGS/tp.log"
     $BIN/python -c "import glob, os; from ssmprof.pipeline.loading import load_run; \
 from ssmprof.analysis.communication import collective_counts, exposed_communication; \
-r = load_run(max(glob.glob('$LOGS/tp/*/run.json'), key=os.path.getmtime).rsplit('/', 1)[0]); p = r.info['parallel']; \
-print(r.info['workload']['name'], 'tp', p['tp'], 'sp', p['sequence_parallel'], 'nccl', p['nccl_version'], 'step_ms', \
-round(r.info['harness']['step_ms'], 1), [round(x['step_ms'], 1) for x in p['ranks']]); \
-print(collective_counts(r.kernels, p['sequence_parallel']).to_string()); print(exposed_communication(r.kernels).to_string())"
+r = load_run(max(glob.glob('$LOGS/tp/*/run.json'), key=os.path.getmtime).rsplit('/', 1)[0]); p = r.info.parallel; \
+print(r.info.workload.name, 'tp', p.tp, 'sp', p.sequence_parallel, 'nccl', p.nccl_version, 'step_ms', \
+round(r.info.harness.step_ms, 1), [round(x['step_ms'], 1) for x in p.ranks]); \
+print(collective_counts(r.kernels, p.sequence_parallel).to_string()); print(exposed_communication(r.kernels).to_string())"
   }
 fi
 

@@ -4,8 +4,8 @@ without counters (its 49 GiB of live tensors make Nsight Compute's replay go thr
 
 Each was written by `ssmprof suite --preset paper` (sampled counters) through `scripts/gpu_check.sh suite`;
 only run.json + kernels.parquet are kept, with each GPU's `ssmprof calibrate` device profile. Runs of
-schema 2 (run.json has `checks`) carry the exact counter join and checked counters; the others (schema 1,
-2026-11-22) were joined by short name, grid and block size and load as `unchecked`; `ssmprof results`'
+schema 2 (run.json has `checks`) carry the exact counter join and checked counters; the others (schema 1)
+were joined by short name, grid and block size and load as `unchecked`; `ssmprof results`'
 Runs table says which is which. `make profile`
 on a machine without a GPU renders them (`ssmprof reference`), and `ssmprof results` writes the README's
 Results section from them. Sweeps (`ssmprof sweep`, through `scripts/gpu_check.sh sweep-seq` and

@@ -170,7 +170,7 @@ def _without_text_generation() -> None:
     """Keep mamba_ssm's text-generation utilities out of the import: `import mamba_ssm` imports its LM head model,
     whose generation mixin imports `transformers.generation` (and with it scikit-learn and torch.distributed's
     tensor ops): 7.0 of the 8 s that importing mamba_ssm took on the H100 host, paid again by every Nsight Compute
-    pass's child (its planning took 6-12 s a pass in the 2026-11-23 paper runs). Training uses none of it. Measured
+    pass's child (6-12 s of planning a pass in earlier paper runs: docs/history.md). Training uses none of it. Measured
     on the H200 suite (tests/data/suite-cost-h200), planning fell to 1.6-6.1 s a pass but the model build rose by
     about as much: torch.optim imports torch._dynamo at its first param group, which transformers had imported."""
     stand_in = types.ModuleType("mamba_ssm.utils.generation")

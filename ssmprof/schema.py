@@ -232,23 +232,113 @@ class WorkloadSection(_Open):
     config: dict[str, Any]
 
 
+class RunWorkload(WorkloadSection):
+    """run.json `workload`: a baseline keeps `WorkloadSection` (written as the run had it)."""
+
+    overrides: dict[str, Any] = {}
+
+
 class GpuSection(_Open):
     name: str
 
 
+class Clocks(_Open):
+    """run.json `gpu.clocks`, as nvidia-smi reported them when the run started (none on the CPU)."""
+
+    sm_mhz: int | float | None = None
+    memory_mhz: int | float | None = None
+    driver: str | None = None
+
+
+class RunGpu(GpuSection):
+    """run.json `gpu` (a device profile keeps `GpuSection`)."""
+
+    sm_count: int | None = None
+    clocks: Clocks = Clocks()
+
+
+class HostSection(_Open):
+    """run.json `host`: the CPU that launched the kernels (a step partly bound by the host differs between hosts)."""
+
+    cpu: str = "not recorded"
+
+
 class HarnessSection(_Open):
-    step_ms: float
+    step_ms: float  # median of `step_times_ms`
     throughput: float
+    step_times_ms: list[float] = []
     # each profiled iteration's time (ms) and how many the harness ran to find one like the timed steps
     # (`profiler.harness.representative`); absent in runs written before it kept them
     profiled_ms: list[float] | None = None
     profiled_tries: int | None = None
+    items_per_step: int | None = None  # tokens, images or graphs per step (`unit`)
+    unit: str | None = None
+    peak_memory_bytes: int | None = None
+    seconds: dict[str, float] = {}  # build, warm-up, timed and profiled steps
+
+
+class HarnessCollector(_Open):
+    wall_s: float = float("nan")
+    host_launch_us: float | None = None  # the host's cost of a tiny launch (`profiler.harness`)
+
+
+class TimelineCollector(_Open):
+    tool: str | None = None
+    wall_s: float | None = None
+
+
+class PassReplay(_Open):
+    """One Nsight Compute pass's replays: launches profiled, median replay passes and GiB restored per pass."""
+
+    launches: int
+    passes_median: float
+    gib_per_pass_median: float
+
+
+class NotProfiled(_Open):
+    """Launches a counter pass left out by rule: `functions` under `min_share` of the kernel time each (or, for
+    the second pass, problems under it), and the share of kernel time they hold together."""
+
+    launches: int = 0
+    functions: int = 0
+    min_share: float = 0.0
+    time_fraction: float = 0.0
+
+
+class StallPass(_Open):
+    """run.json `collectors.counters.stalls`: the warp-stall pass (`profiler.counters.stall_targets`)."""
+
+    profiled_not_placed: list[str] = []
+
+
+class CountersCollector(_Open):
+    """run.json `collectors.counters`: how Nsight Compute was run and what it could not do. `profiled_not_placed`:
+    the launch configurations profiled whose counters found no launch of the timeline to sit on, a defect of
+    the join (or a kernel the child ran differently) that the report names."""
+
+    mode: str = "none"  # none, sampled, focus, ... (`--counters`)
+    tool: str | None = None
+    wall_s: float = 0.0
+    pass_wall_s: list[float] = []
+    pass_replay: list[PassReplay | None] = []
+    pass_seconds: list[dict[str, float]] = []  # each pass's parts outside the replayed iteration, by name
+    minor_functions: NotProfiled | None = None
+    too_small_for_pass_2: NotProfiled | None = None
+    profiled_not_placed: list[str] = []
+    stalls: StallPass | None = None
+
+
+class CollectorsSection(_Open):
+    harness: HarnessCollector = HarnessCollector()
+    timeline: TimelineCollector = TimelineCollector()
+    counters: CountersCollector = CountersCollector()
 
 
 class CoverageSection(_Open):
     launches: int
     phase_time_fraction: float
     counter_time_fraction: float
+    kernel_time_ns: int | None = None
 
 
 class RejectedGroup(_Open):
@@ -262,6 +352,7 @@ class RejectedGroup(_Open):
     check: str
     launches: int
     time_ns: int
+    launch_op: str | None = None  # None in runs grouped without it
     gemm_ratio: float | None = None
     gemm_ratio_max: float | None = None
 
@@ -270,6 +361,28 @@ class ChecksSection(_Open):
     """run.json `checks` (schema 2): the counter self-checks' summary (`analysis.checks.check_counters`)."""
 
     rejected: list[RejectedGroup] = []
+    status_time_fraction: dict[str, float] = {}  # counter_status -> share of kernel time
+
+
+class Link(_Open):
+    """The datasheet link between a multi-GPU run's GPUs (`profiler.links`)."""
+
+    name: str = "link not known"
+    gb_s: int | float | None = None  # a direction
+
+
+class ParallelSection(_Open):
+    """run.json `parallel` (multi-rank runs only): the split, each rank's harness numbers (`ranks`: one dict
+    per rank with `rank`), the link, and the rank Nsight Compute profiled (None: none did)."""
+
+    world_size: int = 1
+    tp: int = 1
+    dp: int = 1
+    sequence_parallel: bool = False
+    counters_rank: int | None = None
+    ranks: list[dict[str, Any]] = []
+    link: Link | None = None
+    nccl_version: str | None = None
 
 
 class GpuSharingSection(_Open):
@@ -287,24 +400,32 @@ class GpuSharingSection(_Open):
 
 
 class RunInfo(_Open):
-    """What readers of run.json rely on; validated on every write and read, the dict itself is passed on."""
+    """run.json as every reader takes it: validated on every write and read, and passed on typed. Sections
+    and keys a reader relies on are typed here; optional ones have the default a missing key means."""
 
     schema_version: int
     status: str
-    workload: WorkloadSection
-    gpu: GpuSection
+    created: str | None = None  # ISO time the run was written
+    workload: RunWorkload
+    gpu: RunGpu
+    host: HostSection = HostSection()
     versions: dict[str, Any]
     provenance: dict[str, Any]
+    triton_autotune: dict[str, list] = {}  # kernel -> [(key, ..., config text)] chosen by Triton's autotuner
     harness: HarnessSection
-    collectors: dict[str, Any]
+    collectors: CollectorsSection
     coverage: CoverageSection
     checks: ChecksSection | None = None  # schema 2; absent in schema 1 runs
     gpu_sharing: GpuSharingSection | None = None  # absent in runs profiled before it was sampled
+    parallel: ParallelSection | None = None  # multi-rank runs only
 
 
 @dataclass
 class Run:
-    info: dict
+    """A run directory as every reader takes it: run.json typed (`RunInfo`), the kernel table in contract order,
+    and where it was read from (None for a run built in memory)."""
+
+    info: RunInfo
     kernels: pd.DataFrame
     path: Path | None = None
 
@@ -344,9 +465,10 @@ def _from_schema_1(kernels: pd.DataFrame) -> pd.DataFrame:
                           counter_status=np.where(counted, "unchecked", "not collected"))
 
 
-def check_info(info: dict) -> None:
+def check_info(info: dict) -> RunInfo:
+    """run.json's dict as the typed `RunInfo`; a defect is one `SchemaError` line."""
     try:
-        RunInfo.model_validate(info)
+        return RunInfo.model_validate(info)
     except ValidationError as exc:
         raise SchemaError(f"run.json {_defects(exc)}") from None
 
@@ -419,14 +541,14 @@ def read_run(path: Path) -> Run:
     if version not in (1, SCHEMA_VERSION):
         raise CorruptRun(f"{path} has schema version {version}, this ssmprof reads 1 and {SCHEMA_VERSION}")
     try:
-        check_info(info)
+        typed = check_info(info)
         kernels = pd.read_parquet(path / KERNELS_PARQUET)
         kernels = conform_kernels(kernels if version == SCHEMA_VERSION else _from_schema_1(kernels))
     except SchemaError as exc:
         raise CorruptRun(f"{path}: {exc}") from None
     except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on a damaged file
         raise CorruptRun(f"{path / KERNELS_PARQUET} cannot be read ({exc})") from None
-    return Run(info, kernels, path)
+    return Run(typed, kernels, path)
 
 
 

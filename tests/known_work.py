@@ -6,7 +6,7 @@ import re
 import pandas as pd
 
 from ssmprof.analysis.frame import analysis_frame
-from ssmprof.schema import COUNTER_METRICS, conform_kernels
+from ssmprof.schema import COUNTER_METRICS, RunInfo, check_info, conform_kernels
 
 GEMM_FLOPS = 2.0 * 4096**3
 NAN = math.nan
@@ -56,6 +56,11 @@ def run_info(workload="mamba2-lm", gpu="NVIDIA H100 80GB HBM3", config=None, cou
         "harness": {"step_ms": 30.0, "throughput": 273284.0, "unit": "tokens"}, "collectors": {},
         "coverage": {"launches": launches, "phase_time_fraction": 1.0, "counter_time_fraction": counter_fraction},
     }
+
+
+def typed_run_info(**changes) -> RunInfo:
+    """`run_info()` with `changes` (whole sections) as the readers take it: a complete run's typed run.json."""
+    return check_info({**run_info(), **changes, "schema_version": 2, "status": "complete"})
 
 
 def analyzed(frame=None):

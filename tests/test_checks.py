@@ -16,7 +16,7 @@ from ssmprof.analysis.checks import (
     kernel_tile,
     padded_gemm_flops,
 )
-from ssmprof.schema import conform_kernels
+from ssmprof.schema import RejectedGroup, conform_kernels
 
 H100 = Peaks(dram_bytes=3.35e12, bf16_flops=989.4e12, tf32_flops=494.7e12, fp32_flops=67e12)
 MM = "[[8192,4096],[4096,16384]]"
@@ -232,7 +232,6 @@ def test_measured_gemm_work_is_the_tiles_issued_work_on_every_bundled_h100_run()
     """What the checks docstring says of the bundled runs: 2MNK explains the GEMM counters except where tiles
     pad skinny shapes; the work whole tiles issue explains them everywhere."""
     from ssmprof import bundled
-    from ssmprof.analysis import checks
     from ssmprof.schema import read_run
 
     over_issued, over_2mnk, padding = [], {}, {}
@@ -246,7 +245,7 @@ def test_measured_gemm_work_is_the_tiles_issued_work_on_every_bundled_h100_run()
     assert f"{min(others):.3f}-{max(others):.3f}" == "1.005-1.037"
     assert {round(r, 2) for r in over_2mnk["graph-mamba"]} == {1.35} and round(100 * padding["graph-mamba"]) == 26
     assert max(v for w, v in padding.items() if w != "graph-mamba") < 0.01
-    text = " ".join(checks.__doc__.split())
+    text = " ".join((bundled.REFERENCE.parent.parent / "docs" / "checks.md").read_text().split())
     assert "within 1.000-1.028x of the work whole tiles issue, and within 1.005-1.037x 2MNK except graph-mamba's " \
            "1.35x 2MNK" in text
     assert "26 % of graph-mamba's issued GEMM work is padding" in text
@@ -266,7 +265,7 @@ def test_padding_is_small_for_a_big_gemm_so_other_problems_counters_still_fail()
     assert rejected["gemm_ratio"] == pytest.approx(12.0)
     assert rejected["gemm_ratio_max"] == pytest.approx(1.25 * padded_gemm_flops("aten::mm", MM, NVJET) / MM_FLOPS)
     assert summary["gemm_ratio_band"] == {"min": 0.8, "max_over_padded": 1.25, "default_tile": [128, 128, 64]}
-    assert "measured/2MNK 12x, allowed 0.8-1.26x" in describe_rejected(rejected)
+    assert "measured/2MNK 12x, allowed 0.8-1.26x" in describe_rejected(RejectedGroup.model_validate(rejected))
 
 
 def test_rejected_table_carries_gemm_evidence_only_for_the_gemm_check():
@@ -282,9 +281,10 @@ def test_rejected_table_carries_gemm_evidence_only_for_the_gemm_check():
     assert by_check["GEMM FLOPs"]["gemm_ratio"] == pytest.approx(12.5)  # the median over the group
     assert by_check["GEMM FLOPs"]["gemm_ratio_max"] == pytest.approx(1.25)
     assert by_check["duration"]["gemm_ratio"] is None and by_check["duration"]["gemm_ratio_max"] is None
-    assert describe_rejected(by_check["duration"]) == "k [aten::mm] (forward, duration)"
+    assert describe_rejected(RejectedGroup.model_validate(by_check["duration"])) == "k [aten::mm] (forward, duration)"
     # a row of a run recorded before the launching op was kept
-    assert describe_rejected({**by_check["duration"], "launch_op": None}) == "k (forward, duration)"
+    assert describe_rejected(RejectedGroup.model_validate({**by_check["duration"], "launch_op": None})) == \
+        "k (forward, duration)"
 
 
 @pytest.mark.parametrize(
@@ -302,7 +302,7 @@ def test_rejected_table_carries_gemm_evidence_only_for_the_gemm_check():
     ],
 )
 def test_describe_rejected(row, text):
-    assert describe_rejected(row) == text
+    assert describe_rejected(RejectedGroup.model_validate(row)) == text
 
 
 def stalled(**values):
@@ -330,23 +330,22 @@ def test_stall_checks(scenario, changes, kept, check):
 
 
 def test_stall_tolerance_docstring_matches_the_bundled_h100_runs():
-    """The numbers the checks module quotes for the stall-sum tolerance, from the bundled runs' `checks.stalls`
+    """The numbers docs/checks.md quotes for the stall-sum tolerance, from the bundled runs' `checks.stalls`
     (the largest error over kept and removed launches) and their kernel tables (the kept ones)."""
     from ssmprof import bundled
-    from ssmprof.analysis import checks
     from ssmprof.schema import STALL_REASONS, read_run
 
     found = {}
     for workload in ("mamba2-lm", "graph-mamba", "hybrid", "transformer"):
         run = read_run(bundled.REFERENCE / "h100-sxm" / workload)
-        stalls = run.info["checks"]["stalls"]
+        stalls = run.info.checks.stalls
         kept = run.kernels[run.kernels["stall_warps_per_issue"].notna()]
         error = (kept[[f"stall_{r}" for r in STALL_REASONS]].sum(axis=1) / kept["stall_warps_per_issue"] - 1).abs()
         found[workload] = (stalls["launches"], round(100 * error.max(), 1), round(100 * stalls["max_sum_error"]),
                            stalls["rejected"]["reasons do not add up"])
     assert found == {"mamba2-lm": (400, 3.6, 4, 0), "graph-mamba": (113, 3.8, 56, 1), "hybrid": (202, 3.2, 3, 0),
                      "transformer": (76, 0.7, 1, 0)}
-    text = " ".join(checks.__doc__.split())
+    text = " ".join((bundled.REFERENCE.parent.parent / "docs" / "checks.md").read_text().split())
     assert ("off by 3.6 % (mamba2-lm, 400 launches), 3.8 % (graph-mamba, 113), 3.2 % (hybrid, 202) and 0.7 % "
             "(transformer, 76); one graph-mamba launch was off by 56 % and removed") in text
 
@@ -359,4 +358,5 @@ def test_rejected_rows_keep_apart_the_ops_one_short_name_serves():
     checked, summary = check_counters(conform_kernels(pd.DataFrame(rows)), H100)
     assert [(r["launch_op"], r["launches"]) for r in summary["rejected"]] == [("aten::mul", 2), ("aten::add_", 1)]
     assert (checked["counter_status"] == "rejected: hit rate").all()
-    assert describe_rejected(summary["rejected"][1]) == "vectorized_elementwise_kernel [aten::add_] (forward, hit rate)"
+    assert describe_rejected(RejectedGroup.model_validate(summary["rejected"][1])) == \
+        "vectorized_elementwise_kernel [aten::add_] (forward, hit rate)"

@@ -44,19 +44,19 @@ def test_fixtures_are_the_five_scenarios():
 
 def test_merged_run_holds_both_ranks(runs):
     for name, run in runs.items():
-        kernels, parallel = run.kernels, run.info["parallel"]
+        kernels, parallel = run.kernels, run.info.parallel
         assert sorted(kernels["rank"].unique()) == [0, 1], name
         assert (kernels.groupby("rank")["launch_idx"].nunique() == kernels.groupby("rank").size()).all()
-        assert (parallel["world_size"], parallel["tp"], parallel["dp"]) == (2, 2, 1)
-        assert parallel["sequence_parallel"] == (not name.endswith("no-sp"))
-        losses = {r["final_loss"] for r in parallel["ranks"]}
+        assert (parallel.world_size, parallel.tp, parallel.dp) == (2, 2, 1)
+        assert parallel.sequence_parallel == (not name.endswith("no-sp"))
+        losses = {r["final_loss"] for r in parallel.ranks}
         assert len(losses) == 1, name  # every rank reports the global loss
         assert (kernels.loc[kernels["collective"] != "", "category"] == "communication").all()
 
 
 def test_every_layer_makes_the_predicted_collectives(runs):
     for name, run in runs.items():
-        counts = collective_counts(run.kernels, run.info["parallel"]["sequence_parallel"])
+        counts = collective_counts(run.kernels, run.info.parallel.sequence_parallel)
         assert counts["matches"].all(), (name, counts)
         assert set(counts["layer_kind"]) == set(run.kernels.loc[run.kernels["layer"] >= 0, "layer_kind"])
 
@@ -201,9 +201,9 @@ def test_single_gpu_runs_read_as_rank_zero():
 
 
 def test_scaling_against_the_single_process_run(runs):
-    single = {**runs["mamba2-lm-sp"].info, "parallel": None}
-    single = {**single, "harness": {**single["harness"], "step_ms": 300.0}}
-    tp2 = {**runs["mamba2-lm-sp"].info, "harness": {**runs["mamba2-lm-sp"].info["harness"], "step_ms": 200.0}}
+    info = runs["mamba2-lm-sp"].info
+    single = info.model_copy(update={"parallel": None, "harness": info.harness.model_copy(update={"step_ms": 300.0})})
+    tp2 = info.model_copy(update={"harness": info.harness.model_copy(update={"step_ms": 200.0})})
     table = scaling({"one": single, "two": tp2}).set_index("run")
     assert table.loc["two", "speedup"] == 1.5 and table.loc["two", "efficiency_pct"] == 75.0
     assert table.loc["one", "world_size"] == 1
@@ -250,9 +250,9 @@ def test_all_reduces_per_layer_on_two_h200s(h200_pair):
             ("forward", "all_reduce", activation): 14, ("forward", "all_reduce", x_dbl): 14,
             ("backward", "all_reduce", activation): 14, ("backward", "all_reduce", x_dbl): 14}
     for name, run in h200_pair.items():
-        parallel = run.info.get("parallel")
+        parallel = run.info.parallel
         if parallel:
-            counts = collective_counts(run.kernels, parallel["sequence_parallel"])
+            counts = collective_counts(run.kernels, parallel.sequence_parallel)
             assert counts["matches"].all() and counts.groupby("layer_kind")["layers"].first().sum() == 14, name
     overview = parallel_overview(h200_pair).set_index("run")
     assert overview.loc["mamba2-lm-tp2", ["forward_per_layer", "backward_per_layer"]].tolist() == [
@@ -283,7 +283,7 @@ def test_counters_under_tensor_parallelism_check_out(h200_pair):
     """Nsight Compute on rank 0 of the TP=2 run (NCCL kernels left out): the GEMMs' measured tensor work against
     2MNK of the sharded shapes, and the share of rank 0's compute kernel time with checked counters."""
     run = h200_pair["mamba2-lm-tp2"]
-    gemm = run.info["checks"]["gemm_flops"]
+    gemm = run.info.checks.gemm_flops
     assert (round(gemm["forward"]["ratio"], 3), round(gemm["backward"]["ratio"], 3)) == (1.013, 1.007)
     rank0 = run.kernels[(run.kernels["rank"] == 0) & (run.kernels["collective"] == "")]
     counted = rank0["counter_status"].isin(["measured", "lent"])

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from known_work import analyzed, kernels, run_info
+from known_work import analyzed, kernels, run_info, typed_run_info
 from typer.testing import CliRunner
 
 from ssmprof import schema
@@ -147,6 +147,6 @@ def test_compare_says_when_the_hosts_launch_at_different_rates(launch_us, noted)
     cannot tell them apart, the measured launch cost can."""
     from ssmprof.analysis.compare import check_comparable
 
-    infos = [{**run_info(), "collectors": {"harness": {"host_launch_us": us}}} for us in launch_us]
+    infos = [typed_run_info(collectors={"harness": {"host_launch_us": us}}) for us in launch_us]
     notes = check_comparable(*infos)
     assert any(note.startswith("the hosts launch kernels at different rates") for note in notes) == noted

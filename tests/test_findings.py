@@ -6,7 +6,7 @@ import re
 
 import pandas as pd
 import pytest
-from known_work import analyzed, kernels, run_info, unpadded
+from known_work import analyzed, kernels, typed_run_info, unpadded
 from typer.testing import CliRunner
 
 from ssmprof import bundled, schema
@@ -52,7 +52,7 @@ def suite():
 )
 def test_findings_of_the_bundled_runs(suite, workload, topic, pattern):
     analyzed_runs, _ = suite
-    tables = next(run.tables for run in analyzed_runs if run.info["workload"]["name"] == workload)
+    tables = next(run.tables for run in analyzed_runs if run.info.workload.name == workload)
     found = tables["findings"].set_index("topic")
     assert re.search(pattern, found.loc[topic, "finding"]), found.loc[topic, "finding"]
     assert set(found["anchor"]) <= set(tables)  # every finding points at a table of the report
@@ -61,8 +61,8 @@ def test_findings_of_the_bundled_runs(suite, workload, topic, pattern):
 def test_findings_name_what_the_self_checks_removed():
     frame = kernels()
     frame["counter_status"] = ["measured", "measured", "rejected: duration", "measured", "unmatched"]
-    info = {**run_info(), "checks": {"rejected": [{"kernel_name": "_chunk_scan_fwd_kernel", "phase": "forward",
-                                                   "check": "duration", "launches": 1, "time_ns": 10}]}}
+    info = typed_run_info(checks={"rejected": [{"kernel_name": "_chunk_scan_fwd_kernel", "phase": "forward",
+                                                "check": "duration", "launches": 1, "time_ns": 10}]})
     from ssmprof.analysis.summary import analyze
     tables = analyze(schema.Run(info, analyzed(frame)), None)
     text = tables["findings"].set_index("topic").loc["counters", "finding"]
@@ -78,8 +78,7 @@ def test_findings_and_notes_say_why_a_gemm_failed():
     rejected = [{"kernel_name": "Kernel2", "phase": "backward", "check": "GEMM FLOPs", "launches": 1, "time_ns": 20,
                  "gemm_ratio": 13.0, "gemm_ratio_max": 4.2105},
                 {"kernel_name": "Kernel2", "phase": "forward", "check": "GEMM FLOPs", "launches": 1, "time_ns": 10}]
-    run = schema.Run({**run_info(), "checks": {"rejected": rejected}}, analyzed(frame))
-    schema.check_info({**run.info, "schema_version": 2, "status": "complete"})
+    run = schema.Run(typed_run_info(checks={"rejected": rejected}), analyzed(frame))
     text = analyze(run, None)["findings"].set_index("topic").loc["counters", "finding"]
     note = next(n for n in warnings_for(run) if n.startswith("self-checks removed"))
     for words in (text, note):
@@ -253,7 +252,7 @@ def test_trace_is_valid_trace_event_json(tmp_path):
 
 def test_trace_of_a_run_without_counters_has_no_verdicts():
     frame = analyzed(kernels())
-    trace = trace_events([(run_info(), frame)])
+    trace = trace_events([(typed_run_info(), frame)])
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] != "phase"]
     assert len(slices) == len(frame) and all("verdict" not in e["args"] for e in slices)
     assert json.dumps(trace, allow_nan=False)
@@ -283,7 +282,7 @@ def test_provenance_says_what_profiling_cost(gpu, workload, cost):
 
     info = load_run(bundled.REFERENCE / gpu / workload).info
     assert provenance(info, "bundled").set_index("item").loc["profiling cost", "value"] == cost
-    info["collectors"]["harness"]["host_launch_us"] = 6.14
+    info.collectors.harness.host_launch_us = 6.14
     assert provenance(info, "bundled").set_index("item").loc["profiling cost", "value"] == \
         cost.split("; host")[0] + "; host 6.1 us per tiny launch"
 
@@ -308,3 +307,19 @@ def test_a_run_without_counters_says_so_and_claims_no_checks():
     info = analyzed_runs[0].info
     assert provenance(info, "bundled").set_index("item").loc["counters", "value"] == \
         "none (timeline only: --counters none)"
+
+
+def test_counters_finding_names_profiled_launches_that_found_no_timeline_launch():
+    """A profiled launch configuration the join could not place is a defect signal: the coverage finding names it,
+    and says nothing where every one was placed."""
+    from ssmprof.analysis.summary import analyze
+    unplaced = ["_chunk_scan_fwd_kernel grid 256x66x1 block 384x1x1 smem 1024"]
+    counters = {"mode": "sampled", "tool": "ncu", "profiled_not_placed": unplaced,
+                "stalls": {"profiled_not_placed": ["nvjet_hsh_256x128 grid 1x1x1 block 128x1x1 smem 0"]}}
+    info = typed_run_info(checks={"rejected": []}, collectors={"counters": counters})
+    text = analyze(schema.Run(info, analyzed()), None)["findings"].set_index("topic").loc["counters", "finding"]
+    assert "; 2 profiled launch configurations found no timeline launch to sit on, their counters unused " \
+           f"({unplaced[0]}, nvjet_hsh_256x128 grid 1x1x1 block 128x1x1 smem 0)." in text
+    placed = typed_run_info(checks={"rejected": []}, collectors={"counters": {"mode": "sampled", "tool": "ncu"}})
+    text = analyze(schema.Run(placed, analyzed()), None)["findings"].set_index("topic").loc["counters", "finding"]
+    assert "found no timeline launch" not in text

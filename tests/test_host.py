@@ -29,7 +29,7 @@ def test_graph_mamba_is_host_bound_and_mamba2_lm_is_not():
     verdicts = {}
     for workload in ("graph-mamba", "mamba2-lm"):
         run = schema.read_run(bundled.REFERENCE / "h100-sxm" / workload)
-        row = host_summary(run.kernels, run.info["harness"]["step_ms"]).iloc[0]
+        row = host_summary(run.kernels, run.info.harness.step_ms).iloc[0]
         assert 0 < row["gpu_busy_ms"] <= row["step_ms"] * 1.05, workload
         verdicts[workload] = (row["verdict"], row["gpu_busy_pct"])
     assert verdicts["graph-mamba"][0] == "host-bound" and verdicts["graph-mamba"][1] < 50
@@ -61,10 +61,10 @@ def test_only_the_h200_mamba1_lm_run_of_2026_11_23_has_a_slow_profiled_iteration
     from ssmprof.analysis.host import slow_iteration
     from ssmprof.pipeline import reporting
 
-    shares = {(gpu, run.name): busy_ns(r.kernels) / 1e6 / r.info["harness"]["step_ms"] for gpu in bundled.GPUS
+    shares = {(gpu, run.name): busy_ns(r.kernels) / 1e6 / r.info.harness.step_ms for gpu in bundled.GPUS
               for run in bundled.runs(gpu) for r in [schema.read_run(run)]}
     slow_run = schema.read_run(SLOW_RUN)
-    shares[("h200", "slow mamba1-lm")] = busy_ns(slow_run.kernels) / 1e6 / slow_run.info["harness"]["step_ms"]
+    shares[("h200", "slow mamba1-lm")] = busy_ns(slow_run.kernels) / 1e6 / slow_run.info.harness.step_ms
     bundled_now = [share for key, share in shares.items() if key[1] != "slow mamba1-lm"]
     assert len(bundled_now) == 16 and f"{min(bundled_now):.2f}-{max(bundled_now):.2f}" == "0.20-0.99"
     slow = {key: round(100 * excess, 1) for key, share in shares.items()

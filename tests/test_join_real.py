@@ -22,7 +22,6 @@ FIXTURE = Path(__file__).parent / "data" / "join-mamba2-lm-1layer-h100"
 
 @pytest.fixture(scope="module")
 def joined(tmp_path_factory):
-    pytest.importorskip("ncu_report")
     from ssmprof.profiler.ncu_extract import read_report
 
     folder = tmp_path_factory.mktemp("reports")
@@ -74,7 +73,6 @@ def test_each_pass_records_what_its_replays_cost(tmp_path):
     """Nsight Compute's own bookkeeping, read from the recorded H100 report: every launch of the 1-layer
     iteration took 14 replay passes, each restoring the 6.17 GiB the process had allocated (the caching
     allocator's pool, not the kernel's working set)."""
-    pytest.importorskip("ncu_report")
     from ssmprof.profiler.collect import replay_cost
     from ssmprof.profiler.ncu_extract import read_report
 

@@ -155,11 +155,11 @@ def test_two_rank_profile_merges_into_one_run(tmp_path):
     run = read_run(path)
     assert path.name.startswith("mamba2-lm-tiny-tp2-")
     assert sorted(run.kernels["rank"].unique()) == [0, 1]
-    parallel = run.info["parallel"]
-    assert (parallel["world_size"], parallel["tp"], parallel["dp"], parallel["backend"]) == (2, 2, 1, "gloo")
-    assert [r["rank"] for r in parallel["ranks"]] == [0, 1]
-    assert parallel["ranks"][0]["final_loss"] == parallel["ranks"][1]["final_loss"]
-    counts = collective_counts(run.kernels, parallel["sequence_parallel"])
+    parallel = run.info.parallel
+    assert (parallel.world_size, parallel.tp, parallel.dp, parallel.backend) == (2, 2, 1, "gloo")
+    assert [r["rank"] for r in parallel.ranks] == [0, 1]
+    assert parallel.ranks[0]["final_loss"] == parallel.ranks[1]["final_loss"]
+    counts = collective_counts(run.kernels, parallel.sequence_parallel)
     assert counts["matches"].all(), counts
     assert not list(tmp_path.glob(".*partial*"))
 
@@ -170,8 +170,8 @@ def test_data_parallel_alone_runs_no_collective_inside_a_layer(tmp_path):
     path = measure.profile(measure.WorkloadOptions("mamba2-lm", "tiny", dp=2), tmp_path, steps=1, counters="none",
                            device="cpu")
     run = read_run(path)
-    parallel = run.info["parallel"]
-    assert (parallel["tp"], parallel["dp"], parallel["sequence_parallel"]) == (1, 2, False)
+    parallel = run.info.parallel
+    assert (parallel.tp, parallel.dp, parallel.sequence_parallel) == (1, 2, False)
     comm = run.kernels[run.kernels["collective"].fillna("") != ""]
     assert set(comm["collective"]) == {"all_reduce"} and (comm["layer"] < 0).all(), comm
     assert len(comm) == 2 * 2  # per rank: the loss value and the coalesced gradients

@@ -77,7 +77,7 @@ def _limiters(runs, ceilings) -> pd.Series:
 
 
 def test_status_line(reference):
-    infos = [run.info for gpu in reference["runs"].values() for run in gpu.values()]
+    infos = [run.info.model_dump(exclude_unset=True) for gpu in reference["runs"].values() for run in gpu.values()]
     checked = [info for info in infos if "checks" in info]
     assert len(checked) == len(infos) == 12 and {info["created"][:10] for info in infos} == {"2026-11-24"}
     coverage = [100 * info["coverage"]["counter_time_fraction"] for info in checked]
@@ -92,7 +92,7 @@ def test_status_line(reference):
 
 def test_main_findings_paragraph(reference):
     shares, ssm, pair = reference["shares"], reference["ssm"], reference["pair"]
-    checked = {w for w, run in reference["runs"]["h100-sxm"].items() if "checks" in run.info}
+    checked = {w for w, run in reference["runs"]["h100-sxm"].items() if run.info.checks is not None}
     assert checked == {"mamba2-lm", "mamba1-lm", "mamba-vision", "transformer", "graph-mamba", "hybrid"}
     assert round(shares.loc["mamba2-lm", SSM]) == 19 and round(shares.loc["hybrid", SSM]) == 9
     assert span(shares.loc[["mamba2-lm", "hybrid"], "GEMM"]) == "51-60"
@@ -217,7 +217,7 @@ def test_counter_cost_and_calibration_paragraphs():
 
 
 def test_paper_presets_table(reference):
-    config = {w: run.info["workload"]["config"] for w, run in reference["runs"]["h100-sxm"].items()}
+    config = {w: run.info.workload.config for w, run in reference["runs"]["h100-sxm"].items()}
     mamba2 = config["mamba2-lm"]
     assert (mamba2["d_model"], mamba2["d_state"], mamba2["headdim"], mamba2["expand"], mamba2["ngroups"],
             mamba2["chunk_size"], mamba2["layers"], mamba2["batch_size"], mamba2["seq_len"]) == \
@@ -276,8 +276,8 @@ def test_paper_shapes_paragraph(reference):
     from ssmprof.workloads.registry import get_workload
 
     runs = reference["runs"]["h100-sxm"]
-    assert 4 * runs["mamba2-lm"].info["workload"]["config"]["layers"] == 56
-    assert max(run.info["harness"]["peak_memory_bytes"] for run in runs.values()) < 80e9
+    assert 4 * runs["mamba2-lm"].info.workload.config["layers"] == 56
+    assert max(run.info.harness.peak_memory_bytes for run in runs.values()) < 80e9
     counts = {}
     for name in ("mamba2-lm", "transformer"):
         workload = get_workload(name)
@@ -375,7 +375,8 @@ def test_the_counter_set_and_the_suite_s_cost(reference):
         return [sum(v for k, v in p.items() if k != "profiled" and not (ahead(n, p) and k in ("start", "ahead")))
                 for n, p in parts(infos)]
 
-    runs = {gpu: [run.info for run in reference["runs"][gpu].values()] for gpu in ("h100-sxm", "h200")}
+    runs = {gpu: [run.info.model_dump(exclude_unset=True) for run in reference["runs"][gpu].values()]
+            for gpu in ("h100-sxm", "h200")}
     for infos in runs.values():
         notes = [i["collectors"]["counters"] for i in infos]
         coverage = [100 * i["coverage"]["counter_time_fraction"] for i in infos]
@@ -405,7 +406,7 @@ def test_the_counter_set_and_the_suite_s_cost(reference):
     assert round(sum(i["collectors"]["harness"]["wall_s"] for i in h100_before)) == 33
     assert round(sum(p["profiled"] for _, p in parts(h100_before))) == 392
     assert span(outside(h100_before), 1) == "15.0-21.8"
-    change = {w: 100 * (run.info["harness"]["step_ms"] / before[w]["harness"]["step_ms"] - 1)
+    change = {w: 100 * (run.info.harness.step_ms / before[w]["harness"]["step_ms"] - 1)
               for w, run in reference["runs"]["h200"].items()}
     lm = [abs(v) for w, v in change.items() if w.endswith("-lm") or w == "transformer"]
     assert f"{max(lm):.1f}" == "1.9" and round(change["graph-mamba"]) == 48
@@ -562,7 +563,7 @@ def test_newer_ssms_paragraph(reference):
     runs = {**reference["runs"]["h200"], **reference["later"]["h200"]}
     measured = {w: own_ceilings(run) for w, run in runs.items()}
     ssm = suite.ssm_kernels({w: run.kernels for w, run in runs.items()}, measured).set_index("workload")
-    steps = {w: round(run.info["harness"]["step_ms"], 1) for w, run in runs.items()}
+    steps = {w: round(run.info.harness.step_ms, 1) for w, run in runs.items()}
     assert (steps["mamba3-lm"], steps["gdn-lm"], steps["mamba2-lm"]) == (214.6, 269.4, 207.2)
     rounded = ssm.loc[["mamba3-lm", "gdn-lm", "mamba2-lm"]].round()
     assert rounded["ssm_time_pct"].tolist() == [27, 17, 19] and rounded["pct_of_roof"].tolist() == [38, 55, 58]

@@ -26,10 +26,10 @@ def test_profiled_mamba2_small_iteration_is_complete():
     """`ssmprof profile mamba2-lm --preset small` on the H100 (sampled counters)."""
     run = schema.read_run(DATA / "mamba2-lm-small-h100")
     kernels = analysis_frame(run.kernels)
-    assert len(kernels) == run.info["coverage"]["launches"] == 310
-    assert run.info["coverage"]["phase_time_fraction"] == 1.0  # every launch in forward/backward/optimizer
-    assert run.info["coverage"]["counter_time_fraction"] == 1.0
-    assert run.info["collectors"]["counters"]["profiled_not_on_timeline"] == []
+    assert len(kernels) == run.info.coverage.launches == 310
+    assert run.info.coverage.phase_time_fraction == 1.0  # every launch in forward/backward/optimizer
+    assert run.info.coverage.counter_time_fraction == 1.0
+    assert run.info.collectors.counters.profiled_not_on_timeline == []
     backward = set(kernels.loc[kernels["phase"] == "backward", "kernel_name"])
     assert {"_chunk_scan_bwd_dstates_kernel", "_chunk_scan_bwd_dc_kernel", "_chunk_scan_bwd_ddAcs_stable_kernel",
             "_chunk_scan_chunk_state_bwd_dx_kernel", "_chunk_state_bwd_db_kernel",
@@ -46,7 +46,6 @@ def test_calibration_report_extracts_and_passes(tmp_path):
     five checks pass, the L1 read kernel's L1 bytes exactly what it reads and stores (before its loop's loads were
     16-byte vector loads in the GPU host's Triton 3.6, they came out 3.94x: scalar loads with a 16-byte stride between
     lanes touch four times the bytes they use)."""
-    pytest.importorskip("ncu_report")
     from ssmprof.profiler.ncu_extract import read_report
 
     report = tmp_path / "calibrate.ncu-rep"
@@ -135,7 +134,6 @@ def test_ceilings_from_the_calibration_launches_counters(tmp_path):
     """The same recorded launches as ceilings, each rate on its counters over its own counted duration (the units
     and instrument of every run's roofline): the copy moves 3,004 GB/s of DRAM bytes, the L2 read kernel 7,749 GB/s
     of L2 slice bytes, the 4096^3 GEMM 775.7 TFLOP/s."""
-    pytest.importorskip("ncu_report")
     from ssmprof.analysis.calibration import counter_ceilings
     from ssmprof.profiler.ncu_extract import read_report
 

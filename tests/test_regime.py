@@ -53,7 +53,7 @@ def test_crossover_of_mamba2_and_attention_derived_from_the_bundled_h100_runs():
     attention time per token grows with L (causal attention is O(L) per token), the rest stays: the curves
     cross where the attention growth eats mamba2-lm's deficit, which the log interpolation finds within 10 %."""
     runs = {w: load_run(bundled.REFERENCE / "h100-sxm" / w) for w in ("mamba2-lm", "transformer")}
-    per_token = {w: 1e3 * r.info["harness"]["step_ms"] / r.info["harness"]["items_per_step"] for w, r in runs.items()}
+    per_token = {w: 1e3 * r.info.harness.step_ms / r.info.harness.items_per_step for w, r in runs.items()}
     kernels = runs["transformer"].kernels
     attention = kernels.loc[kernels["category"] == "attention", "duration_ns"].sum() / 1e3 / 8192
     transformer = [per_token["transformer"] + attention * (length / 4096 - 1) for length in LENGTHS]
@@ -177,6 +177,6 @@ def test_the_tie_spread_is_how_much_one_configuration_varied_between_bundled_run
                  sweeps / "seq_len" / "mamba2-lm_seq_len-8192"]
         if gpu == "h200":
             paths.append(Path(__file__).parent / "data" / "h200-mamba2-lm-superseded")
-        steps = [read_run(path).info["harness"]["step_ms"] for path in paths]
+        steps = [read_run(path).info.harness.step_ms for path in paths]
         spreads[gpu] = round(100 * (max(steps) / min(steps) - 1), 1)
     assert spreads == {"h100-sxm": 2.1, "h200": 2.8} and max(spreads.values()) == RERUN_SPREAD_PCT

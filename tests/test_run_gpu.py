@@ -47,9 +47,9 @@ def test_profile_writes_a_run_directory_with_backward_kernels(tmp_path):
     kernels = run.kernels
     assert set(kernels["phase"]) >= {"forward", "backward", "optimizer"}
     assert kernels["kernel_name"].str.startswith("_chunk_scan_bwd").any()  # backward SSD kernels are there
-    assert run.info["coverage"]["phase_time_fraction"] >= 0.99
+    assert run.info.coverage.phase_time_fraction >= 0.99
     assert (kernels["duration_ns"] > 0).all() and (kernels["grid_x"] > 0).all()
-    assert 0.5 < run.info["collectors"]["harness"]["host_launch_us"] < 100  # a tiny launch costs the host us
+    assert 0.5 < run.info.collectors.harness.host_launch_us < 100  # a tiny launch costs the host us
 
 
 def test_profile_with_sampled_counters_covers_the_iteration(tmp_path):
@@ -60,7 +60,7 @@ def test_profile_with_sampled_counters_covers_the_iteration(tmp_path):
     assert result.exit_code == 0, result.output
     (path,) = tmp_path.iterdir()
     run = read_run(path)
-    assert run.info["coverage"]["counter_time_fraction"] >= 0.95
+    assert run.info.coverage.counter_time_fraction >= 0.95
     kernels = run.kernels
     gemms = kernels[kernels["tensor_ops_bf16"] > 0]
     assert not gemms.empty  # bf16 matmuls run on the tensor path

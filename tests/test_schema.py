@@ -49,7 +49,7 @@ def test_round_trip_keeps_contract_columns_and_dtypes(tmp_path):
     assert run.kernels["kernel_name"].tolist() == kernel_rows()["kernel_name"].tolist()
     assert run.kernels["dram_read_bytes"].isna().tolist() == [False, False, True, False, False]
     assert run.kernels["l2_hit_rate_pct"].isna().all()  # not collected -> NaN, not 0
-    assert run.info["status"] == "complete" and run.info["schema_version"] == schema.SCHEMA_VERSION
+    assert run.info.status == "complete" and run.info.schema_version == schema.SCHEMA_VERSION
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left behind
 
 
@@ -59,7 +59,7 @@ def test_existing_run_is_not_overwritten_by_accident(tmp_path):
         schema.write_run(tmp_path / "run", run_info(), kernel_rows())
     schema.write_run(tmp_path / "run", run_info(harness={"step_ms": 1.0, "throughput": 2.0}), kernel_rows(),
                      overwrite=True)
-    assert schema.read_run(tmp_path / "run").info["harness"]["step_ms"] == 1.0
+    assert schema.read_run(tmp_path / "run").info.harness.step_ms == 1.0
 
 
 def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
@@ -129,7 +129,7 @@ def test_damaged_runs_give_one_clear_error(tmp_path, how, message):
 def test_run_json_keeps_keys_it_does_not_know(tmp_path):
     """run.json grows sections (e.g. `checks`) without a schema version bump; readers keep them."""
     path = schema.write_run(tmp_path / "run", run_info(checks={"timeline_vs_ncu": "passed"}), kernel_rows())
-    assert schema.read_run(path).info["checks"] == {"timeline_vs_ncu": "passed"}
+    assert schema.read_run(path).info.checks.model_dump(exclude_unset=True) == {"timeline_vs_ncu": "passed"}
 
 
 def test_run_json_checks_rejected_rows_validate_with_and_without_gemm_evidence(tmp_path):
@@ -139,7 +139,7 @@ def test_run_json_checks_rejected_rows_validate_with_and_without_gemm_evidence(t
              "time_ns": 50977, "gemm_ratio": None, "gemm_ratio_max": None},
             {"kernel_name": "Kernel", "phase": "backward", "check": "duration", "launches": 1, "time_ns": 11648}]
     path = schema.write_run(tmp_path / "run", run_info(checks={"rejected": rows}), kernel_rows())
-    assert schema.read_run(path).info["checks"]["rejected"] == rows
+    assert [row.model_dump(exclude_unset=True) for row in schema.read_run(path).info.checks.rejected] == rows
     rows[0]["gemm_ratio"] = "high"
     with pytest.raises(schema.SchemaError, match=r"run.json checks.rejected.0.gemm_ratio: Input should be a valid"):
         schema.write_run(tmp_path / "other", run_info(checks={"rejected": rows}), kernel_rows())

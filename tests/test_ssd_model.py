@@ -52,7 +52,7 @@ def test_chunk_scan_measures_under_its_dense_count_on_the_paper_runs(gpu):
     from ssmprof.pipeline.loading import load_run
 
     run = load_run(bundled.REFERENCE / gpu / "mamba2-lm")
-    table = analytic_vs_measured(run.kernels, forward_model(run.info["workload"]["config"])).set_index("kernel")
+    table = analytic_vs_measured(run.kernels, forward_model(run.info.workload.config)).set_index("kernel")
     assert round(table.loc["_chunk_scan_fwd", "flops_ratio"], 3) == 0.721
     assert table.loc[["_bmm_chunk_fwd", "_chunk_state_fwd"], "flops_ratio"].round(2).tolist() == [1.0, 1.01]
     assert "0.721 on the paper preset" in " ".join(ssd_model.__doc__.split())

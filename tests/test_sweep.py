@@ -76,8 +76,9 @@ def cpu_profile(options, out, steps, counters, progress=None, name=None):
     ready = measure.prepare(options, "cpu")
     result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, steps, ready.warmup, progress=progress)
     reference = schema.read_run(bundled.REFERENCE / "h100-sxm" / options.workload)
-    info = collect.run_info(result, ready.overrides, reference.info["collectors"], reference.kernels, {})
-    info.update(gpu=reference.info["gpu"], checks=reference.info.get("checks", {}))
+    recorded = reference.info.model_dump(exclude_unset=True)
+    info = collect.run_info(result, ready.overrides, recorded["collectors"], reference.kernels, {})
+    info.update(gpu=recorded["gpu"], checks=recorded.get("checks", {}))
     return schema.write_run(out / name, info, reference.kernels)
 
 

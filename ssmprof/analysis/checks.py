@@ -70,7 +70,7 @@ import pandas as pd
 from ssmprof.analysis.derived import derive
 from ssmprof.analysis.distinct import per_distinct
 from ssmprof.hardware import Peaks
-from ssmprof.schema import CHECKED_STATUSES, COUNTER_COLUMNS, PHASES, STALL_COLUMNS, STALL_REASONS
+from ssmprof.schema import CHECKED_STATUSES, COUNTER_COLUMNS, PHASES, STALL_COLUMNS, STALL_REASONS, RejectedGroup
 
 DURATION_FLOOR_NS = 4000
 DURATION_RATIO = 1.5
@@ -290,25 +290,25 @@ def _rejected_table(rejected: pd.DataFrame) -> list[dict]:
              "gemm_ratio_max": _number(r.gemm_ratio_max)} for r in grouped.itertuples()]
 
 
-def describe_removed(rejected: list[dict], kernel_time_ns: float) -> str:
+def describe_removed(rejected: list[RejectedGroup], kernel_time_ns: float) -> str:
     """run.json `checks.rejected` in one phrase: "removed the counters of N launches (x % of kernel time,
     y ms), e.g." the three that hold the most time; "" where nothing was removed."""
     if not rejected:
         return ""
-    launches = sum(row["launches"] for row in rejected)
-    time_ns = sum(row["time_ns"] for row in rejected)
+    launches = sum(row.launches for row in rejected)
+    time_ns = sum(row.time_ns for row in rejected)
     share = f"{100 * time_ns / kernel_time_ns:.1f} % of kernel time, " if kernel_time_ns else ""
     return (f"removed the counters of {launches:,} launch{'es' * (launches != 1)} ({share}{time_ns / 1e6:.2f} ms), "
             f"e.g. {', '.join(describe_rejected(row) for row in rejected[:3])}")
 
 
-def describe_rejected(row: dict) -> str:
+def describe_rejected(row: RejectedGroup) -> str:
     """A row of run.json `checks.rejected` in words: "kernel (phase, check)", for the GEMM FLOPs check with the
     measured ratio to 2MNK and the band it was held to (n/a where the run recorded none: runs before them)."""
-    op = f" [{row['launch_op']}]" if row.get("launch_op") else ""  # runs before 2026-11-23 grouped without it
-    text = f"{row['kernel_name']}{op} ({row['phase']}, {row['check']}"
-    if row["check"] == "GEMM FLOPs":
-        ratio, allowed = row.get("gemm_ratio"), row.get("gemm_ratio_max")
+    op = f" [{row.launch_op}]" if row.launch_op else ""  # older runs grouped without the op
+    text = f"{row.kernel_name}{op} ({row.phase}, {row.check}"
+    if row.check == "GEMM FLOPs":
+        ratio, allowed = row.gemm_ratio, row.gemm_ratio_max
         if ratio is None and allowed is None:
             text += ", measured/2MNK n/a"
         else:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ssmprof.analysis.host import busy_ns
-from ssmprof.schema import BACKWARD, FORWARD, Run
+from ssmprof.schema import BACKWARD, FORWARD, Link, ParallelSection, Run, RunInfo
 
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER = "all_reduce", "all_gather", "reduce_scatter"
 _PIECES = {
@@ -57,18 +57,17 @@ def predicted_counts(kind: str, sequence_parallel: bool) -> dict[str, dict[str, 
     return counts
 
 
-def described_rank(info: dict) -> int | None:
+def described_rank(info: RunInfo) -> int | None:
     """The rank whose kernels a multi-rank run's kernel analyses describe (breakdown, roofline, limiters, host,
     findings): the one Nsight Compute profiled, else rank 0; None for a single-GPU run. TP ranks run the same
     kernels on their shards, so one rank is the per-GPU view; summed over ranks, times would count every GPU."""
-    parallel = info.get("parallel")
+    parallel = info.parallel
     if not parallel:
         return None
-    counters_rank = parallel.get("counters_rank")
-    return 0 if counters_rank is None else int(counters_rank)
+    return 0 if parallel.counters_rank is None else parallel.counters_rank
 
 
-def one_rank(kernels: pd.DataFrame, info: dict) -> pd.DataFrame:
+def one_rank(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     """The kernels of `described_rank` (all of them for a single-GPU run)."""
     rank = described_rank(info)
     return kernels if rank is None else kernels[kernels["rank"] == rank]
@@ -186,7 +185,7 @@ def exposed_communication(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def per_rank(kernels: pd.DataFrame, info: dict) -> pd.DataFrame:
+def per_rank(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     """One row per rank: its step time, final loss, launches, kernel and communication time."""
     is_comm = kernels["collective"].fillna("") != ""
     times = kernels.assign(comm=kernels["duration_ns"].where(is_comm, 0), compute=kernels["duration_ns"]
@@ -194,7 +193,7 @@ def per_rank(kernels: pd.DataFrame, info: dict) -> pd.DataFrame:
                                                                     compute_ms=("compute", "sum"),
                                                                     comm_ms=("comm", "sum"))
     times[["compute_ms", "comm_ms"]] /= 1e6
-    ranks = pd.DataFrame(info.get("parallel", {}).get("ranks", [])).set_index("rank")
+    ranks = pd.DataFrame(info.parallel.ranks if info.parallel else []).set_index("rank")
     return ranks.join(times, how="outer").reset_index()
 
 
@@ -263,16 +262,16 @@ def projection_check(projection: pd.DataFrame, measured: pd.DataFrame, link: str
     return table.assign(error_pct=100 * (table["projected_us"] / table["measured_us"] - 1))
 
 
-def scaling(infos: dict[str, dict]) -> pd.DataFrame:
+def scaling(infos: dict[str, RunInfo]) -> pd.DataFrame:
     """Step time from 1 to N GPUs: per workload, preset and GPU, each run's world size, step time, and speedup
     and parallel efficiency over the same configuration's single-GPU run (NaN where none is among `infos`).
     The global batch is the same at every size (TP splits the model, DP the batch), so speedup = t1 / tN."""
     rows = []
     for label, info in infos.items():
-        parallel = info.get("parallel") or {}
-        rows.append({"run": label, "workload": info["workload"]["name"], "preset": info["workload"]["preset"],
-                     "gpu": info["gpu"]["name"], "world_size": parallel.get("world_size", 1),
-                     "tp": parallel.get("tp", 1), "dp": parallel.get("dp", 1), "step_ms": info["harness"]["step_ms"]})
+        parallel = info.parallel or ParallelSection()
+        rows.append({"run": label, "workload": info.workload.name, "preset": info.workload.preset,
+                     "gpu": info.gpu.name, "world_size": parallel.world_size,
+                     "tp": parallel.tp, "dp": parallel.dp, "step_ms": info.harness.step_ms})
     table = pd.DataFrame(rows)
     single = (table[table["world_size"] == 1].groupby(["workload", "preset", "gpu"])["step_ms"].min()
               .rename("single_gpu_step_ms"))
@@ -282,17 +281,17 @@ def scaling(infos: dict[str, dict]) -> pd.DataFrame:
         ["workload", "preset", "gpu", "world_size"], ignore_index=True)
 
 
-def communication_tables(kernels: pd.DataFrame, info: dict, links: pd.DataFrame | None = None,
+def communication_tables(kernels: pd.DataFrame, info: RunInfo, links: pd.DataFrame | None = None,
                          world_sizes: tuple[int, ...] = (2, 4, 8, 16, 64)) -> dict[str, pd.DataFrame]:
     """The communication section of a multi-rank run's report (empty for a single-GPU run)."""
-    parallel = info.get("parallel")
+    parallel = info.parallel
     if not parallel:
         return {}
-    link = parallel.get("link") or {}
+    link = parallel.link or Link()
     tables = {
         "per_rank": per_rank(kernels, info),
-        "collective_counts": collective_counts(kernels, parallel["sequence_parallel"]),
-        "bus_bandwidth": bus_bandwidth(kernels, parallel["tp"], link.get("gb_s")),
+        "collective_counts": collective_counts(kernels, parallel.sequence_parallel),
+        "bus_bandwidth": bus_bandwidth(kernels, parallel.tp, link.gb_s),
         "exposed_communication": exposed_communication(kernels),
         "rank_imbalance": rank_imbalance(kernels),
     }
@@ -311,18 +310,18 @@ def parallel_overview(runs: dict[str, Run]) -> pd.DataFrame:
     steps = scaling({label: run.info for label, run in runs.items()}).set_index("run")
     rows = []
     for label, run in runs.items():
-        info, kernels, parallel = run.info, run.kernels, run.info.get("parallel")
+        info, kernels, parallel = run.info, run.kernels, run.info.parallel
         if not parallel:
             continue
-        counts = collective_counts(kernels, parallel["sequence_parallel"])
+        counts = collective_counts(kernels, parallel.sequence_parallel)
         exposed = exposed_communication(kernels)
         layers = exposed[exposed["phase"].isin((FORWARD, BACKWARD))].groupby("rank")
-        busbw = bus_bandwidth(kernels, parallel["tp"], (parallel.get("link") or {}).get("gb_s"))
+        busbw = bus_bandwidth(kernels, parallel.tp, (parallel.link or Link()).gb_s)
         comm = collectives(kernels)
         inside = busbw[busbw["message_bytes"].isin(comm.loc[comm["layer"] >= 0, "message_bytes"])]  # the layers'
         largest = inside[inside["message_bytes"] == inside["message_bytes"].max()]
-        rows.append({"run": label, "workload": info["workload"]["name"], "tp": parallel["tp"],
-                     "dp": parallel["dp"], "sequence_parallel": parallel["sequence_parallel"],
+        rows.append({"run": label, "workload": info.workload.name, "tp": parallel.tp,
+                     "dp": parallel.dp, "sequence_parallel": parallel.sequence_parallel,
                      **steps.loc[label, ["step_ms", "single_gpu_step_ms", "speedup"]].to_dict(),
                      **{f"{phase}_per_layer": _per_layer(counts[counts["phase"] == phase])
                         for phase in (FORWARD, BACKWARD)},

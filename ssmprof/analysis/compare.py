@@ -18,12 +18,12 @@ from ssmprof.analysis.noise import (
     speedup_verdict,
 )
 from ssmprof.errors import SsmprofError
-from ssmprof.schema import CHECKED_STATUSES
+from ssmprof.schema import CHECKED_STATUSES, RunInfo
 
 WEIGHTED = ["dram_throughput_pct", "l2_hit_rate_pct", "l1_hit_rate_pct", "ai_dram"]
 # Relative difference of two runs' host launch cost (run.json `collectors.harness.host_launch_us`) past which
-# compare says the hosts differ. A guess until reruns on one host say how much it varies (recorded from
-# 2026-11-23 on; `gpu_check.sh suite` prints it).
+# compare says the hosts differ. A guess until reruns on one host say how much it varies (run.json records
+# it; `gpu_check.sh suite` prints it).
 HOST_LAUNCH_TOLERANCE = 0.10
 
 
@@ -31,34 +31,34 @@ class IncomparableRuns(SsmprofError):
     pass
 
 
-def check_comparable(info_a: dict, info_b: dict) -> list[str]:
+def check_comparable(info_a: RunInfo, info_b: RunInfo) -> list[str]:
     """Refuse runs of different workloads; return notes on other differences (config, GPU)."""
-    a, b = info_a["workload"], info_b["workload"]
-    if a["name"] != b["name"]:
-        raise IncomparableRuns(f"runs are of different workloads ({a['name']} vs {b['name']}): compare, project "
+    a, b = info_a.workload, info_b.workload
+    if a.name != b.name:
+        raise IncomparableRuns(f"runs are of different workloads ({a.name} vs {b.name}): compare, project "
                                "and regress need the same workload")
     notes = []
-    if a["config"] != b["config"]:
-        changed = sorted(k for k in set(a["config"]) | set(b["config"]) if a["config"].get(k) != b["config"].get(k))
+    if a.config != b.config:
+        changed = sorted(k for k in set(a.config) | set(b.config) if a.config.get(k) != b.config.get(k))
         notes.append(f"configs differ in: {', '.join(changed)}")
-    if info_a["gpu"]["name"] != info_b["gpu"]["name"]:
-        notes.append(f"GPUs: {info_a['gpu']['name']} vs {info_b['gpu']['name']}")
-    hosts = [info.get("host", {}).get("cpu", "not recorded") for info in (info_a, info_b)]
+    if info_a.gpu.name != info_b.gpu.name:
+        notes.append(f"GPUs: {info_a.gpu.name} vs {info_b.gpu.name}")
+    hosts = [info.host.cpu for info in (info_a, info_b)]
     if hosts[0] != hosts[1]:
         notes.append(f"different hosts (CPU {hosts[0]} vs {hosts[1]}): the part of each step the GPU waits for "
                      "the host is not comparable")
-    launch = [info["collectors"].get("harness", {}).get("host_launch_us") for info in (info_a, info_b)]
+    launch = [info.collectors.harness.host_launch_us for info in (info_a, info_b)]
     if None not in launch and abs(launch[1] / launch[0] - 1) > HOST_LAUNCH_TOLERANCE:
         notes.append(f"the hosts launch kernels at different rates ({launch[0]:.1f} vs {launch[1]:.1f} us per tiny "
                      "launch): the part of each step the GPU waits for the host is not comparable")
     return notes
 
 
-def step_split(info: dict, kernels: pd.DataFrame) -> str:
+def step_split(info: RunInfo, kernels: pd.DataFrame) -> str:
     """`step X ms = GPU busy Y ms + host wait Z ms`: what a GPU comparison can and cannot explain."""
-    step = info["harness"]["step_ms"]
+    step = info.harness.step_ms
     busy = busy_ns(kernels) / 1e6
-    return f"{info['gpu']['name']}: step {step:.2f} ms = GPU busy {busy:.2f} ms + waiting for the host " \
+    return f"{info.gpu.name}: step {step:.2f} ms = GPU busy {busy:.2f} ms + waiting for the host " \
            f"{max(step - busy, 0):.2f} ms ({100 * busy / step:.0f} % busy)"
 
 
@@ -188,16 +188,16 @@ def _moves(merged: pd.DataFrame) -> pd.Series:
     return out
 
 
-def step_split_table(runs: dict[str, tuple[dict, pd.DataFrame]]) -> pd.DataFrame:
+def step_split_table(runs: dict[str, tuple[RunInfo, pd.DataFrame]]) -> pd.DataFrame:
     """Per run (label -> (run.json, analysis frame)): GPU, step time, GPU busy time, time the GPU waits for the
     host, busy share and host CPU; `step_split` as a table."""
     rows = []
     for label, (info, kernels) in runs.items():
-        step = info["harness"]["step_ms"]
+        step = info.harness.step_ms
         busy = busy_ns(kernels) / 1e6
-        rows.append({"run": label, "gpu": info["gpu"]["name"], "step_ms": step, "gpu_busy_ms": busy,
+        rows.append({"run": label, "gpu": info.gpu.name, "step_ms": step, "gpu_busy_ms": busy,
                      "host_wait_ms": max(step - busy, 0.0), "busy_share_pct": 100 * busy / step if step else None,
-                     "host": info.get("host", {}).get("cpu", "not recorded")})
+                     "host": info.host.cpu})
     return pd.DataFrame(rows)
 
 
@@ -232,7 +232,7 @@ def iteration_notes(runs: dict[str, tuple[dict, pd.DataFrame]]) -> list[str]:
     for label, (info, kernels) in runs.items():
         whose = f"the profiled iteration of {label}"
         note = (iteration_note(iteration_check(kernels, info), whose)
-                or slow_iteration_note(busy_ns(kernels) / 1e6, info["harness"]["step_ms"], whose))
+                or slow_iteration_note(busy_ns(kernels) / 1e6, info.harness.step_ms, whose))
         if note:
             notes.append(f"{note}; compare kernel times with care")
     return notes

@@ -17,7 +17,7 @@ from ssmprof.analysis.communication import described_rank
 from ssmprof.analysis.frame import WEIGHT, profiled_with_counters, time_weighted
 from ssmprof.analysis.headroom import REACHABLE
 from ssmprof.analysis.noise import FASTER, RERUN_SPREAD_PCT, SLOWER, iteration_note
-from ssmprof.schema import CHECKED_STATUSES
+from ssmprof.schema import CHECKED_STATUSES, CollectorsSection, CountersCollector, RunInfo
 
 SSM = "SSM scan"
 COLUMNS = ["topic", "finding", "value", "anchor"]
@@ -175,7 +175,7 @@ def autotuned_rows(info: dict) -> dict[str, int]:
     """Kernel function -> the rows of the tile its Triton autotuner chose (`BLOCK_SIZE_M`), from run.json's
     `triton_autotune` (the first choice where a kernel was tuned for several keys)."""
     rows = {}
-    for name, entries in info.get("triton_autotune", {}).items():
+    for name, entries in info.triton_autotune.items():
         for _, _, config in entries:
             if "BLOCK_SIZE_M: " in config:
                 rows.setdefault(name.rsplit(".", 1)[-1], int(config.split("BLOCK_SIZE_M: ")[1].split(",")[0]))
@@ -187,7 +187,7 @@ def autotuned_rows(info: dict) -> dict[str, int]:
 WGMMA_ROWS = 64
 
 
-def _tensor_instructions(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
+def _tensor_instructions(tables: dict[str, pd.DataFrame], info: RunInfo) -> list[dict]:
     """From `tensor_instructions` (Hopper): which kernels do their tensor work on mma.sync instead of wgmma, and
     where Triton's autotuning chose their tile, whether it was too short for a wgmma."""
     families = tables.get("tensor_instructions")
@@ -214,7 +214,7 @@ def _tensor_instructions(tables: dict[str, pd.DataFrame], info: dict) -> list[di
              "anchor": "tensor_instructions"}]
 
 
-def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
+def _checks(tables: dict[str, pd.DataFrame], info: RunInfo) -> list[dict]:
     status = tables["counter_checks"]
     share = dict(zip(status["counter_status"], status["time_share"], strict=True))
     counted = sum(v for k, v in share.items() if k in (*CHECKED_STATUSES, "unchecked"))
@@ -227,20 +227,31 @@ def _checks(tables: dict[str, pd.DataFrame], info: dict) -> list[dict]:
         sources = ", ".join(f"{k} {100 * v:.0f} %" for k, v in share.items() if k in CHECKED_STATUSES)
         text = f"Counters cover {100 * counted:.0f} % of kernel time ({sources}; lent: one profiled launch per " \
                "configuration stands for the others) and passed the self-checks"
-        removed = describe_removed(info.get("checks", {}).get("rejected", []), status["time_ns"].sum())
-        collector = info.get("collectors", {}).get("counters", {})
-        minor, skipped = collector.get("minor_functions") or {}, collector.get("too_small_for_pass_2") or {}
+        removed = describe_removed(info.checks.rejected if info.checks else [], status["time_ns"].sum())
+        collector = info.collectors.counters
+        minor, skipped = collector.minor_functions, collector.too_small_for_pass_2
         text += (f"; the checks {removed}" if removed else "")
-        if minor.get("launches"):
-            text += (f"; {minor['launches']} launches of {minor['functions']} functions under "
-                     f"{100 * minor['min_share']:.1f} % of the kernel time each ({100 * minor['time_fraction']:.2f} % "
+        if minor and minor.launches:
+            text += (f"; {minor.launches} launches of {minor.functions} functions under "
+                     f"{100 * minor.min_share:.1f} % of the kernel time each ({100 * minor.time_fraction:.2f} % "
                      "together) were not profiled")
-        if skipped.get("launches"):
-            text += (f"; {skipped['launches']} launches ({100 * skipped['time_fraction']:.2f} % of kernel time) of "
-                     f"problems under {100 * skipped['min_share']:.2f} % of it each were not profiled (the second "
+        if skipped and skipped.launches:
+            text += (f"; {skipped.launches} launches ({100 * skipped.time_fraction:.2f} % of kernel time) of "
+                     f"problems under {100 * skipped.min_share:.2f} % of it each were not profiled (the second "
                      "pass skips them)")
-        text += "." + _gemm_work(tables.get("gemm_work"))
+        text += _not_placed(collector) + "." + _gemm_work(tables.get("gemm_work"))
     return [{"topic": "counters", "finding": text, "value": f"{100 * counted:.0f} %", "anchor": "counter_checks"}]
+
+
+def _not_placed(counters: CountersCollector) -> str:
+    """The profiled launch configurations whose counters found no timeline launch (run.json
+    `profiled_not_placed`): each is a defect of the join, so the report names them rather than dropping them."""
+    missed = counters.profiled_not_placed + (counters.stalls.profiled_not_placed if counters.stalls else [])
+    if not missed:
+        return ""
+    shown = ", ".join(missed[:3]) + (f" and {len(missed) - 3} more" if len(missed) > 3 else "")
+    return (f"; {len(missed)} profiled launch configuration{'s' * (len(missed) != 1)} found no timeline launch to "
+            f"sit on, {'their' if len(missed) != 1 else 'its'} counters unused ({shown})")
 
 
 def _gemm_work(work: pd.DataFrame | None) -> str:
@@ -258,74 +269,78 @@ def _gemm_work(work: pd.DataFrame | None) -> str:
     return text + (f": up to {100 * padding:.0f} % of it is tile padding of skinny shapes." if padding >= 0.05 else ".")
 
 
-def findings(tables: dict[str, pd.DataFrame], info: dict) -> pd.DataFrame:
+def findings(tables: dict[str, pd.DataFrame], info: RunInfo) -> pd.DataFrame:
     """The run's findings, most important first (see the module docstring)."""
     rows = (_time(tables) + _top_kernels(tables) + _ssm(tables) + _tensor_instructions(tables, info)
             + _headroom(tables) + _host(tables) + _iteration(tables) + _checks(tables, info))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def provenance(info: dict, origin: str) -> pd.DataFrame:
+def provenance(info: RunInfo, origin: str) -> pd.DataFrame:
     """What the run is, as (item, value) rows: origin (bundled reference run or a run directory), date, GPU
     and clocks, host, versions, workload and config, counter mode and checked coverage."""
-    gpu, workload, coverage = info["gpu"], info["workload"], info["coverage"]
-    clocks = gpu.get("clocks", {})
-    versions = ", ".join(f"{k} {v}" for k, v in info.get("versions", {}).items() if v)
-    host = info.get("host") or {}
-    counters = info.get("collectors", {}).get("counters", {})
-    checks = info.get("checks")
+    gpu, workload, coverage = info.gpu, info.workload, info.coverage
+    clocks = gpu.clocks
+    versions = ", ".join(f"{k} {v}" for k, v in info.versions.items() if v)
+    host = info.host.model_dump(exclude_unset=True)
+    counters = info.collectors.counters
+    checks = info.checks
     if checks:
-        shares = checks.get("status_time_fraction", {})
+        shares = checks.status_time_fraction
         checked = f"checked: {', '.join(f'{k} {100 * v:.0f} %' for k, v in shares.items())} of kernel time"
     else:
         checked = "not checked (written before the self-checks, schema 1)"
-    counted = (f"{counters['mode']} ({counters.get('tool', 'no tool')}), covering "
-               f"{100 * coverage['counter_time_fraction']:.0f} % of kernel time; {checked}"
+    counted = (f"{counters.mode} ({counters.tool or 'no tool'}), covering "
+               f"{100 * coverage.counter_time_fraction:.0f} % of kernel time; {checked}"
                if profiled_with_counters(info) else "none (timeline only: --counters none)")
     rows = [
         ("source", origin),
-        ("measured", info.get("created", "unknown")),
-        ("GPU", f"{gpu['name']} ({gpu.get('sm_count', '?')} SMs, SM clock {clocks.get('sm_mhz', '?')} MHz, memory "
-                f"clock {clocks.get('memory_mhz', '?')} MHz)"),
+        ("measured", info.created or "unknown"),
+        ("GPU", f"{gpu.name} ({_known(gpu.sm_count)} SMs, SM clock {_known(clocks.sm_mhz)} MHz, memory "
+                f"clock {_known(clocks.memory_mhz)} MHz)"),
         ("host", ", ".join(f"{k} {v}" for k, v in host.items()) if host else "not recorded"),
         ("versions", versions or "not recorded"),
-        ("workload", f"{workload['name']} --preset {workload['preset']}"
-                     + (f" (overrides: {workload['overrides']})" if workload.get("overrides") else "")),
-        ("config", ", ".join(f"{k}={v}" for k, v in workload.get("config", {}).items() if v is not None)),
-        ("kernels", ", ".join(f"{k}: {v}" for k, v in info.get("provenance", {}).items())),
+        ("workload", f"{workload.name} --preset {workload.preset}"
+                     + (f" (overrides: {workload.overrides})" if workload.overrides else "")),
+        ("config", ", ".join(f"{k}={v}" for k, v in workload.config.items() if v is not None)),
+        ("kernels", ", ".join(f"{k}: {v}" for k, v in info.provenance.items())),
         ("counters", counted),
-        ("launches", f"{coverage['launches']:,} in the profiled iteration"),
-        ("profiling cost", _cost(info.get("collectors", {}))),
+        ("launches", f"{coverage.launches:,} in the profiled iteration"),
+        ("profiling cost", _cost(info.collectors)),
     ]
-    parallel = info.get("parallel")
+    parallel = info.parallel
     if parallel:
         rank = described_rank(info)
-        rows.append(("ranks", f"{parallel['world_size']} (TP {parallel['tp']} x DP {parallel['dp']}, sequence "
-                              f"parallel {'on' if parallel['sequence_parallel'] else 'off'}); the kernel tables "
+        rows.append(("ranks", f"{parallel.world_size} (TP {parallel.tp} x DP {parallel.dp}, sequence "
+                              f"parallel {'on' if parallel.sequence_parallel else 'off'}); the kernel tables "
                               f"describe rank {rank}"
-                              + (" (the one with counters)" if parallel.get("counters_rank") is not None else "")
+                              + (" (the one with counters)" if parallel.counters_rank is not None else "")
                               + ", the per-rank and communication tables every rank"))
     return pd.DataFrame(rows, columns=["item", "value"])
 
 
-def _cost(collectors: dict) -> str:
+def _known(value) -> str:
+    return "?" if value is None else str(value)
+
+
+def _cost(collectors: CollectorsSection) -> str:
     """What profiling the run cost: the harness, each Nsight Compute pass (wall time, launches profiled x replay
     passes each, GiB restored per replay where recorded), what the passes spent outside the replayed iterations
     (where stamped) and the host's cost of a tiny launch."""
-    harness, counters = collectors.get("harness", {}), collectors.get("counters", {})
-    text = f"harness {harness.get('wall_s', float('nan')):.0f} s"
-    walls = counters.get("pass_wall_s") or []
+    harness, counters = collectors.harness, collectors.counters
+    text = f"harness {harness.wall_s:.0f} s"
+    walls = counters.pass_wall_s
     if walls:
-        replays = counters.get("pass_replay") or [{}] * len(walls)
-        parts = [f"{wall:.0f} s" + (f" ({r['launches']} launches x {r['passes_median']:.0f} replays, "
-                                    f"{r['gib_per_pass_median']:.1f} GiB restored per replay)" if r else "")
+        replays = counters.pass_replay or [None] * len(walls)
+        parts = [f"{wall:.0f} s" + (f" ({r.launches} launches x {r.passes_median:.0f} replays, "
+                                    f"{r.gib_per_pass_median:.1f} GiB restored per replay)" if r else "")
                  for wall, r in zip(walls, replays, strict=True)]
         text += f", Nsight Compute {sum(walls):.0f} s in {len(walls)} pass{'es' * (len(walls) != 1)}: " + \
-            "; ".join(parts) + _fixed_cost(counters.get("pass_seconds") or [])
-    elif counters.get("wall_s"):
-        text += f", Nsight Compute {counters['wall_s']:.0f} s"
-    if harness.get("host_launch_us") is not None:
-        text += f"; host {harness['host_launch_us']:.1f} us per tiny launch"
+            "; ".join(parts) + _fixed_cost(counters.pass_seconds)
+    elif counters.wall_s:
+        text += f", Nsight Compute {counters.wall_s:.0f} s"
+    if harness.host_launch_us is not None:
+        text += f"; host {harness.host_launch_us:.1f} us per tiny launch"
     return text
 
 

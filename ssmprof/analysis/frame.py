@@ -13,6 +13,7 @@ import pandas as pd
 
 from ssmprof.analysis.categories import with_categories
 from ssmprof.analysis.derived import derive
+from ssmprof.schema import RunInfo
 
 # A kernel across runs (compare, baseline, regress): its name, phase and launch configuration. Not the
 # profiler's `counters.CONFIG_KEY`, which is how Nsight Compute counts invocations within one run.
@@ -30,9 +31,9 @@ def has_counters(kernels: pd.DataFrame) -> bool:
     return bool(kernels["ncu_duration_ns"].notna().any())
 
 
-def profiled_with_counters(info: dict) -> bool:
+def profiled_with_counters(info: RunInfo) -> bool:
     """Whether the run's counter collector ran at all (run.json's mode; `--counters none` writes "none")."""
-    return info.get("collectors", {}).get("counters", {}).get("mode", "none") != "none"
+    return info.collectors.counters.mode != "none"
 
 
 def time_weighted(values: pd.Series, weights: pd.Series) -> float:

@@ -28,9 +28,9 @@ SHORT_KERNEL_NS = 10_000  # launches under 10 us cost about what launching them 
 # The profiled iteration's GPU busy time may exceed the median timed step by this share before its kernel times
 # are said to describe a slower step than the timed ones. Chosen on the bundled paper-suite runs, where eleven of
 # twelve read 0.29-0.99 of the median step and an earlier H200 mamba1-lm run 1.01 (fresh re-runs repeat step times
-# within 1 %); the H200 mamba1-lm run of 2026-11-23 reads 1.046 (one of its five timed steps took 252.9 ms, the
+# within 1 %); an H200 mamba1-lm run reads 1.046 (one of its five timed steps took 252.9 ms, the
 # others 234.1-237.7; tests/data/slow-iteration-h200-mamba1-lm). The runs bundled after the choice (the paper suite
-# measured again on 2026-11-24, H200 mamba3-lm and gdn-lm) read 0.21-0.99: none slow.
+# measured again, H200 mamba3-lm and gdn-lm) read 0.21-0.99: none slow.
 SLOW_ITERATION = 0.02
 
 

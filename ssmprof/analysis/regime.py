@@ -44,6 +44,7 @@ from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_model import analytic_vs_measured
 from ssmprof.analysis.suite import SSM
 from ssmprof.hardware import Ceilings
+from ssmprof.schema import RunInfo
 
 # What a limiter (`analysis.limiters`) means on a regime map: bandwidth, compute, or latency (every limiter
 # that is neither: latency by elimination, too few blocks, capped occupancy, instruction issue, short kernels).
@@ -60,13 +61,13 @@ class SweepRun:
     """One complete point: its varied settings, run.json, analysis frame, and its GPU's ceilings (or None)."""
 
     settings: dict[str, Any]
-    info: dict
+    info: RunInfo
     kernels: pd.DataFrame
     ceilings: Ceilings | None = None
 
     @property
     def key(self) -> dict[str, Any]:
-        return {"workload": self.info["workload"]["name"], "gpu": self.info["gpu"]["name"], **self.settings}
+        return {"workload": self.info.workload.name, "gpu": self.info.gpu.name, **self.settings}
 
 
 def regime_of(limiter: str) -> str:
@@ -82,7 +83,7 @@ def per_item(runs: list[SweepRun]) -> pd.DataFrame:
     """One row per point: items (tokens) per step, step time, and step, kernel and SSM-kernel time per item."""
     rows = []
     for run in runs:
-        harness, items = run.info["harness"], run.info["harness"]["items_per_step"]
+        harness, items = run.info.harness, run.info.harness.items_per_step
         kernels = run.kernels
         # where the profiled iteration was slower than the timed steps, its kernel times describe a slower step
         busy_ms = busy_ns(kernels) / 1e6
@@ -121,7 +122,7 @@ def category_time(runs: list[SweepRun]) -> pd.DataFrame:
     frames = []
     for run in runs:
         by = run.kernels.groupby("category", as_index=False)["duration_ns"].sum()
-        items = run.info["harness"]["items_per_step"]
+        items = run.info.harness.items_per_step
         frames.append(by.assign(us_per_item=by["duration_ns"] / 1e3 / items,
                                 share=by["duration_ns"] / by["duration_ns"].sum(), **run.key)
                       .drop(columns="duration_ns"))
@@ -144,7 +145,7 @@ def ssm_kernels(runs: list[SweepRun]) -> pd.DataFrame:
         judged = limiters(ssm)
         if run.ceilings is not None and has_counters(ssm):
             judged = judged.join(roofline(ssm, run.ceilings)[["verdict", "pct_of_roof"]])
-        items = run.info["harness"]["items_per_step"]
+        items = run.info.harness.items_per_step
         for (name, phase), group in judged.groupby(["kernel_name", "phase"], sort=False):
             limiter = group.groupby("limiter")[WEIGHT].sum().idxmax()
             row = {**run.key, "kernel_name": name, "phase": phase, "launches": len(group),
@@ -275,7 +276,7 @@ def ssd_model_check(runs: list[SweepRun]) -> pd.DataFrame:
     FLOPs and DRAM bytes per launch, and their ratios."""
     frames = []
     for run in runs:
-        model = forward_model(run.info["workload"]["config"])
+        model = forward_model(run.info.workload.config)
         if model is None:
             continue
         checked = analytic_vs_measured(run.kernels, model)

@@ -14,7 +14,7 @@ from ssmprof.analysis.project import project, project_categories, projection_err
 from ssmprof.analysis.roofline import roofline, roofline_summary
 from ssmprof.analysis.tensor_vector import BOTH, FLOP_CLASSES, MMA_SYNC, class_summary, classify, tensor_instruction
 from ssmprof.hardware import Ceilings
-from ssmprof.schema import CHECKED_STATUSES, PHASES
+from ssmprof.schema import CHECKED_STATUSES, PHASES, RunInfo
 
 SSM = "SSM scan"
 
@@ -74,20 +74,20 @@ def ssm_roofline(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) -
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def step_times(infos: dict[str, dict]) -> pd.DataFrame:
+def step_times(infos: dict[str, RunInfo]) -> pd.DataFrame:
     """Harness numbers and profiling cost of each run: step time, throughput, peak memory, collector wall."""
     rows = []
     for workload, info in infos.items():
-        harness, collectors = info["harness"], info["collectors"]
-        rows.append({"workload": workload, "gpu": info["gpu"]["name"], "step_ms": harness["step_ms"],
-                     "throughput": harness["throughput"], "unit": f"{harness['unit']}/s",
-                     "peak_gib": (harness["peak_memory_bytes"] or 0) / 2**30,
-                     "launches": info["coverage"]["launches"],
-                     "counter_coverage_pct": 100 * info["coverage"]["counter_time_fraction"],
+        harness, collectors = info.harness, info.collectors
+        rows.append({"workload": workload, "gpu": info.gpu.name, "step_ms": harness.step_ms,
+                     "throughput": harness.throughput, "unit": f"{harness.unit}/s",
+                     "peak_gib": (harness.peak_memory_bytes or 0) / 2**30,
+                     "launches": info.coverage.launches,
+                     "counter_coverage_pct": 100 * info.coverage.counter_time_fraction,
                      # schema-1 runs joined counters by (short name, grid size, block size) and never checked them
                      "counters": "none" if not profiled_with_counters(info)
-                     else "checked" if "checks" in info else "unchecked (schema 1)",
-                     "profile_wall_s": collectors["harness"]["wall_s"] + collectors["counters"].get("wall_s", 0.0)})
+                     else "checked" if info.checks is not None else "unchecked (schema 1)",
+                     "profile_wall_s": collectors.harness.wall_s + collectors.counters.wall_s})
     return pd.DataFrame(rows)
 
 
@@ -99,16 +99,16 @@ def profiling_cost(step_times: pd.DataFrame, workloads: list[str]) -> pd.DataFra
                                                 profile_wall_s=("profile_wall_s", "sum")).reset_index()
 
 
-def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], infos_a: dict[str, dict],
-             infos_b: dict[str, dict]) -> pd.DataFrame:
+def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], infos_a: dict[str, RunInfo],
+             infos_b: dict[str, RunInfo]) -> pd.DataFrame:
     """Per workload measured on both GPUs: step time on each, speedup of the step and of its SSM and GEMM
     kernel time (A's time over B's), and `slow_iteration`: which run's profiled iteration kept the GPU busier than
     its median step allows (`host.slow_iteration`), so that its kernel times describe a slower step."""
     rows = []
     for workload in [w for w in runs_a if w in runs_b]:
         a, b = runs_a[workload], runs_b[workload]
-        row = {"workload": workload, "step_ms_a": infos_a[workload]["harness"]["step_ms"],
-               "step_ms_b": infos_b[workload]["harness"]["step_ms"]}
+        row = {"workload": workload, "step_ms_a": infos_a[workload].harness.step_ms,
+               "step_ms_b": infos_b[workload].harness.step_ms}
         row["step_speedup"] = row["step_ms_a"] / row["step_ms_b"]
         # the step split into time the GPU runs kernels and time it waits for the host
         row["gpu_busy_ms_a"], row["gpu_busy_ms_b"] = busy_ns(runs_a[workload]) / 1e6, busy_ns(runs_b[workload]) / 1e6

@@ -38,7 +38,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         "top_kernels": top_kernels(kernels),
         "caches": cache_summary(kernels),
         "counter_checks": status_table(kernels),
-        "host": host_summary(kernels, run.info["harness"]["step_ms"], _host_launch_us(run.info)),
+        "host": host_summary(kernels, run.info.harness.step_ms, _host_launch_us(run.info)),
         "profiled_iteration": iteration_check(run.kernels, run.info),
     }
     gain = graph_gain(run.info["harness"], tables["host"])
@@ -84,7 +84,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         instructions = instruction_summary(classified)
         if len(instructions):  # Hopper only: other chips do not split their tensor ops by instruction
             tables["tensor_instructions"] = instructions
-        model = forward_model(run.info["workload"]["config"])
+        model = forward_model(run.info.workload.config)
         if model is not None:
             tables["ssd_analytic_vs_measured"] = analytic_vs_measured(kernels, model)
     tables.update(communication_tables(run.kernels, run.info, links))
@@ -103,7 +103,7 @@ def warnings_for(run: Run) -> list[str]:
     kernels = one_rank(run.kernels, run.info)
     warning = other_share_warning(kernels)
     notes = [warning] if warning else []
-    host = host_summary(kernels, run.info["harness"]["step_ms"], _host_launch_us(run.info)).iloc[0]
+    host = host_summary(kernels, run.info.harness.step_ms, _host_launch_us(run.info)).iloc[0]
     if host["verdict"] == "host-bound":
         notes.append(f"host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the "
                      f"{host['step_ms']:.1f} ms step and waits for the host the rest ({host['launches']} launches, "
@@ -124,10 +124,10 @@ def warnings_for(run: Run) -> list[str]:
     if (status == "unchecked").any():
         notes.append("counters unchecked: a schema-1 run, whose counters were joined by short name, grid and block "
                      "size and may belong to another launch; profile again for checked counters")
-    if run.info["coverage"]["counter_time_fraction"] < 0.95:
-        notes.append(f"counters cover {run.info['coverage']['counter_time_fraction']:.0%} of kernel time "
+    if run.info.coverage.counter_time_fraction < 0.95:
+        notes.append(f"counters cover {run.info.coverage.counter_time_fraction:.0%} of kernel time "
                      "(profile with --counters sampled or all for the roofline and cache views)")
-    removed = describe_removed(run.info.get("checks", {}).get("rejected", []), kernels["duration_ns"].sum())
+    removed = describe_removed(run.info.checks.rejected if run.info.checks else [], kernels["duration_ns"].sum())
     if removed:
         notes.append(f"self-checks {removed}")
     return notes

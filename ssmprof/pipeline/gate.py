@@ -22,7 +22,7 @@ from ssmprof.errors import SsmprofError
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, write_text
 from ssmprof.reports.gate import RunVerdict, bencher_metrics, gate_junit, gate_markdown
-from ssmprof.schema import Baseline, BaselineSource, make_document, read_document, write_document
+from ssmprof.schema import Baseline, BaselineSource, RunInfo, make_document, read_document, write_document
 
 
 class IncomparableBaseline(SsmprofError):
@@ -51,10 +51,10 @@ def thresholds(**given: float | None) -> Thresholds:
     return Thresholds(**{name: value for name, value in given.items() if value is not None})
 
 
-def source_of(info: dict, runs: list[str]) -> BaselineSource:
+def source_of(info: RunInfo, runs: list[str]) -> BaselineSource:
     """Where a run was measured, as a baseline records it."""
-    return BaselineSource(gpu=info["gpu"]["name"], driver=(info["gpu"].get("clocks") or {}).get("driver"),
-                          host=info.get("host"), versions=info.get("versions") or {}, runs=runs)
+    return BaselineSource(gpu=info.gpu.name, driver=info.gpu.clocks.driver,
+                          host=info.host.model_dump(exclude_unset=True) or None, versions=info.versions, runs=runs)
 
 
 def _config_changes(a: dict, b: dict) -> str:
@@ -68,41 +68,41 @@ def baseline(runs: list[Path], output: Path) -> BaselineResult:
     loaded = [load_run(path) for path in runs]
     first = loaded[0]
     for path, other in zip(runs[1:], loaded[1:], strict=True):
-        differences = {"workload": (first.info["workload"]["name"], other.info["workload"]["name"]),
-                       "GPU": (first.info["gpu"]["name"], other.info["gpu"]["name"]),
-                       "library versions": (first.info.get("versions"), other.info.get("versions"))}
+        differences = {"workload": (first.info.workload.name, other.info.workload.name),
+                       "GPU": (first.info.gpu.name, other.info.gpu.name),
+                       "library versions": (first.info.versions, other.info.versions)}
         for what, (a, b) in differences.items():
             if a != b:
                 raise IncomparableBaseline(f"{path} differs from {runs[0]} in {what} ({a} vs {b}): a baseline is "
                                            "made of reruns of one configuration")
-        configs = first.info["workload"]["config"], other.info["workload"]["config"]
+        configs = first.info.workload.config, other.info.workload.config
         if configs[0] != configs[1]:
             raise IncomparableBaseline(f"{path} differs from {runs[0]} in its config ({_config_changes(*configs)}): "
                                        "a baseline is made of reruns of one configuration")
     table = pd.concat([build_baseline([run.kernels for run in loaded]),
                        build_step_baseline([step_rows(run.info, run.kernels) for run in loaded])], ignore_index=True)
-    document = make_document(Baseline, workload=first.info["workload"],
+    document = make_document(Baseline, workload=first.info.workload,
                              source=source_of(first.info, [Path(p).name for p in runs]),
                              rows=table.to_dict("records"))
     return BaselineResult(write_document(document, output), len(loaded), len(table))
 
 
-def provenance_notes(document: Baseline, info: dict, path: Path, allow_different_gpu: bool = False,
+def provenance_notes(document: Baseline, info: RunInfo, path: Path, allow_different_gpu: bool = False,
                      allow_different_config: bool = False) -> list[str]:
     """Refuse a run the baseline cannot judge (another workload; another GPU or config unless allowed);
     the notes on every other difference (allowed ones, driver, host, library versions)."""
     base, now = document.source, source_of(info, [])
-    workload = info["workload"]
-    if workload["name"] != document.workload.name:
-        raise IncomparableBaseline(f"{path} is a {workload['name']} run, the baseline is of {document.workload.name}")
+    workload = info.workload
+    if workload.name != document.workload.name:
+        raise IncomparableBaseline(f"{path} is a {workload.name} run, the baseline is of {document.workload.name}")
     notes = []
     if now.gpu != base.gpu:
         if not allow_different_gpu:
             raise IncomparableBaseline(f"{path} ran on {now.gpu}, the baseline on {base.gpu}: gate it against a "
                                        "baseline of its own GPU, or pass --allow-different-gpu")
         notes.append(f"gated across GPUs ({base.gpu} -> {now.gpu}), explicitly allowed by --allow-different-gpu")
-    if workload["config"] != document.workload.config:
-        changes = _config_changes(document.workload.config, workload["config"])
+    if workload.config != document.workload.config:
+        changes = _config_changes(document.workload.config, workload.config)
         if not allow_different_config:
             raise IncomparableBaseline(f"{path} has another config than the baseline ({changes}): gate it against "
                                        "a baseline of its config, or pass --allow-different-config")

@@ -45,7 +45,7 @@ from ssmprof.reports.render import (
     write_csv,
 )
 from ssmprof.reports.trace import trace_json
-from ssmprof.schema import DeviceProfile, Run
+from ssmprof.schema import DeviceProfile, Run, RunInfo
 
 FORMATS = ("html", "md")
 
@@ -53,7 +53,7 @@ FORMATS = ("html", "md")
 class AnalyzedRun(NamedTuple):
     """One run as the renderers take it: its run.json, its summary frames, and the warnings to show."""
 
-    info: dict
+    info: RunInfo
     tables: dict[str, pd.DataFrame]
     warnings: list[str]
 
@@ -87,7 +87,7 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
         defects = defects_note(tables.get("calibration_defects", pd.DataFrame()))
         analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes + ([defects] if defects else [])))
         parallel = run.info.get("parallel")
-        label = run.info["workload"]["name"] + (f" tp{parallel['tp']}x dp{parallel['dp']}" if parallel else "")
+        label = run.info.workload.name + (f" tp{parallel['tp']}x dp{parallel['dp']}" if parallel else "")
         label += " no-SP" if parallel and not parallel["sequence_parallel"] else ""
         label = label if label not in kernels else f"{label} ({run.info['gpu']['name']}, #{index})"
         kernels[label], infos[label], ceilings[label] = one_rank(run.kernels, run.info), run.info, limits
@@ -98,7 +98,7 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
     overview = {"step_times": suite.step_times(infos), "category_shares": suite.category_shares(kernels),
                 "ssm_kernels": suite.ssm_kernels({k: kernels[k] for k in roofs}, roofs),
                 "ssm_roofline": suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs)}
-    if any("parallel" in info for info in infos.values()):
+    if any(info.parallel is not None for info in infos.values()):
         overview["scaling"] = scaling(infos)
         overview["parallel"] = parallel_overview(runs)
     overview["findings"] = suite_findings(overview["category_shares"], overview["ssm_kernels"],
@@ -129,7 +129,7 @@ def report(runs: list[Path], fmt: str = "html", output: Path | None = None, csv:
     return write_output(text, output)
 
 
-def traced(run: Run, limits: Ceilings | None) -> tuple[dict, pd.DataFrame]:
+def traced(run: Run, limits: Ceilings | None) -> tuple[RunInfo, pd.DataFrame]:
     """A run's (run.json, per-launch frame) for the trace: the analysis frame with each launch's roofline
     verdict and % of roof where it has counters, on the ceilings its report used."""
     kernels = run.kernels
@@ -222,7 +222,7 @@ def parallel_results() -> str:
         runs = {path.name: load_run(path) for path in bundled.parallel_runs(gpu)}
         if runs:
             table = parallel_overview(runs)
-            parallel = next(run.info["parallel"] for run in runs.values() if "parallel" in run.info)
+            parallel = next(run.info.parallel for run in runs.values() if run.info.parallel is not None)
             folder = f"ssmprof/reference/{gpu}/{bundled.PARALLEL}"
             text += render_parallel_results(label, folder, parallel, table)
     return text

@@ -117,8 +117,8 @@ def _l1_read_kernel():
         # divides SPAN, so each block starts 16-byte aligned; `multiple_of` tells the compiler so, for 16-byte
         # vector loads, cached in L1 (.ca). Without it Triton 3.6 (the GPU hosts') made the loop's loads 4-byte
         # scalar ones, each warp's load touching four times the bytes it used (a 16-byte stride between lanes),
-        # and Nsight Compute counted l1tex__t_bytes 3.94x the known bytes (H100, 2026-11-23); with it the count is
-        # exact (2026-11-24). Four blocks a trip into four sums: with one running sum each trip waited for its
+        # and Nsight Compute counted l1tex__t_bytes 3.94x the known bytes (H100); with it the count is exact
+        # (tests/data/calibrate-h100). Four blocks a trip into four sums: with one running sum each trip waited for its
         # load, and the kernel reached 3.2 TB/s on the H100, below its L2 ceiling.
         lanes = tl.arange(0, BLOCK)
         s0 = tl.load(x_ptr + lanes)
@@ -338,7 +338,7 @@ def _l1_gb_s() -> float:
     """Bytes per second read by `l1_read` from a 20 KiB span every SM holds in L1 (8 programs per SM). The kernel
     is defined once, outside what is timed: defining it again at each launch (as `l1_read` does) cost ~3.7 ms of
     Python before the launch, inside the timed interval, and the "ceiling" came out 4.7 TB/s where Nsight Compute
-    timed the launch at 21.7 TB/s (H100, 2026-11-24)."""
+    timed the launch at 21.7 TB/s (H100; docs/history.md)."""
     programs, kernel = 8 * torch.cuda.get_device_properties(0).multi_processor_count, _l1_read_kernel()
     x, out = torch.randn(L1_SPAN, device="cuda"), torch.empty(programs * L1_BLOCK, device="cuda")
 

@@ -46,8 +46,8 @@ def main(argv: list[str]) -> int:
             while not os.path.exists(go):
                 time.sleep(0.02)
         went = time.time()
-        # CUDA first, on its own stamp: planning once took 12 s a pass on the H100 (mamba1-lm, 2026-11-23) and CUDA's
-        # initialization under ncu was a suspect; it took 0.2-1.0 s of the H200 passes, the imports the rest
+        # CUDA first, on its own stamp: planning once took 12 s a pass on the H100 (mamba1-lm; docs/history.md) and
+        # CUDA's initialization under ncu was a suspect; it took 0.2-1.0 s of the H200 passes, the imports the rest
         if torch.cuda.is_available():
             torch.cuda.init()
         cuda_ready = time.time()

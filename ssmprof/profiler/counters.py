@@ -76,7 +76,7 @@ def replay_through_host(held_bytes: float, gpu_memory_bytes: float) -> bool:
     """Whether kernel replay's copy of what the profiled process holds (at most its peak of live tensors, with the
     caching allocator off) no longer fits beside it on the GPU, so that every replay pass goes through the host:
     30 GiB on the H100's 79 fitted, 45 did not (above); mamba3-lm's 49 GiB at the paper preset did not finish 52
-    pass-1 launches in 270 s on an H100 (2026-11-24) where the H200 (131 GiB) took 30 s."""
+    pass-1 launches in 270 s on an H100 (tests/data/next-ssms-h100) where the H200 (131 GiB) took 30 s."""
     return 2 * held_bytes > gpu_memory_bytes
 
 

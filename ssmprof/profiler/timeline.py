@@ -109,7 +109,7 @@ def layer_ranges(events: list[dict]) -> list[tuple[float, float, str]]:
     """(start, end, "<index>/<kind>") of every layer range on the host (they never nest), sorted by start.
     Host ranges only, as for the phases: a GPU trace also has each range's `gpu_user_annotation` copy, at the
     time its kernels ran, milliseconds behind the host; matched against launch times, those copies put a
-    launch in a later layer (2 H200s, 2026-11-24: the per-layer collective counts went 0 to 4 for a true 1)."""
+    launch in a later layer (on 2 H200s the per-layer collective counts went 0 to 4 for a true 1: docs/history.md)."""
     return sorted((e["ts"], e["ts"] + e.get("dur", 0), e["name"][len(LAYER_PREFIX):]) for e in events
                   if e.get("cat") == "user_annotation" and e.get("name", "").startswith(LAYER_PREFIX))
 

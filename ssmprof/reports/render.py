@@ -11,7 +11,7 @@ from tabulate import tabulate
 
 from ssmprof.analysis.tensor_vector import CLASS_RULE, TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
 from ssmprof.reports import figures, style
-from ssmprof.schema import STALL_REASONS
+from ssmprof.schema import STALL_REASONS, Link, ParallelSection, RunInfo
 
 TABLE_TITLES = {
     "by_category": "Kernel time by category",
@@ -107,9 +107,8 @@ def _page(title: str, body: list[str]) -> str:
             f"<style>{STYLE}</style></head><body>{''.join(body)}{SORT_SCRIPT}</body></html>")
 
 
-def _title(info: dict) -> str:
-    workload = info["workload"]
-    return f"{workload['name']} --preset {workload['preset']} on {info['gpu']['name']}"
+def _title(info: RunInfo) -> str:
+    return f"{info.workload.name} --preset {info.workload.preset} on {info.gpu.name}"
 
 
 def table_html(table: pd.DataFrame, key: str = "", anchor: str | None = None) -> str:
@@ -158,7 +157,7 @@ def findings_html(findings: pd.DataFrame, prefix: str) -> str:
     return f'<div class="findings"><b>Findings</b><ol>{items}</ol></div>'
 
 
-def _figures(info: dict, tables: dict):
+def _figures(info: RunInfo, tables: dict):
     """(figure or None, why not) for each chart of a run: a chart without data is skipped, and says so."""
     name = _title(info)
     yield figures.breakdown_bars(tables["breakdown"], f"Where the time goes (kernel time per phase): {name}"), ""
@@ -219,13 +218,13 @@ def _overview_html(overview: dict[str, pd.DataFrame]) -> list[str]:
     return parts
 
 
-def render_html(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]],
+def render_html(runs: list[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
                 overview: dict[str, pd.DataFrame] | None = None) -> str:
     """One page for all runs (a suite overview first, if given); each run opens with what it is (provenance)
     and its findings, each linked to its evidence below. plotly.js is embedded once: the file works offline."""
     parts = ["<h1>ssmprof report</h1>"]
     if overview:
-        contents = " &middot; ".join(f'<a href="#run{i}">{html.escape(info["workload"]["name"])}</a>'
+        contents = " &middot; ".join(f'<a href="#run{i}">{html.escape(info.workload.name)}</a>'
                                      for i, (info, _, _) in enumerate(runs))
         parts.append(f"<p>{len(runs)} runs: {contents}</p>")
         parts += _overview_html(overview)
@@ -252,7 +251,7 @@ COMPARE_COLUMNS = ["config", "phase", "status", "launches_a", "launches_b", "per
                    "vs_noise", "basis", "moved_to"]
 
 
-def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels: pd.DataFrame, notes: list[str],
+def render_compare(info_a: RunInfo, info_b: RunInfo, categories: pd.DataFrame, kernels: pd.DataFrame, notes: list[str],
                    fmt: str, top: int = 30, rooflines: tuple[pd.DataFrame, pd.DataFrame] | None = None,
                    steps: pd.DataFrame | None = None, provenance: tuple[pd.DataFrame, pd.DataFrame] | None = None,
                    findings: pd.DataFrame | None = None) -> str:
@@ -274,7 +273,7 @@ def render_compare(info_a: dict, info_b: dict, categories: pd.DataFrame, kernels
         lines += ["", "## By category", "", human_markdown_table(categories), "", f"## {heading_kernels}", "",
                   human_markdown_table(kernels)]
         return "\n".join(lines) + "\n"
-    label_a, label_b = f"A: {info_a['gpu']['name']}", f"B: {info_b['gpu']['name']}"
+    label_a, label_b = f"A: {info_a.gpu.name}", f"B: {info_b.gpu.name}"
     parts = [f"<h1>ssmprof compare</h1><h2>{html.escape(title)}</h2>"]
     if provenance is not None:
         parts.append(provenance_html(provenance[0], provenance[1], (label_a, label_b)))
@@ -305,7 +304,7 @@ def render_projection(info: dict, target_gpu: str, categories: pd.DataFrame,
              "", human_markdown_table(categories)]
     if checked is not None:
         target_info, errors = checked
-        lines += ["", f"## Against the run measured on {target_info['gpu']['name']}", "", human_markdown_table(errors)]
+        lines += ["", f"## Against the run measured on {target_info.gpu.name}", "", human_markdown_table(errors)]
     return "\n".join(lines) + "\n"
 
 
@@ -317,7 +316,7 @@ def overview_markdown(overview: dict[str, pd.DataFrame], level: str = "##") -> l
     return lines
 
 
-def render_markdown(runs: list[tuple[dict, dict[str, pd.DataFrame], list[str]]],
+def render_markdown(runs: list[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
                     overview: dict[str, pd.DataFrame] | None = None) -> str:
     """The report as markdown (for CI summaries): per run, provenance, findings, warnings, then the tables."""
     lines = ["# ssmprof report"]
@@ -350,18 +349,19 @@ def human_markdown_table(table: pd.DataFrame, key: str = "") -> str:
     return _markdown([style.header(str(c)) for c in table.columns], rows)
 
 
-def render_parallel_results(label: str, folder: str, parallel: dict, table: pd.DataFrame) -> str:
+def render_parallel_results(label: str, folder: str, parallel: ParallelSection, table: pd.DataFrame) -> str:
     """The README Results' paragraph on the multi-GPU runs bundled for one GPU (`communication.parallel_overview`);
     `parallel`: one of those runs' run.json `parallel` section (world size, link, NCCL)."""
-    link = parallel.get("link") or {}
+    link = parallel.link or Link()
     return "\n".join([
-        "", f"**Tensor parallelism on {parallel['world_size']} {label}s** ({link.get('name', 'link not known')}, "
-        f"NCCL {parallel.get('nccl_version', 'n/a')}; paper presets, 14 layers; `ssmprof report {folder}/*`): per "
+        "", f"**Tensor parallelism on {parallel.world_size} {label}s** ({link.name}, "
+        f"NCCL {parallel.nccl_version or 'n/a'}; paper presets, 14 layers; `ssmprof report {folder}/*`): per "
         "run, the step time and its speedup over the single-GPU run of the same host, the collectives each layer "
         "issues forward and backward (`as_predicted`: as the model's structure says, on every layer and rank), the "
         "transfer time per step no compute hides and the time spent waiting for the other rank (the larger rank's), "
         "and the bus bandwidth of the layers' largest collectives (lowest and highest over phases; the link's "
-        f"datasheet: {link.get('gb_s', 'n/a')} GB/s a direction).", "", markdown_table(table.round(2)), ""])
+        f"datasheet: {'n/a' if link.gb_s is None else link.gb_s} GB/s a direction).", "",
+        markdown_table(table.round(2)), ""])
 
 
 def markdown_table(table: pd.DataFrame) -> str:

@@ -15,6 +15,8 @@ import math
 
 import pandas as pd
 
+from ssmprof.schema import RunInfo
+
 # args of each launch: (column, key in the trace), written where the run has a value
 ARGS = (("category", "category"), ("phase", "phase"), ("launch_op", "launching op"), ("launch_idx", "launch"),
         ("counter_status", "counters"), ("verdict", "verdict"), ("pct_of_roof", "% of roof"),
@@ -32,14 +34,14 @@ def _value(value):
     return round(value, 3) if isinstance(value, float) else value
 
 
-def trace_events(runs: list[tuple[dict, pd.DataFrame]]) -> dict:
+def trace_events(runs: list[tuple[RunInfo, pd.DataFrame]]) -> dict:
     """The trace of each (run.json, per-launch frame) pair; the frame: the analysis frame, with the roofline's
     `verdict` and `pct_of_roof` where the run has counters. Times in microseconds from the run's first launch."""
     events = []
     for pid, (info, kernels) in enumerate(runs):
-        workload = info["workload"]
+        workload = info.workload
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                       "args": {"name": f"{workload['name']} --preset {workload['preset']} on {info['gpu']['name']}"}})
+                       "args": {"name": f"{workload.name} --preset {workload.preset} on {info.gpu.name}"}})
         events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": PHASES_TID, "args": {"name": "phases"}})
         if kernels.empty:
             continue
@@ -66,5 +68,5 @@ def trace_events(runs: list[tuple[dict, pd.DataFrame]]) -> dict:
             "otherData": {"generator": "ssmprof", "note": "one profiled training iteration per process"}}
 
 
-def trace_json(runs: list[tuple[dict, pd.DataFrame]]) -> str:
+def trace_json(runs: list[tuple[RunInfo, pd.DataFrame]]) -> str:
     return json.dumps(trace_events(runs), allow_nan=False)
