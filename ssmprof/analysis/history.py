@@ -48,6 +48,7 @@ from ssmprof.analysis.regress import (
     config_label,
     measure,
 )
+from ssmprof.schema import RunInfo
 
 WINDOW = 3  # runs on each side of a change point
 Z95 = 1.959964
@@ -95,13 +96,12 @@ def _efficiency_rows(kernels: pd.DataFrame, per_launch_roof: pd.DataFrame | None
     return rows.merge(categories, on=GATE_KEY, how="left").assign(scope="kernel")
 
 
-def step_rows(info: dict, kernels: pd.DataFrame) -> pd.DataFrame:
+def step_rows(info: RunInfo, kernels: pd.DataFrame) -> pd.DataFrame:
     """The step's rows: step time (median and interval over the timed steps), GPU busy time, host wait and
     launch cost."""
-    harness = info["harness"]
-    step, low, high = median_interval(harness.get("step_times_ms") or [harness["step_ms"]])
+    step, low, high = median_interval(info.harness.step_times_ms or [info.harness.step_ms])
     busy = busy_ns(kernels) / 1e6
-    launch = (info.get("collectors", {}).get("harness") or {}).get("host_launch_us")
+    launch = info.collectors.harness.host_launch_us
     rows = [("step_ms", step, low, high), ("gpu_busy_ms", busy, np.nan, np.nan),
             ("host_wait_ms", max(step - busy, 0.0), max(low - busy, 0.0), max(high - busy, 0.0))]
     if launch is not None:

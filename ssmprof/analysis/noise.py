@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ssmprof.analysis.host import busy_ns
+from ssmprof.schema import RunInfo
 
 CONFIDENCE = 0.95
 RESAMPLES = 10_000
@@ -77,9 +78,9 @@ def _median_draws(times: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.median(times[rng.integers(0, len(times), (RESAMPLES, len(times)))], axis=1)
 
 
-def kept_steps(info: dict) -> list[float]:
+def kept_steps(info: RunInfo) -> list[float]:
     """A run's kept timed steps (ms); its median step alone where run.json holds no steps (no interval then)."""
-    return info["harness"].get("step_times_ms") or [info["harness"]["step_ms"]]
+    return info.harness.step_times_ms or [info.harness.step_ms]
 
 
 def pooled_steps(infos: list[dict]) -> np.ndarray:
@@ -152,11 +153,11 @@ def kernel_speedups(merged: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def rerun_key(info: dict) -> tuple:
+def rerun_key(info: RunInfo) -> tuple:
     """What makes two runs reruns of one configuration: GPU model, workload, its config and the parallel split."""
-    parallel = info.get("parallel") or {}
-    split = tuple(parallel.get(k) for k in ("world_size", "tp", "dp", "sequence_parallel"))
-    return (info["gpu"]["name"], info["workload"]["name"], repr(sorted(info["workload"]["config"].items())), split)
+    parallel = info.parallel
+    split = (parallel.world_size, parallel.tp, parallel.dp, parallel.sequence_parallel) if parallel else (None,) * 4
+    return (info.gpu.name, info.workload.name, repr(sorted(info.workload.config.items())), split)
 
 
 def reruns(infos: list[dict]) -> dict[tuple, list[dict]]:
@@ -191,7 +192,7 @@ def iteration_check(kernels: pd.DataFrame, info: dict) -> pd.DataFrame:
         why.append(f"its kernels keep the GPU busy {busy:.1f} ms")
     return pd.DataFrame([{"span_ms": span, "busy_ms": busy, "step_ms": median, "step_spread_ms": spread,
                           "steps": len(steps), "span_off_pct": 100 * (span / median - 1),
-                          "tries": int(info["harness"].get("profiled_tries") or 1),
+                          "tries": int(info.harness.profiled_tries or 1),
                           "representative": bool(span_ok and busy_ok) if len(steps) > 1 else None,
                           "why": "; ".join(why) if len(steps) > 1 else "one timed step: no spread to check against"}],
                         dtype=object)

@@ -87,10 +87,10 @@ def per_item(runs: list[SweepRun]) -> pd.DataFrame:
         kernels = run.kernels
         # where the profiled iteration was slower than the timed steps, its kernel times describe a slower step
         busy_ms = busy_ns(kernels) / 1e6
-        excess = slow_iteration(busy_ms, harness["step_ms"])
+        excess = slow_iteration(busy_ms, harness.step_ms)
         check = iteration_check(kernels, run.info).iloc[0]
-        rows.append({**run.key, "unit": harness["unit"], "items_per_step": items, "step_ms": harness["step_ms"],
-                     STEP_METRIC: 1e3 * harness["step_ms"] / items,
+        rows.append({**run.key, "unit": harness.unit, "items_per_step": items, "step_ms": harness.step_ms,
+                     STEP_METRIC: 1e3 * harness.step_ms / items,
                      KERNEL_METRIC: kernels["duration_ns"].sum() / 1e3 / items,
                      SSM_METRIC: kernels.loc[kernels["category"] == SSM, "duration_ns"].sum() / 1e3 / items,
                      "peak_gib": (harness.get("peak_memory_bytes") or 0) / 2**30, "busy_ms": busy_ms,

@@ -41,7 +41,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         "host": host_summary(kernels, run.info.harness.step_ms, _host_launch_us(run.info)),
         "profiled_iteration": iteration_check(run.kernels, run.info),
     }
-    gain = graph_gain(run.info["harness"], tables["host"])
+    gain = graph_gain(run.info.harness.model_dump(), tables["host"])
     if gain is not None:  # `--cuda-graphs`: the measured gain beside the host wait it was estimated from
         tables["cuda_graphs"] = gain
     work = gemm_work(kernels)
@@ -52,7 +52,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         limited = limiters(kernels)
         tables["limiters"] = limiter_summary(limited)
         tables["limiters_ssm"] = limiter_summary(limited, category="SSM scan")
-        tables["instruction_bounds"] = instruction_bounds(kernels, run.info.get("gpu", {}))
+        tables["instruction_bounds"] = instruction_bounds(kernels, run.info.gpu.model_dump())
         if kernels["stall_warps_per_issue"].notna().any():
             tables["stalls"] = stall_summary(kernels)
     if counted and ceilings is not None:
@@ -68,10 +68,10 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         defects = calibration_defects(ceilings, kernels)
         if len(defects):  # launches faster than a calibrated ceiling: shown, never used to raise it
             tables["calibration_defects"] = defects_by_kernel(defects)
-        flow = ssd_dataflow(kernels, run.info["workload"]["config"])
+        flow = ssd_dataflow(kernels, run.info.workload.config)
         if flow is not None:  # the Mamba-2 SSD chain's inter-kernel bytes and the fused chain's what-if
             tables["ssd_dataflow"] = flow[FLOW_COLUMNS]
-            tables["ssd_fusion"] = fusion_estimate(flow, run.info["workload"]["config"], ceilings, ssd_layers(kernels))
+            tables["ssd_fusion"] = fusion_estimate(flow, run.info.workload.config, ceilings, ssd_layers(kernels))
     if counted:
         classified = classify(kernels, ceilings)
         tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",
@@ -96,7 +96,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
 def _host_launch_us(info: dict) -> float | None:
     """The host's measured cost of one tiny launch (run.json `collectors.harness.host_launch_us`), None before
     runs recorded it."""
-    return (info.get("collectors") or {}).get("harness", {}).get("host_launch_us")
+    return info.collectors.harness.host_launch_us
 
 
 def warnings_for(run: Run) -> list[str]:

@@ -120,8 +120,8 @@ def provenance_notes(document: Baseline, info: RunInfo, path: Path, allow_differ
 
 def shared_gpu_note(info: dict) -> str | None:
     """Why a run on a shared GPU cannot be judged on its times (None where its GPU was its own, or unknown)."""
-    sharing = info.get("gpu_sharing") or {}
-    if not sharing.get("shared"):
+    sharing = info.gpu_sharing
+    if sharing is None or not sharing.shared:
         return None
     return (f"run on a shared GPU: {sharing.get('max_other_processes')} other process(es) used it during "
             f"{100 * (sharing.get('shared_sample_fraction') or 0):.0f} % of the timed steps (median SM utilization "
@@ -153,11 +153,12 @@ def history_document(folder: Path, info: dict, last: int) -> tuple[Baseline, str
 
     recent = recent_runs(folder, info, last)
     if len(recent) < 2:
-        raise IncomparableBaseline(f"history {folder} holds {len(recent)} runs of {info['workload']['name']} "
-                                   f"with this config on {info['gpu']['name']} (GPU not shared): a rolling baseline "
+        raise IncomparableBaseline(f"history {folder} holds {len(recent)} runs of {info.workload.name} "
+                                   f"with this config on {info.gpu.name} (GPU not shared): a rolling baseline "
                                    "needs at least 2")
     table = rolling_baseline(folder, recent["run_id"].tolist())
-    document = make_document(Baseline, workload=info["workload"], source=source_of(info, recent["run_id"].tolist()),
+    document = make_document(Baseline, workload=info.workload.model_dump(exclude_unset=True),
+                             source=source_of(info, recent["run_id"].tolist()),
                              rows=table.to_dict("records"))
     commits = recent["commit"].str[:10]
     return document, (f"baseline: the last {len(recent)} runs of its configuration in history {folder} (commits "

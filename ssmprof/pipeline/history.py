@@ -50,7 +50,7 @@ def commit_of(given: str | None = None) -> str:
 
 
 def _shared(info: dict) -> str:
-    return {True: "yes", False: "no"}.get((info.get("gpu_sharing") or {}).get("shared"), "unknown")
+    return {True: "yes", False: "no"}.get(info.gpu_sharing.shared if info.gpu_sharing else None, "unknown")
 
 
 def entry(run: Run, commit: str) -> pd.DataFrame:
@@ -61,18 +61,18 @@ def entry(run: Run, commit: str) -> pd.DataFrame:
     roof, limiter = None, None
     if has_counters(kernels):
         limiter = limiters(kernels)["limiter"]
-        ceilings, _ = run_ceilings(info["gpu"]["name"], run.path)
+        ceilings, _ = run_ceilings(info.gpu.name, run.path)
         roof = roofline(kernels, ceilings)["pct_of_roof"] if ceilings is not None else None
     rows = run_rows(kernels, info, roof, limiter)
-    created = info.get("created") or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    workload = info["workload"]
+    created = info.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    workload = info.workload
     run_id = re.sub(r"[^0-9A-Za-z_-]", "", f"{created}-{workload['name']}") + f"-{uuid.uuid4().hex[:8]}"
     return rows.assign(
         history_version=HISTORY_VERSION, run_id=run_id, created=created, commit=commit, workload=workload["name"],
-        preset=workload["preset"], config=json.dumps(workload["config"], sort_keys=True), gpu=info["gpu"]["name"],
-        driver=str((info["gpu"].get("clocks") or {}).get("driver") or ""),
-        host_cpu=str((info.get("host") or {}).get("cpu") or ""),
-        versions=json.dumps(info.get("versions") or {}, sort_keys=True, default=str), gpu_shared=_shared(info))
+        preset=workload.preset, config=json.dumps(workload.config, sort_keys=True), gpu=info.gpu.name,
+        driver=str(info.gpu.clocks.driver or ""),
+        host_cpu=str(info.host.cpu or ""),
+        versions=json.dumps(info.versions or {}, sort_keys=True, default=str), gpu_shared=_shared(info))
 
 
 def append(runs: list[Path], folder: Path, commit: str | None = None) -> list[Path]:
@@ -100,13 +100,13 @@ def recent_runs(folder: Path, info: dict, last: int = DEFAULT_LAST) -> pd.DataFr
     """The last `last` runs (run_id, commit, created; newest first) in the history of the configuration of
     `info` (workload, config, GPU), leaving out runs on a shared GPU and the run of `info` itself where it was
     appended already (same `created`)."""
-    workload = info["workload"]
+    workload = info.workload
     return query_history(folder, """
         SELECT run_id, any_value("commit") AS "commit", any_value(created) AS created FROM history
         WHERE workload = ? AND config = ? AND gpu = ? AND gpu_shared <> 'yes' AND created <> ?
         GROUP BY run_id ORDER BY created DESC, run_id DESC LIMIT ?""",
-        [workload["name"], json.dumps(workload["config"], sort_keys=True), info["gpu"]["name"],
-         info.get("created") or "", last])
+        [workload.name, json.dumps(workload.config, sort_keys=True), info.gpu.name,
+         info.created or "", last])
 
 
 def rolling_baseline(folder: Path, run_ids: list[str]) -> pd.DataFrame:

@@ -46,7 +46,7 @@ def analyze(folders: list[Path], device_profile: Path | None = None) -> SweepAna
     loaded = {index: load_run(folder / point.run) for index, (folder, point) in enumerate(complete)}
     profile = read_device_profile(device_profile)
     runs = [regime.SweepRun(point.settings, run.info, run.kernels,
-                            run_ceilings(run.info["gpu"]["name"], run.path, profile)[0])
+                            run_ceilings(run.info.gpu.name, run.path, profile)[0])
             for run, (_, point) in zip(loaded.values(), complete, strict=True)]
     return SweepAnalysis(manifests, axes, tables(runs, axes, points_table(points)))
 

@@ -73,7 +73,7 @@ def _load(paths: list[Path], profile: DeviceProfile | None) -> dict[int, tuple[R
 
 def ceilings_of(run: Run, profile: DeviceProfile | None = None) -> tuple[Ceilings | None, list[str]]:
     """`hardware.run_ceilings` of a loaded run (`profile`: the one given with --device-profile, if any)."""
-    return run_ceilings(run.info["gpu"]["name"], run.path, profile)
+    return run_ceilings(run.info.gpu.name, run.path, profile)
 
 
 def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, list[str]]],
@@ -86,10 +86,10 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
         defects = defects_note(tables.get("calibration_defects", pd.DataFrame()))
         analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes + ([defects] if defects else [])))
-        parallel = run.info.get("parallel")
-        label = run.info.workload.name + (f" tp{parallel['tp']}x dp{parallel['dp']}" if parallel else "")
-        label += " no-SP" if parallel and not parallel["sequence_parallel"] else ""
-        label = label if label not in kernels else f"{label} ({run.info['gpu']['name']}, #{index})"
+        parallel = run.info.parallel
+        label = run.info.workload.name + (f" tp{parallel.tp}x dp{parallel.dp}" if parallel else "")
+        label += " no-SP" if parallel and not parallel.sequence_parallel else ""
+        label = label if label not in kernels else f"{label} ({run.info.gpu.name}, #{index})"
         kernels[label], infos[label], ceilings[label] = one_rank(run.kernels, run.info), run.info, limits
         runs[label] = run  # every rank's kernels: the communication overview sets them against each other
     if len(paths) < 2:
@@ -302,7 +302,7 @@ def project(run: Path, to: str, check: Path | None = None) -> str:
     measured = per_gpu(load_run(run))
     source = ceilings_of(measured)[0]
     if source is None:
-        raise InvalidConfig(f"no ceilings for the measured GPU ({measured.info['gpu']['name']}): not in the "
+        raise InvalidConfig(f"no ceilings for the measured GPU ({measured.info.gpu.name}): not in the "
                             "datasheet table and no device profile of it")
     target_ceilings = model_ceilings(to)
     table = project_categories(project_kernels(measured.kernels, source, target_ceilings))

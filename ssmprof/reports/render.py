@@ -298,7 +298,7 @@ def render_projection(info: dict, target_gpu: str, categories: pd.DataFrame,
                       checked: tuple[dict, pd.DataFrame] | None = None, sources: tuple[str, str] = ("", "")) -> str:
     """Markdown of a projection, headed as one, with where each side's ceilings come from (`sources`: measured
     GPU, target); with the error against a run measured on the target."""
-    lines = [f"# PROJECTION (not a measurement): {info['workload']['name']} from {info['gpu']['name']} to "
+    lines = [f"# PROJECTION (not a measurement): {info.workload.name} from {info.gpu.name} to "
              f"{target_gpu}", "", "Roofline floor on the target plus each kernel's measured time above its floor "
              f"(ceilings: {sources[0]} on the measured GPU; {sources[1]} on the target).",
              "", human_markdown_table(categories)]
