@@ -16,6 +16,10 @@ and writes under OUT_DIR:
     .venv/bin/python scripts/ncu_rules.py OUT_DIR [--run RUN_DIR] [--from-report REPORT.ncu-rep]
 
 `--from-report` skips the profiling and reads a report this script wrote before (needs ncu, no GPU).
+`--rules-only REPORT` reads a report of the rule sections alone (tests/data/ncu-rules-mamba2-lm-h100): its rule
+results through `ncu_report`, ssmprof's verdicts from the run `--run` (the same iteration, profiled in another
+process), each kernel and phase's first launch (`recorded_agreement`; `same_config` says whether the two launches
+had one grid and block: that report's child autotuned for itself, and chose other tiles for some kernels).
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ import pandas as pd
 from ssmprof import bundled
 from ssmprof.analysis.limiters import VERDICT_COLUMNS, agreement, limiters
 from ssmprof.errors import SsmprofError
+from ssmprof.pipeline.loading import load_run
 from ssmprof.profiler.counters import PROFILED_CHILD_ENV, child_command
 from ssmprof.profiler.ncu import chip_for, details_argv, rules_argv
-from ssmprof.profiler.ncu_extract import parse_details, read_verdict_inputs
+from ssmprof.profiler.ncu_extract import parse_details, read_report, read_rule_results, read_verdict_inputs
 from ssmprof.schema import read_run
 
 SSD_PREFIXES = ("_chunk_", "_bmm_chunk_", "_state_passing_")
@@ -70,12 +75,37 @@ def profile(run_dir: Path, out: Path, ncu: str) -> Path:
     return report
 
 
+LAUNCH_CONFIG = ["kernel_name", "phase", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+
+
+def recorded_agreement(report: Path, run_dir: Path) -> pd.DataFrame:
+    """`limiters.agreement` of a rules-only report's launches and the verdicts of `run_dir`'s first launch of the
+    same kernel in the same phase, with `same_config` (one grid and block)."""
+    metrics, rules = read_rule_results(report)
+    launches = read_report(report, columns=()).reset_index(names="launch_id")[["launch_id", *LAUNCH_CONFIG]]
+    run = load_run(run_dir)
+    first = limiters(run.kernels).drop_duplicates(["kernel_name", "phase"])
+    joined = launches.merge(first, on=["kernel_name", "phase"], how="left", suffixes=("", "_run"))
+    table = agreement(joined, rules, metrics)
+    same = (joined[LAUNCH_CONFIG[2:]].to_numpy() == joined[[f"{c}_run" for c in LAUNCH_CONFIG[2:]]].to_numpy())
+    return table.assign(same_config=same.all(axis=1))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--run", type=Path, default=bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
     parser.add_argument("--from-report", type=Path)
+    parser.add_argument("--rules-only", type=Path)
     args = parser.parse_args(argv)
+    if args.rules_only:
+        args.out.mkdir(parents=True, exist_ok=True)
+        table = recorded_agreement(args.rules_only, args.run)
+        table.to_csv(args.out / "agreement.csv", index=False)
+        print(table[["kernel_name", "limiter", "runner_up", "ncu_bottleneck", "ncu_top_rule", "agree", "why"]]
+              .to_string())
+        print(f"agree: {table['agree'].value_counts().to_dict()} over {len(table)} launches")
+        return 0
     ncu = shutil.which("ncu")
     if ncu is None:
         print("error: Nsight Compute (ncu) is not on PATH", file=sys.stderr)

@@ -84,3 +84,21 @@ def test_agreement_on_the_bundled_launches():
         "DRAM bandwidth at 59 % of peak: ncu calls both throughputs under 60 % latency")
     assert "under 10 us" in table.loc["_chunk_cumsum_fwd_kernel", "why"]
     assert table.loc["_chunk_state_fwd_kernel", "why"] == ""
+
+
+def test_agreement_with_nsight_computes_rules_recorded_on_an_h100(tmp_path):
+    """Nsight Compute's guided analysis of mamba2-lm paper's 15 SSD launch configurations on an H100
+    (tests/data/ncu-rules-mamba2-lm-h100) beside ssmprof's verdicts of the bundled H100 run: 12 agree, 3 on
+    ssmprof's runner-up, none apart. Its child autotuned for itself: 7 of the 15 launches had another grid or block
+    than the bundled run's, and agree as often (5 and 2)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
+    from ncu_rules import recorded_agreement
+
+    table = recorded_agreement(Path(__file__).parent / "data" / "ncu-rules-mamba2-lm-h100" / "ssd-rules.ncu-rep",
+                               bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
+    assert table["agree"].value_counts().to_dict() == {"yes": 12, "runner-up": 3}
+    assert table.groupby("same_config")["agree"].value_counts().to_dict() == {
+        (False, "yes"): 5, (False, "runner-up"): 2, (True, "yes"): 7, (True, "runner-up"): 1}
+    assert "launch overhead" not in set(table["limiter"])

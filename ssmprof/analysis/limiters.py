@@ -221,7 +221,8 @@ RULE_CLASSES = (("occupancy", "latency"), ("launch", "latency"), ("wave", "laten
                 ("coalesc", "memory"), ("l1tex", "memory"), ("dram", "memory"), ("shared", "memory"))
 # The SpeedOfLight bottleneck rule's message -> its verdict, first match (the messages name the heavier side).
 BOTTLENECK_MESSAGES = (("memory is more heavily utilized", "memory"), ("compute is more heavily utilized", "compute"),
-                       ("latency", "latency"), ("balanced", "balanced"), ("greater than 80", "high"))
+                       ("latency", "latency"), ("grid is too small", "latency"), ("balanced", "balanced"),
+                       ("greater than 80", "high"))
 HIGH = "high"  # past 80 % of one side's peak: the heavier side, by the section's throughputs
 ADVICE_TYPES = ("OPT", "WRN")  # rule results that advise (INF informs, ERR failed)
 

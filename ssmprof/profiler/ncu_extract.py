@@ -22,14 +22,7 @@ def read_report(path: Path, chip: str = "gh100", group: str = "counters",
     only for columns the chip has no counter for). A metric the report lacks is an error, not NaN: it means
     the report was collected with another metric set. `columns` reads only those of the group (a report
     recorded with an earlier, smaller set; the others stay NaN)."""
-    try:
-        import ncu_report
-    except ImportError as exc:
-        raise SsmprofError(f"the ncu-report package is missing ({exc}): run `make install`") from None
-    try:
-        context = ncu_report.load_report(str(path))
-    except Exception as exc:  # the SWIG binding raises plain Exceptions for unreadable files
-        raise SsmprofError(f"cannot read Nsight Compute report {path}: {exc}") from None
+    ncu_report, context = _load(path)
     expressions = column_metrics(chip, group)
     if columns is not None:
         expressions = {c: e if c in set(columns) else None for c, e in expressions.items()}
@@ -54,6 +47,52 @@ def read_report(path: Path, chip: str = "gh100", group: str = "counters",
             row.update({column: _bookkeeping(action, metric) for column, metric in REPLAY_METRICS.items()})
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _load(path: Path):
+    """(the ncu_report module, the loaded report); a missing package or an unreadable file is one line."""
+    try:
+        import ncu_report
+    except ImportError as exc:
+        raise SsmprofError(f"the ncu-report package is missing ({exc}): run `make install`") from None
+    try:
+        return ncu_report, ncu_report.load_report(str(path))
+    except Exception as exc:  # the SWIG binding raises plain Exceptions for unreadable files
+        raise SsmprofError(f"cannot read Nsight Compute report {path}: {exc}") from None
+
+
+# Nsight Compute's rule message types as its details page prints them; the two SpeedOfLight throughputs
+# `analysis.limiters.ncu_verdicts` weighs a "high throughput" bottleneck by.
+RULE_TYPES = {0: "", 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
+SOL_THROUGHPUTS = {"Memory Throughput": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                   "Compute (SM) Throughput": "sm__throughput.avg.pct_of_peak_sustained_elapsed"}
+
+
+def read_rule_results(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(section throughputs, rule results) of a report collected with `--apply-rules yes`, in the frames
+    `parse_details` gives for the details page, launch_id being the launch's place in the report."""
+    ncu_report, context = _load(path)
+    metrics, rules = [], []
+    launch = 0
+    for r in range(context.num_ranges()):
+        profiled_range = context.range_by_idx(r)
+        for a in range(profiled_range.num_actions()):
+            action = profiled_range.action_by_idx(a)
+            kernel = short_kernel_name(action.name(ncu_report.IAction.NameBase_DEMANGLED))
+            for name, metric in SOL_THROUGHPUTS.items():
+                found = action.metric_by_name(metric)
+                metrics.append({"launch_id": launch, "kernel_name": kernel, "section": "SpeedOfLight",
+                                "metric": name, "unit": "%",
+                                "value": float(found.as_double()) if found is not None else float("nan")})
+            for result in action.rule_results_as_dicts():
+                message, speedup = result["rule_message"], result.get("speedup_estimation") or {}
+                rules.append({"launch_id": launch, "kernel_name": kernel, "section": result["section_identifier"],
+                              "rule": result["rule_identifier"], "rule_type": RULE_TYPES.get(message["type"], ""),
+                              "description": f"{message['title']} {message['message']}".strip(),
+                              "speedup_type": str(speedup.get("type", "")),
+                              "speedup_pct": float(speedup.get("speedup", float("nan")))})
+            launch += 1
+    return pd.DataFrame(metrics), pd.DataFrame(rules)
 
 
 # What the replay of a launch cost, from Nsight Compute's own bookkeeping (in every report, whatever was asked
