@@ -29,9 +29,9 @@ def test_html_report_is_self_contained_with_charts(tmp_path):
     result = runner.invoke(app, ["report", str(run), "-o", str(out)])
     assert result.exit_code == 0, result.output
     page = out.read_text()
-    assert "<script src=" not in page  # nothing fetched: works offline
+    assert re.findall(r'<script src="([^"]+)"', page) == ["plotly.min.js"]  # nothing fetched: works offline
+    assert (tmp_path / "plotly.min.js").stat().st_size > 1e6 and "plotly.js v" not in page  # the library beside it
     assert page.count("Plotly.newPlot(") == 4  # breakdown, roofline, caches, tensor/vector
-    assert len(re.findall(r"plotly\.js v\d", page)) == 1  # the library embedded once
     assert "<script>alert(1)" not in page  # escaped in tables and in the chart data
     assert "gemm&lt;script&gt;" in page
     assert "Roofline by category" in page and "datasheet" in page
@@ -122,20 +122,22 @@ CHECK_TAIL = """<script>window.addEventListener('load', function(){ setTimeout(f
     return e.tagName + '.' + e.className + '#' + e.id; });
   var pre = document.createElement('pre'); pre.id = 'page-check';
   pre.textContent = JSON.stringify({errors: window.__errors, plots: plots.length, empty: empty, wide: wide, over: over,
-                                    page: document.documentElement.scrollWidth, window: window.innerWidth});
+                                    page: document.documentElement.scrollWidth, window: window.innerWidth,
+                                    height: document.documentElement.scrollHeight});
   document.body.appendChild(pre); }, 500); });</script>"""
 
 
-def browse(page, tmp_path, name):
-    """Open a copy of `page` (with the checks injected) at 1600 px: a screenshot, and the checks' verdict."""
+def browse(page, tmp_path, name, width=1600):
+    """Open a copy of `page` (with the checks injected, beside it: it loads plotly.js from its folder) at `width`
+    px: a screenshot, and the checks' verdict."""
     import json
 
-    checked = tmp_path / f"{name}.html"
+    checked = page.parent / f"{name}.html"
     text = page.read_text()
     checked.write_text(text.replace("<head>", "<head>" + CHECK_HEAD, 1).replace("</body>", CHECK_TAIL + "</body>"))
     flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--window-size=1600,3000"]
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", f"--window-size={width},3000"]
     shot = tmp_path / f"{name}.png"
     subprocess.run([*flags, f"--screenshot={shot}", checked.as_uri()], capture_output=True, timeout=180)
     dom = subprocess.run([*flags, "--enable-logging=stderr", "--v=0", "--dump-dom", checked.as_uri()],
@@ -169,3 +171,80 @@ def test_suite_run_and_compare_pages_in_headless_chromium(tmp_path):
         assert check["errors"] == [] and "Uncaught" not in log, (name, check["errors"])
         assert check["plots"] >= 2 and check["empty"] == [], (name, check)
         assert check["wide"] == [] and check["page"] <= check["window"], (name, check)
+
+
+SCREEN = 800  # px: the page heights below are in screens of a 1280 x 800 window
+
+
+@pytest.fixture(scope="module")
+def reference_pages(tmp_path_factory):
+    """Every page `ssmprof reference` bundles (what `make profile` renders without a GPU), written once."""
+    from ssmprof.pipeline import reporting
+
+    out = tmp_path_factory.mktemp("reference")
+    return [path for path in reporting.reference(out) if path.suffix == ".html"]
+
+
+def chart_data(page: str) -> list[tuple[str, list]]:
+    """(title, traces) of every chart of a page, from the data each `Plotly.newPlot` call draws."""
+    import json
+
+    charts = []
+    for call in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{', page, re.S):
+        layout = json.loads(call.group(2))
+        charts.append((layout.get("title", {}).get("text", ""), json.loads(call.group(1))))
+    return charts
+
+
+def blank(traces: list) -> bool:
+    """A chart with nothing to draw: no trace has a single finite value (all NaN or empty)."""
+    def finite(values):
+        flat = [v for row in values for v in (row if isinstance(row, list) else [row])] if values else []
+        return any(isinstance(v, int | float) and v == v for v in flat)
+
+    return not any(finite(trace.get("y")) or finite(trace.get("z")) for trace in traces)
+
+
+def test_bundled_pages_are_small_and_draw_no_blank_chart(reference_pages):
+    """No bundled page above 1.5 MB (plotly.js is one file beside them, the rooflines one point per kernel and
+    launch configuration), and no chart on any of them without data: a chart with nothing to draw is left out
+    and its page says why."""
+    assert len(reference_pages) == 14 and (reference_pages[0].parent / "plotly.min.js").exists()
+    for path in reference_pages:
+        page = path.read_text()
+        assert path.stat().st_size < 1.5e6, (path.name, path.stat().st_size)
+        charts = chart_data(page)
+        assert charts and page.count("Plotly.newPlot(") == len(charts), path.name
+        assert [title for title, traces in charts if blank(traces)] == [], path.name
+    sweep = next(p for p in reference_pages if p.name == "sweep-h100-sxm-seq_len.html").read_text()
+    assert "No DRAM chart for" in sweep  # what was left out, said
+    assert "no counters at" not in sweep  # a gap in the counters is no finding
+
+
+def test_parallel_page_tells_its_runs_apart(reference_pages):
+    page = next(p for p in reference_pages if p.name == "parallel-h200.html").read_text()
+    nav = re.search(r'<nav class="runs">(.*?)</nav>', page, re.S).group(1)
+    assert "<b>Single GPU:</b>" in nav and "<b>TP=2 DP=1:</b>" in nav
+    labels = re.findall(r'<a href="#run\d+">([^<]+)</a>', nav)
+    assert len(labels) == len(set(labels)) == 8 and "mamba1-lm tp2x dp1 no-SP" in labels
+    assert "TP=2 DP=1 (2 GPUs" in page  # the multi-GPU runs' headings say so
+    assert "measured on the host of the multi-GPU runs" in page and "ms here" in page
+    for stale in ("106 % busy", "in all 1 runs", "54-54 %"):
+        assert stale not in page, stale
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (installed by .ci/run)")
+@pytest.mark.parametrize("width", [1280, 800])
+def test_bundled_pages_in_headless_chromium_at_two_widths(reference_pages, tmp_path, width):
+    """The suite page (the file the README names first), the parallel page and a sweep page as a reader sees
+    them: a screenshot each, no script error, every chart drawn with data, no table wider than the page, and the
+    suite page's first answers within about ten screens."""
+    for name in ("suite-h100-sxm.html", "parallel-h200.html", "sweep-h200-d_state-chunk_size.html"):
+        page = next(p for p in reference_pages if p.name == name)
+        shot, check, log = browse(page, tmp_path, f"{page.stem}-{width}", width)
+        assert shot.exists() and shot.stat().st_size > 30_000, name
+        assert check["errors"] == [] and "Uncaught" not in log, (name, check["errors"])
+        assert check["plots"] >= 2 and check["empty"] == [], (name, check)
+        assert check["wide"] == [] and check["page"] <= check["window"], (name, check)
+        if name.startswith("suite"):
+            assert check["height"] < 10 * SCREEN, check["height"]

@@ -254,7 +254,8 @@ def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFr
                      f"{getattr(r, axis)} (runner-up {getattr(r, 'runner_up_' + axis.removeprefix('best_'))} is "
                      f"{r.runner_up_slower_pct:.1f} % slower{tie})", str(getattr(r, axis)), "best"))
     if len(ssm) and axes:
-        for (name, phase), group in ssm.groupby(["kernel_name", "phase"], sort=False):
+        measured = ssm[ssm["regime"] != NO_COUNTERS]  # a gap in the counters is no change of regime
+        for (name, phase), group in measured.groupby(["kernel_name", "phase"], sort=False):
             regimes = group.groupby("regime")["us_per_item"].size()
             if len(regimes) > 1:
                 spread = ", ".join(f"{regime} at {count} points" for regime, count in regimes.items())
