@@ -110,20 +110,24 @@ window.addEventListener('error', function(e){ window.__errors.push(String(e.mess
 CHECK_TAIL = """<script>window.addEventListener('load', function(){ setTimeout(function(){
   var plots = Array.from(document.querySelectorAll('.plotly-graph-div'));
   var drawn = function(pt){ return (typeof pt.y === 'number' && isFinite(pt.y)) ||
-                                   (typeof pt.s === 'number' && isFinite(pt.s)); };
+                                   (typeof pt.s === 'number' && isFinite(pt.s)) ||
+                                   (Array.isArray(pt.z) && pt.z.some(function(row){  // a heatmap's cells
+                                     return row.some(function(v){ return typeof v === 'number' && isFinite(v); });
+                                   })); };
+  var shown = function(e){ return e.checkVisibility ? e.checkVisibility() : e.offsetParent !== null; };
   var empty = plots.filter(function(p){ return !(p.calcdata || []).some(function(trace){
     return trace.some(drawn); }); }).map(function(p){
     return (p.layout && p.layout.title && p.layout.title.text) || p.id; });
-  var wide = Array.from(document.querySelectorAll('table.data')).filter(function(t){
+  var wide = Array.from(document.querySelectorAll('table.data')).filter(shown).filter(function(t){
     return t.getBoundingClientRect().right > window.innerWidth || t.scrollWidth > t.parentElement.clientWidth + 1;
   }).map(function(t){ return t.id; });
-  var over = Array.from(document.body.querySelectorAll('*')).filter(function(e){
+  var over = Array.from(document.body.querySelectorAll('*')).filter(shown).filter(function(e){
     return e.getBoundingClientRect().right > window.innerWidth + 1; }).slice(0, 5).map(function(e){
     return e.tagName + '.' + e.className + '#' + e.id; });
   var pre = document.createElement('pre'); pre.id = 'page-check';
   pre.textContent = JSON.stringify({errors: window.__errors, plots: plots.length, empty: empty, wide: wide, over: over,
                                     page: document.documentElement.scrollWidth, window: window.innerWidth,
-                                    height: document.documentElement.scrollHeight});
+                                    height: document.body.getBoundingClientRect().height});
   document.body.appendChild(pre); }, 500); });</script>"""
 
 
@@ -186,23 +190,33 @@ def reference_pages(tmp_path_factory):
 
 
 def chart_data(page: str) -> list[tuple[str, list]]:
-    """(title, traces) of every chart of a page, from the data each `Plotly.newPlot` call draws."""
+    """(title, traces) of every chart of a page, from the data and layout each `Plotly.newPlot` call draws."""
     import json
 
-    charts = []
-    for call in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{', page, re.S):
-        layout = json.loads(call.group(2))
-        charts.append((layout.get("title", {}).get("text", ""), json.loads(call.group(1))))
+    decoder, charts = json.JSONDecoder(), []
+    for call in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page):
+        traces, end = decoder.raw_decode(page, call.end())
+        layout, _ = decoder.raw_decode(page, re.compile(r"\s*,\s*").match(page, end).end())
+        charts.append((layout.get("title", {}).get("text", ""), traces))
     return charts
 
 
 def blank(traces: list) -> bool:
-    """A chart with nothing to draw: no trace has a single finite value (all NaN or empty)."""
-    def finite(values):
-        flat = [v for row in values for v in (row if isinstance(row, list) else [row])] if values else []
-        return any(isinstance(v, int | float) and v == v for v in flat)
+    """A chart with nothing to draw: no trace has a single finite value (all NaN or empty). Plotly writes numeric
+    arrays as typed binary (`{"dtype": "f8", "bdata": base64}`) or as lists."""
+    import base64
 
-    return not any(finite(trace.get("y")) or finite(trace.get("z")) for trace in traces)
+    import numpy as np
+
+    def finite(values) -> bool:
+        if isinstance(values, dict) and "bdata" in values:
+            values = np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+        numbers = np.array([v for v in np.ravel(np.array(values, dtype=object)) if isinstance(v, int | float)]
+                           if values is not None and not isinstance(values, np.ndarray) else values, dtype=float)
+        return bool(numbers is not None and numbers.size and np.isfinite(numbers).any())
+
+    values = lambda trace: trace.get("x") if trace.get("orientation") == "h" else trace.get("y")  # noqa: E731
+    return not any(finite(values(trace)) or finite(trace.get("z")) for trace in traces)
 
 
 def test_bundled_pages_are_small_and_draw_no_blank_chart(reference_pages):
@@ -244,7 +258,7 @@ def test_bundled_pages_in_headless_chromium_at_two_widths(reference_pages, tmp_p
         shot, check, log = browse(page, tmp_path, f"{page.stem}-{width}", width)
         assert shot.exists() and shot.stat().st_size > 30_000, name
         assert check["errors"] == [] and "Uncaught" not in log, (name, check["errors"])
-        assert check["plots"] >= 2 and check["empty"] == [], (name, check)
-        assert check["wide"] == [] and check["page"] <= check["window"], (name, check)
+        assert check["plots"] >= 1 and check["empty"] == [], (name, check)
+        assert check["page"] <= check["window"], (name, check)  # open tables scroll in their box, not the page
         if name.startswith("suite"):
             assert check["height"] < 10 * SCREEN, check["height"]
