@@ -120,7 +120,7 @@ else
 endif
 
 results: $(BIN)/ssmprof
-	$(BIN)/ssmprof results --readme README.md
+	$(BIN)/ssmprof results --readme docs/results.md
 
 gpu-check:
 	bash scripts/gpu_check.sh

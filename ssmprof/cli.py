@@ -16,7 +16,7 @@ from rich.table import Table
 
 from ssmprof.errors import SsmprofError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Characterize how Mamba-based SSMs train on NVIDIA GPUs.")
 console = Console()
 err_console = Console(stderr=True)
@@ -70,8 +70,13 @@ def doctor() -> None:
     table = Table(title="ssmprof doctor", show_header=False)
     for name, version in versions.items():
         table.add_row(name, version or "[yellow]not installed[/]")
+    if have.cuda:
+        table.add_row("GPU", f"{have.device_name} (compute capability {'.'.join(map(str, have.capability))})")
+    # the kernels' rows: bool fields only (the versions are above); without a GPU none runs, and the row says why
+    unusable = "" if have.cuda else " (no CUDA GPU here)"
     for name, ok in vars(have).items():
-        table.add_row(f"kernel: {name}", "[green]yes[/]" if ok else "[yellow]no[/]")
+        if isinstance(ok, bool) and name != "cuda":
+            table.add_row(f"usable: {name}", "[green]yes[/]" if ok else f"[yellow]no{unusable}[/]")
     console.print(table)
     if have.cuda and not (have.causal_conv1d and have.selective_scan):
         console.print("[yellow]fused CUDA extensions missing: run `make kernels`[/]")
@@ -310,7 +315,8 @@ def report(
                                                 "folders written by `ssmprof sweep` (their regime map)")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: print markdown; "
                                                 "HTML goes to report.html / compare.html]")] = None,
-    format_: Annotated[str, typer.Option("--format", help="html or md")] = "html",
+    format_: Annotated[str | None, typer.Option("--format", help="html or md [default: the output file's suffix, "
+                                                "else html]")] = None,
     csv: Annotated[Path | None, typer.Option(help="also write every table as CSV into this folder")] = None,
     device_profile: Annotated[Path | None, typer.Option(help="ceilings measured by `ssmprof calibrate` on the "
                                                         "runs' GPU [default: device-profile.json in or beside "
@@ -323,6 +329,7 @@ def report(
     suite overview first (category shares per workload, the SSM kernels of all of them)."""
     from ssmprof.pipeline import reporting
 
+    format_ = reporting.output_format(format_, output, "html")
     output = output or _html_default(format_, "report.html")
     _emit(reporting.report(runs, format_, output, csv, device_profile, trace), output)
     if trace is not None:
@@ -353,10 +360,10 @@ def reference(
 @app.command()
 @error_boundary
 def results(
-    readme: Annotated[Path | None, typer.Option(help="replace the Results section of this README in place "
-                                                "[default: print it]")] = None,
+    readme: Annotated[Path | None, typer.Option(help="replace the Results section of this file in place "
+                                                "(docs/results.md) [default: print it]")] = None,
 ) -> None:
-    """The README's Results section, generated from the bundled reference runs."""
+    """The Results section of docs/results.md, generated from the bundled reference runs."""
     from ssmprof.pipeline import reporting
 
     text = reporting.results(readme)
@@ -373,11 +380,13 @@ def compare(
     run_b: Annotated[Path, typer.Argument(help="run directory B")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: print markdown; "
                                                 "HTML goes to report.html / compare.html]")] = None,
-    format_: Annotated[str, typer.Option("--format", help="html or md")] = "md",
+    format_: Annotated[str | None, typer.Option("--format", help="html or md [default: the output file's suffix, "
+                                                "else md]")] = None,
 ) -> None:
     """Compare two runs of one workload (e.g. H100 vs H200): categories and kernels matched by launch config."""
     from ssmprof.pipeline import reporting
 
+    format_ = reporting.output_format(format_, output, "md")
     output = output or _html_default(format_, "compare.html")
     _emit(reporting.compare(run_a, run_b, format_, output), output)
 
@@ -404,10 +413,11 @@ def regress(
         "in --history")] = None,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML summary here")] = None,
     summary: Annotated[Path | None, typer.Option(help="also write the markdown summary here")] = None,
-    allow_different_gpu: Annotated[bool, typer.Option(help="gate runs of another GPU than the baseline's "
-                                                       "(the summary says so)")] = False,
-    allow_different_config: Annotated[bool, typer.Option(help="gate runs of another workload config than the "
-                                                          "baseline's (the summary says so)")] = False,
+    allow_different_gpu: Annotated[bool, typer.Option(
+        "--allow-different-gpu", help="gate runs of another GPU than the baseline's (the summary says so)")] = False,
+    allow_different_config: Annotated[bool, typer.Option(
+        "--allow-different-config", help="gate runs of another workload config than the baseline's (the summary "
+        "says so)")] = False,
     min_effect: Annotated[float | None, typer.Option(help="per kernel: smallest relative change that counts "
                                                      "[default: 0.05]")] = None,
     aggregate_effect: Annotated[float | None, typer.Option(help="total, phases, categories: smallest relative "

@@ -185,7 +185,37 @@ def test_html_report_without_output_goes_to_a_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["report", str(Path(__file__).parent.parent / REFERENCE_RUN)])
     assert result.exit_code == 0 and "written: report.html" in result.output and len(result.output) < 1000
-    assert (tmp_path / "report.html").stat().st_size > 1e6
+    assert 50_000 < (tmp_path / "report.html").stat().st_size < 1.5e6  # its data; plotly.js is a file beside it
+    assert (tmp_path / "plotly.min.js").stat().st_size > 1e6
+
+
+@pytest.mark.parametrize(("args", "written", "message"), [
+    (["-o", "{tmp}/x.html"], "<!DOCTYPE html>", None),  # the suffix decides: HTML, as compare's markdown default
+    (["-o", "{tmp}/x.md"], "# ssmprof compare", None),
+    (["-o", "{tmp}/x.html", "--format", "md"], None, "--format md does not match the output file"),
+])
+def test_compare_writes_the_format_of_the_output_suffix(tmp_path, args, written, message):
+    from ssmprof import bundled
+
+    runs = [str(bundled.runs(gpu)[0]) for gpu in bundled.GPUS]
+    result = runner.invoke(app, ["compare", *runs, *[a.replace("{tmp}", str(tmp_path)) for a in args]])
+    if message:
+        assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+        assert not (tmp_path / "x.html").exists()
+    else:
+        assert result.exit_code == 0, result.output
+        assert Path(args[1].replace("{tmp}", str(tmp_path))).read_text().startswith(written)
+
+
+@pytest.mark.parametrize("command", ["profile", "regress", "report", "compare", "project", "sweep"])
+def test_help_reads_at_80_columns(command, monkeypatch):
+    """Every line fits 80 columns, no flag is cut short, and `profile --help` fits about one screen."""
+    monkeypatch.setenv("COLUMNS", "80")
+    result = runner.invoke(app, [command, "--help"], terminal_width=80)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in result.output
+    assert len(lines) <= 60
 
 
 def test_progress_off_a_terminal_is_one_line_per_stage_start_and_end():

@@ -74,6 +74,18 @@ def test_project_and_its_check():
         reporting.project(H100_RUN, "b300")
 
 
+def test_a_projection_says_what_it_cannot_know():
+    """A run without counters projects nothing (never 1.00x for every category); to another architecture the
+    projection names what it cannot know and that no run on that GPU checked it; H100 to H200 is checked."""
+    with pytest.raises(InvalidConfig, match="has no counters: a projection needs"):
+        reporting.project(bundled.REFERENCE / "h100-sxm" / "mamba3-lm", "h200")
+    text = reporting.project(H100_RUN, "a100-80gb")
+    assert "Another architecture (Hopper to Ampere)" in text and "wgmma" in text
+    assert "Never checked against a run measured on the NVIDIA A100 SXM4 80GB" in text
+    assert "Another architecture" not in reporting.project(H100_RUN, "h200")
+    assert "Never checked" not in reporting.project(H100_RUN, "h200")
+
+
 def test_results_are_spliced_into_a_readme(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(f"# title\n\nbefore\n{RESULTS_START}\nstale numbers\n{RESULTS_END}\n\nafter\n")

@@ -159,9 +159,12 @@ def test_the_roofline_figure_draws_the_l2_level_where_an_l2_ceiling_is_known():
     measured = Ceilings(3000.0, 7000.0, 800.0, 50.0, "measured")
     with_l2 = roofline_scatter(roofline(analysis_frame(kernels().assign(l2_bytes=2e8)), measured), "")
     names = [trace.name for trace in with_l2.data]
-    assert "the same launches at L2 intensity" in names and any(", L2 (measured)" in name for name in names)
-    without = [trace.name for trace in roofline_scatter(roofline(analyzed(), H100), "").data]
-    assert not any("L2" in str(name) for name in without)
+    assert "the same kernels at L2 intensity" in names and any(", L2 (measured)" in name for name in names)
+    labels = [note.text for note in with_l2.layout.annotations]  # each ceiling's value on the chart itself
+    assert {"L2 7.0 TB/s", "DRAM 3.0 TB/s", "tensor peak 800.0 TFLOP/s"} <= set(labels), labels
+    without = roofline_scatter(roofline(analyzed(), H100), "")
+    assert not any("L2" in str(trace.name) for trace in without.data)
+    assert not any(note.text.startswith("L2") for note in without.layout.annotations)
 
 
 @pytest.mark.parametrize(("scenario", "wgmma", "mma", "family"), [

@@ -29,6 +29,11 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.1f} ms" if ns >= 1e5 else f"{ns / 1e3:.0f} us"
 
 
+def _span(low: float, high: float) -> str:
+    """A range of rounded percentages, `54-61 %`, or one number where both ends round alike: `54 %`."""
+    return f"{low:.0f} %" if f"{low:.0f}" == f"{high:.0f}" else f"{low:.0f}-{high:.0f} %"
+
+
 def _at_roof(pct: float) -> str:
     """`at 82 % of its roof`, or, past 100 %, that the ceiling is below what the kernel reaches."""
     if pct > 100:
@@ -154,10 +159,19 @@ def _host(tables: dict[str, pd.DataFrame]) -> list[dict]:
         text = f"Host-limited: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the {host['step_ms']:.1f} ms " \
                f"step; {host['host_cost']}: a faster host would take that off every step."
     else:
-        text = f"GPU-bound: kernels keep the GPU busy {host['gpu_busy_pct']:.0f} % of the {host['step_ms']:.1f} ms " \
+        text = f"GPU-bound: kernels keep the GPU busy {_busy(host['gpu_busy_pct'])} of the {host['step_ms']:.1f} ms " \
                f"step ({host['launches']:,} launches, {host['short_launch_pct']:.0f} % under 10 us); " \
                f"{host['host_cost']}."
-    return [{"topic": "host", "finding": text, "value": f"{host['gpu_busy_pct']:.0f} % busy", "anchor": "host"}]
+    value = f"{host['gpu_busy_pct']:.0f} % busy" if host["gpu_busy_pct"] <= 100 else "busy all step"
+    return [{"topic": "host", "finding": text, "value": value, "anchor": "host"}]
+
+
+def _busy(pct: float) -> str:
+    """The GPU's busy share of the step in words; past 100 % the profiled iteration's kernels outlasted the median
+    step, which the number alone would not say."""
+    if pct <= 100:
+        return f"{pct:.0f} %"
+    return f"all ({pct:.0f} %: the profiled iteration's kernels ran {pct - 100:.0f} % longer than the median step)"
 
 
 def _iteration(tables: dict[str, pd.DataFrame]) -> list[dict]:
@@ -423,15 +437,11 @@ def compare_findings(steps: pd.DataFrame, categories: pd.DataFrame, launches: pd
                                     f"{_kernel_interval(slow)}).", "anchor": "kernels"})
     moved = launches[launches["status"] != SAME]
     if len(moved):
-        top = moved.iloc[0]
-        example = f"{top['kernel_name']} ({top['phase']}) {top['launches_a']} vs {top['launches_b']} launches"
-        if top["moved_to"]:
-            example += f", {top['moved_to']}"
         rows.append({"topic": "launches differ", "value": f"{len(moved)} configurations",
-                     "finding": f"{len(moved)} kernel configurations launch a different number of times (another "
-                                f"kernel or launch shape ran the same op; {_ms(moved['time_ns_a'].sum())} in "
-                                f"A, {_ms(moved['time_ns_b'].sum())} in B); compare them per launch, not in total. "
-                                f"Largest: {example}.", "anchor": "kernels"})
+                     "finding": f"{len(moved)} kernel configurations launch a different number of times "
+                                f"({_ms(moved['time_ns_a'].sum())} in A, {_ms(moved['time_ns_b'].sum())} in B); "
+                                f"compare them per launch, not in total. {_moved_kernels(moved)}",
+                     "anchor": "kernels"})
     differ = categories[categories["speedup"].isna()]
     if len(differ):
         rows.append({"topic": "categories", "value": f"{len(differ)} categories",
@@ -445,6 +455,25 @@ def _kernel_interval(row: pd.Series) -> str:
     if "speedup_low" not in row or row["speedup_low"] != row["speedup_low"]:
         return ""
     return f", {row['speedup_low']:.2f}-{row['speedup_high']:.2f}x over {row['basis']}: {row['vs_noise']}"
+
+
+def _moved_kernels(moved: pd.DataFrame, named: int = 4) -> str:
+    """Which kernels' launches moved: first those whose launches went to another kernel or launch shape of the
+    same op (a partner in `moved_to`: autotuning or a library's heuristic chose differently), by name; then
+    those whose count changed without a partner, each with its two counts."""
+    partnered = moved[moved["moved_to"].astype(bool)]
+    alone = moved[~moved["moved_to"].astype(bool)]
+    text = ""
+    if len(partnered):
+        names = list(dict.fromkeys(partnered["kernel_name"]))
+        text += f"Launches moved to another launch shape or kernel of the same op in {len(names)} kernels: " \
+                + ", ".join(names[:named]) + (f" and {len(names) - named} more" if len(names) > named else "") + ". "
+    if len(alone):
+        counts = [f"{r.kernel_name} ({r.phase}) {r.launches_a} vs {r.launches_b}"
+                  for r in alone.head(named).itertuples()]
+        text += "Launch count changed without such a partner: " + ", ".join(counts) \
+                + (f" and {len(alone) - named} more" if len(alone) > named else "") + "."
+    return text.strip()
 
 
 def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, runs: dict[str, pd.DataFrame]) -> \
@@ -463,21 +492,24 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, run
         bound = ", ".join(f"{r.workload} {r.memory_bound_pct:.0f} %" if pd.notna(r.memory_bound_pct)
                           else f"{r.workload} unknown (no counters)" for r in s.itertuples())
         checked = s[s["counters_checked"]]
-        roof = (f"at {checked['pct_of_roof'].min():.0f}-{checked['pct_of_roof'].max():.0f} % of the roof where "
+        roof = (f"at {_span(checked['pct_of_roof'].min(), checked['pct_of_roof'].max())} of the roof where "
                 f"counters are checked ({', '.join(checked['workload'])})" if len(checked) else
                 "roof unknown (no run's counters are checked)")
         text = f"SSM kernels take {low['ssm_time_pct']:.0f} % ({low['workload']}) to {high['ssm_time_pct']:.0f} % " \
-               f"({high['workload']}) of kernel time, {roof}, with DRAM throughput {s['dram_pct_of_peak'].min():.0f}-" \
-               f"{s['dram_pct_of_peak'].max():.0f} % of peak (Nsight Compute). Share of SSM time memory-bound: " \
+               f"({high['workload']}) of kernel time, {roof}, with DRAM throughput " \
+               f"{_span(s['dram_pct_of_peak'].min(), s['dram_pct_of_peak'].max())} of peak (Nsight Compute). " \
+               "Share of SSM time memory-bound: " \
                f"{bound}."
-        rows.append({"topic": "SSM kernels", "value": f"{low['ssm_time_pct']:.0f}-{high['ssm_time_pct']:.0f} %",
+        rows.append({"topic": "SSM kernels", "value": _span(low['ssm_time_pct'], high['ssm_time_pct']),
                      "finding": text, "anchor": "ssm_kernels"})
     host = {w: f for w, f in runs.items() if (f["topic"] == "host").any()}
     bound = [w for w, f in host.items() if f.loc[f["topic"] == "host", "finding"].iloc[0].startswith("Host-bound")]
     busy = {w: f.loc[f["topic"] == "host", "value"].iloc[0] for w, f in host.items()}
     rows.append({"topic": "host", "value": f"{len(bound)} host-bound",
                  "finding": ("Host-bound: " + ", ".join(bound) + ". " if bound else "No run is host-bound. ")
-                 + "GPU busy share of the step: " + ", ".join(f"{w} {v.removesuffix(' busy')}" for w, v in busy.items())
+                 + "GPU busy share of the step: "
+                 + ", ".join(f"{w} {v.removesuffix(' busy').replace('busy all step', 'all of it')}"
+                             for w, v in busy.items())
                  + ".", "anchor": "step_times"})
     counters = {w: f.loc[f["topic"] == "counters", "finding"].iloc[0] for w, f in runs.items()
                 if (f["topic"] == "counters").any()}
@@ -487,7 +519,8 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, run
     removed = [w for w, text in counters.items() if "removed" in text]
     text = (f"Counters unchecked (written before the self-checks) in {len(unchecked)} of {len(counters)} runs"
             + (f": {', '.join(unchecked)}" if len(unchecked) < len(counters) else "") + ". "
-            if unchecked else f"Counters checked in all {len(counters)} runs. ")
+            if unchecked else "Counters checked in the one run with counters. " if len(counters) == 1
+            else f"Counters checked in all {len(counters)} runs. ")
     text += (f"The self-checks removed counters in {', '.join(removed)} (see each run's findings)." if removed else
              "The self-checks removed no counters." if len(unchecked) < len(counters) else "")
     text += f" No counters in {', '.join(without)}." if without else ""

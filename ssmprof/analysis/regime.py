@@ -371,7 +371,8 @@ def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFr
     rows = [_crossover_finding(r, crossovers.columns) for r in crossovers.itertuples()] if len(crossovers) else []
     rows += [_best_finding(r, best.columns) for r in best.itertuples()] if len(best) else []
     if len(ssm) and axes:
-        for (name, phase), group in ssm.groupby(["kernel_name", "phase"], sort=False):
+        measured = ssm[ssm["regime"] != NO_COUNTERS]  # a gap in the counters is no change of regime
+        for (name, phase), group in measured.groupby(["kernel_name", "phase"], sort=False):
             regimes = group.groupby("regime")["us_per_item"].size()
             if len(regimes) > 1:
                 spread = ", ".join(f"{regime} at {count} points" for regime, count in regimes.items())

@@ -17,6 +17,7 @@ from ssmprof.analysis.instruction_bounds import instruction_bounds
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.noise import iteration_check, iteration_note
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, roofline, roofline_summary
+from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_dataflow import FLOW_COLUMNS, fusion_estimate, ssd_dataflow, ssd_layers
 from ssmprof.analysis.ssd_model import analytic_vs_measured
@@ -62,6 +63,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
                                          "pct_of_dram_peak", "verdict", "roof_limiter", "peak_flop_per_s",
                                          "ridge_ai", "l2_ridge_ai", "ceiling_source"]]
         tables["roofline_summary"] = roofline_summary(per_kernel)
+        tables["roofline_points"] = roofline_points(per_kernel)  # what the chart draws, whatever the launch count
         saved = headroom(per_kernel, ceilings.dram_gb_s)
         tables["headroom"] = headroom_summary(saved)
         tables["headroom_by_category"] = headroom_summary(saved, by="category")

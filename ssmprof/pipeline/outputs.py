@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from ssmprof.errors import InvalidConfig, SsmprofError
+from ssmprof.reports.style import PLOTLY_JS
 
 
 def _writable_ancestor(path: Path) -> Path:
@@ -44,9 +45,24 @@ def _check_folder_creatable(folder: Path, option: str, named: Path) -> None:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write `text` to `path`, its folder created; a failure (disk full, permissions) is one line."""
+    """Write `text` to `path`, its folder created; a failure (disk full, permissions) is one line. A page that
+    loads plotly.js from beside it gets the library written there once (`write_plotly_js`)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+        if f'<script src="{PLOTLY_JS}">' in text:
+            write_plotly_js(path.parent)
     except OSError as exc:
         raise SsmprofError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_plotly_js(folder: Path) -> Path:
+    """plotly.js (the version plotly.py bundles, read from the installed package: no network) as `PLOTLY_JS` in
+    `folder`, where the pages of that folder load it; written once per folder, again only if it differs."""
+    from plotly.offline import get_plotlyjs
+
+    library = get_plotlyjs()
+    target = folder / PLOTLY_JS
+    if not target.exists() or target.stat().st_size != len(library.encode()):
+        target.write_text(library)
+    return target

@@ -27,9 +27,10 @@ from ssmprof.analysis.noise import kept_steps, ratio_interval, step_interval
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline
+from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.errors import InvalidConfig
-from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings
+from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings, spec_for
 from ssmprof.pipeline import regimes
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
@@ -79,7 +80,7 @@ def ceilings_of(run: Run, profile: DeviceProfile | None = None) -> tuple[Ceiling
 def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, list[str]]],
              csv: Path | None) -> tuple[list[AnalyzedRun], dict[str, pd.DataFrame] | None]:
     analyzed, kernels, infos, ceilings, runs = [], {}, {}, {}, {}
-    for index, path in enumerate(paths):
+    for index, (path, label) in enumerate(zip(paths, run_labels(loaded), strict=True)):
         run, limits, notes = loaded[index]
         tables = analyze(run, limits, origin(path), links_frame())
         if csv is not None:
@@ -97,7 +98,8 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
     roofs = {label: limits for label, limits in ceilings.items() if limits is not None}
     overview = {"step_times": suite.step_times(infos), "category_shares": suite.category_shares(kernels),
                 "ssm_kernels": suite.ssm_kernels({k: kernels[k] for k in roofs}, roofs),
-                "ssm_roofline": suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs)}
+                "ssm_roofline": roofline_points(suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs),
+                                                by=("workload",))}
     if any(info.parallel is not None for info in infos.values()):
         overview["scaling"] = scaling(infos)
         overview["parallel"] = parallel_overview(runs)
@@ -106,6 +108,18 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
     if csv is not None:
         write_csv({k: v for k, v in overview.items() if k != "ssm_roofline"}, csv, "suite-")
     return analyzed, overview
+
+
+def run_labels(loaded: dict[int, tuple[Run, Ceilings | None, list[str]]]) -> list[str]:
+    """A name per run that tells it apart from the others of the set: the workload, its parallel layout where it
+    has one (`tp2x dp1`, `no-SP`), and the GPU and position only where two would still read alike."""
+    labels = []
+    for index, (run, _, _) in loaded.items():
+        parallel = run.info.get("parallel")
+        label = run.info["workload"]["name"] + (f" tp{parallel['tp']}x dp{parallel['dp']}" if parallel else "")
+        label += " no-SP" if parallel and not parallel["sequence_parallel"] else ""
+        labels.append(label if label not in labels else f"{label} ({run.info['gpu']['name']}, #{index})")
+    return labels
 
 
 def report(runs: list[Path], fmt: str = "html", output: Path | None = None, csv: Path | None = None,
@@ -123,7 +137,7 @@ def report(runs: list[Path], fmt: str = "html", output: Path | None = None, csv:
     check_folder(csv, "--csv")
     loaded = _load(runs, read_device_profile(device_profile))
     analyzed, overview = _analyze(runs, loaded, csv)
-    text = render_html(analyzed, overview) if fmt == "html" else render_markdown(analyzed, overview)
+    text = render_html(analyzed, overview, run_labels(loaded)) if fmt == "html" else render_markdown(analyzed, overview)
     if trace is not None:
         write_output(trace_json([traced(run, limits) for run, limits, _ in loaded.values()]), trace)
     return write_output(text, output)
@@ -149,7 +163,7 @@ def reference(out: Path) -> list[Path]:
         loaded = _load(bundled.runs(gpu), None)
         analyzed, overview = _analyze(bundled.runs(gpu), loaded, None)
         written.append(out / f"suite-{gpu}.html")
-        write_output(render_html(analyzed, overview), written[-1])
+        write_output(render_html(analyzed, overview, run_labels(loaded)), written[-1])
         traces.append(out / f"trace-{gpu}.json")
         write_output(trace_json([traced(run, limits) for run, limits, _ in loaded.values()]), traces[-1])
     for gpu in bundled.GPUS:
@@ -157,7 +171,8 @@ def reference(out: Path) -> list[Path]:
         if paths:  # their own page: their speedups are over the single-GPU runs of their host, not the suite's
             written.append(out / f"parallel-{gpu}.html")
             loaded = _load(paths, None)
-            write_output(render_html(*_analyze(paths, loaded, None)), written[-1])
+            write_output(render_html(*_analyze(paths, loaded, None), run_labels(loaded),
+                                     [another_host_note(loaded, gpu)]), written[-1])
     first, second = bundled.GPUS
     on_second = {path.name: path for path in bundled.runs(second)}
     for path_a in bundled.runs(first):
@@ -172,6 +187,23 @@ def reference(out: Path) -> list[Path]:
             written.append(out / f"sweep-{gpu}-{folder.name}.html")
             regimes.report(folder, "html", written[-1])
     return written + traces
+
+
+def another_host_note(loaded: dict[int, tuple[Run, Ceilings | None, list[str]]], gpu: str) -> str:
+    """Why the single-GPU step times of a parallel page differ from the suite page's: another host measured them
+    (the speedups are over these, the same host's runs), with the step times of one workload on both pages."""
+    suite_steps = {path.name: load_run(path).info for path in bundled.runs(gpu)}
+    for run, _, _ in loaded.values():
+        name, here = run.info["workload"]["name"], run.info
+        if "parallel" not in here and name in suite_steps:
+            there = suite_steps[name]
+            return (f"The single-GPU runs here were measured on the host of the multi-GPU runs "
+                    f"({here['host']['cpu_count']} CPU cores, {here['created'][:10]}), not the suite page's "
+                    f"(suite-{gpu}.html, {there['host']['cpu_count']} CPU cores, {there['created'][:10]}): their step "
+                    f"times differ (e.g. {name} {here['harness']['step_ms']:.2f} ms here, "
+                    f"{there['harness']['step_ms']:.2f} ms there). Each speedup on this page is over the same "
+                    "host's single-GPU run.")
+    return "The single-GPU runs here were measured on the host of the multi-GPU runs: the speedups are over them."
 
 
 def results(readme: Path | None = None) -> str:
@@ -280,7 +312,7 @@ def rooflines(*runs: Run) -> tuple[pd.DataFrame, ...] | None:
     ceilings = [ceilings_of(run)[0] for run in runs]
     if None in ceilings or not all(has_counters(run.kernels) for run in runs):
         return None
-    return tuple(roofline(run.kernels, limits) for run, limits in zip(runs, ceilings, strict=True))
+    return tuple(roofline_points(roofline(run.kernels, limits)) for run, limits in zip(runs, ceilings, strict=True))
 
 
 def roofline_notes(run: Run) -> list[str]:
@@ -304,6 +336,9 @@ def project(run: Path, to: str, check: Path | None = None) -> str:
     if source is None:
         raise InvalidConfig(f"no ceilings for the measured GPU ({measured.info.gpu.name}): not in the "
                             "datasheet table and no device profile of it")
+    if not has_counters(measured.kernels):
+        raise InvalidConfig(f"{run} has no counters: a projection needs each kernel's FLOPs and bytes (profile with "
+                            "--counters sampled); nothing was projected")
     target_ceilings = model_ceilings(to)
     table = project_categories(project_kernels(measured.kernels, source, target_ceilings))
     checked = None
@@ -311,7 +346,34 @@ def project(run: Path, to: str, check: Path | None = None) -> str:
         target = per_gpu(load_run(check))
         check_comparable(measured.info, target.info)
         checked = (target.info, projection_error(table, target.kernels))
-    return render_projection(measured.info, SPECS[to].name, table, checked, (source.source, target_ceilings.source))
+    return render_projection(measured.info, SPECS[to].name, table, checked, (source.source, target_ceilings.source),
+                             projection_limits(spec_for(measured.info.gpu.name).key, to, check is not None))
+
+
+# The architecture of each datasheet GPU, by the prefix of its key: a projection across architectures meets
+# kernels the target does not have (Hopper's wgmma GEMMs and TMA loads), and other caches and clocks.
+ARCHITECTURES = {"a100": "Ampere", "h100": "Hopper", "h200": "Hopper", "l40": "Ada Lovelace", "b100": "Blackwell",
+                 "b200": "Blackwell", "gb200": "Blackwell"}
+# Pairs of GPUs whose projections the bundled runs check (`ssmprof results`' projection check): the H100 and H200.
+CHECKED_PAIRS = {frozenset(bundled.GPUS)}
+
+
+def projection_limits(source: str, target: str, checked_here: bool) -> list[str]:
+    """What a projection from GPU `source` to `target` (datasheet keys) cannot know, in sentences: across
+    architectures, the kernels, L2 and clocks of the target; and whether it was ever checked against a run
+    measured on the target."""
+    notes = []
+    arch = {key: next((a for prefix, a in ARCHITECTURES.items() if key.startswith(prefix)), "unknown")
+            for key in (source, target)}
+    if arch[source] != arch[target]:
+        notes.append(f"Another architecture ({arch[source]} to {arch[target]}): the projection scales each measured "
+                     "kernel by datasheet peaks only. It cannot know which kernels run there instead (Hopper's wgmma "
+                     "GEMMs and TMA loads exist only on Hopper and later), the target's L2 size and bandwidth, its "
+                     "clocks, or what its autotuners choose.")
+    if not checked_here and frozenset((source, target)) not in CHECKED_PAIRS:
+        notes.append(f"Never checked against a run measured on the {SPECS[target].name}: no such run is bundled "
+                     "(give one with --check to see the error per category).")
+    return notes
 
 
 def write_output(text: str, output: Path | None) -> str:
@@ -319,6 +381,18 @@ def write_output(text: str, output: Path | None) -> str:
     if output is not None:
         write_text(output, text)
     return text
+
+
+SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+
+
+def output_format(fmt: str | None, output: Path | None, default: str) -> str:
+    """The format to write: the one asked for, else the output file's suffix (`-o x.html` is HTML), else
+    `default`; asked for one and a file of the other suffix is one line, not a mislabelled file."""
+    implied = SUFFIXES.get(output.suffix.lower()) if output is not None else None
+    if fmt is not None and implied is not None and fmt != implied:
+        raise InvalidConfig(f"--format {fmt} does not match the output file {output} ({implied}): give one of them")
+    return fmt or implied or default
 
 
 def _check_format(fmt: str) -> None:

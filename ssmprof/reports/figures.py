@@ -12,8 +12,8 @@ from ssmprof.reports import style
 
 
 def _layout(figure: go.Figure, title: str, **layout) -> go.Figure:
-    figure.update_layout(title=title, font={"family": style.FONT}, template="plotly_white",
-                         legend={"itemclick": "toggle"}, **layout)
+    figure.update_layout(title=title, font={"family": style.FONT}, **style.LAYOUT)
+    figure.update_layout(**layout)
     return figure
 
 
@@ -28,38 +28,61 @@ def breakdown_bars(breakdown: pd.DataFrame, title: str) -> go.Figure:
 
 def _add_kernels(figure: go.Figure, roofline: pd.DataFrame, name: str, color: str, symbol: str = "circle",
                  size: int = 7, group: str | None = None, show: bool = True) -> None:
-    """One scatter trace of the launches with FLOPs and a DRAM intensity (hover: kernel, phase, category)."""
+    """One scatter trace of the kernels with FLOPs and a DRAM intensity (one point per kernel and launch
+    configuration, `analysis.roofline_points`); hover: kernel, phase, category, time, launches, limiter, % of roof."""
     rows = roofline[roofline["ai_dram"].notna() & (roofline["flops"] > 0)]
     if rows.empty:
         return
+    launches = rows["launches"] if "launches" in rows else pd.Series(1, rows.index)
+    limiter = rows["roof_limiter"] if "roof_limiter" in rows else rows["verdict"]
     figure.add_scatter(
-        x=rows["ai_dram"], y=rows["flop_per_s"], mode="markers", name=name, legendgroup=group, showlegend=show,
+        x=_rounded(rows["ai_dram"]), y=_rounded(rows["flop_per_s"]), mode="markers", name=name, legendgroup=group,
+        showlegend=show,
         marker={"color": color, "symbol": symbol, "size": size, "line": {"width": 1.5, "color": color}},
-        customdata=rows[["kernel_name", "phase", "verdict", "category"]].to_numpy(),
-        hovertemplate="%{customdata[0]}<br>%{customdata[1]}, %{customdata[3]}"
-        + "<br>AI %{x:.3g} FLOP/B<br>%{y:.3g} FLOP/s<br>%{customdata[2]}<extra>" + name + "</extra>")
+        customdata=pd.DataFrame({
+            "kernel": rows["kernel_name"], "phase": rows["phase"], "category": rows["category"],
+            "time": rows["duration_ns"].map(style.duration), "launches": launches.map("{:,}".format),
+            "limiter": limiter.astype(str) + " (" + rows["verdict"].astype(str) + ")",
+            "roof": rows["pct_of_roof"].map(lambda v: "" if pd.isna(v) else f"{v:.0f} % of its roof")}).to_numpy(),
+        hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}, %{customdata[2]}"
+        "<br>%{customdata[3]} over %{customdata[4]} launches<br>limiter: %{customdata[5]}, %{customdata[6]}"
+        "<br>%{x:.3g} FLOP/byte, %{y:.3s}FLOP/s<extra>" + name + "</extra>")
+
+
+def _rounded(values: pd.Series) -> list[float]:
+    """Four significant digits: what a chart can show, and a page a third the size of full precision's."""
+    return [float(f"{v:.4g}") for v in values]
 
 
 def _add_roofs(figure: go.Figure, roofline: pd.DataFrame, x_range: tuple[float, float], prefix: str = "",
                color: str = style.ROOF_COLORS[0]) -> None:
     """The roofs (tensor and/or vector path) the verdicts of `roofline` were made against, grey, dashed by path,
-    across the axis range."""
+    across the axis range, each ceiling labelled on the chart with its value."""
     low, high = 10 ** x_range[0], 10 ** x_range[1]
     for path, rows in roofline.groupby("path"):
         peak = rows["peak_flop_per_s"].iloc[0]
-        levels = [("", rows["ridge_ai"].iloc[0], 1.5)]
+        source = rows["ceiling_source"].iloc[0]
+        levels = [("DRAM", rows["ridge_ai"].iloc[0], 1.5)]
         if "l2_ridge_ai" in rows and pd.notna(rows["l2_ridge_ai"].iloc[0]):
-            levels.append((", L2", rows["l2_ridge_ai"].iloc[0], 0.8))  # the hierarchical roof's L2 level
+            levels.append(("L2", rows["l2_ridge_ai"].iloc[0], 0.8))  # the hierarchical roof's L2 level
         for level, ridge, width in levels:
             xs = [x for x in (low, ridge, high) if low <= x <= high] or [low, high]
             figure.add_scatter(x=xs, y=[min(peak, peak * x / ridge) for x in xs], mode="lines", hoverinfo="name",
-                               name=f"{prefix}roof: {path}{level} ({rows['ceiling_source'].iloc[0]})",
+                               name=f"{prefix}roof: {path}, {level} ({source})", showlegend=False,
                                line={"dash": style.ROOF_DASH.get(path, "solid"), "color": color, "width": width})
+            slope_x = low * 10 ** 0.15
+            figure.add_annotation(x=math.log10(slope_x), y=math.log10(min(peak, peak * slope_x / ridge)),
+                                  text=f"{prefix}{level} {style.si(peak / ridge, 'B/s')}", **style.ROOF_LABEL,
+                                  textangle=0, xanchor="left", yanchor="bottom", font={"color": color, "size": 11})
+        figure.add_annotation(x=math.log10(high), y=math.log10(peak), xanchor="right", yanchor="bottom",
+                              text=f"{prefix}{path} peak {style.si(peak, 'FLOP/s')}", **style.ROOF_LABEL,
+                              font={"color": color, "size": 11})
 
 
 def _x_range(*rooflines: pd.DataFrame) -> tuple[float, float]:
     """log10 range of the x axis: the kernels' intensities and the ridges, half a decade either side."""
-    values = pd.concat([pd.concat([r[c][r[c] > 0] for c in ("ai_dram", "ai_l2", "ridge_ai", "l2_ridge_ai") if c in r])
+    values = pd.concat([pd.concat([r[c][(r[c] > 0) & (r[c] < math.inf)] for c in ("ai_dram", "ai_l2", "ridge_ai",
+                                                                               "l2_ridge_ai") if c in r])
                         for r in rooflines]).dropna()
     if values.empty:
         return (-1.0, 3.0)
@@ -82,22 +105,22 @@ def _decades(log_range) -> dict:
 
 def _log_axes(figure: go.Figure, title: str, x_range, y_range, l2_points: bool = False) -> go.Figure:
     x_title = "arithmetic intensity at DRAM (FLOP/byte)" + (", at L2 for the open grey markers" if l2_points else "")
-    return _layout(figure, title, height=620,
-                   xaxis={"type": "log", "title": x_title, "range": list(x_range)},
+    return _layout(figure, title, height=560,
+                   xaxis={"type": "log", "title": x_title, "range": list(x_range), **_decades(x_range)},
                    yaxis={"type": "log", "title": "achieved FLOP/s", "range": y_range, **_decades(y_range)})
 
 
 def roofline_scatter(roofline: pd.DataFrame, title: str, color_by: str = "category") -> go.Figure:
     """Achieved FLOP/s against DRAM arithmetic intensity, log-log, with the roofs the verdicts used. By category:
-    the category's colour; by workload (a suite's SSM kernels): the SSM colour, an open shape per workload."""
+    the category's colour; by workload (a suite's SSM kernels): a colour and an open shape per workload, from the
+    series palette (never a category's colour)."""
     figure = go.Figure()
     x_range = _x_range(roofline)
     for index, (group, rows) in enumerate(roofline.groupby(color_by, sort=False)):
         if color_by == "category":
             _add_kernels(figure, rows, str(group), style.category_color(str(group)))
         else:
-            symbol = style.WORKLOAD_SYMBOLS[index % len(style.WORKLOAD_SYMBOLS)]
-            _add_kernels(figure, rows, str(group), style.category_color(str(rows["category"].iloc[0])), symbol, 9)
+            _add_kernels(figure, rows, str(group), style.series_color(index), style.series_symbol(index), 9)
     l2_points = _add_l2_points(figure, roofline)
     _add_roofs(figure, roofline, x_range)
     return _log_axes(figure, title, x_range, _y_range(roofline), l2_points)
@@ -109,7 +132,8 @@ def _add_l2_points(figure: go.Figure, roofline: pd.DataFrame) -> bool:
     if "ai_l2" not in roofline or "l2_ridge_ai" not in roofline or roofline["l2_ridge_ai"].isna().all():
         return False
     rows = roofline[roofline["ai_l2"].notna() & (roofline["flops"] > 0)]
-    figure.add_scatter(x=rows["ai_l2"], y=rows["flop_per_s"], mode="markers", name="the same launches at L2 intensity",
+    figure.add_scatter(x=_rounded(rows["ai_l2"]), y=_rounded(rows["flop_per_s"]), mode="markers",
+                       name="the same kernels at L2 intensity",
                        marker={"symbol": "circle-open", "size": 5, "color": style.ROOF_COLORS[0]},
                        customdata=rows[["kernel_name", "phase"]].to_numpy(),
                        hovertemplate="%{customdata[0]} (%{customdata[1]})<br>L2 intensity %{x:.3g} FLOP/B"
@@ -224,13 +248,15 @@ def bound_bars(bounds: pd.DataFrame, title: str) -> go.Figure:
 def sweep_lines(frame: pd.DataFrame, x: str, y: str, series: str, title: str, y_title: str,
                 text: str | None = None) -> go.Figure:
     """A sweep over one setting: `y` against `x` (log 2 axis: settings are swept in powers of two), a line per
-    value of `series` (a workload or a kernel), its shape from style; `text` labels each point (a regime)."""
+    value of `series` (a workload or a kernel) in the series palette, colour, marker and dash from style; `text`
+    labels each point (a regime). A series without any value is left out (no blank line)."""
     figure = go.Figure()
-    for index, (name, rows) in enumerate(frame.sort_values(x).groupby(series, sort=False)):
+    drawn = frame.sort_values(x).groupby(series, sort=False)
+    for index, (name, rows) in enumerate((name, rows) for name, rows in drawn if rows[y].notna().any()):
         figure.add_scatter(x=rows[x], y=rows[y], name=str(name), mode="lines+markers+text" if text else "lines+markers",
                            text=rows[text] if text else None, textposition="top center",
-                           marker={"symbol": style.WORKLOAD_SYMBOLS[index % len(style.WORKLOAD_SYMBOLS)], "size": 9},
-                           line={"color": style.SERIES_COLORS[index % len(style.SERIES_COLORS)]},
+                           marker={"symbol": style.series_symbol(index), "size": 9, "color": style.series_color(index)},
+                           line={"color": style.series_color(index), "dash": style.series_dash(index)},
                            hovertemplate=f"{x} %{{x}}<br>{y_title}: %{{y:.3g}}<extra>{name}</extra>")
     return _layout(figure, title, xaxis={"type": "log", "title": x, "tickvals": sorted(frame[x].unique())},
                    yaxis_title=y_title)

@@ -1,4 +1,9 @@
-"""Assemble reports from analysis frames: one self-contained offline HTML page, markdown, CSV files."""
+"""Assemble reports from analysis frames: HTML pages, markdown, CSV files.
+
+A page answers in its first screen (findings, the step's breakdown, the chart that matters most) and keeps the
+rest (per run, per kernel, per table) in collapsed sections that its findings' links open. Pages load plotly.js
+from `PLOTLY_JS` beside them (written once per folder by `pipeline.outputs`): a page is its data, not the
+library, and still opens offline."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from tabulate import tabulate
 
 from ssmprof.analysis.tensor_vector import CLASS_RULE, TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
 from ssmprof.reports import figures, style
+from ssmprof.reports.style import PLOTLY_JS
 from ssmprof.schema import STALL_REASONS, Link, ParallelSection, RunInfo
 
 TABLE_TITLES = {
@@ -83,6 +89,13 @@ td.nowrap{white-space:nowrap;min-width:0}
 table.provenance td{text-align:left;border:none;padding:1px 10px 1px 0;font-size:13px;white-space:normal}
 table.provenance td:first-child{color:#666;white-space:nowrap}
 .swatch{display:inline-block;width:.8em;height:.8em;margin-right:.3em;vertical-align:middle}
+details{margin:.4em 0} details>summary{cursor:pointer;padding:.25em 0}
+details.run{border:1px solid #ddd;border-radius:4px;padding:.2em .8em;margin:.5em 0}
+details.run>summary{font-size:1.1em} details.run>summary .value{color:#555;font-weight:normal}
+details.more>summary{color:#1f4e79}
+.first{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(560px,100%),1fr));gap:1em;align-items:start}
+.first>div{min-width:0;overflow:hidden}
+nav.runs a{white-space:nowrap} nav.runs b{margin-right:.4em}
 """
 # Click a column header to sort the table by it (numbers by value, text alphabetically).
 SORT_SCRIPT = """<script>
@@ -99,16 +112,44 @@ document.querySelectorAll('table.data th').forEach(function(th, col){
     rows.forEach(function(r){ body.appendChild(r); });
   });
 });
+function openTo(id){ var e = id && document.getElementById(id); if(!e) return;
+  for(var d = e; d; d = d.parentElement){ if(d.tagName === 'DETAILS') d.open = true; }
+  e.scrollIntoView(); }
+window.addEventListener('hashchange', function(){ openTo(location.hash.slice(1)); });
+window.addEventListener('load', function(){ openTo(location.hash.slice(1)); });
+document.addEventListener('toggle', function(ev){
+  if(!ev.target.open || !window.Plotly) return;
+  ev.target.querySelectorAll('.plotly-graph-div').forEach(function(p){ Plotly.Plots.resize(p); });
+}, true);
 </script>"""
 
 
 def _page(title: str, body: list[str]) -> str:
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body>{''.join(body)}{SORT_SCRIPT}</body></html>")
+            f'<script src="{PLOTLY_JS}"></script><style>{STYLE}</style></head><body>{"".join(body)}{SORT_SCRIPT}'
+            "</body></html>")
 
 
 def _title(info: RunInfo) -> str:
-    return f"{info.workload.name} --preset {info.workload.preset} on {info.gpu.name}"
+    """What a run is, in one line: workload, preset, GPU, and for a multi-GPU run its layout."""
+    title = f"{info.workload.name} --preset {info.workload.preset} on {info.gpu.name}"
+    parallel = info.parallel
+    if parallel:
+        title += f", TP={parallel.tp} DP={parallel.dp} ({parallel.world_size} GPUs" + \
+                 ("" if parallel.sequence_parallel else ", no sequence parallelism") + ")"
+    return title
+
+
+def chart(figure) -> str:
+    """A figure as a div and the call that draws it; plotly.js itself comes from the page's head."""
+    return pio.to_html(figure, full_html=False, include_plotlyjs=False, default_height=figure.layout.height or 480,
+                       config={"displaylogo": False, "responsive": True})
+
+
+def collapsed(summary: str, body: str, ident: str | None = None, kind: str = "more", open_: bool = False) -> str:
+    """A section shown by its one-line summary; the body opens on a click (or on a link into it)."""
+    attributes = f' class="{kind}"' + (f' id="{html.escape(ident)}"' if ident else "") + (" open" if open_ else "")
+    return f"<details{attributes}><summary>{summary}</summary>{body}</details>"
 
 
 def table_html(table: pd.DataFrame, key: str = "", anchor: str | None = None) -> str:
@@ -158,15 +199,19 @@ def findings_html(findings: pd.DataFrame, prefix: str) -> str:
 
 
 def _figures(info: RunInfo, tables: dict):
-    """(figure or None, why not) for each chart of a run: a chart without data is skipped, and says so."""
+    """(figure or None, why not) for each chart of a run, the two of its first screen first (the step's
+    breakdown, the roofline): a chart without data is left out, and says so."""
     name = _title(info)
-    yield figures.breakdown_bars(tables["breakdown"], f"Where the time goes (kernel time per phase): {name}"), ""
-    if "roofline" in tables:
-        yield figures.roofline_scatter(tables["roofline"], f"Roofline: {name}"), ""
+    yield figures.breakdown_bars(tables["breakdown"], "Where the time goes: kernel time per phase"), ""
+    points = tables.get("roofline_points", tables.get("roofline"))
+    if points is not None:
+        yield figures.roofline_scatter(points, "Roofline: each kernel (per launch configuration) against its roof"), ""
     else:
         yield None, "No roofline: this run has no counters (profile with --counters sampled or all)."
     if tables["caches"][["l1_hit_rate_pct", "l2_hit_rate_pct"]].notna().any().any():
         yield figures.rate_bars(tables["caches"], f"Caches and DRAM: {name}"), ""
+    else:
+        yield None, "No cache chart: no kernel of this run has hit-rate counters."
     if "stalls" in tables:
         yield figures.stall_bars(tables["stalls"], f"Why warps wait, kernels the stall pass measured: {name}"), ""
     if "instruction_bounds" in tables and len(tables["instruction_bounds"]):
@@ -178,17 +223,16 @@ def _figures(info: RunInfo, tables: dict):
             yield None, "No tensor vs vector chart: no SSM kernels in this run."
 
 
-def figures_html(charts, embed: bool) -> tuple[list[str], bool]:
-    """Each (figure or None, why not) of `charts` as HTML, a skipped chart as its note; plotly.js goes into the
-    first figure where `embed` (once per page). Returns the parts and whether plotly.js is still to embed."""
-    parts = []
-    for figure, why in charts:
-        if figure is None:
-            parts.append(f'<p class="note">{html.escape(why)}</p>')
-            continue
-        parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=embed))
-        embed = False
-    return parts, embed
+def figures_html(charts) -> list[str]:
+    """Each (figure or None, why not) of `charts` as HTML, a chart left out as its reason."""
+    return [chart(figure) if figure is not None else f'<p class="note">{html.escape(why)}</p>'
+            for figure, why in charts]
+
+
+def tables_html(tables: dict[str, pd.DataFrame], titles: dict[str, str], prefix: str) -> list[str]:
+    """Each table under its title, collapsed: a finding's evidence link opens the one it names."""
+    return [collapsed(html.escape(title), table_html(tables[key], key, f"{prefix}-{key}"))
+            for key, title in titles.items() if key in tables]
 
 
 OVERVIEW_TITLES = {
@@ -202,47 +246,73 @@ OVERVIEW_TITLES = {
 
 
 def _overview_html(overview: dict[str, pd.DataFrame]) -> list[str]:
-    parts = ['<h2 id="suite">Suite overview</h2>']
-    if "findings" in overview:
-        parts.append(findings_html(overview["findings"], "suite"))
-    parts.append(pio.to_html(figures.share_bars(overview["category_shares"], "Kernel time by category, per workload"),
-                             full_html=False, include_plotlyjs=True))
+    """The suite's first screen (findings, kernel time by category per workload, the SSM kernels' roofline), then
+    its tables, collapsed."""
+    parts = [findings_html(overview["findings"], "suite")] if "findings" in overview else []
+    first = [chart(figures.share_bars(overview["category_shares"], "Where the time goes: % of kernel time per "
+                                      "category, per workload"))]
     if len(overview["ssm_roofline"]):
-        figure = figures.roofline_scatter(overview["ssm_roofline"], "Roofline of the SSM kernels of every workload",
-                                          color_by="workload")
-        parts.append(pio.to_html(figure, full_html=False, include_plotlyjs=False))
-    for key, title in OVERVIEW_TITLES.items():
-        if key in overview:
-            parts.append(f"<h3>{html.escape(title)}</h3>")
-            parts.append(table_html(overview[key], key, f"suite-{key}"))
-    return parts
+        first.append(chart(figures.roofline_scatter(overview["ssm_roofline"], "The SSM kernels of every workload "
+                                                    "against their roofs", color_by="workload")))
+    else:
+        first.append('<p class="note">No SSM roofline: no run of this set has counters.</p>')
+    parts.append(f'<div class="first">{"".join(first)}</div>')
+    return parts + tables_html(overview, OVERVIEW_TITLES, "suite")
+
+
+def _run_html(index: int, info: dict, tables: dict[str, pd.DataFrame], notes: list[str]) -> list[str]:
+    """One run: what it is, its findings, its breakdown and roofline side by side, then the rest collapsed."""
+    prefix = f"run{index}"
+    parts = [provenance_html(tables["provenance"])] if "provenance" in tables else []
+    if "findings" in tables:
+        parts.append(findings_html(tables["findings"], prefix))
+    parts += [f'<p class="warning">{html.escape(note)}</p>' for note in notes]
+    drawn = figures_html(_figures(info, tables))
+    parts.append(f'<div class="first">{"".join(drawn[:2])}</div>')
+    if drawn[2:]:
+        parts.append(collapsed("More charts: caches, warp stalls, tensor vs vector", "".join(drawn[2:])))
+    return parts + tables_html(tables, TABLE_TITLES, prefix)
+
+
+def _run_summary(label: str, info: dict) -> str:
+    step = info.get("harness", {}).get("step_ms")
+    value = f" &middot; step {step:.2f} ms" if step is not None else ""
+    return f'<b>{html.escape(label)}</b> <span class="value">{html.escape(_title(info))}{value}</span>'
+
+
+def _navigation(labels: list[str], infos: list[dict]) -> str:
+    """Links to every run, single-GPU and multi-GPU runs on lines of their own."""
+    groups: dict[str, list[str]] = {}
+    for index, (label, info) in enumerate(zip(labels, infos, strict=True)):
+        parallel = info.get("parallel")
+        group = f"TP={parallel['tp']} DP={parallel['dp']}" if parallel else "Single GPU"
+        groups.setdefault(group, []).append(f'<a href="#run{index}">{html.escape(label)}</a>')
+    lines = [f"<b>{html.escape(group)}:</b> " + " &middot; ".join(links) for group, links in groups.items()]
+    return f'<nav class="runs"><p>{"<br>".join(lines)}</p></nav>'
 
 
 def render_html(runs: list[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
-                overview: dict[str, pd.DataFrame] | None = None) -> str:
-    """One page for all runs (a suite overview first, if given); each run opens with what it is (provenance)
-    and its findings, each linked to its evidence below. plotly.js is embedded once: the file works offline."""
-    parts = ["<h1>ssmprof report</h1>"]
-    if overview:
-        contents = " &middot; ".join(f'<a href="#run{i}">{html.escape(info.workload.name)}</a>'
-                                     for i, (info, _, _) in enumerate(runs))
-        parts.append(f"<p>{len(runs)} runs: {contents}</p>")
-        parts += _overview_html(overview)
-    embed = not overview
-    for index, (info, tables, notes) in enumerate(runs):
-        prefix = f"run{index}"
-        parts.append(f'<h2 id="{prefix}">{html.escape(_title(info))}</h2>')
-        if "provenance" in tables:
-            parts.append(provenance_html(tables["provenance"]))
-        if "findings" in tables:
-            parts.append(findings_html(tables["findings"], prefix))
-        parts += [f'<p class="warning">{html.escape(note)}</p>' for note in notes]
-        drawn, embed = figures_html(_figures(info, tables), embed)
-        parts += drawn
-        for key, title in TABLE_TITLES.items():
-            if key in tables:
-                parts.append(f"<h3>{html.escape(title)}</h3>")
-                parts.append(table_html(tables[key], key, f"{prefix}-{key}"))
+                overview: dict[str, pd.DataFrame] | None = None, labels: list[str] | None = None,
+                notes: list[str] = ()) -> str:
+    """One page for all runs: a suite's first screen answers (findings linked to their evidence, kernel time per
+    category, the SSM roofline) and each run follows collapsed under a line saying what it is; a single run's
+    page opens with its findings, breakdown and roofline. `labels` tell the runs apart (default: workload names);
+    `notes` are said under the title (e.g. where these runs were measured)."""
+    labels = labels or [info.workload.name for info, _, _ in runs]
+    if not overview and len(runs) == 1:
+        (info, tables, warnings), = runs
+        parts = [f"<h1>ssmprof report: {html.escape(_title(info))}</h1>"]
+        parts += [f'<p class="note">{html.escape(note)}</p>' for note in notes]
+        return _page("ssmprof report", parts + _run_html(0, info, tables, warnings))
+    gpus = sorted({info.gpu.name for info, _, _ in runs})
+    parts = [f"<h1>ssmprof suite: {len(runs)} runs on {html.escape(', '.join(gpus))}</h1>",
+             _navigation(labels, [info for info, _, _ in runs])]
+    parts += [f'<p class="note">{html.escape(note)}</p>' for note in notes]
+    parts += _overview_html(overview) if overview else []
+    parts.append('<h2 id="runs">Each run (click to open)</h2>')
+    for index, (info, tables, warnings) in enumerate(runs):
+        body = "".join(_run_html(index, info, tables, warnings))
+        parts.append(collapsed(_run_summary(labels[index], info), body, f"run{index}", kind="run"))
     return _page("ssmprof report", parts)
 
 
@@ -275,32 +345,35 @@ def render_compare(info_a: RunInfo, info_b: RunInfo, categories: pd.DataFrame, k
         return "\n".join(lines) + "\n"
     label_a, label_b = f"A: {info_a.gpu.name}", f"B: {info_b.gpu.name}"
     parts = [f"<h1>ssmprof compare</h1><h2>{html.escape(title)}</h2>"]
-    if provenance is not None:
-        parts.append(provenance_html(provenance[0], provenance[1], (label_a, label_b)))
     if findings is not None:
         parts.append(findings_html(findings, "compare"))
     parts += [f'<p class="warning">{html.escape(note)}</p>' for note in notes]
+    first = [chart(figures.compare_bars(categories, label_a, label_b))]
+    if rooflines is not None:
+        first.append(chart(figures.roofline_overlay({label_a: rooflines[0], label_b: rooflines[1]},
+                                                    "Roofline: both runs, each on its own GPU's ceilings")))
+    parts.append(f'<div class="first">{"".join(first)}</div>')
     if steps is not None:
         parts.append("<h3>Step time: GPU busy and host wait</h3>" + table_html(steps, "steps", "compare-steps"))
-    parts.append(pio.to_html(figures.compare_bars(categories, label_a, label_b), full_html=False,
-                             include_plotlyjs=True))
-    if rooflines is not None:
-        overlay = figures.roofline_overlay({label_a: rooflines[0], label_b: rooflines[1]},
-                                           "Roofline: both runs, each on its own GPU's ceilings")
-        parts.append(pio.to_html(overlay, full_html=False, include_plotlyjs=False))
-    parts.append("<h3>By category (speedup = A's time / B's time, only where the launches are the same)</h3>"
-                 + table_html(categories, "categories", "compare-categories"))
-    parts.append(f"<h3>{html.escape(heading_kernels)}</h3>" + table_html(kernels, "kernels", "compare-kernels"))
+    if provenance is not None:
+        parts.append(collapsed("What each run is (provenance)",
+                               provenance_html(provenance[0], provenance[1], (label_a, label_b))))
+    parts.append(collapsed("By category (speedup = A's time / B's time, only where the launches are the same)",
+                           table_html(categories, "categories", "compare-categories")))
+    parts.append(collapsed(html.escape(heading_kernels), table_html(kernels, "kernels", "compare-kernels")))
     return _page("ssmprof compare", parts)
 
 
 def render_projection(info: dict, target_gpu: str, categories: pd.DataFrame,
-                      checked: tuple[dict, pd.DataFrame] | None = None, sources: tuple[str, str] = ("", "")) -> str:
+                      checked: tuple[dict, pd.DataFrame] | None = None, sources: tuple[str, str] = ("", ""),
+                      limits: list[str] = ()) -> str:
     """Markdown of a projection, headed as one, with where each side's ceilings come from (`sources`: measured
-    GPU, target); with the error against a run measured on the target."""
+    GPU, target) and what it cannot know (`limits`) before its numbers; with the error against a run measured on
+    the target."""
     lines = [f"# PROJECTION (not a measurement): {info.workload.name} from {info.gpu.name} to "
              f"{target_gpu}", "", "Roofline floor on the target plus each kernel's measured time above its floor "
              f"(ceilings: {sources[0]} on the measured GPU; {sources[1]} on the target).",
+             *[f"\n> {note}" for note in limits],
              "", human_markdown_table(categories)]
     if checked is not None:
         target_info, errors = checked
@@ -395,7 +468,8 @@ RESULTS_START, RESULTS_END = "<!-- results:start -->", "<!-- results:end -->"
 
 def render_results(labels: tuple[str, str], step_times: pd.DataFrame, cost: pd.DataFrame, shares: pd.DataFrame,
                    ssm: pd.DataFrame, pair: pd.DataFrame, errors: pd.DataFrame) -> str:
-    """The README's Results section (markdown between RESULTS_START and RESULTS_END), from the bundled runs."""
+    """The Results section of docs/results.md (markdown between RESULTS_START and RESULTS_END), from the bundled
+    runs."""
     a, b = labels
     rounded = {name: frame.round(1) for name, frame in
                (("steps", step_times.astype({"throughput": "int64"})), ("shares", shares), ("ssm", ssm),
@@ -403,7 +477,8 @@ def render_results(labels: tuple[str, str], step_times: pd.DataFrame, cost: pd.D
     rounded["pair"] = pair.round(2)
     lines = [
         RESULTS_START,
-        "_Generated by `ssmprof results --readme README.md` from the reference runs bundled in `ssmprof/reference/` "
+        "_Generated by `ssmprof results --readme docs/results.md` (`make results`) from the reference runs bundled in "
+        "`ssmprof/reference/` "
         "(paper presets, sampled counters); do not edit by hand. `make profile` on a machine without a GPU renders "
         "the full reports._",
         "", f"**Runs** ({a} and {b}): step time, throughput, peak memory, launches per iteration, share of kernel "

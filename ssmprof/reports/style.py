@@ -1,5 +1,18 @@
-"""The visual language of every report, defined once: a colour per category, neutral roofs, a marker per run,
-human column headers and number formats. Figures and tables take their look from here and nowhere else."""
+"""The visual language of every report, defined once. Figures and tables take their look from here and nowhere else.
+
+- Category colours (`CATEGORY_COLORS`) mean a kernel category and nothing else: bars and points of one category.
+- Workloads, GPUs, runs and swept settings get the series palette (`SERIES_COLORS`: dark, muted, none of them a
+  category's colour) with a marker shape and a dash each; two runs on one chart: filled circles and open diamonds.
+- Roofs are grey, dashed by path (tensor dashes, vector dots); every ceiling is labelled with its value on the
+  chart (`ROOF_LABEL`), not only in the legend.
+- Hover on a kernel says: kernel, phase, category, time, launches, limiter, % of roof.
+- Log axes tick at powers of ten with one format (`decade_label`: 10m, 1, 10, 1k, 1T); linear axes in plain
+  numbers with their unit in the title.
+- No blank chart: a chart whose every value is missing is left out, and the page says why in a sentence.
+- Metrics that are not categories (hit rates, classes) get neutral greys (`METRIC_COLORS`), told apart by
+  shade order in the legend.
+- Tables: human headers (`HEADERS`), numbers with units (`cell`), never scientific notation.
+"""
 
 from __future__ import annotations
 
@@ -33,8 +46,12 @@ RUN_SIZES = (7, 11, 11, 9)
 # Workloads on one chart (a suite's SSM kernels): a shape per workload, open so overlapping points show.
 WORKLOAD_SYMBOLS = ("circle-open", "diamond-open", "square-open", "triangle-up-open", "x", "star-open",
                     "cross-open", "hexagon-open")
-# Lines of a sweep (workloads, kernels): distinct from the category colours' meaning, in order of appearance.
-SERIES_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")
+# Workloads, GPUs, runs and kernels as series (sweep lines, the suite's SSM roofline), in order of appearance:
+# dark and muted, none of them a category's colour, each with its own marker shape and dash.
+SERIES_COLORS = ("#111111", "#1b7f6b", "#6a51a3", "#b35806", "#5f5f5f", "#8e0152", "#4d6b1f", "#2d4a87")
+SERIES_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "solid", "dash")
+# A ceiling's label on a roofline chart: beside the line, no arrow.
+ROOF_LABEL = {"xref": "x", "yref": "y", "showarrow": False}
 # Heatmaps of a sweep: one sequential scale, low values light.
 HEATMAP_SCALE = "Blues"
 # Neutral fills for metrics that are not categories (hit rates, classes).
@@ -50,11 +67,31 @@ STALL_COLORS: dict[str, str] = {
     "no_instruction": "#636363", "branch_resolving": "#969696", "misc": "#cccccc",
     "not_selected": "#a6dba0", "selected": "#1b7837",
 }
+# The charts' common layout: white, light grid lines, the legend toggles a trace. Small on purpose: plotly's own
+# templates add 7 KB to every chart of a page.
+LAYOUT = {"template": {"layout": {"paper_bgcolor": "white", "plot_bgcolor": "white",
+                                  "xaxis": {"gridcolor": "#ebebeb", "zeroline": False, "automargin": True},
+                                  "yaxis": {"gridcolor": "#ebebeb", "zeroline": False, "automargin": True},
+                                  "hoverlabel": {"align": "left"}}},
+          "legend": {"itemclick": "toggle"}, "margin": {"t": 60, "r": 20}}
+PLOTLY_JS = "plotly.min.js"  # pages load the library from this file beside them (`pipeline.outputs` writes it)
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 
 
 def category_color(category: str) -> str:
     return CATEGORY_COLORS.get(category, "#7f7f7f")
+
+
+def series_color(index: int) -> str:
+    return SERIES_COLORS[index % len(SERIES_COLORS)]
+
+
+def series_symbol(index: int) -> str:
+    return WORKLOAD_SYMBOLS[index % len(WORKLOAD_SYMBOLS)]
+
+
+def series_dash(index: int) -> str:
+    return SERIES_DASHES[index % len(SERIES_DASHES)]
 
 
 # Human headers for the analysis frames' columns (any column not here: underscores become spaces).
@@ -111,8 +148,10 @@ HEADERS: dict[str, str] = {
 
 
 def decade_label(value: float) -> str:
-    """A power of ten as a short tick label: 1e12 -> 1T, 1e14 -> 100T, 0.01 -> 0.01."""
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    """A power of ten as a short tick label, one format for every log axis: 1e12 -> 1T, 1e14 -> 100T, 1 -> 1,
+    0.01 -> 10m."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"),
+                          (1e-6, "u")):
         if value >= scale:
             return f"{value / scale:g}{prefix}"
     return f"{value:g}"

@@ -11,11 +11,12 @@ import pandas as pd
 from ssmprof.reports import figures
 from ssmprof.reports.render import (
     _page,
+    collapsed,
     figures_html,
     findings_html,
     findings_markdown,
     human_markdown_table,
-    table_html,
+    tables_html,
 )
 
 TITLES = {
@@ -35,6 +36,12 @@ def _series(frame: pd.DataFrame, *columns: str) -> pd.Series:
     return frame[shown].astype(str).agg(" ".join, axis=1)
 
 
+def _no_dram(what: str, rows: pd.DataFrame) -> str:
+    """Why a DRAM chart is left out: none of its points has DRAM counters (a gap in the data, not a finding)."""
+    return (f"No DRAM chart for {what}: none of its {len(rows)} points has DRAM counters for these kernels; "
+            "the tables below list the points.")
+
+
 def sweep_figures(tables: dict[str, pd.DataFrame], axes: list[str]):
     """(figure or None, why not) for each chart of the regime map."""
     per_item, regimes, model = tables["per_item"], tables["regime_map"], tables["model"]
@@ -51,6 +58,9 @@ def sweep_figures(tables: dict[str, pd.DataFrame], axes: list[str]):
             yield figures.sweep_category_bars(rows, x, f"{workload} on {gpu}: kernel time per {unit} by category",
                                               unit), ""
         for (workload, gpu), rows in regimes.groupby(["workload", "gpu"], sort=False) if len(regimes) else []:
+            if rows["dram_throughput_pct"].isna().all():
+                yield None, _no_dram(f"{workload} on {gpu}", rows)
+                continue
             yield figures.sweep_lines(rows.assign(line=rows["kernel_name"] + " (" + rows["phase"] + ")"), x,
                                       "dram_throughput_pct", "line",
                                       f"{workload} on {gpu}: the heaviest SSM kernels' DRAM throughput and regime",
@@ -66,6 +76,9 @@ def sweep_figures(tables: dict[str, pd.DataFrame], axes: list[str]):
                                         f"us per {unit}"), ""
         for (workload, gpu, name, phase), rows in (regimes.groupby(["workload", "gpu", "kernel_name", "phase"],
                                                                    sort=False) if len(regimes) else []):
+            if rows["dram_throughput_pct"].isna().all():
+                yield None, _no_dram(f"{workload} on {gpu}, {name} ({phase})", rows)
+                continue
             yield figures.sweep_heatmap(rows, x, y, "dram_throughput_pct",
                                         f"{workload} on {gpu}: {name} ({phase}), DRAM % and regime",
                                         "DRAM %", text="regime"), ""
@@ -81,8 +94,9 @@ def render_sweep(title: str, tables: dict[str, pd.DataFrame], axes: list[str], f
                 lines += ["", f"## {heading}", "", human_markdown_table(tables[key], key)]
         return "\n".join(lines) + "\n"
     parts = [f"<h1>ssmprof sweep</h1><h2>{html.escape(title)}</h2>", findings_html(tables["findings"], "sweep")]
-    parts += figures_html(sweep_figures(tables, axes), embed=True)[0]
-    for key, heading in TITLES.items():
-        if key in tables and len(tables[key]):
-            parts.append(f"<h3>{html.escape(heading)}</h3>" + table_html(tables[key], key, f"sweep-{key}"))
-    return _page(f"ssmprof sweep: {title}", parts)
+    drawn = figures_html(sweep_figures(tables, axes))
+    parts.append(f'<div class="first">{"".join(drawn[:2])}</div>')
+    if drawn[2:]:
+        parts.append(collapsed(f"More charts ({len(drawn) - 2}): per workload, per kernel", "".join(drawn[2:])))
+    shown = {key: tables[key] for key in TITLES if key in tables and len(tables[key])}
+    return _page(f"ssmprof sweep: {title}", parts + tables_html(shown, TITLES, "sweep"))
