@@ -185,7 +185,7 @@ def _iteration(tables: dict[str, pd.DataFrame]) -> list[dict]:
              "value": f"{row['span_off_pct']:+.0f} % span", "anchor": "profiled_iteration"}]
 
 
-def autotuned_rows(info: dict) -> dict[str, int]:
+def autotuned_rows(info: RunInfo) -> dict[str, int]:
     """Kernel function -> the rows of the tile its Triton autotuner chose (`BLOCK_SIZE_M`), from run.json's
     `triton_autotune` (the first choice where a kernel was tuned for several keys)."""
     rows = {}

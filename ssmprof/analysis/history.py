@@ -109,7 +109,7 @@ def step_rows(info: RunInfo, kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["metric", "value", "low", "high"]).assign(scope="step")
 
 
-def run_rows(kernels: pd.DataFrame, info: dict, pct_of_roof: pd.Series | None = None,
+def run_rows(kernels: pd.DataFrame, info: RunInfo, pct_of_roof: pd.Series | None = None,
              limiter: pd.Series | None = None) -> pd.DataFrame:
     """The rows a run appends to the history (`schema.HISTORY_ROW_COLUMNS`); `kernels`: its analysis frame
     (one rank's), `pct_of_roof` and `limiter`: per launch, where counters were collected."""

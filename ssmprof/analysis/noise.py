@@ -174,7 +174,7 @@ def _per_rank(kernels: pd.DataFrame) -> list[pd.DataFrame]:
     return [kernels]
 
 
-def iteration_check(kernels: pd.DataFrame, info: dict) -> pd.DataFrame:
+def iteration_check(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     """One row: is the profiled iteration one of the timed steps? Its kernel span (first start to last end; the
     longest rank's) and GPU busy time (`host.busy_ns`) beside the median timed step and the steps' spread
     (slowest minus fastest). `representative` where the span lies within the spread of the median and the busy

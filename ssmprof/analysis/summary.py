@@ -23,7 +23,7 @@ from ssmprof.analysis.ssd_dataflow import FLOW_COLUMNS, fusion_estimate, ssd_dat
 from ssmprof.analysis.ssd_model import analytic_vs_measured
 from ssmprof.analysis.tensor_vector import class_summary, class_thresholds, classify, instruction_summary, table_ii
 from ssmprof.hardware import Ceilings
-from ssmprof.schema import Run
+from ssmprof.schema import Run, RunInfo
 
 
 def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
@@ -95,7 +95,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
     return tables
 
 
-def _host_launch_us(info: dict) -> float | None:
+def _host_launch_us(info: RunInfo) -> float | None:
     """The host's measured cost of one tiny launch (run.json `collectors.harness.host_launch_us`), None before
     runs recorded it."""
     return info.collectors.harness.host_launch_us

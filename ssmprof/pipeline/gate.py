@@ -118,7 +118,7 @@ def provenance_notes(document: Baseline, info: RunInfo, path: Path, allow_differ
     return notes
 
 
-def shared_gpu_note(info: dict) -> str | None:
+def shared_gpu_note(info: RunInfo) -> str | None:
     """Why a run on a shared GPU cannot be judged on its times (None where its GPU was its own, or unknown)."""
     sharing = info.gpu_sharing
     if sharing is None or not sharing.shared:
@@ -146,7 +146,7 @@ def gate_run(baseline: pd.DataFrame, run, thresholds: Thresholds, name: str) -> 
     return judged.assign(run=name)
 
 
-def history_document(folder: Path, info: dict, last: int) -> tuple[Baseline, str]:
+def history_document(folder: Path, info: RunInfo, last: int) -> tuple[Baseline, str]:
     """A baseline of the last `last` runs of `info`'s configuration in the history (`Baseline`), and the note
     saying which runs."""
     from ssmprof.pipeline.history import recent_runs, rolling_baseline

@@ -27,7 +27,7 @@ from ssmprof.errors import SsmprofError
 from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_folder, write_text
-from ssmprof.schema import HISTORY_VERSION, Run, query_history, write_history_entry
+from ssmprof.schema import HISTORY_VERSION, Run, RunInfo, query_history, write_history_entry
 
 COMMIT_VARIABLES = ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "GIT_COMMIT")  # CI systems' commit under test
 DEFAULT_LAST = 10  # runs in a rolling baseline
@@ -49,7 +49,7 @@ def commit_of(given: str | None = None) -> str:
     return found.stdout.strip() if found.returncode == 0 else "unknown"
 
 
-def _shared(info: dict) -> str:
+def _shared(info: RunInfo) -> str:
     return {True: "yes", False: "no"}.get(info.gpu_sharing.shared if info.gpu_sharing else None, "unknown")
 
 
@@ -96,7 +96,7 @@ def runs_table(folder: Path) -> pd.DataFrame:
         FROM history GROUP BY run_id ORDER BY created, run_id""")
 
 
-def recent_runs(folder: Path, info: dict, last: int = DEFAULT_LAST) -> pd.DataFrame:
+def recent_runs(folder: Path, info: RunInfo, last: int = DEFAULT_LAST) -> pd.DataFrame:
     """The last `last` runs (run_id, commit, created; newest first) in the history of the configuration of
     `info` (workload, config, GPU), leaving out runs on a shared GPU and the run of `info` itself where it was
     appended already (same `created`)."""

@@ -115,10 +115,10 @@ def run_labels(loaded: dict[int, tuple[Run, Ceilings | None, list[str]]]) -> lis
     has one (`tp2x dp1`, `no-SP`), and the GPU and position only where two would still read alike."""
     labels = []
     for index, (run, _, _) in loaded.items():
-        parallel = run.info.get("parallel")
-        label = run.info["workload"]["name"] + (f" tp{parallel['tp']}x dp{parallel['dp']}" if parallel else "")
-        label += " no-SP" if parallel and not parallel["sequence_parallel"] else ""
-        labels.append(label if label not in labels else f"{label} ({run.info['gpu']['name']}, #{index})")
+        parallel = run.info.parallel
+        label = run.info.workload.name + (f" tp{parallel.tp}x dp{parallel.dp}" if parallel else "")
+        label += " no-SP" if parallel and not parallel.sequence_parallel else ""
+        labels.append(label if label not in labels else f"{label} ({run.info.gpu.name}, #{index})")
     return labels
 
 
@@ -194,14 +194,14 @@ def another_host_note(loaded: dict[int, tuple[Run, Ceilings | None, list[str]]],
     (the speedups are over these, the same host's runs), with the step times of one workload on both pages."""
     suite_steps = {path.name: load_run(path).info for path in bundled.runs(gpu)}
     for run, _, _ in loaded.values():
-        name, here = run.info["workload"]["name"], run.info
-        if "parallel" not in here and name in suite_steps:
+        name, here = run.info.workload.name, run.info
+        if here.parallel is None and name in suite_steps:
             there = suite_steps[name]
             return (f"The single-GPU runs here were measured on the host of the multi-GPU runs "
-                    f"({here['host']['cpu_count']} CPU cores, {here['created'][:10]}), not the suite page's "
-                    f"(suite-{gpu}.html, {there['host']['cpu_count']} CPU cores, {there['created'][:10]}): their step "
-                    f"times differ (e.g. {name} {here['harness']['step_ms']:.2f} ms here, "
-                    f"{there['harness']['step_ms']:.2f} ms there). Each speedup on this page is over the same "
+                    f"({here.host.cpu_count} CPU cores, {here.created[:10]}), not the suite page's "
+                    f"(suite-{gpu}.html, {there.host.cpu_count} CPU cores, {there.created[:10]}): their step "
+                    f"times differ (e.g. {name} {here.harness.step_ms:.2f} ms here, "
+                    f"{there.harness.step_ms:.2f} ms there). Each speedup on this page is over the same "
                     "host's single-GPU run.")
     return "The single-GPU runs here were measured on the host of the multi-GPU runs: the speedups are over them."
 

@@ -260,7 +260,7 @@ def _overview_html(overview: dict[str, pd.DataFrame]) -> list[str]:
     return parts + tables_html(overview, OVERVIEW_TITLES, "suite")
 
 
-def _run_html(index: int, info: dict, tables: dict[str, pd.DataFrame], notes: list[str]) -> list[str]:
+def _run_html(index: int, info: RunInfo, tables: dict[str, pd.DataFrame], notes: list[str]) -> list[str]:
     """One run: what it is, its findings, its breakdown and roofline side by side, then the rest collapsed."""
     prefix = f"run{index}"
     parts = [provenance_html(tables["provenance"])] if "provenance" in tables else []
@@ -274,18 +274,18 @@ def _run_html(index: int, info: dict, tables: dict[str, pd.DataFrame], notes: li
     return parts + tables_html(tables, TABLE_TITLES, prefix)
 
 
-def _run_summary(label: str, info: dict) -> str:
-    step = info.get("harness", {}).get("step_ms")
+def _run_summary(label: str, info: RunInfo) -> str:
+    step = info.harness.step_ms
     value = f" &middot; step {step:.2f} ms" if step is not None else ""
     return f'<b>{html.escape(label)}</b> <span class="value">{html.escape(_title(info))}{value}</span>'
 
 
-def _navigation(labels: list[str], infos: list[dict]) -> str:
+def _navigation(labels: list[str], infos: list[RunInfo]) -> str:
     """Links to every run, single-GPU and multi-GPU runs on lines of their own."""
     groups: dict[str, list[str]] = {}
     for index, (label, info) in enumerate(zip(labels, infos, strict=True)):
-        parallel = info.get("parallel")
-        group = f"TP={parallel['tp']} DP={parallel['dp']}" if parallel else "Single GPU"
+        parallel = info.parallel
+        group = f"TP={parallel.tp} DP={parallel.dp}" if parallel else "Single GPU"
         groups.setdefault(group, []).append(f'<a href="#run{index}">{html.escape(label)}</a>')
     lines = [f"<b>{html.escape(group)}:</b> " + " &middot; ".join(links) for group, links in groups.items()]
     return f'<nav class="runs"><p>{"<br>".join(lines)}</p></nav>'
@@ -364,7 +364,7 @@ def render_compare(info_a: RunInfo, info_b: RunInfo, categories: pd.DataFrame, k
     return _page("ssmprof compare", parts)
 
 
-def render_projection(info: dict, target_gpu: str, categories: pd.DataFrame,
+def render_projection(info: RunInfo, target_gpu: str, categories: pd.DataFrame,
                       checked: tuple[dict, pd.DataFrame] | None = None, sources: tuple[str, str] = ("", ""),
                       limits: list[str] = ()) -> str:
     """Markdown of a projection, headed as one, with where each side's ceilings come from (`sources`: measured
