@@ -9,7 +9,6 @@ from known_work import analyzed, kernels
 
 import ssmprof
 from ssmprof.analysis.instruction_bounds import (
-    SHARED_RIDGE,
     bound_sentence,
     instruction_bounds,
     issue_peak_per_s,
@@ -59,7 +58,6 @@ def test_launches_without_counters_have_no_bound():
 def test_instruction_roofline_coordinates():
     assert issue_peak_per_s(H100) == 4 * 132 * 1980e6
     assert math.isnan(issue_peak_per_s({"name": "a GPU without clocks"}))
-    assert SHARED_RIDGE == 4.0
     table = instruction_bounds(with_units({"xu_pipe_pct": 71.0}, 40.0, 10.0), H100, category=None)
     row = table.iloc[0]
     assert row["inst_per_shared_wavefront"] == 4.0 and row["inst_per_l2_sector"] == 20.0

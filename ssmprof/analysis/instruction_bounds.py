@@ -28,9 +28,6 @@ PIPES = {"tensor": "tensor_pipe_pct", "FMA": "fma_pipe_pct", "ALU": "alu_pipe_pc
          "LSU": "lsu_pipe_pct"}
 SECTOR_BYTES = 32  # an L1, L2 or DRAM transaction: one 32-byte sector
 SCHEDULERS_PER_SM = 4  # warp schedulers per SM, one warp instruction a cycle each (A100, H100, H200, B200)
-SHARED_WAVEFRONTS_PER_SM_CYCLE = 1  # the L1 data pipe processes one shared-memory wavefront a cycle per SM
-# warp instructions per shared wavefront where issue and shared memory reach their peaks together
-SHARED_RIDGE = SCHEDULERS_PER_SM / SHARED_WAVEFRONTS_PER_SM_CYCLE
 NOT_COLLECTED = "not collected"
 # The counters added for these bounds, absent from runs recorded before them: what a bound then lacks.
 OPTIONAL = {"shared memory": "shared_pipe_pct", "instructions executed": "inst_issue_pct"}
