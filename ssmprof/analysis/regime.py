@@ -93,7 +93,7 @@ def per_item(runs: list[SweepRun]) -> pd.DataFrame:
                      STEP_METRIC: 1e3 * harness.step_ms / items,
                      KERNEL_METRIC: kernels["duration_ns"].sum() / 1e3 / items,
                      SSM_METRIC: kernels.loc[kernels["category"] == SSM, "duration_ns"].sum() / 1e3 / items,
-                     "peak_gib": (harness.get("peak_memory_bytes") or 0) / 2**30, "busy_ms": busy_ms,
+                     "peak_gib": (harness.peak_memory_bytes or 0) / 2**30, "busy_ms": busy_ms,
                      "busy_past_step_pct": 100 * excess if excess is not None else np.nan,
                      "profiled_span_ms": check["span_ms"], "representative": check["representative"]})
     return pd.DataFrame(rows)

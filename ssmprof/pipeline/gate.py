@@ -123,9 +123,9 @@ def shared_gpu_note(info: RunInfo) -> str | None:
     sharing = info.gpu_sharing
     if sharing is None or not sharing.shared:
         return None
-    return (f"run on a shared GPU: {sharing.get('max_other_processes')} other process(es) used it during "
-            f"{100 * (sharing.get('shared_sample_fraction') or 0):.0f} % of the timed steps (median SM utilization "
-            f"{sharing.get('sm_utilization_pct')} %); its kernel and step times measure the other process too, "
+    return (f"run on a shared GPU: {sharing.max_other_processes} other process(es) used it during "
+            f"{100 * (sharing.shared_sample_fraction or 0):.0f} % of the timed steps (median SM utilization "
+            f"{sharing.sm_utilization_pct} %); its kernel and step times measure the other process too, "
             "so they are not judged: profile again on a GPU of its own")
 
 
