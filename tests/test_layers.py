@@ -9,9 +9,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ssmprof"
 TABLE = ROOT / "docs" / "architecture.md"
 
-# Imports the table forbids that are known and being removed; the lead deletes an entry once its fix has landed.
-# profiler/distributed.py imports analysis.communication.one_rank (the torchrun issue rewrites distributed.py).
-KNOWN_EXCEPTIONS = {("ssmprof/profiler/distributed.py", "analysis/")}
+# Imports the table forbids that are known and being removed (none now); an entry whose import is gone fails the
+# test, so the list never outlives its reason.
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def layer_table() -> dict[str, set[str]]:

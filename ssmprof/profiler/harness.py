@@ -136,6 +136,36 @@ class Trainer:
         return loss.detach()
 
 
+@contextlib.contextmanager
+def typed_failures(workload: Workload, cfg: CommonConfig):
+    """A training failure inside the block as one typed line: GpuOutOfMemory, GpuKernelFault (a CUDA error),
+    TrainingFailed (any other RuntimeError); CaptureRefused passes as it is."""
+    try:
+        yield
+    except torch.cuda.OutOfMemoryError:
+        raise GpuOutOfMemory(
+            f"GPU out of memory running {workload.name} (batch {cfg.batch_size}, seq_len {cfg.seq_len}, "
+            f"{cfg.layers} layers): lower --batch-size, --seq-len or --layers"
+        ) from None
+    except RuntimeError as exc:
+        # Seen on our H100: mamba2-lm paper at batch 256 (256 x 4096 x 8192 > 2^31 elements per tensor)
+        # dies with an illegal memory access, not an OOM: kernels index with 32-bit integers.
+        if "CUDA error" in str(exc):
+            reason = str(exc).split("CUDA error:", 1)[-1].strip().splitlines()[0]
+            raise GpuKernelFault(
+                f"a CUDA kernel failed running {workload.name} (batch {cfg.batch_size}, seq_len {cfg.seq_len}): "
+                f"{reason}; tensors beyond 2^31 elements overflow 32-bit kernel indexing, so lower --batch-size "
+                f"or --seq-len"
+            ) from None
+        # Any other RuntimeError is a library refusing or failing (seen on our H100: fla-core refusing its Triton
+        # chunk_bwd_dqkwg on Hopper with Triton 3.6.0, fla #640, a multi-line message): one line, not a
+        # traceback. The library's exception stays chained (`__cause__`) for whoever debugs it.
+        raise TrainingFailed(
+            f"running {workload.name} failed (batch {cfg.batch_size}, seq_len {cfg.seq_len}): {_first_line(exc)} "
+            f"(RuntimeError raised in {_raised_in(exc)})"
+        ) from exc
+
+
 def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, steps: int,
                  warmup: int, marker: PhaseMarker | None = None, progress: Progress | None = None,
                  seed: int = 0, capture: contextlib.AbstractContextManager | None = None, groups=None,
@@ -155,7 +185,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
     report = progress or (lambda stage, done, total: None)
     cuda = plan.device == "cuda"
     seconds: dict[str, float] = {}
-    try:
+    with typed_failures(workload, cfg):
         t0 = time.perf_counter()
         trainer = Trainer(workload, cfg, plan, marker or PhaseMarker(), seed, groups, capturable=cuda_graphs)
         seconds["build"] = time.perf_counter() - t0
@@ -191,28 +221,6 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
             t0 = time.perf_counter()
             graphed = time_graphed_steps(trainer, steps, workload.name)
             seconds["graphed"] = time.perf_counter() - t0
-    except torch.cuda.OutOfMemoryError:
-        raise GpuOutOfMemory(
-            f"GPU out of memory running {workload.name} (batch {cfg.batch_size}, seq_len {cfg.seq_len}, "
-            f"{cfg.layers} layers): lower --batch-size, --seq-len or --layers"
-        ) from None
-    except RuntimeError as exc:
-        # Seen on our H100: mamba2-lm paper at batch 256 (256 x 4096 x 8192 > 2^31 elements per tensor)
-        # dies with an illegal memory access, not an OOM: kernels index with 32-bit integers.
-        if "CUDA error" in str(exc):
-            reason = str(exc).split("CUDA error:", 1)[-1].strip().splitlines()[0]
-            raise GpuKernelFault(
-                f"a CUDA kernel failed running {workload.name} (batch {cfg.batch_size}, seq_len {cfg.seq_len}): "
-                f"{reason}; tensors beyond 2^31 elements overflow 32-bit kernel indexing, so lower --batch-size "
-                f"or --seq-len"
-            ) from None
-        # Any other RuntimeError is a library refusing or failing (seen on our H100: fla-core refusing its Triton
-        # chunk_bwd_dqkwg on Hopper with Triton 3.6.0, fla #640, a multi-line message): one line, not a
-        # traceback. The library's exception stays chained (`__cause__`) for whoever debugs it.
-        raise TrainingFailed(
-            f"running {workload.name} failed (batch {cfg.batch_size}, seq_len {cfg.seq_len}): {_first_line(exc)} "
-            f"(RuntimeError raised in {_raised_in(exc)})"
-        ) from exc
     final_loss = float(losses[-1])
     if not math.isfinite(final_loss):
         raise InvalidConfig(f"the loss is not finite ({final_loss}); the configuration diverges")
