@@ -25,7 +25,8 @@ LAYERS = ("schema", "errors", "hardware", "workloads", "kernels", "profiler", "a
 ALLOWED = {"schema": {"errors"}, "errors": set(), "hardware": {"schema", "errors"},
            "workloads": {"kernels", "schema", "errors"}, "kernels": {"workloads", "schema", "errors"},
            "profiler": {"workloads", "kernels", "schema", "hardware", "errors"},
-           "analysis": {"schema", "hardware", "kernels", "errors"}, "reports": {"analysis", "schema", "hardware", "errors"},
+           "analysis": {"schema", "hardware", "kernels", "errors"},
+           "reports": {"analysis", "schema", "hardware", "errors"},
            "pipeline": set(LAYERS) - {"cli"}, "cli": {"pipeline", "errors", "workloads"}}
 
 
