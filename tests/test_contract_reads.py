@@ -12,10 +12,10 @@ CONTRACT = PACKAGE / "schema.py"
 
 
 def _names_run_info(node: ast.AST) -> bool:
-    """Whether an expression is run.json by its name: `info`, `*_info`, `run.info`, `infos[label]` (a chain of
-    keys, `info["gpu"]["name"]`, is one read)."""
+    """Whether an expression is run.json by its name: `info`, `*_info`, `info_*` (two runs' `info_a`, `info_b`),
+    `run.info`, `infos[label]` (a chain of keys, `info["gpu"]["name"]`, is one read)."""
     if isinstance(node, ast.Name):
-        return node.id == "info" or node.id.endswith("_info")
+        return node.id == "info" or node.id.endswith("_info") or node.id.startswith("info_")
     if isinstance(node, ast.Attribute):
         return node.attr == "info"
     if isinstance(node, ast.Subscript) and not _is_key(node.slice):  # one run of several: infos[label]

@@ -158,12 +158,12 @@ def with_kernel_intervals(merged: pd.DataFrame, kernels_a: pd.DataFrame, kernels
     return kernel_speedups(joined).drop(columns=["a", "b"])
 
 
-def step_speedup(info_a: dict, info_b: dict) -> pd.DataFrame:
+def step_speedup(info_a: RunInfo, info_b: RunInfo) -> pd.DataFrame:
     """One row: B's speedup over A on the median step (A's over B's) with its bootstrap interval over both runs'
     kept steps (`noise.ratio_interval`), and the verdict (faster / slower / within noise)."""
     steps_a, steps_b = kept_steps(info_a), kept_steps(info_b)
     ratio = ratio_interval(steps_a, steps_b)
-    return pd.DataFrame([{"step_ms_a": info_a["harness"]["step_ms"], "step_ms_b": info_b["harness"]["step_ms"],
+    return pd.DataFrame([{"step_ms_a": info_a.harness.step_ms, "step_ms_b": info_b.harness.step_ms,
                           "steps_a": len(steps_a), "steps_b": len(steps_b), "speedup": ratio.value,
                           "speedup_low": ratio.low, "speedup_high": ratio.high, "vs_noise": speedup_verdict(ratio)}])
 
