@@ -9,7 +9,6 @@ bundled reruns), and the profiled iteration of every bundled run against its tim
 from __future__ import annotations
 
 import functools
-import json
 import re
 import sys
 from pathlib import Path
@@ -75,8 +74,8 @@ def _runs(gpu: str) -> list[tuple[str, Path]]:
 
 
 def compare_table() -> str:
-    infos = {gpu: [json.loads((folder / "run.json").read_text()) for _, folder in _runs(gpu)] for gpu in GPU}
-    single = [json.loads((bundled.REFERENCE / gpu / "mamba2-lm" / "run.json").read_text()) for gpu in GPU]
+    infos = {gpu: [read_run(folder).info for _, folder in _runs(gpu)] for gpu in GPU}
+    single = [read_run(bundled.REFERENCE / gpu / "mamba2-lm").info for gpu in GPU]
     pooled = [noise.reruns(infos[gpu])[noise.rerun_key(one)] for gpu, one in zip(GPU, single, strict=True)]
     rows = []
     for what, (a, b) in (("one run each", ([single[0]], [single[1]])), ("pooled over reruns", pooled)):

@@ -44,7 +44,7 @@ def test_the_gain_is_set_beside_the_host_wait_with_its_noise():
     of a scenario: 10 ms saved, outside the steps' spread; 2 ms, within it; and a graphed step shorter than the
     GPU's busy time, which fails the check."""
     run = load_run(H100 / "mamba2-lm")
-    harness = run.info["harness"]
+    harness = run.info.harness.model_dump()
     host = host_summary(run.kernels, harness["step_ms"])
     assert graph_gain(harness, host) is None  # recorded without --cuda-graphs
     faster = graph_gain({**harness, "cuda_graphs": {"step_ms": harness["step_ms"] - 10.0,

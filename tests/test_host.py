@@ -109,14 +109,14 @@ def test_a_busy_share_of_88_percent_is_host_limited_by_its_wait():
     """The H100 sweep's mamba2-lm at seq_len 4096: 88 % busy, once called GPU-bound on the busy share alone; the
     paper run of the same configuration waits 3.3 ms a step."""
     run = schema.read_run(SWEEP_4096)
-    row = host_summary(run.kernels, run.info["harness"]["step_ms"],
-                       run.info["collectors"]["harness"]["host_launch_us"]).iloc[0]
+    row = host_summary(run.kernels, run.info.harness.step_ms,
+                       run.info.collectors.harness.host_launch_us).iloc[0]
     assert row["verdict"] == "host-limited"
     assert row["host_cost"] == ("15.6 ms a step (11.6 %) waiting for the host; launching its 1,051 kernels takes "
                                 "the host 15.1 ms")
     paper = schema.read_run(bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
-    steady = host_summary(paper.kernels, paper.info["harness"]["step_ms"],
-                          paper.info["collectors"]["harness"]["host_launch_us"]).iloc[0]
+    steady = host_summary(paper.kernels, paper.info.harness.step_ms,
+                          paper.info.collectors.harness.host_launch_us).iloc[0]
     assert steady["verdict"] == "GPU-bound" and steady["host_cost"].startswith("3.3 ms a step (1.5 %)")
 
 
@@ -128,8 +128,8 @@ def test_the_bundled_gpu_bound_paper_runs_wait_under_the_host_limited_share():
     for gpu in bundled.GPUS:
         for path in bundled.runs(gpu):
             run = schema.read_run(path)
-            row = host_summary(run.kernels, run.info["harness"]["step_ms"],
-                               run.info["collectors"]["harness"]["host_launch_us"]).iloc[0]
+            row = host_summary(run.kernels, run.info.harness.step_ms,
+                               run.info.collectors.harness.host_launch_us).iloc[0]
             verdicts[(gpu, path.name)] = row["verdict"]
             if path.name != "graph-mamba":
                 waits.append(row["gpu_idle_ms"] / row["step_ms"])

@@ -73,7 +73,7 @@ def test_instruction_roofline_coordinates():
 ])
 def test_bundled_h100_selective_scan_and_ssd_bounds(workload, kernel, phase, bound, pct, pipe):
     run = load_run(REFERENCE / workload)
-    table = instruction_bounds(run.kernels, run.info["gpu"])
+    table = instruction_bounds(run.kernels, run.info.gpu.model_dump())
     row = table[(table["kernel_name"] == kernel) & (table["phase"] == phase)].iloc[0]
     assert (row["bound"], round(row["bound_pct"], 1), row["busiest_pipe"]) == (bound, pct, pipe)
     assert row["missing"] == "shared memory, instructions executed"

@@ -41,7 +41,7 @@ def test_two_torchrun_agents_as_two_nodes_merge_into_one_run(tmp_path):
     runs = [path for path in tmp_path.iterdir() if path.name.startswith("mamba2-lm-tiny-tp2-")]
     assert len(runs) == 1 and f"run directory: {runs[0]}" in outputs[1].replace("\n", "")
     run = read_run(runs[0])
-    parallel = run.info["parallel"]
+    parallel = run.info.parallel.model_dump()
     assert (parallel["world_size"], parallel["nnodes"], parallel["backend"]) == (2, 2, "gloo")
     assert sorted(r["node_rank"] for r in parallel["ranks"]) == [0, 1]  # one rank on each node
     assert sorted(run.kernels["rank"].unique()) == [0, 1]

@@ -13,7 +13,7 @@ import pytest
 
 from ssmprof import bundled
 from ssmprof.analysis import noise
-from ssmprof.schema import read_run
+from ssmprof.schema import RunInfo, read_run
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
 import noise_doc  # noqa: E402
@@ -30,12 +30,12 @@ def sweep_tables(gpu: str, sweep: str) -> dict:
     return regimes.analyze([REF / gpu / sweep]).tables
 
 
-def info(path: str) -> dict:
-    return json.loads((REF / path / "run.json").read_text())
+def info(path: str) -> RunInfo:
+    return RunInfo.model_validate(json.loads((REF / path / "run.json").read_text()))
 
 
 def steps(path: str) -> list[float]:
-    return info(path)["harness"]["step_times_ms"]
+    return info(path).harness.step_times_ms
 
 
 @pytest.mark.parametrize("a, b, verdict, low, high", [
@@ -64,7 +64,7 @@ def test_a_step_difference_is_called_only_outside_its_interval(a, b, verdict, lo
 def test_h100_against_h200_mamba2_lm_is_faster_pooled_over_the_bundled_reruns():
     """The paper-preset mamba2-lm runs of one GPU, one configuration: the suite run and the sweep point of the same
     settings (and the H200's single-GPU run of the parallel set; its TP runs are another split, not reruns)."""
-    infos = {gpu: [json.loads(path.read_text()) for path in sorted((REF / gpu).rglob("run.json"))]
+    infos = {gpu: [read_run(path.parent).info for path in sorted((REF / gpu).rglob("run.json"))]
              for gpu in bundled.GPUS}
     pooled = [noise.reruns(infos[gpu])[noise.rerun_key(info(f"{gpu}/mamba2-lm"))] for gpu in ("h100-sxm", "h200")]
     assert [len(runs) for runs in pooled] == [2, 3]
@@ -87,7 +87,7 @@ def test_the_verdict_table(value, low, high, verdict):
 def test_the_median_step_interval_is_repeatable_and_holds_the_median():
     times = steps("h200/mamba2-lm")
     first, again = noise.step_interval(times), noise.step_interval(times)
-    assert first == again and first.value == info("h200/mamba2-lm")["harness"]["step_ms"]
+    assert first == again and first.value == info("h200/mamba2-lm").harness.step_ms
     assert min(times) <= first.low <= first.value <= first.high <= max(times)
     assert np.isnan(noise.step_interval([5.0]).low)
 
@@ -95,7 +95,7 @@ def test_the_median_step_interval_is_repeatable_and_holds_the_median():
 def test_a_kernel_s_interval_comes_from_its_launches_or_from_the_steps():
     run = read_run(REF / "h100-sxm" / "mamba2-lm")
     key = ["kernel_name", "phase"]
-    step = noise.step_interval(run.info["harness"]["step_times_ms"])
+    step = noise.step_interval(run.info.harness.step_times_ms)
     table = noise.launch_intervals(run.kernels, key, step).set_index(key)
     totals = run.kernels.groupby(key)["duration_ns"].agg(["sum", "size"])
     joined = table.join(totals)

@@ -229,7 +229,7 @@ def _null_progress():
 
 def test_calibrate_writes_a_device_profile_its_readers_accept(tmp_path, monkeypatch):
     """`run_calibration` stubbed with the counters of the known-work kernels (the copy one 10 % short), and an
-    L1 ceiling below L2's, which the profile drops with a note."""
+    L1 ceiling below L2's, which the profile drops with a note; DRAM from the faster collector (the events)."""
     from ssmprof.profiler import calibrate, harness
 
     known = {work["check"]: work["expected"] for work in calibrate.KNOWN_WORK}
@@ -242,6 +242,8 @@ def test_calibrate_writes_a_device_profile_its_readers_accept(tmp_path, monkeypa
         "dram_read_bytes": [0.0, 0.0, 0.45 * known["DRAM bytes (copy kernel)"], 0.0, 0.0],
         "dram_write_bytes": [0.0, 0.0, 0.45 * known["DRAM bytes (copy kernel)"], 0.0, 0.0],
         "l1_bytes": [0.0, 0.0, 0.0, known["L1 bytes (L1 read kernel)"], known["L1 bytes (L2 read kernel)"]],
+        # the L2 ceiling comes from the L2 read kernel's counters, in the L2 slices' bytes
+        "l2_bytes": [0.0, 0.0, 0.0, 0.0, 1.2 * known["L1 bytes (L2 read kernel)"]],
     })
     ceilings = {"dram_gb_s": 2960.0, "l2_gb_s": 4718.0, "l1_gb_s": 3425.0, "bf16_tensor_tflops": 771.7,
                 "fp32_tflops": 25.0, "source": MEASURED}
@@ -253,4 +255,4 @@ def test_calibrate_writes_a_device_profile_its_readers_accept(tmp_path, monkeypa
     assert profile == result.profile and profile.datasheet["dram_gb_s"] == 3350.0
     assert profile.measured.l1_gb_s is None and "not above the L2 ceiling" in profile.note
     run = schema.read_run(H100_RUN)
-    assert run_ceilings(run.info["gpu"]["name"], H100_RUN, profile)[0].dram_gb_s == 2960.0
+    assert run_ceilings(run.info.gpu.name, H100_RUN, profile)[0].dram_gb_s == 2960.0

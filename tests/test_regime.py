@@ -105,7 +105,7 @@ def reference_points():
     """The bundled H100 paper runs of mamba2-lm, hybrid and transformer as points of a sweep over workloads."""
     loaded = {w: load_run(bundled.REFERENCE / "h100-sxm" / w) for w in ("mamba2-lm", "hybrid", "transformer")}
     return [regime.SweepRun({"seq_len": 4096}, run.info, run.kernels,
-                            run_ceilings(run.info["gpu"]["name"], run.path)[0]) for run in loaded.values()]
+                            run_ceilings(run.info.gpu.name, run.path)[0]) for run in loaded.values()]
 
 
 def test_per_point_frames_on_real_runs(reference_points):

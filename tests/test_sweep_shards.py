@@ -27,8 +27,9 @@ def reference_profile(options, out, steps, counters, progress=None, name=None):
     ready = measure.prepare(options, "cpu")
     reference = schema.read_run(bundled.REFERENCE / "h100-sxm" / options.workload)
     settings = {key: getattr(ready.cfg, key) for key, _, _ in (s.partition("=") for s in options.sets)}
-    workload = {**reference.info["workload"], "config": {**reference.info["workload"]["config"], **settings}}
-    return schema.write_run(out / name, {**reference.info, "workload": workload}, reference.kernels)
+    info = reference.info.model_dump()
+    info["workload"]["config"].update(settings)
+    return schema.write_run(out / name, info, reference.kernels)
 
 
 def install(patch=None) -> None:
