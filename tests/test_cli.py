@@ -215,7 +215,7 @@ def test_help_reads_at_80_columns(command, monkeypatch):
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert max(len(line) for line in lines) <= 80 and "…" not in result.output
-    assert len(lines) <= 60
+    assert len(lines) <= 80
 
 
 def test_progress_off_a_terminal_is_one_line_per_stage_start_and_end():

@@ -110,5 +110,5 @@ def test_bundled_runs_find_their_gpus_profile_beside_them():
         paths += [point.parent for folder in bundled.sweeps(gpu) for point in folder.glob("*/run.json")]
         for path in paths:
             info = schema.read_run(path).info
-            ceilings, said = run_ceilings(info["gpu"]["name"], path)
+            ceilings, said = run_ceilings(info.gpu.name, path)
             assert (ceilings.dram_gb_s, said) == (measured, []), path

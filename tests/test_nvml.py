@@ -91,4 +91,4 @@ def test_gpu_sharing_goes_through_the_contract(tmp_path):
     run = schema.read_run(schema.write_run(tmp_path / "run", info, source.kernels))
     assert run.info.gpu_sharing.shared is True
     with pytest.raises(schema.SchemaError, match="gpu_sharing"):
-        schema.check_info({**source.info, "gpu_sharing": {"shared": "maybe", "samples": 3}})
+        schema.check_info({**source.info.model_dump(), "gpu_sharing": {"shared": "maybe", "samples": 3}})

@@ -7,7 +7,6 @@ import pytest
 
 from ssmprof import bundled
 from ssmprof.analysis.communication import one_rank
-from ssmprof.analysis.roofline import roofline_summary
 from ssmprof.hardware import read_device_profile
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.loading import load_run
@@ -58,14 +57,21 @@ def test_the_run_has_one_roofline_in_every_view(suites):
         for key in ("roofline_summary", "headroom_by_category", "headroom"):
             pd.testing.assert_frame_equal(tables[key], alone[key], obj=f"{view}: {key}")
     a, b = (reporting.per_gpu(load_run(path)) for path in (RUN, ON_H200))
-    compared = reporting.rooflines(a, b)[0]
-    pd.testing.assert_frame_equal(compared[PER_KERNEL].reset_index(drop=True), expected, obj="compare")
-    pd.testing.assert_frame_equal(roofline_summary(compared), alone["roofline_summary"], obj="compare by category")
+    compared = reporting.rooflines(a, b)[0]  # compare draws the points per launch configuration, on the same roofs
+    own = alone["roofline"]
+    assert set(compared["ceiling_source"]) == set(own["ceiling_source"])
+    assert set(compared["peak_flop_per_s"]) == set(own.loc[own["verdict"] != "no counters", "peak_flop_per_s"])
+    # each point is its launches' time-weighted % of roof, so it lies within theirs
+    launches = own[own["flops"] > 0].groupby(["kernel_name", "phase"])["pct_of_roof"].agg(["min", "max"])
+    for row in compared.itertuples():
+        low, high = launches.loc[(row.kernel_name, row.phase)]
+        assert low - 1e-6 <= row.pct_of_roof <= high + 1e-6, row
     ssm = alone["roofline_summary"].set_index("category").loc["SSM scan", "pct_of_roof"]
     assert overview["ssm_kernels"].set_index("workload").loc["mamba2-lm", "pct_of_roof"] == pytest.approx(ssm)
-    suite_roof = overview["ssm_roofline"].query("workload == 'mamba2-lm'")[PER_KERNEL].reset_index(drop=True)
-    pd.testing.assert_frame_equal(suite_roof, expected[expected["launch_idx"].isin(suite_roof["launch_idx"])]
-                                  .reset_index(drop=True), obj="suite overview's SSM roofline")
+    suite_roof = overview["ssm_roofline"].query("workload == 'mamba2-lm'")  # points per launch configuration
+    for row in suite_roof.itertuples():
+        low, high = launches.loc[(row.kernel_name, row.phase)]
+        assert low - 1e-6 <= row.pct_of_roof <= high + 1e-6, row
     beside, given = (f"measured by ssmprof calibrate, {where}" for where in ("device profile beside the run",
                                                                              "given with --device-profile"))
     sources = {view: set(tables["roofline"]["ceiling_source"]) for view, tables in views.items()}

@@ -87,7 +87,7 @@ def test_h100_mamba2_fused_what_if(mamba2):
     assert (forward["lower_roof"], forward["speedup_low"], forward["speedup_high"]) == ("DRAM", 1.183, 7.077)
     assert (backward["chain_time_ms"], backward["lower_ms"], backward["upper_ms"]) == (2.238, 0.191, 1.873)
     assert (backward["lower_roof"], backward["speedup_low"], backward["speedup_high"]) == ("tensor", 1.195, 11.738)
-    assert (forward["saved_per_step_ms_low"], forward["saved_per_step_ms_high"]) == (1.423, 7.76)
+    assert (forward["saved_per_step_ms_low"], forward["saved_per_step_ms_high"]) == (1.423, 7.898)
     # the method against the reported fused forward kernel (shared/seeds/002: 1.50-2.51x on A100/H100, L2-bound):
     # the reported range lies inside the estimate's, and the fused chain is L2-bound here too
     assert forward["speedup_low"] < 1.50 and forward["speedup_high"] > 2.51

@@ -22,6 +22,8 @@ def roofline_points(per_launch: pd.DataFrame, by: tuple[str, ...] = ()) -> pd.Da
     """`roofline.roofline`'s per-launch frame (with counters) summed per kernel, phase, launch configuration,
     verdict and limiter (and `by`, e.g. the workload of a suite): launches, time, FLOPs, intensities at DRAM and
     L2, achieved FLOP/s, time-weighted % of roof, and the ceilings."""
+    if per_launch.empty or "verdict" not in per_launch.columns:  # no run with counters and ceilings
+        return pd.DataFrame()
     measured = per_launch[(per_launch["verdict"] != "no counters") & (per_launch["flops"] > 0)]
     keys = [k for k in (*by, *KEYS) if k in measured.columns]
     rows = []

@@ -141,7 +141,10 @@ def _title(info: RunInfo) -> str:
 
 
 def chart(figure) -> str:
-    """A figure as a div and the call that draws it; plotly.js itself comes from the page's head."""
+    """A figure as a div and the call that draws it; plotly.js itself comes from the page's head. Every chart
+    carries the one small template of `style.LAYOUT`, never plotly's default (its 5.5 KB a chart made a suite page
+    of 54 charts 0.3 MB heavier)."""
+    figure.layout.template = style.LAYOUT["template"]
     return pio.to_html(figure, full_html=False, include_plotlyjs=False, default_height=figure.layout.height or 480,
                        config={"displaylogo": False, "responsive": True})
 
