@@ -874,18 +874,24 @@ def _staged(path: Path) -> Path:
     return path.parent / f".{path.name}.partial-{os.getpid()}-{threading.get_ident()}"
 
 
-def write_frame(frame: pd.DataFrame, path: Path) -> Path:
-    """A scratch table (a rank's kernels) written atomically as parquet."""
+def _write_atomically(path: Path, write) -> Path:
+    """`write(staging)` into a hidden sibling of `path`, then renamed into place: a reader never sees half a file;
+    any failure is one line."""
     path = Path(path)
     staging = _staged(path)
     try:
-        frame.to_parquet(staging, index=False)
+        write(staging)
         os.replace(staging, path)
     except OSError as exc:
         raise SsmprofError(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:
         staging.unlink(missing_ok=True)
     return path
+
+
+def write_frame(frame: pd.DataFrame, path: Path) -> Path:
+    """A scratch table (a rank's kernels) written atomically as parquet."""
+    return _write_atomically(path, lambda staging: frame.to_parquet(staging, index=False))
 
 
 # --- The history: one parquet file per appended run in a folder, queried across runs through DuckDB.
@@ -958,17 +964,11 @@ def write_trace(trace: dict, path: Path) -> Path:
     """A torch.profiler (Kineto) trace, gzipped JSON as HolisticTraceAnalysis reads it, written atomically."""
     import gzip
 
-    path = Path(path)
-    staging = _staged(path)
-    try:
+    def write(staging: Path) -> None:
         with gzip.open(staging, "wt") as f:
             json.dump(trace, f)
-        os.replace(staging, path)
-    except OSError as exc:
-        raise SsmprofError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        staging.unlink(missing_ok=True)
-    return path
+
+    return _write_atomically(path, write)
 
 
 def read_trace(path: Path) -> dict:
@@ -986,16 +986,7 @@ def read_trace(path: Path) -> dict:
 
 def copy_file(source: Path, destination: Path) -> Path:
     """Copy a file the profiler produced (an Nsight Compute report) to where the user asked, atomically."""
-    destination = Path(destination)
-    staging = _staged(destination)
-    try:
-        shutil.copyfile(source, staging)
-        os.replace(staging, destination)
-    except OSError as exc:
-        raise SsmprofError(f"cannot write {destination}: {exc.strerror or exc}") from None
-    finally:
-        staging.unlink(missing_ok=True)
-    return destination
+    return _write_atomically(destination, lambda staging: shutil.copyfile(source, staging))
 
 
 def make_folder(path: Path) -> Path:
