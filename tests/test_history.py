@@ -68,7 +68,7 @@ def built(tmp_path_factory):
     for position in range(RUNS):
         source = schema.read_run(H100 / RERUNS[position % len(RERUNS)])
         kernels, infos = plants_at(position)
-        frame, info = source.kernels, json.loads(json.dumps(source.info))
+        frame, info = source.kernels, source.info.model_dump()
         for plant in kernels:
             frame = plant(frame)
         for plant in infos:
@@ -128,10 +128,11 @@ def test_rolling_baseline_gates_like_a_baseline_file(built):
     assert f"- note: baseline: the last 5 runs of its configuration in history {folder} (commits 20abababab to " \
            "24abababab)" in result.summary
     source = schema.read_run(root / "run-25")
+    info = source.info.model_dump()
     cases = {
-        "kernel-slower": (source.info, fwd_slower(source.kernels)),
-        "host-slower": (host_slower(source.info), source.kernels),
-        "shared-gpu": ({**source.info, "gpu_sharing": {"shared": True, "samples": 40, "shared_sample_fraction": 1.0,
+        "kernel-slower": (info, fwd_slower(source.kernels)),
+        "host-slower": (host_slower(info), source.kernels),
+        "shared-gpu": ({**info, "gpu_sharing": {"shared": True, "samples": 40, "shared_sample_fraction": 1.0,
                                                        "max_other_processes": 1, "sm_utilization_pct": 100}},
                        fwd_slower(source.kernels)),
     }

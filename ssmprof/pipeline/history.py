@@ -66,9 +66,9 @@ def entry(run: Run, commit: str) -> pd.DataFrame:
     rows = run_rows(kernels, info, roof, limiter)
     created = info.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     workload = info.workload
-    run_id = re.sub(r"[^0-9A-Za-z_-]", "", f"{created}-{workload['name']}") + f"-{uuid.uuid4().hex[:8]}"
+    run_id = re.sub(r"[^0-9A-Za-z_-]", "", f"{created}-{workload.name}") + f"-{uuid.uuid4().hex[:8]}"
     return rows.assign(
-        history_version=HISTORY_VERSION, run_id=run_id, created=created, commit=commit, workload=workload["name"],
+        history_version=HISTORY_VERSION, run_id=run_id, created=created, commit=commit, workload=workload.name,
         preset=workload.preset, config=json.dumps(workload.config, sort_keys=True), gpu=info.gpu.name,
         driver=str(info.gpu.clocks.driver or ""),
         host_cpu=str(info.host.cpu or ""),
