@@ -87,11 +87,11 @@ def test_status_line(reference):
     coverage = [100 * info["coverage"]["counter_time_fraction"] for info in checked]
     assert f"{min(coverage):.1f}-{max(coverage):.1f}" == "95.6-99.8"
     worst = reference["errors"][["max_error_a_to_b_pct", "max_error_b_to_a_pct"]].to_numpy().max()
-    assert worst < 10
+    assert worst < 14  # the H100's probe calibration beside the H200's older one (docs/measurements.md)
     claims("ran on an H100 and an H200 (2026-11-22; the paper suite measured again with the exact counter join and "
            "the counter self-checks on both on 2026-11-23, and with the 7-pass counter set on 2026-11-24)",
            "checked counter coverage 95.6-99.8 % of kernel time",
-           "`project` (errors under 10 %)")
+           "`project` (errors under 14 %")
 
 
 def test_main_findings_paragraph(reference):
@@ -101,7 +101,7 @@ def test_main_findings_paragraph(reference):
     assert round(shares.loc["mamba2-lm", SSM]) == 19 and round(shares.loc["hybrid", SSM]) == 9
     assert span(shares.loc[["mamba2-lm", "hybrid"], "GEMM"]) == "51-60"
     mamba2 = ssm.loc["mamba2-lm"]
-    assert round(mamba2["memory_bound_pct"]) == 100 and round(mamba2["pct_of_roof"]) == 70
+    assert round(mamba2["memory_bound_pct"]) == 100 and round(mamba2["pct_of_roof"]) == 72
     assert round(mamba2["dram_pct_of_peak"]) == 47 and round(mamba2["l2_hit_pct"]) == 62
     assert span(mamba2[["forward Tensor+Vector %", "backward Tensor+Vector %"]]) == "82-87"
     assert round(mamba2["mma_sync_pct"]) == 41
@@ -113,12 +113,12 @@ def test_main_findings_paragraph(reference):
     assert all(tiles[name] == 32 for name in families.index[~families])  # mma.sync: 32-row tiles
     assert all(tiles[name] >= WGMMA_ROWS for name in families.index[families])
     limiters = reference["limiters"]
-    assert round(100 * limiters.loc[("mamba2-lm", "L2")]) == 57
+    assert round(100 * limiters.loc[("mamba2-lm", "L2")]) == 83
     assert round(100 * limiters.loc[("mamba1-lm", "L2")]) == 100
     vector = ssm.loc[["mamba1-lm", "mamba-vision", "graph-mamba"]]
     assert (vector[["forward VectorOnly %", "backward VectorOnly %"]] == 100).all().all()
     assert span(vector["dram_pct_of_peak"], 1) == "3.3-9.5" and span(vector["l2_hit_pct"]) == "93-94"
-    assert round(ssm.loc["mamba1-lm", "pct_of_roof"]) == 59
+    assert round(ssm.loc["mamba1-lm", "pct_of_roof"]) == 65
     speedups = 100 * (pair.loc[["mamba2-lm", "hybrid"], f"{SSM} speedup"] - 1)
     assert span(speedups) == "6-10"
     assert round(100 * (SPECS["h200"].dram_tb_s / SPECS["h100-sxm"].dram_tb_s - 1)) == 43
@@ -127,12 +127,12 @@ def test_main_findings_paragraph(reference):
     assert round(100 * graph["gpu_busy_ms_a"] / graph["step_ms_a"]) == 20
     assert reference["steps"].loc["graph-mamba", "launches"] == 1322
     claims("the Mamba-2 SSD chain is 19 % of mamba2-lm's kernel time and 9 % of the hybrid's (GEMMs 51-60 %)",
-           "memory-bound (all of SSM time; for 57 % of it the lowest roof is L2, not DRAM) at 47 % of DRAM peak "
-           "with 62 % L2 hits, at 67 % of their hierarchical roof, and 82-87 % of their time",
+           "memory-bound (all of SSM time; for 83 % of it the lowest roof is L2, not DRAM) at 47 % of DRAM peak "
+           "with 62 % L2 hits, at 72 % of their hierarchical roof, and 82-87 % of their time",
            "Triton compiles 7 of the 10 SSD kernels that use tensor cores to Hopper's wgmma and 3 to the older "
            "warp-level mma.sync", "which hold 41 % of SSM time: the autotuner picked 32-row tiles for those 3",
            "vector-only, at 3.3-9.5 % of DRAM peak with 93-94 % L2 hits",
-           "(all of mamba1-lm's scan time, at 59 % of that roof)",
+           "(all of mamba1-lm's scan time, at 65 % of that roof)",
            "speeds up the SSD chain by 6-10 % for 43 % more bandwidth",
            "graph-mamba's step gets 7 % faster while its GPU busy time shrinks 3 %",
            "20 % of the step on the H100", "the host launching 1,322 small kernels")
@@ -153,11 +153,11 @@ def test_projection_paragraph(reference):
     assert span(dram) == "8-87"
     table = reference["errors"]
     assert len(table) == 6
-    assert round(table[["max_error_a_to_b_pct", "max_error_b_to_a_pct"]].to_numpy().max(), 1) == 9.1
+    assert round(table[["max_error_a_to_b_pct", "max_error_b_to_a_pct"]].to_numpy().max(), 1) == 13.2
     assert SPECS["h100-sxm"].sm_count == SPECS["h200"].sm_count == 132
     claims("was off by -26 % (mamba2-lm) and -23 % (hybrid) on the SSM kernels H100 -> H200",
            "they run at 8-87 % of DRAM peak (47 % time-weighted)", "speeds them up only 6-10 %",
-           "within 7.8 % on every category above 5 % of time, for all six workloads of the paper suite, both "
+           "within 13.2 % on every category above 5 % of time, for all six workloads of the paper suite, both "
            "directions, and for mamba3-lm from the H200 to the H100 (its H100 run has no counters")
 
 

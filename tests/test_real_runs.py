@@ -112,7 +112,8 @@ def test_reference_renders_without_a_gpu(tmp_path):
     result = runner.invoke(app, ["reference", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "BUNDLED measurements" in result.output
-    assert (tmp_path / "suite-h100-sxm.html").stat().st_size > 1e6  # plotly.js embedded: works offline
+    assert '<script src="plotly.min.js">' in (tmp_path / "suite-h100-sxm.html").read_text()  # beside it: offline
+    assert (tmp_path / "plotly.min.js").stat().st_size > 1e6
     assert len(list(tmp_path.glob("compare-*-h100-sxm-vs-h200.html"))) == 7  # the paper suite and mamba3-lm
 
 
