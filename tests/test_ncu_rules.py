@@ -1,6 +1,7 @@
 """Nsight Compute's rule results beside ssmprof's verdicts: the argv, the details-page parser on a hand-written
 fixture, and the agreement on four SSD kernels of the bundled H100 mamba2-lm run."""
 
+import lzma
 from pathlib import Path
 
 import pandas as pd
@@ -96,8 +97,10 @@ def test_agreement_with_nsight_computes_rules_recorded_on_an_h100(tmp_path):
     sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
     from ncu_rules import recorded_agreement
 
-    table = recorded_agreement(Path(__file__).parent / "data" / "ncu-rules-mamba2-lm-h100" / "ssd-rules.ncu-rep",
-                               bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
+    report = tmp_path / "ssd-rules.ncu-rep"
+    with lzma.open(Path(__file__).parent / "data" / "ncu-rules-mamba2-lm-h100" / "ssd-rules.ncu-rep.xz") as packed:
+        report.write_bytes(packed.read())
+    table = recorded_agreement(report, bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
     assert table["agree"].value_counts().to_dict() == {"yes": 12, "runner-up": 3}
     assert table.groupby("same_config")["agree"].value_counts().to_dict() == {
         (False, "yes"): 5, (False, "runner-up"): 2, (True, "yes"): 7, (True, "runner-up"): 1}

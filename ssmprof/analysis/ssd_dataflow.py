@@ -169,12 +169,15 @@ def fusion_estimate(flow: pd.DataFrame, config: dict, ceilings: Ceilings, layers
     """Per phase (per layer): the unfused chain's measured time, DRAM and L2 bytes; the fused chain's minimum DRAM
     bytes; its time bounded below by the roofs and estimated above as L2-bound (the module's docstring); the
     speed-up range those give, the step time it would save over the `layers`, and whether the fused chain's
-    minimum L2 time exceeds its DRAM time (L2-bound)."""
+    minimum L2 time exceeds its DRAM time (L2-bound). A phase whose L2 bytes were not counted gets no row: the
+    upper estimate scales its time by the L2 bytes fusion removes, which needs them measured."""
     shape = SsdShape.from_config(config)
     rows = []
     for phase, chain in flow.groupby("phase", sort=False):
         time_ms = chain["duration_ns"].sum() / 1e6
         l2 = chain["l2_bytes"].sum()
+        if not l2 > 0:
+            continue
         min_dram = fused_min_dram_bytes(shape, phase)
         remaining_l2 = l2 - chain["intermediate_bytes"].sum()
         roofs_ms = {"DRAM": min_dram / (ceilings.dram_gb_s * 1e9) * 1e3,

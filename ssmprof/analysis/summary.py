@@ -73,7 +73,9 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         flow = ssd_dataflow(kernels, run.info.workload.config)
         if flow is not None:  # the Mamba-2 SSD chain's inter-kernel bytes and the fused chain's what-if
             tables["ssd_dataflow"] = flow[FLOW_COLUMNS]
-            tables["ssd_fusion"] = fusion_estimate(flow, run.info.workload.config, ceilings, ssd_layers(kernels))
+            fusion = fusion_estimate(flow, run.info.workload.config, ceilings, ssd_layers(kernels))
+            if len(fusion):
+                tables["ssd_fusion"] = fusion
     if counted:
         classified = classify(kernels, ceilings)
         tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",
