@@ -345,6 +345,21 @@ class RankPass:
         """Nothing runs before its turn."""
 
 
+@dataclasses.dataclass(frozen=True)
+class RankPasses:
+    """The counter passes of rank `rank` of a parallel run, started as `collect.collect_counters` asks (`start`,
+    a `collect.StartPass`): each a `RankPass` of `job` (its Triton choices pinned) at its turn."""
+
+    job: RankJob
+    where: Launch
+    rank: int
+    timeout_s: float
+
+    def start(self, report: Path, mode: str, metrics: list[str], targets, names, ahead: bool) -> RankPass:
+        return RankPass(self.job, self.where, self.rank, self.timeout_s, report, mode, metrics, targets, names,
+                        ahead)
+
+
 def rank_counters(job: RankJob, where: Launch, tables: dict[int, pd.DataFrame], results: list[RankResult],
                   ncu_ranks: list[int], counters: str, timeout_s: float, check) -> tuple[dict, dict, dict[str, Path]]:
     """Counters for each rank of `ncu_ranks` in turn (`collect.collect_counters` on its timeline, each pass the
@@ -357,13 +372,10 @@ def rank_counters(job: RankJob, where: Launch, tables: dict[int, pd.DataFrame], 
         folder = schema.make_folder(Path(job.scratch) / f"counters-rank{rank}")
         pins = schema.make_document(schema.AutotunePins, choices=results[rank].triton_autotune)
         pinned = job.model_copy(update={"autotune": str(schema.write_document(pins, folder / "autotune.json"))})
-
-        def start(report, mode, metrics, targets, names, ahead, rank=rank, pinned=pinned):
-            return RankPass(pinned, where, rank, timeout_s, report, mode, metrics, targets, names, ahead)
-
+        passes = RankPasses(pinned, where, rank, timeout_s)
         tables[rank], found, checked, written = collect_counters(
-            schema.conform_kernels(tables[rank]), counters, results[rank].result["gpu"], folder, start, check,
-            lambda stage, done, total: None, results[rank].result["peak_memory_bytes"] or 0.0)
+            schema.conform_kernels(tables[rank]), counters, results[rank].result["gpu"], folder, passes.start,
+            check, lambda stage, done, total: None, results[rank].result["peak_memory_bytes"] or 0.0)
         notes = notes or {**found, "rank": rank, "ranks": ncu_ranks}
         checks = checks or checked
         reports.update({f"rank{rank}-{path.name}": path for path in written})
