@@ -24,16 +24,14 @@ from ssmprof.hardware import DEVICE_PROFILE, datasheet_peaks, spec_for
 from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
-from ssmprof.profiler.collect import identical_gpus
-from ssmprof.profiler.counters import REPLAY_CHOICES
+from ssmprof.profiler.collect import ProfileSettings, check_counters_mode, identical_gpus
 from ssmprof.profiler.distributed import Launch
-from ssmprof.profiler.harness import CaptureRefused, Progress, RunResult, resolve_device, run_training
+from ssmprof.profiler.harness import CaptureRefused, Prepared, Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, RankJob, SuiteManifest, make_document, write_document
 from ssmprof.workloads.base import CommonConfig, Workload, training_step_flops
 from ssmprof.workloads.registry import SUITE, get_workload
 
-COUNTER_MODES = ("sampled", "all", "focus", "none")  # focus: see `profiler.collect`
 # Untimed iterations before the timed ones where `--warmup` is not given (Triton compiles and autotunes in
 # them: see `profiler.harness`); profile and suite share it, so a suite run is a profile run.
 WARMUP = {"cuda": 3, "cpu": 1}
@@ -62,18 +60,6 @@ class WorkloadOptions:
         return Parallelism(self.tp, self.dp, self.sequence_parallel)
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """A workload ready to run: its config with overrides, the kernel plan, and the warm-up count."""
-
-    workload: Workload
-    preset: str
-    cfg: CommonConfig
-    plan: KernelPlan
-    overrides: dict[str, Any]
-    warmup: int
-
-
 def parse_sets(pairs: list[str]) -> dict[str, str]:
     parsed = {}
     for pair in pairs:
@@ -100,7 +86,7 @@ def prepare(options: WorkloadOptions, device: str = "auto", nodes: int = 1) -> P
     if target == "cpu":
         _check_cpu_size(chosen, cfg, plan)
     warmup = WARMUP[target] if options.warmup is None else options.warmup
-    return Prepared(chosen, options.preset, cfg, plan, overrides, warmup)
+    return Prepared(chosen, options.preset, cfg, plan, overrides, warmup, options.allow_fallback)
 
 
 def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOptions, device: str,
@@ -188,8 +174,8 @@ def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str 
     `harness.cuda_graphs`; the profiled iteration stays eager)."""
     from ssmprof.profiler.collect import profile_run
 
-    check_counters_mode(counters)
-    check_replay(replay)
+    settings = ProfileSettings(out, steps, counters, replay, ncu_timeout_s, tuple(ncu_ranks), pass_gpus, cuda_graphs,
+                               keep_report, name)
     check_folder(out, "--out")
     check_file(report_file, "--report")
     ready = prepare(options, device, launch.nnodes if launch else 1)
@@ -198,13 +184,10 @@ def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str 
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import profile_parallel
 
-        path = profile_parallel(rank_job(ready, options, steps, "timeline"), out, counters, list(ncu_ranks),
-                                ncu_timeout_s, check_run_counters, keep_report, where=launch or Launch())
+        path = profile_parallel(rank_job(ready, options, steps, "timeline"), settings, check_run_counters,
+                                where=launch or Launch())
     else:
-        path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
-                           ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
-                           check=check_run_counters, name=name, pass_gpus=pass_gpus, replay=replay,
-                           cuda_graphs=cuda_graphs)
+        path = profile_run(ready, settings, progress, check=check_run_counters)
     if report_file is not None and path is not None:
         reporting.report([path], "html", report_file)
     return path
@@ -313,15 +296,3 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
                              set_by=set_by, by_collector=by_collector)
     path = out or Path("runs") / DEVICE_PROFILE
     return CalibrationResult(document, checks, write_document(document, path))
-
-
-def check_replay(replay: str) -> None:
-    if replay not in REPLAY_CHOICES:
-        raise InvalidConfig(f"--replay must be {', '.join(REPLAY_CHOICES[:-1])} or {REPLAY_CHOICES[-1]}, "
-                            f"got '{replay}'")
-
-
-def check_counters_mode(counters: str) -> None:
-    if counters not in COUNTER_MODES:
-        raise InvalidConfig(f"--counters must be {', '.join(COUNTER_MODES[:-1])} or {COUNTER_MODES[-1]}, "
-                            f"got '{counters}'")
