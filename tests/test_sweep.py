@@ -69,17 +69,19 @@ def test_sweep_needs_a_gpu_and_checks_its_options_first(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def cpu_profile(options, out, steps, counters, progress=None, name=None):
+def cpu_profile(request, progress=None):
     """`measure.profile` on the CPU: the real harness trains the point's model (so a point fails as it would on
     the GPU); the CPU launches no CUDA kernels, so the run directory takes the kernel table, GPU and collector
     sections of the bundled H100 run of the same workload."""
+    options, settings = request.workload, request.settings
     ready = measure.prepare(options, "cpu")
-    result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, steps, ready.warmup, progress=progress)
+    result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, settings.steps, ready.warmup,
+                          progress=progress)
     reference = schema.read_run(bundled.REFERENCE / "h100-sxm" / options.workload)
     recorded = reference.info.model_dump(exclude_unset=True)
     info = collect.run_info(result, ready.overrides, recorded["collectors"], reference.kernels, {})
     info.update(gpu=recorded["gpu"], checks=recorded.get("checks", {}))
-    return schema.write_run(out / name, info, reference.kernels)
+    return schema.write_run(settings.out / settings.name, info, reference.kernels)
 
 
 @pytest.fixture
@@ -138,10 +140,10 @@ def test_a_tiny_sweep_end_to_end_a_failed_point_recorded_and_the_sweep_going_on(
 
 def raising(error: BaseException, at_seq_len: int):
     """`cpu_profile`, raising `error` at one sequence length (what the GPU raises there: an OOM, a fault)."""
-    def profile(options, *args, **kw):
-        if f"seq_len={at_seq_len}" in options.sets:
+    def profile(request, progress=None):
+        if f"seq_len={at_seq_len}" in request.workload.sets:
             raise error
-        return cpu_profile(options, *args, **kw)
+        return cpu_profile(request, progress)
     return profile
 
 
@@ -184,8 +186,8 @@ def test_resume_runs_only_the_points_not_complete_and_refuses_another_sweep(tmp_
     (out / "mamba2-lm_seq_len-64").rmdir()
     ran = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(measure, "profile", lambda options, *args, **kw: ran.append(options.sets) or cpu_profile(
-            options, *args, **kw))
+        patch.setattr(measure, "profile", lambda request, progress=None: ran.append(request.workload.sets) or
+                      cpu_profile(request, progress))
         resumed = sweeping.sweep(spec("seq_len=32,64"), out, resume=True, report=False)
     assert ran == [["seq_len=64"]]  # the complete point is not run again
     assert [p.run for p in resumed.manifest.points] == ["mamba2-lm_seq_len-32", "mamba2-lm_seq_len-64"]

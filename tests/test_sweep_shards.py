@@ -21,15 +21,16 @@ ROOT = TESTS.parent
 SPEC = sweeping.SweepSpec(["mamba2-lm", "transformer"], "tiny", ["seq_len=32,64"], [], "none", 1, 0)
 
 
-def reference_profile(options, out, steps, counters, progress=None, name=None):
+def reference_profile(request, progress=None):
     """`measure.profile` without a GPU, deterministic: the bundled H100 run of the point's workload, its config
     carrying the point's settings."""
+    options = request.workload
     ready = measure.prepare(options, "cpu")
     reference = schema.read_run(bundled.REFERENCE / "h100-sxm" / options.workload)
     settings = {key: getattr(ready.cfg, key) for key, _, _ in (s.partition("=") for s in options.sets)}
     info = reference.info.model_dump()
     info["workload"]["config"].update(settings)
-    return schema.write_run(out / name, info, reference.kernels)
+    return schema.write_run(request.settings.out / request.settings.name, info, reference.kernels)
 
 
 def install(patch=None) -> None:

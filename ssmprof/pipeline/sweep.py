@@ -296,9 +296,9 @@ def _finished(out: Path, report: bool) -> SweepResult:
 
 def _run_point(planned: PlannedPoint, spec: SweepSpec, out: Path, tell: Progress | None) -> tuple[str, str | None]:
     """(status, run directory name) of one point: profiled, or failed with the one-line reason."""
+    settings = measure.ProfileSettings(out, spec.steps, spec.counters, name=run_name(planned.point))
     try:
-        path = measure.profile(planned.options, out, spec.steps, spec.counters, progress=tell,
-                               name=run_name(planned.point))
+        path = measure.profile(measure.ProfileRequest(planned.options, settings), tell)
         return COMPLETE, path.name
     except (SsmprofError, torch.OutOfMemoryError) as exc:
         return f"{FAILED}: {type(exc).__name__}: {_one_line(exc)}", None
