@@ -270,10 +270,8 @@ def sweep(
         console.print(f"{label}: {point.status}{wall}", highlight=False, soft_wrap=True)
 
     spec = sweeping.SweepSpec(workloads_, preset, vary, set_ or [], counters, steps, warmup)
-    if gpus != 1:
-        result = sweeping.sweep_on_gpus(spec, out, gpus, resume, report_)
-    else:
-        result = sweeping.sweep(spec, out, resume, report_, announced, sweeping.Shard.parse(shard))
+    request = sweeping.SweepRequest(spec, out, resume, report_, sweeping.Shard.parse(shard), gpus)
+    result = sweeping.sweep(request, announced)
     points = result.manifest.points
     console.print(f"sweep of {len(points)} points in {result.manifest.wall_s:.0f} s: "
                   f"{sum(p.complete for p in points)} complete, {len(result.failed)} failed "
