@@ -185,11 +185,14 @@ def profile(
 
     options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
                                       allow_fallback, tp, dp, sequence_parallel)
+    settings = measure.ProfileSettings(out=out, steps=steps, counters=counters, replay=replay,
+                                       ncu_timeout_s=ncu_timeout, ncu_ranks=tuple(ncu_rank or [0]),
+                                       pass_gpus=pass_gpus, cuda_graphs=cuda_graphs, keep_report=keep_report,
+                                       name=name)
     launch = measure.Launch(nnodes, node_rank, rdzv_endpoint, job_id)
+    request = measure.ProfileRequest(options, settings, device, launch, report_file)
     with _progress() as report:
-        path = measure.profile(options, out, steps, counters, keep_report, ncu_timeout, report_file, report,
-                               name, device, tuple(ncu_rank or [0]), launch, pass_gpus, replay,
-                               cuda_graphs)
+        path = measure.profile(request, report)
     if path is None:
         console.print(f"node {node_rank}: its ranks are done; node 0 writes the run directory")
         return
@@ -267,10 +270,8 @@ def sweep(
         console.print(f"{label}: {point.status}{wall}", highlight=False, soft_wrap=True)
 
     spec = sweeping.SweepSpec(workloads_, preset, vary, set_ or [], counters, steps, warmup)
-    if gpus != 1:
-        result = sweeping.sweep_on_gpus(spec, out, gpus, resume, report_)
-    else:
-        result = sweeping.sweep(spec, out, resume, report_, announced, sweeping.Shard.parse(shard))
+    request = sweeping.SweepRequest(spec, out, resume, report_, sweeping.Shard.parse(shard), gpus)
+    result = sweeping.sweep(request, announced)
     points = result.manifest.points
     console.print(f"sweep of {len(points)} points in {result.manifest.wall_s:.0f} s: "
                   f"{sum(p.complete for p in points)} complete, {len(result.failed)} failed "

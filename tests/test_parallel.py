@@ -150,8 +150,9 @@ def test_cli_refusal_is_one_line():
 def test_two_rank_profile_merges_into_one_run(tmp_path):
     """A real two-rank gloo profile: one run directory, both ranks' rows, run.json `parallel`, and the
     collectives per layer that mamba-ssm's Mamba2 TP module is predicted to make."""
-    path = measure.profile(measure.WorkloadOptions("mamba2-lm", "tiny", tp=2), tmp_path, steps=1, counters="none",
-                           device="cpu")
+    settings = measure.ProfileSettings(tmp_path, steps=1, counters="none")
+    path = measure.profile(measure.ProfileRequest(measure.WorkloadOptions("mamba2-lm", "tiny", tp=2), settings,
+                                                  device="cpu"))
     run = read_run(path)
     assert path.name.startswith("mamba2-lm-tiny-tp2-")
     assert sorted(run.kernels["rank"].unique()) == [0, 1]
@@ -167,8 +168,9 @@ def test_two_rank_profile_merges_into_one_run(tmp_path):
 def test_data_parallel_alone_runs_no_collective_inside_a_layer(tmp_path):
     """--dp 2 without --tp: the single-GPU model's layers on each rank; the only collectives are the loss's and
     the gradients' all-reduces over the DP group, outside every layer."""
-    path = measure.profile(measure.WorkloadOptions("mamba2-lm", "tiny", dp=2), tmp_path, steps=1, counters="none",
-                           device="cpu")
+    settings = measure.ProfileSettings(tmp_path, steps=1, counters="none")
+    path = measure.profile(measure.ProfileRequest(measure.WorkloadOptions("mamba2-lm", "tiny", dp=2), settings,
+                                                  device="cpu"))
     run = read_run(path)
     parallel = run.info.parallel
     assert (parallel.tp, parallel.dp, parallel.sequence_parallel) == (1, 2, False)

@@ -193,7 +193,8 @@ def test_train_on_cpu_writes_its_json(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
 def test_profile_and_suite_need_a_gpu(tmp_path):
     with pytest.raises(NoGpu, match="needs a CUDA GPU"):
-        measure.profile(measure.WorkloadOptions("mamba2-lm", "tiny"), tmp_path)
+        measure.profile(measure.ProfileRequest(measure.WorkloadOptions("mamba2-lm", "tiny"),
+                                               measure.ProfileSettings(tmp_path)))
     with pytest.raises(NoGpu, match="no CUDA GPU is visible"):
         measure.suite(tmp_path)
     with pytest.raises(InvalidConfig, match="--counters must be sampled, all, focus or none"):
@@ -206,9 +207,11 @@ def test_suite_profiles_each_workload_through_profile(tmp_path, monkeypatch):
     one report and the manifest; here `profile` hands back copies of the bundled runs."""
     calls = []
 
-    def fake_profile(options, out, steps, counters, progress=None):
-        calls.append((options, steps, counters, progress))
-        return Path(shutil.copytree(bundled.REFERENCE / "h100-sxm" / options.workload, out / options.workload))
+    def fake_profile(request, progress=None):
+        options, settings = request.workload, request.settings
+        calls.append((options, settings.steps, settings.counters, progress))
+        return Path(shutil.copytree(bundled.REFERENCE / "h100-sxm" / options.workload,
+                                    settings.out / options.workload))
 
     monkeypatch.setattr(measure, "resolve_device", lambda device: "cuda")
     monkeypatch.setattr(measure, "profile", fake_profile)

@@ -63,23 +63,25 @@ def test_grid_runs_workload_by_workload_with_the_last_axis_fastest_and_typed_val
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
 def test_sweep_needs_a_gpu_and_checks_its_options_first(tmp_path):
     with pytest.raises(InvalidConfig, match="--vary expects"):
-        sweeping.sweep(spec("seq_len"), tmp_path / "s")
+        sweeping.sweep(sweeping.SweepRequest(spec("seq_len"), tmp_path / "s"))
     with pytest.raises(NoGpu, match="no CUDA GPU is visible"):
-        sweeping.sweep(spec("seq_len=32"), tmp_path / "s")
+        sweeping.sweep(sweeping.SweepRequest(spec("seq_len=32"), tmp_path / "s"))
     assert list(tmp_path.iterdir()) == []
 
 
-def cpu_profile(options, out, steps, counters, progress=None, name=None):
+def cpu_profile(request, progress=None):
     """`measure.profile` on the CPU: the real harness trains the point's model (so a point fails as it would on
     the GPU); the CPU launches no CUDA kernels, so the run directory takes the kernel table, GPU and collector
     sections of the bundled H100 run of the same workload."""
+    options, settings = request.workload, request.settings
     ready = measure.prepare(options, "cpu")
-    result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, steps, ready.warmup, progress=progress)
+    result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, settings.steps, ready.warmup,
+                          progress=progress)
     reference = schema.read_run(bundled.REFERENCE / "h100-sxm" / options.workload)
     recorded = reference.info.model_dump(exclude_unset=True)
     info = collect.run_info(result, ready.overrides, recorded["collectors"], reference.kernels, {})
     info.update(gpu=recorded["gpu"], checks=recorded.get("checks", {}))
-    return schema.write_run(out / name, info, reference.kernels)
+    return schema.write_run(settings.out / settings.name, info, reference.kernels)
 
 
 @pytest.fixture
@@ -108,7 +110,7 @@ def test_a_tiny_sweep_end_to_end_a_failed_point_recorded_and_the_sweep_going_on(
         seen.append((index, total, point.status))
 
     sweep_spec = sweeping.SweepSpec(["mamba2-lm", "transformer"], "tiny", ["seq_len=32,128,64"], [], "none", 1, 0)
-    result = sweeping.sweep(sweep_spec, out, progress_for=progress_for)
+    result = sweeping.sweep(sweeping.SweepRequest(sweep_spec, out), progress_for)
     manifest = schema.read_document(schema.SweepManifest, out / schema.SWEEP_MANIFEST)
     assert manifest == result.manifest and manifest.axes == {"seq_len": [32, 128, 64]}
     statuses = [(p.workload, p.settings["seq_len"], p.status.split(":")[0]) for p in manifest.points]
@@ -138,10 +140,10 @@ def test_a_tiny_sweep_end_to_end_a_failed_point_recorded_and_the_sweep_going_on(
 
 def raising(error: BaseException, at_seq_len: int):
     """`cpu_profile`, raising `error` at one sequence length (what the GPU raises there: an OOM, a fault)."""
-    def profile(options, *args, **kw):
-        if f"seq_len={at_seq_len}" in options.sets:
+    def profile(request, progress=None):
+        if f"seq_len={at_seq_len}" in request.workload.sets:
             raise error
-        return cpu_profile(options, *args, **kw)
+        return cpu_profile(request, progress)
     return profile
 
 
@@ -159,14 +161,14 @@ def raising(error: BaseException, at_seq_len: int):
 )
 def test_gpu_failures_are_recorded(tmp_path, on_cpu, monkeypatch, scenario, error, statuses):
     monkeypatch.setattr(measure, "profile", raising(error, 64))
-    result = sweeping.sweep(spec("seq_len=32,64,16"), tmp_path / "s", report=False)
+    result = sweeping.sweep(sweeping.SweepRequest(spec("seq_len=32,64,16"), tmp_path / "s", report=False))
     assert [p.status for p in result.manifest.points] == statuses, scenario
 
 
 def test_a_bug_is_not_swallowed(tmp_path, on_cpu, monkeypatch):
     monkeypatch.setattr(measure, "profile", raising(KeyError("a bug"), 64))
     with pytest.raises(KeyError):
-        sweeping.sweep(spec("seq_len=32,64"), tmp_path / "s", report=False)
+        sweeping.sweep(sweeping.SweepRequest(spec("seq_len=32,64"), tmp_path / "s", report=False))
     manifest = schema.read_document(schema.SweepManifest, tmp_path / "s" / schema.SWEEP_MANIFEST)
     assert [p.status for p in manifest.points] == ["complete", "pending"]  # readable after the crash
 
@@ -174,19 +176,19 @@ def test_a_bug_is_not_swallowed(tmp_path, on_cpu, monkeypatch):
 def test_resume_runs_only_the_points_not_complete_and_refuses_another_sweep(tmp_path, on_cpu):
     out = tmp_path / "sweep"
     occupy(out, "mamba2-lm_seq_len-64")
-    first = sweeping.sweep(spec("seq_len=32,64"), out, report=False)
+    first = sweeping.sweep(sweeping.SweepRequest(spec("seq_len=32,64"), out, report=False))
     assert [p.status.split(":")[0] for p in first.manifest.points] == ["complete", "failed"]
     with pytest.raises(InvalidConfig, match="holds a sweep already: --resume"):
-        sweeping.sweep(spec("seq_len=32,64"), out)
+        sweeping.sweep(sweeping.SweepRequest(spec("seq_len=32,64"), out))
     with pytest.raises(InvalidConfig, match="differs from this one in axes"):
-        sweeping.sweep(spec("seq_len=32,16"), out, resume=True)
+        sweeping.sweep(sweeping.SweepRequest(spec("seq_len=32,16"), out, resume=True))
     (out / "mamba2-lm_seq_len-64" / "notes.txt").unlink()
     (out / "mamba2-lm_seq_len-64").rmdir()
     ran = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(measure, "profile", lambda options, *args, **kw: ran.append(options.sets) or cpu_profile(
-            options, *args, **kw))
-        resumed = sweeping.sweep(spec("seq_len=32,64"), out, resume=True, report=False)
+        patch.setattr(measure, "profile", lambda request, progress=None: ran.append(request.workload.sets) or
+                      cpu_profile(request, progress))
+        resumed = sweeping.sweep(sweeping.SweepRequest(spec("seq_len=32,64"), out, resume=True, report=False))
     assert ran == [["seq_len=64"]]  # the complete point is not run again
     assert [p.run for p in resumed.manifest.points] == ["mamba2-lm_seq_len-32", "mamba2-lm_seq_len-64"]
     assert not resumed.failed
@@ -232,8 +234,8 @@ def test_a_folder_that_is_not_a_sweep_is_reported_as_runs():
 
 def test_bundled_sweeps_put_their_headlines_into_the_results(tmp_path, on_cpu, monkeypatch):
     reference = tmp_path / "reference"
-    sweeping.sweep(spec("seq_len=32,64", workloads=("mamba2-lm", "transformer")),
-                   reference / "h100-sxm" / bundled.SWEEPS / "seq_len", report=False)
+    sweeping.sweep(sweeping.SweepRequest(spec("seq_len=32,64", workloads=("mamba2-lm", "transformer")),
+                                         reference / "h100-sxm" / bundled.SWEEPS / "seq_len", report=False))
     monkeypatch.setattr(bundled, "REFERENCE", reference)
     assert bundled.sweeps("h100-sxm") == [reference / "h100-sxm" / bundled.SWEEPS / "seq_len"] and not \
         bundled.sweeps("h200")
@@ -246,8 +248,8 @@ def test_bundled_sweeps_put_their_headlines_into_the_results(tmp_path, on_cpu, m
 def test_a_real_sweep_pays_autotuning_once_per_key(tmp_path):
     """On the GPU: two sequence lengths share the SSD kernels' autotuning keys, so the second point's warm-up
     skips the autotuning the first one paid (harness.seconds.warmup)."""
-    result = sweeping.sweep(sweeping.SweepSpec(["mamba2-lm"], "small", ["seq_len=1024,2048"], [], "none", 3),
-                            tmp_path / "s")
+    sweep_spec = sweeping.SweepSpec(["mamba2-lm"], "small", ["seq_len=1024,2048"], [], "none", 3)
+    result = sweeping.sweep(sweeping.SweepRequest(sweep_spec, tmp_path / "s"))
     first, second = (json.loads((tmp_path / "s" / p.run / "run.json").read_text()) for p in result.manifest.points)
     assert second["harness"]["seconds"]["warmup"] < first["harness"]["seconds"]["warmup"]
     assert result.report.is_file() and not result.failed

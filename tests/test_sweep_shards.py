@@ -21,15 +21,16 @@ ROOT = TESTS.parent
 SPEC = sweeping.SweepSpec(["mamba2-lm", "transformer"], "tiny", ["seq_len=32,64"], [], "none", 1, 0)
 
 
-def reference_profile(options, out, steps, counters, progress=None, name=None):
+def reference_profile(request, progress=None):
     """`measure.profile` without a GPU, deterministic: the bundled H100 run of the point's workload, its config
     carrying the point's settings."""
+    options = request.workload
     ready = measure.prepare(options, "cpu")
     reference = schema.read_run(bundled.REFERENCE / "h100-sxm" / options.workload)
     settings = {key: getattr(ready.cfg, key) for key, _, _ in (s.partition("=") for s in options.sets)}
     info = reference.info.model_dump()
     info["workload"]["config"].update(settings)
-    return schema.write_run(out / name, info, reference.kernels)
+    return schema.write_run(request.settings.out / request.settings.name, info, reference.kernels)
 
 
 def install(patch=None) -> None:
@@ -87,10 +88,11 @@ def test_concurrent_writers_never_corrupt_the_manifest(tmp_path):
 
 def test_sweep_shards_from_two_processes_merge_into_the_unsharded_map(tmp_path, monkeypatch):
     install(monkeypatch)
-    whole = sweeping.sweep(SPEC, tmp_path / "whole")
+    whole = sweeping.sweep(sweeping.SweepRequest(SPEC, tmp_path / "whole"))
     began = time.perf_counter()
     shards = [in_process(f"from pathlib import Path\nfrom ssmprof.pipeline import sweep as s\n"
-                         f"s.sweep(t.SPEC, Path({str(tmp_path / 'sharded')!r}), shard=s.Shard({index}, 2))")
+                         f"s.sweep(s.SweepRequest(t.SPEC, Path({str(tmp_path / 'sharded')!r}), "
+                         f"shard=s.Shard({index}, 2)))")
               for index in (1, 2)]
     outputs = [shard.communicate(timeout=600)[0] for shard in shards]
     took = time.perf_counter() - began
@@ -115,7 +117,7 @@ def test_sweep_shards_from_two_processes_merge_into_the_unsharded_map(tmp_path, 
 def test_a_shard_command_is_the_sweep_of_that_shard_without_its_map(tmp_path):
     spec = sweeping.SweepSpec(["mamba2-lm"], "small", ["seq_len=1024,2048", "d_state=64,128"], ["batch_size=2"],
                               "focus", 3, 1)
-    command = sweeping.shard_command(spec, tmp_path, Shard(2, 4), resume=True)
+    command = sweeping.shard_command(sweeping.SweepRequest(spec, tmp_path, resume=True, shard=Shard(2, 4)))
     assert command[1:] == ["-m", "ssmprof.cli", "sweep", "mamba2-lm", "--preset", "small", "--counters", "focus",
                            "--steps", "3", "--out", str(tmp_path), "--shard", "2/4", "--no-report", "--resume",
                            "--vary", "seq_len=1024,2048", "--vary", "d_state=64,128", "--set", "batch_size=2",

@@ -214,14 +214,14 @@ class _Sides:
         return kernels[kernels["metric"] == LAUNCHES][GATE_KEY + ["median"]].rename(columns={"median": "launches"})
 
 
-@dataclass
+@dataclass(frozen=True)
 class _SiteShapes:
     """Every site of the baseline or the run, by how its launch configurations compare."""
 
     shapes: dict  # site -> (its configurations in the baseline, in the run)
     counts: dict  # site -> (its launches in the baseline, in the run)
     same_shape: list  # sites in both with the same configurations and launch counts: judged per kernel
-    changed: list  # sites in both whose configurations changed (filled by `_shape_checks`)
+    changed: list  # sites in both whose configurations or launch counts changed: judged as one change of time
 
 
 def _aggregate_checks(sides: _Sides) -> list[pd.DataFrame]:
@@ -263,8 +263,9 @@ def _site_shapes(sides: _Sides) -> _SiteShapes:
         old, new = old_by_site.get(site, empty), new_by_site.get(site, empty)
         result.shapes[site] = (_configs(old), _configs(new))
         result.counts[site] = (float(old["launches"].sum()), float(new["launches"].sum()))
-        if site in base_sites and site in now_sites and result.shapes[site][0] == result.shapes[site][1]:
-            result.same_shape.append(site)
+        if site in base_sites and site in now_sites:
+            same = result.shapes[site][0] == result.shapes[site][1]
+            (result.same_shape if same else result.changed).append(site)
     return result
 
 
@@ -275,7 +276,7 @@ def _site_times(rows: pd.DataFrame, column: str) -> pd.DataFrame:
 
 def _shape_checks(sides: _Sides, sites: _SiteShapes) -> list[pd.DataFrame]:
     """One check of a site's time per site whose shape changed: "config changed" (also a kernel replaced by a
-    variant, or partly replaced), "new kernel", "removed kernel"; fills `sites.changed`."""
+    variant, or partly replaced), "new kernel", "removed kernel"."""
     base_sites, now_sites = _site_times(sides.baseline, "median"), _site_times(sides.now, "value")
     shapes, counts = sites.shapes, sites.counts
     added = [s for s in shapes if s not in base_sites.index]
@@ -294,8 +295,6 @@ def _shape_checks(sides: _Sides, sites: _SiteShapes) -> list[pd.DataFrame]:
         value = sum(float(now_sites.loc[s, "value"]) for s in (site, parts.get(site)) if s in now_sites.index)
         kind = ("config changed" if former or (site in base_sites.index and site in now_sites.index)
                 else "new kernel" if site not in base_sites.index else "removed kernel")
-        if kind == "config changed" and not former:
-            sites.changed.append(site)
         change = f"{(value - median) / 1000:+.1f} us"
         partner = parts.get(site)
         note = (f"kernel replaced: {former[0]} -> {site[0]} ({' + '.join(new_shape)}), {change}" if former else

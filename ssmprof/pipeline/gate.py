@@ -131,19 +131,24 @@ def shared_gpu_note(info: RunInfo) -> str | None:
 
 def gate_run(baseline: pd.DataFrame, run, thresholds: Thresholds, name: str) -> pd.DataFrame:
     """Every check of one run (`compare` and `step_checks`, judged); on a shared GPU, one failed "shared GPU"
-    check names the cause and every other check is not judged."""
+    check names the cause (`shared_gpu_check`) and every other check is not judged."""
     checks = compare(baseline, run.kernels)
     steps = step_checks(baseline, step_rows(run.info, run.kernels))
     judged = judge(pd.concat([checks, steps], ignore_index=True) if len(steps) else checks, thresholds)
     shared = shared_gpu_note(run.info)
     if shared:
-        judged = judged.assign(regressed=False, judged=False, note="not judged: shared GPU")
-        nan = float("nan")
-        cause = judged.iloc[[0]].assign(check="shared GPU", scope="run", metric="gpu_sharing", regressed=True,
-                                        judged=True, note=shared, impact=nan, median=nan, current=nan, allowed=nan,
-                                        worse_by=nan)
-        judged = pd.concat([cause, judged], ignore_index=True)
+        unjudged = judged.assign(regressed=False, judged=False, note="not judged: shared GPU")
+        judged = pd.concat([shared_gpu_check(judged, shared), unjudged], ignore_index=True)
     return judged.assign(run=name)
+
+
+def shared_gpu_check(judged: pd.DataFrame, note: str) -> pd.DataFrame:
+    """The one failed check of a run on a shared GPU, in the columns of its other checks (`judged`), `note`
+    saying why its times are not judged."""
+    nan = float("nan")
+    return judged.iloc[[0]].assign(check="shared GPU", scope="run", metric="gpu_sharing", regressed=True,
+                                   judged=True, note=note, impact=nan, median=nan, current=nan, allowed=nan,
+                                   worse_by=nan)
 
 
 def history_document(folder: Path, info: RunInfo, last: int) -> tuple[Baseline, str]:

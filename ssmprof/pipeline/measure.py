@@ -24,16 +24,14 @@ from ssmprof.hardware import DEVICE_PROFILE, datasheet_peaks, spec_for
 from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
-from ssmprof.profiler.collect import identical_gpus
-from ssmprof.profiler.counters import REPLAY_CHOICES
+from ssmprof.profiler.collect import ProfileSettings, check_counters_mode, identical_gpus
 from ssmprof.profiler.distributed import Launch
-from ssmprof.profiler.harness import CaptureRefused, Progress, RunResult, resolve_device, run_training
+from ssmprof.profiler.harness import CaptureRefused, Prepared, Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, RankJob, SuiteManifest, make_document, write_document
 from ssmprof.workloads.base import CommonConfig, Workload, training_step_flops
 from ssmprof.workloads.registry import SUITE, get_workload
 
-COUNTER_MODES = ("sampled", "all", "focus", "none")  # focus: see `profiler.collect`
 # Untimed iterations before the timed ones where `--warmup` is not given (Triton compiles and autotunes in
 # them: see `profiler.harness`); profile and suite share it, so a suite run is a profile run.
 WARMUP = {"cuda": 3, "cpu": 1}
@@ -63,15 +61,23 @@ class WorkloadOptions:
 
 
 @dataclass(frozen=True)
-class Prepared:
-    """A workload ready to run: its config with overrides, the kernel plan, and the warm-up count."""
+class ProfileRequest:
+    """`ssmprof profile` as one value: the workload, what to measure and keep (`collect.ProfileSettings`, which
+    the profiler takes whole), the device, this node's part of a --tp/--dp job and the HTML report. Built once,
+    from the command line or by `suite` and `sweep` for each of their runs, and passed down whole. Each part
+    checks itself as it is built, so bad input is one line before any work; what needs the workload registry is
+    checked by `prepare`, still before any training."""
 
-    workload: Workload
-    preset: str
-    cfg: CommonConfig
-    plan: KernelPlan
-    overrides: dict[str, Any]
-    warmup: int
+    workload: WorkloadOptions
+    settings: ProfileSettings = ProfileSettings()
+    device: str = "auto"
+    launch: Launch = Launch()
+    report_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.settings.cuda_graphs and self.workload.parallelism().distributed:
+            raise CaptureRefused("--cuda-graphs runs one process: it does not capture the collectives of --tp/--dp "
+                                 "runs")
 
 
 def parse_sets(pairs: list[str]) -> dict[str, str]:
@@ -100,7 +106,7 @@ def prepare(options: WorkloadOptions, device: str = "auto", nodes: int = 1) -> P
     if target == "cpu":
         _check_cpu_size(chosen, cfg, plan)
     warmup = WARMUP[target] if options.warmup is None else options.warmup
-    return Prepared(chosen, options.preset, cfg, plan, overrides, warmup)
+    return Prepared(chosen, options.preset, cfg, plan, overrides, warmup, options.allow_fallback)
 
 
 def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOptions, device: str,
@@ -173,40 +179,30 @@ def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_
     return result
 
 
-def profile(options: WorkloadOptions, out: Path, steps: int = 10, counters: str = "sampled",
-            keep_report: bool = False, ncu_timeout_s: float = 1800, report_file: Path | None = None,
-            progress: Progress | None = None, name: str | None = None, device: str = "auto",
-            ncu_ranks: tuple[int, ...] = (0,), launch: Launch | None = None, pass_gpus: int = 1,
-            replay: str = "auto", cuda_graphs: bool = False) -> Path | None:
-    """`ssmprof profile`: one run directory under `out`, named `name` where given (and its HTML report, where
-    `report_file` is given). With --tp/--dp: a torchrun job (`launch`: this node's part of it), every rank's
-    timeline, counters from the ranks `ncu_ranks`, one merged run (on the CPU too, over gloo and without
-    counters: the reference path the tests record), written by node 0 (None on the other nodes). `pass_gpus`:
-    a single-GPU profile's counter passes spread over that many identical GPUs of the host (0: all). `replay`:
-    Nsight Compute's replay (`counters.replay_mode`: auto takes application replay where the process holds more
-    than half the GPU). `cuda_graphs`: also time the step captured as a CUDA graph (run.json's
-    `harness.cuda_graphs`; the profiled iteration stays eager)."""
+def profile(request: ProfileRequest, progress: Progress | None = None) -> Path | None:
+    """`ssmprof profile`: one run directory under `request.settings.out` (and its HTML report, where
+    `request.report_file` is given). With --tp/--dp: a torchrun job (`request.launch`: this node's part of it),
+    every rank's timeline, counters from the ranks `settings.ncu_ranks`, one merged run (on the CPU too, over gloo
+    and without counters: the reference path the tests record), written by node 0 (None on the other nodes).
+    Single-GPU: `profiler.collect.profile_run`, its counter passes spread over `settings.pass_gpus` identical GPUs
+    of the host (0: all), with Nsight Compute's `settings.replay` (`counters.replay_mode`: auto takes
+    application replay where the process holds more than half the GPU); `settings.cuda_graphs` also times the
+    step captured as a CUDA graph (run.json's `harness.cuda_graphs`; the profiled iteration stays eager)."""
     from ssmprof.profiler.collect import profile_run
 
-    check_counters_mode(counters)
-    check_replay(replay)
-    check_folder(out, "--out")
-    check_file(report_file, "--report")
-    ready = prepare(options, device, launch.nnodes if launch else 1)
-    if cuda_graphs and options.parallelism().distributed:
-        raise CaptureRefused("--cuda-graphs runs one process: it does not capture the collectives of --tp/--dp runs")
+    options, settings = request.workload, request.settings
+    check_folder(settings.out, "--out")
+    check_file(request.report_file, "--report")
+    ready = prepare(options, request.device, request.launch.nnodes)
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import profile_parallel
 
-        path = profile_parallel(rank_job(ready, options, steps, "timeline"), out, counters, list(ncu_ranks),
-                                ncu_timeout_s, check_run_counters, keep_report, where=launch or Launch())
+        path = profile_parallel(rank_job(ready, options, settings.steps, "timeline"), settings, check_run_counters,
+                                where=request.launch)
     else:
-        path = profile_run(ready.workload, ready.preset, ready.cfg, ready.plan, ready.overrides, out, steps,
-                           ready.warmup, counters, options.allow_fallback, keep_report, ncu_timeout_s, progress,
-                           check=check_run_counters, name=name, pass_gpus=pass_gpus, replay=replay,
-                           cuda_graphs=cuda_graphs)
-    if report_file is not None and path is not None:
-        reporting.report([path], "html", report_file)
+        path = profile_run(ready, settings, progress, check=check_run_counters)
+    if request.report_file is not None and path is not None:
+        reporting.report([path], "html", request.report_file)
     return path
 
 
@@ -237,7 +233,8 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
         paths = profiles_on_gpus([w.name for w in chosen], preset, out, counters, steps, devices)
     for workload in chosen if len(devices) < 2 else []:
         with opened(workload.name) as tell:
-            paths.append(profile(WorkloadOptions(workload.name, preset), out, steps, counters, progress=tell))
+            request = ProfileRequest(WorkloadOptions(workload.name, preset), ProfileSettings(out, steps, counters))
+            paths.append(profile(request, tell))
     report = out / "suite-report.html"
     reporting.report(paths, "html", report, csv=out / "suite-csv")
     wall_s = time.perf_counter() - started
@@ -313,15 +310,3 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
                              set_by=set_by, by_collector=by_collector)
     path = out or Path("runs") / DEVICE_PROFILE
     return CalibrationResult(document, checks, write_document(document, path))
-
-
-def check_replay(replay: str) -> None:
-    if replay not in REPLAY_CHOICES:
-        raise InvalidConfig(f"--replay must be {', '.join(REPLAY_CHOICES[:-1])} or {REPLAY_CHOICES[-1]}, "
-                            f"got '{replay}'")
-
-
-def check_counters_mode(counters: str) -> None:
-    if counters not in COUNTER_MODES:
-        raise InvalidConfig(f"--counters must be {', '.join(COUNTER_MODES[:-1])} or {COUNTER_MODES[-1]}, "
-                            f"got '{counters}'")

@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -178,21 +178,42 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def sweep(spec: SweepSpec, out: Path, resume: bool = False, report: bool = True,
-          progress_for: PointProgress | None = None, shard: Shard = Shard()) -> SweepResult:
-    """`ssmprof sweep`: every point of `spec` (of `shard` only, where given) profiled into `out` (one run
-    directory per point, the manifest `out/sweep.json` and the point's own file after every point); with
-    `report`, the regime map as `out/sweep-report.html` and CSVs, once no point of any shard is pending.
-    `resume`: finish the sweep already in `out` (same spec), running only the points not complete. A shard
-    joins the sweep another shard started in `out`; shards update the manifest in turn (`schema.locked`)."""
-    measure.check_counters_mode(spec.counters)
+@dataclass(frozen=True)
+class SweepRequest:
+    """`ssmprof sweep` as one value, built once from the command line and passed down whole: the grid (`spec`),
+    the sweep's folder, and this process's part in it: finish the sweep there (`resume`), draw the regime map at
+    the end (`report`), run one `shard` of the points, or start shards on `gpus` identical GPUs of the host (0:
+    all; 1: run here). Checked as it is built (the settings' syntax and the counter mode), so bad input is one
+    line before any work; `plan` then checks every point against its workload."""
+
+    spec: SweepSpec
+    out: Path = Path("runs/sweep")
+    resume: bool = False
+    report: bool = True
+    shard: Shard = Shard()
+    gpus: int = 1
+
+    def __post_init__(self) -> None:
+        measure.check_counters_mode(self.spec.counters)
+        parse_axes(self.spec.vary)
+        measure.parse_sets(self.spec.sets)
+
+
+def sweep(request: SweepRequest, progress_for: PointProgress | None = None) -> SweepResult:
+    """`ssmprof sweep`: every point of `request.spec` (of `request.shard` only) profiled into `request.out` (one
+    run directory per point, the manifest `out/sweep.json` and the point's own file after every point); with
+    `request.report`, the regime map as `out/sweep-report.html` and CSVs, once no point of any shard is pending.
+    `request.resume`: finish the sweep already in `out` (same spec), running only the points not complete. A shard
+    joins the sweep another shard started in `out`; shards update the manifest in turn (`schema.locked`). With
+    `request.gpus` other than 1, the shards run at once, one per GPU (`sweep_on_gpus`)."""
+    if request.gpus != 1:
+        return sweep_on_gpus(request)
+    out, shard = request.out, request.shard
     check_folder(out, "--out")
-    parse_axes(spec.vary)
-    measure.parse_sets(spec.sets)
     if resolve_device("auto") != "cuda":
         raise NoGpu("a sweep profiles GPU kernels: no CUDA GPU is visible")
-    axes, planned = plan(spec, "cuda")
-    manifest = _joined(spec, axes, planned, out, resume, shard)
+    axes, planned = plan(request.spec, "cuda")
+    manifest = _joined(request, axes, planned)
     opened = progress_for or (lambda index, total, point: contextlib.nullcontext(None))
     lost: str | None = None
     for index, (planned_point, point) in enumerate(zip(planned, manifest.points, strict=True), start=1):
@@ -204,52 +225,53 @@ def sweep(spec: SweepSpec, out: Path, resume: bool = False, report: bool = True,
                 point.status = f"{FAILED}: not run: the CUDA context was lost at {lost} (a kernel fault); --resume " \
                                "in a new process runs it"
             else:
-                point.status, point.run = _run_point(planned_point, spec, out, tell)
+                point.status, point.run = _run_point(planned_point, request, tell)
                 point.wall_s = time.perf_counter() - began
                 if point.status.startswith(f"{FAILED}: {GpuKernelFault.__name__}"):
                     lost = planned_point.label
         _record(out, point, time.perf_counter() - began, shard)
-    return _finished(out, report)
+    return _finished(out, request.report)
 
 
-def shard_command(spec: SweepSpec, out: Path, shard: Shard, resume: bool) -> list[str]:
-    """The `ssmprof sweep` command line of one shard of `spec` (no map: the process that started it draws it)."""
+def shard_command(request: SweepRequest) -> list[str]:
+    """The `ssmprof sweep` command line of `request` as one shard runs it (`request.shard`; no map: the process
+    that started the shards draws it)."""
+    spec = request.spec
     command = [sys.executable, "-m", "ssmprof.cli", "sweep", *spec.workloads, "--preset", spec.preset,
-               "--counters", spec.counters, "--steps", str(spec.steps), "--out", str(out), "--shard", str(shard),
-               "--no-report", *(["--resume"] if resume else [])]
+               "--counters", spec.counters, "--steps", str(spec.steps), "--out", str(request.out), "--shard",
+               str(request.shard), "--no-report", *(["--resume"] if request.resume else [])]
     command += [part for vary in spec.vary for part in ("--vary", vary)]
     command += [part for value in spec.sets for part in ("--set", value)]
     return command + (["--warmup", str(spec.warmup)] if spec.warmup is not None else [])
 
 
-def sweep_on_gpus(spec: SweepSpec, out: Path, gpus: int, resume: bool = False, report: bool = True) -> SweepResult:
+def sweep_on_gpus(request: SweepRequest) -> SweepResult:
     """`ssmprof sweep --gpus N`: the sweep as N shards at once, each a process on its own GPU of this host
     (CUDA_VISIBLE_DEVICES; identical GPUs only, `collect.identical_gpus`), their output passed through; then
-    the regime map over all of them."""
+    the regime map over all of them. Fewer than two such GPUs: the sweep runs here."""
     from ssmprof.profiler.collect import identical_gpus
 
     if resolve_device("auto") != "cuda":
         raise NoGpu("a sweep profiles GPU kernels: no CUDA GPU is visible")
-    devices = identical_gpus(gpus)
+    devices = identical_gpus(request.gpus)
     if len(devices) < 2:
-        return sweep(spec, out, resume, report)
-    measure.check_counters_mode(spec.counters)
-    check_folder(out, "--out")
-    axes, planned = plan(spec, "cuda")
-    _joined(spec, axes, planned, out, resume, Shard())  # the shards join it
-    shards = [subprocess.Popen(shard_command(spec, out, Shard(index, len(devices)), resume),
+        return sweep(replace(request, gpus=1))
+    check_folder(request.out, "--out")
+    axes, planned = plan(request.spec, "cuda")
+    _joined(replace(request, shard=Shard()), axes, planned)  # the shards join it
+    shards = [subprocess.Popen(shard_command(replace(request, shard=Shard(index, len(devices)))),
                                env={**os.environ, "CUDA_VISIBLE_DEVICES": device})
               for index, device in enumerate(devices, start=1)]
     failed = [index for index, shard in enumerate(shards, start=1) if shard.wait() != 0]
     if failed:
         raise SsmprofError(f"sweep shard {failed[0]}/{len(devices)} failed (its message is above); --resume "
                            "runs what it left")
-    return _finished(out, report)
+    return _finished(request.out, request.report)
 
 
-def _joined(spec: SweepSpec, axes: dict, planned: list[PlannedPoint], out: Path, resume: bool,
-            shard: Shard) -> SweepManifest:
+def _joined(request: SweepRequest, axes: dict, planned: list[PlannedPoint]) -> SweepManifest:
     """The manifest this process works on: written new, or the one in `out` (resumed, or joined by a shard)."""
+    spec, out, resume, shard = request.spec, request.out, request.resume, request.shard
     manifest = make_document(SweepManifest, workloads=spec.workloads, preset=spec.preset, axes=axes,
                              fixed=measure.parse_sets(spec.sets), counters=spec.counters, steps=spec.steps,
                              points=[p.point for p in planned], wall_s=0.0)
@@ -294,11 +316,12 @@ def _finished(out: Path, report: bool) -> SweepResult:
     return SweepResult(out, manifest, report_path)
 
 
-def _run_point(planned: PlannedPoint, spec: SweepSpec, out: Path, tell: Progress | None) -> tuple[str, str | None]:
+def _run_point(planned: PlannedPoint, request: SweepRequest, tell: Progress | None) -> tuple[str, str | None]:
     """(status, run directory name) of one point: profiled, or failed with the one-line reason."""
+    settings = measure.ProfileSettings(request.out, request.spec.steps, request.spec.counters,
+                                       name=run_name(planned.point))
     try:
-        path = measure.profile(planned.options, out, spec.steps, spec.counters, progress=tell,
-                               name=run_name(planned.point))
+        path = measure.profile(measure.ProfileRequest(planned.options, settings), tell)
         return COMPLETE, path.name
     except (SsmprofError, torch.OutOfMemoryError) as exc:
         return f"{FAILED}: {type(exc).__name__}: {_one_line(exc)}", None

@@ -30,10 +30,11 @@ import pandas as pd
 import torch
 
 from ssmprof import schema
-from ssmprof.errors import NoGpu
-from ssmprof.kernels import KernelPlan, is_fused_kernel, software_versions
+from ssmprof.errors import InvalidConfig, NoGpu
+from ssmprof.kernels import is_fused_kernel, software_versions
 from ssmprof.profiler import autotune
 from ssmprof.profiler.counters import (
+    REPLAY_CHOICES,
     NcuPass,
     SamplingPlan,
     attach_counters,
@@ -47,13 +48,46 @@ from ssmprof.profiler.counters import (
     replay_through_host,
     stall_targets,
 )
-from ssmprof.profiler.harness import Progress, RunResult, run_training
+from ssmprof.profiler.harness import Prepared, Progress, RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.ncu import METRIC_GROUPS, NOT_ASKED, check_metrics, chip_for, column_metrics, counter_metrics
 from ssmprof.profiler.ncu_extract import read_report
 from ssmprof.profiler.nvml import gpu_clocks
 from ssmprof.profiler.timeline import TimelineCapture, kernel_table
-from ssmprof.workloads.base import CommonConfig, Workload
+
+COUNTER_MODES = ("sampled", "all", "focus", "none")  # what each takes: the module docstring
+
+
+def check_counters_mode(counters: str) -> None:
+    if counters not in COUNTER_MODES:
+        raise InvalidConfig(f"--counters must be {', '.join(COUNTER_MODES[:-1])} or {COUNTER_MODES[-1]}, "
+                            f"got '{counters}'")
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """What one profile measures and keeps, as `ssmprof profile` is asked: timed `steps`, the `counters` mode,
+    Nsight Compute's `replay` (`counters.replay_mode`), the seconds a pass may take, the ranks it profiles in a
+    --tp/--dp run, the identical GPUs the passes of a single-GPU run spread over (`identical_gpus`), whether the
+    step is also timed as a CUDA graph, and the run directory: `name` (default workload-preset-time) under `out`,
+    with the raw reports where `keep_report`. Checked as it is built, so a bad mode is one line before any work."""
+
+    out: Path = Path("runs")
+    steps: int = 10
+    counters: str = "sampled"
+    replay: str = "auto"
+    ncu_timeout_s: float = 1800
+    ncu_ranks: tuple[int, ...] = (0,)
+    pass_gpus: int = 1
+    cuda_graphs: bool = False
+    keep_report: bool = False
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        check_counters_mode(self.counters)
+        if self.replay not in REPLAY_CHOICES:
+            raise InvalidConfig(f"--replay must be {', '.join(REPLAY_CHOICES[:-1])} or {REPLAY_CHOICES[-1]}, "
+                                f"got '{self.replay}'")
 
 
 def coverage(kernels: pd.DataFrame) -> dict:
@@ -306,54 +340,52 @@ def identical_gpus(count: int) -> list[str]:
     return same[:count] if count > 0 else same
 
 
-def profile_run(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, overrides: dict,
-                out: Path, steps: int, warmup: int, counters: str = "sampled", allow_fallback: bool = False,
-                keep_report: bool = False, ncu_timeout_s: float = 1800, progress: Progress | None = None, *,
-                check: CounterCheck, name: str | None = None, pass_gpus: int = 1, replay: str = "auto",
-                cuda_graphs: bool = False) -> Path:
-    """Profile one training iteration (timeline, then Nsight Compute counters unless `counters` is "none")
-    and write the run directory `name` (default: workload-preset-time) under `out`; returns its path.
-    `pass_gpus`: how many identical GPUs of this host the counter passes spread over (`identical_gpus`).
-    `replay`: Nsight Compute's replay, or "auto" (`counters.replay_mode`); `cuda_graphs`: also time the step as a
-    CUDA graph (`harness.time_graphed_steps`). Nothing is written if a collector fails."""
-    if plan.device != "cuda":
+def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress | None = None, *,
+                check: CounterCheck) -> Path:
+    """Profile one training iteration of `ready` (timeline, then Nsight Compute counters unless
+    `settings.counters` is "none") and write its run directory as `settings` says; returns its path. Nothing is
+    written if a collector fails."""
+    if ready.plan.device != "cuda":
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
                     "exercises the CPU reference path)")
     tell = progress or (lambda stage, done, total: None)
     capture = TimelineCapture(cuda=True)
     started = time.perf_counter()
-    result = run_training(workload, preset, cfg, plan, steps, warmup, NvtxMarker(), progress, capture=capture,
-                          tries=PROFILED_TRIES, cuda_graphs=cuda_graphs)
+    result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, settings.steps, ready.warmup,
+                          NvtxMarker(), progress, capture=capture, tries=PROFILED_TRIES,
+                          cuda_graphs=settings.cuda_graphs)
     kernels = schema.conform_kernels(kernel_table(capture.trace))
     triton_choices = autotune.snapshot()
     collectors = {
         "harness": {"wall_s": time.perf_counter() - started, "host_launch_us": host_launch_us()},
         "timeline": {"tool": "torch.profiler", "wall_s": capture.wall_s},
-        "counters": {"mode": counters},
+        "counters": {"mode": settings.counters},
     }
     # The child needs the GPU memory this process used for the model.
     gc.collect()
     torch.cuda.empty_cache()
     with tempfile.TemporaryDirectory() as scratch:
         extra, checks = {}, {}
-        if keep_report:  # the raw inputs of the join, for inspection and as test fixtures
+        if settings.keep_report:  # the raw inputs of the join, for inspection and as test fixtures
             extra["trace.json.gz"] = Path(scratch) / "trace.json.gz"
             schema.write_trace(capture.trace, extra["trace.json.gz"])
-        if counters != "none":
-            chosen = replay_mode(replay, result.peak_memory_bytes, result.gpu["memory_bytes"])
+        if settings.counters != "none":
+            chosen = replay_mode(settings.replay, result.peak_memory_bytes, result.gpu["memory_bytes"])
             choices_path = schema.write_document(schema.make_document(schema.AutotunePins, choices=triton_choices),
                                                  Path(scratch) / "autotune.json")
-            child = child_command(workload.name, preset, overrides, warmup, allow_fallback, choices_path)
-            passes = ChildPasses(child, ncu_timeout_s, identical_gpus(pass_gpus), chosen)
-            kernels, notes, checks, reports = collect_counters(kernels, counters, result.gpu, Path(scratch),
-                                                               passes.start, check, tell, result.peak_memory_bytes,
+            child = child_command(ready.workload.name, ready.preset, ready.overrides, ready.warmup,
+                                  ready.allow_fallback, choices_path)
+            passes = ChildPasses(child, settings.ncu_timeout_s, identical_gpus(settings.pass_gpus), chosen)
+            kernels, notes, checks, reports = collect_counters(kernels, settings.counters, result.gpu,
+                                                               Path(scratch), passes.start, check, tell,
+                                                               result.peak_memory_bytes,
                                                                lanes=len(passes.devices) or 1, replay=chosen)
             notes["pass_work"] = check_same_work(passes.works)
             collectors["counters"].update(notes, pass_seconds=passes.phases)
-            if keep_report:
+            if settings.keep_report:
                 extra.update({report.name: report for report in reports})
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        path = Path(out) / (name or f"{workload.name}-{preset}-{stamp}")
-        info = run_info(result, overrides, collectors, kernels, triton_choices)
+        path = Path(settings.out) / (settings.name or f"{ready.workload.name}-{ready.preset}-{stamp}")
+        info = run_info(result, ready.overrides, collectors, kernels, triton_choices)
         info["checks"] = checks
         return schema.write_run(path, info, kernels, extra_files=extra)

@@ -41,6 +41,7 @@ from collections import deque
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -50,6 +51,9 @@ from ssmprof.errors import InvalidConfig, NoGpu, SsmprofError
 from ssmprof.hardware import link_for, spec_for
 from ssmprof.profiler.harness import RunResult
 from ssmprof.schema import RankJob, RankResult
+
+if TYPE_CHECKING:  # collect is imported where it is used: a rank process never needs it
+    from ssmprof.profiler.collect import ProfileSettings
 
 MODES = ("train", "timeline", "counters", "numerics")
 # Set in the process a rank starts under Nsight Compute: that one runs the rank itself instead of wrapping again.
@@ -345,39 +349,55 @@ class RankPass:
         """Nothing runs before its turn."""
 
 
+@dataclasses.dataclass(frozen=True)
+class RankPasses:
+    """The counter passes of rank `rank` of a parallel run, started as `collect.collect_counters` asks (`start`,
+    a `collect.StartPass`): each a `RankPass` of `job` (its Triton choices pinned) at its turn."""
+
+    job: RankJob
+    where: Launch
+    rank: int
+    timeout_s: float
+
+    def start(self, report: Path, mode: str, metrics: list[str], targets, names, ahead: bool) -> RankPass:
+        return RankPass(self.job, self.where, self.rank, self.timeout_s, report, mode, metrics, targets, names,
+                        ahead)
+
+
 def rank_counters(job: RankJob, where: Launch, tables: dict[int, pd.DataFrame], results: list[RankResult],
-                  ncu_ranks: list[int], counters: str, timeout_s: float, check) -> tuple[dict, dict, dict[str, Path]]:
-    """Counters for each rank of `ncu_ranks` in turn (`collect.collect_counters` on its timeline, each pass the
-    job launched with that rank under Nsight Compute); `tables` gets the joined rows. Returns the counter
-    collector notes, the checks (of the first such rank) and the reports (by the name each keeps in the run)."""
+                  settings: ProfileSettings, check) -> tuple[dict, dict, dict[str, Path]]:
+    """Counters for each rank of `settings.ncu_ranks` in turn (`collect.collect_counters` on its timeline, each
+    pass the job launched with that rank under Nsight Compute); `tables` gets the joined rows. Returns the
+    counter collector notes, the checks (of the first such rank) and the reports (by the name each keeps in the
+    run)."""
     from ssmprof.profiler.collect import collect_counters
 
     notes, checks, reports = {}, {}, {}
+    ncu_ranks = list(settings.ncu_ranks)
     for rank in ncu_ranks:
         folder = schema.make_folder(Path(job.scratch) / f"counters-rank{rank}")
         pins = schema.make_document(schema.AutotunePins, choices=results[rank].triton_autotune)
         pinned = job.model_copy(update={"autotune": str(schema.write_document(pins, folder / "autotune.json"))})
-
-        def start(report, mode, metrics, targets, names, ahead, rank=rank, pinned=pinned):
-            return RankPass(pinned, where, rank, timeout_s, report, mode, metrics, targets, names, ahead)
-
+        passes = RankPasses(pinned, where, rank, settings.ncu_timeout_s)
         tables[rank], found, checked, written = collect_counters(
-            schema.conform_kernels(tables[rank]), counters, results[rank].result["gpu"], folder, start, check,
-            lambda stage, done, total: None, results[rank].result["peak_memory_bytes"] or 0.0)
+            schema.conform_kernels(tables[rank]), settings.counters, results[rank].result["gpu"], folder,
+            passes.start, check, lambda stage, done, total: None, results[rank].result["peak_memory_bytes"] or 0.0)
         notes = notes or {**found, "rank": rank, "ranks": ncu_ranks}
         checks = checks or checked
         reports.update({f"rank{rank}-{path.name}": path for path in written})
     return notes, checks, reports
 
 
-def profile_parallel(job: RankJob, out: Path, counters: str, ncu_ranks: list[int], ncu_timeout_s: float,
-                     check: Callable[[pd.DataFrame, str], tuple[pd.DataFrame, dict]],
-                     keep_report: bool = False, timeout_s: float = 3600, where: Launch = Launch()) -> Path | None:
-    """`ssmprof profile --tp N`: every rank's timeline, Nsight Compute on the ranks `ncu_ranks` (GPU, counters
-    not "none"), merged into one run directory under `out` by node 0 (None on the other nodes). Nothing is
-    written if any rank or collector fails."""
+def profile_parallel(job: RankJob, settings: ProfileSettings,
+                     check: Callable[[pd.DataFrame, str], tuple[pd.DataFrame, dict]], timeout_s: float = 3600,
+                     where: Launch = Launch()) -> Path | None:
+    """`ssmprof profile --tp N`: every rank's timeline, Nsight Compute on the ranks `settings.ncu_ranks` (GPU,
+    counters not "none"), merged into one run directory under `settings.out` by node 0 (None on the other
+    nodes), named for its split (`settings.name`, `pass_gpus` and `replay` apply to single-GPU runs only).
+    Nothing is written if any rank or collector fails."""
     from ssmprof.profiler.collect import run_info
 
+    out, counters, ncu_ranks, keep_report = settings.out, settings.counters, settings.ncu_ranks, settings.keep_report
     where.check(job.world_size)
     check_devices(job.device, job.world_size // where.nnodes)
     bad = [rank for rank in ncu_ranks if not 0 <= rank < job.world_size]
@@ -395,8 +415,7 @@ def profile_parallel(job: RankJob, out: Path, counters: str, ncu_ranks: list[int
                       "counters": {"mode": counters if job.device == "cuda" else "none"}}
         checks, reports, profiled = {}, {}, []
         if job.device == "cuda" and counters != "none" and ncu_ranks:
-            notes, checks, reports = rank_counters(job, where, tables, results, ncu_ranks, counters, ncu_timeout_s,
-                                                   check)
+            notes, checks, reports = rank_counters(job, where, tables, results, settings, check)
             collectors["counters"].update(notes)
             profiled = list(ncu_ranks)
         if not where.leader:

@@ -18,6 +18,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 
@@ -53,6 +54,21 @@ def gpu_info() -> dict:
         "l2_bytes": getattr(props, "L2_cache_size", None),
         "compute_capability": f"{props.major}.{props.minor}",
     }
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A workload ready to run: its config with the overrides applied, the kernel plan, and the warm-up count.
+    `overrides` and `allow_fallback` are kept as given: a counter pass's child and a rank of a parallel run build
+    the same config and plan again from them."""
+
+    workload: Workload
+    preset: str
+    cfg: CommonConfig
+    plan: KernelPlan
+    overrides: dict[str, Any]
+    warmup: int
+    allow_fallback: bool = False
 
 
 @dataclass
