@@ -2,11 +2,9 @@
 
 import json
 
-import pytest
+import triton
 
-triton = pytest.importorskip("triton")
-
-from ssmprof.profiler import autotune  # noqa: E402
+from ssmprof.profiler import autotune
 
 CONFIGS = [triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 64}, num_warps=4),
            triton.Config({"BLOCK": 128}, num_warps=4)]

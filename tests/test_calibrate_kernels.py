@@ -3,12 +3,10 @@ and compile for the H100 into the instructions those counts assume (PTX for sm_9
 
 import re
 
-import pytest
 import torch
 
 
 def test_fma_peak_runs_four_chains_of_iters_fmas(monkeypatch):
-    pytest.importorskip("triton")
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # read when the kernel is defined
     from ssmprof.profiler.calibrate import _fma_peak_kernel
 
@@ -21,7 +19,6 @@ def test_fma_peak_runs_four_chains_of_iters_fmas(monkeypatch):
 
 
 def test_l1_read_sums_iters_blocks_of_its_span_in_every_program(monkeypatch):
-    pytest.importorskip("triton")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     from ssmprof.profiler.calibrate import L1_BLOCK, L1_SPAN, l1_read
 
@@ -34,7 +31,6 @@ def test_l1_read_sums_iters_blocks_of_its_span_in_every_program(monkeypatch):
 
 
 def test_l2_read_sums_every_programs_blocks_round_the_buffer(monkeypatch):
-    pytest.importorskip("triton")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     from ssmprof.profiler.calibrate import L1_BLOCK, l2_read
 
@@ -50,7 +46,7 @@ def test_l2_read_sums_every_programs_blocks_round_the_buffer(monkeypatch):
 # The same kernels compiled for the H100 (sm_90) here, without a GPU: the PTX of each loop trip shows the work
 # the ceiling formulas count. Pointer arguments are 16-byte aligned, as Triton specializes them at launch.
 def _hopper_loop_bodies(kernel, scalars: dict, constants: dict) -> list[str]:
-    triton = pytest.importorskip("triton")
+    import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
