@@ -63,6 +63,42 @@ def test_limiter_rules(scenario, changes, limiter, runner_up):
     assert (row["limiter"], row["runner_up"]) == (limiter, runner_up), scenario
 
 
+# A launch with the instruction-level counters (`analysis.instruction_bounds`): issue slots by instructions executed
+INSTRUCTION_LEVEL = {"inst_issue_pct": 20.0, "shared_pipe_pct": 10.0}
+
+
+@pytest.mark.parametrize(
+    ("scenario", "changes", "limiter", "limiter_pct", "runner_up_pct"),
+    [
+        ("issue slots 75 % busy", {"inst_issue_pct": 75.0}, "issue slots", 75.0, math.nan),
+        ("shared-memory wavefronts at 80 % of the data pipe", {"shared_pipe_pct": 80.0}, "shared memory", 80.0,
+         math.nan),
+        ("exp-heavy: the XU pipe at 70 %", {"xu_pipe_pct": 70.0}, "XU pipe (special functions)", 70.0, math.nan),
+        ("DRAM at 85 %: a memory unit, said as before", {"dram_throughput_pct": 85.0}, "DRAM bandwidth", math.nan,
+         math.nan),
+        ("issue slots at 40 %: the runner-up of the occupancy", {"inst_issue_pct": 40.0},
+         "occupancy (registers, shared memory)", math.nan, 40.0),
+        ("issue-active cycles at 75 %, instructions at 20 %: the instructions count",
+         {"issue_active_pct": 75.0}, "occupancy (registers, shared memory)", math.nan, math.nan),
+    ],
+)
+def test_an_instruction_level_bound_is_named_with_its_number(scenario, changes, limiter, limiter_pct,
+                                                              runner_up_pct):
+    row = limiters(pd.DataFrame([{**BASE, **INSTRUCTION_LEVEL, **changes}])).iloc[0]
+    assert row["limiter"] == limiter, scenario
+    assert row["limiter_pct"] == pytest.approx(limiter_pct, nan_ok=True), scenario
+    assert row["runner_up_pct"] == pytest.approx(runner_up_pct, nan_ok=True), scenario
+
+
+def test_the_summary_says_an_instruction_level_bound_with_its_time_weighted_number():
+    launches = pd.DataFrame([{**BASE, **INSTRUCTION_LEVEL, "kernel_name": "k", "phase": "forward", "category": "c",
+                              "inst_issue_pct": issue, "duration_ns": ns} for issue, ns in ((60.0, 300e3),
+                                                                                            (80.0, 100e3))])
+    row = limiter_summary(limiters(launches)).iloc[0]
+    assert (row["limiter"], row["runner_up"]) == ("issue slots at 65.0 % of peak",
+                                                  "occupancy (registers, shared memory)")
+
+
 @pytest.mark.parametrize(("dram_pct", "margin", "confidence"),
                          [(85.0, 0.70, "clear"), (63.0, 0.26, "likely"), (59.4, 0.188, "likely"),
                           (51.0, 0.02, "close call")])

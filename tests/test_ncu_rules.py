@@ -72,6 +72,12 @@ def test_verdict_classes(limiter, cls):
     assert verdict_class(limiter) == cls
 
 
+@pytest.mark.parametrize(("limiter", "cls"), [("issue slots", "compute"), ("shared memory", "memory")])
+def test_the_instruction_level_bounds_classes(limiter, cls):
+    """ncu's compute throughput counts the issue slots; its memory throughput the shared-memory wavefronts."""
+    assert verdict_class(limiter) == cls
+
+
 def test_agreement_on_the_bundled_launches():
     kernels = load_run(bundled.REFERENCE / "h100-sxm" / "mamba2-lm").kernels
     first = [kernels[(kernels["kernel_name"] == name) & (kernels["phase"] == phase)].iloc[0]

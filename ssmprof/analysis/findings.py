@@ -121,7 +121,7 @@ def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
         limits = tables["limiters_ssm"]
         by_limiter = limits.groupby("limiter")["time_ms"].sum().sort_values(ascending=False)
         text += f"; what limits them (share of the time of the {len(limits)} largest): " + ", ".join(
-            f"{name} {100 * value / by_limiter.sum():.0f} %" for name, value in by_limiter.head(3).items()
+            f"{100 * value / by_limiter.sum():.0f} % {name}" for name, value in by_limiter.head(3).items()
             if value >= 0.01 * by_limiter.sum())
         anchor = "limiters_ssm" if anchor == "by_category" else anchor
     if "tensor_vector_ssm" in tables and len(tables["tensor_vector_ssm"]):

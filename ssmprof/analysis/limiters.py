@@ -2,7 +2,10 @@
 
 1. The units, ranked by speed of light: DRAM, L2, the pipes (tensor, FMA, ALU, XU special functions,
    load/store) and the warp schedulers' issue slots, each as a % of its peak (the counters in
-   `schema.COUNTER_METRICS`; L1/TEX throughput is not collected, the load/store pipe stands for it). A unit
+   `schema.COUNTER_METRICS`; L1/TEX throughput is not collected, the load/store pipe stands for it). Where a
+   launch has the instruction-level counters (`analysis.instruction_bounds`), the issue slots are counted by
+   the instructions executed ("issue slots", `inst_issue_pct`, in place of the issue-active cycles of
+   "instruction issue") and shared memory joins the units (its wavefronts against the data pipe's peak). A unit
    busy a fraction f of its peak accounts for f of the kernel's time at that peak; what it leaves, 1 - f, is
    time the other explanations must account for. So the busiest unit scores f and the best explanation
    of a low unit scores 1 - f: the verdict is the unit while it is busy at least half the time, with a
@@ -28,7 +31,11 @@
 
 Every verdict carries its `limiter_score`, the `runner_up` and its score, the `margin` between them and a
 word for it (`confidence`), and the `evidence`: the ranked units, waves, occupancy with its limits, and
-the top waits.
+the top waits. A verdict or runner-up that is an instruction-level bound (a pipe, the issue slots, shared
+memory) of a launch with the instruction-level counters carries its % of peak (`limiter_pct`,
+`runner_up_pct`), and the per-kernel summary says it with the name ("issue slots at 59.5 % of peak"): no
+roof of the report shows how close such a kernel runs to the unit that holds it. Launches recorded before
+those counters keep their words.
 """
 
 from __future__ import annotations
@@ -52,12 +59,16 @@ UNITS = {"DRAM bandwidth": "dram_throughput_pct", "L2 bandwidth": "l2_throughput
          "tensor pipe": "tensor_pipe_pct", "FMA pipe": "fma_pipe_pct", "ALU pipe": "alu_pipe_pct",
          "XU pipe (special functions)": "xu_pipe_pct", "load/store pipe": "lsu_pipe_pct",
          "instruction issue": "issue_active_pct"}
+# The instruction-level counters' units (`analysis.instruction_bounds` names them the same), and the units an
+# instruction-level bound is one of: the pipes, the issue slots and shared memory.
+INSTRUCTION_UNITS = {"issue slots": "inst_issue_pct", "shared memory": "shared_pipe_pct"}
+BOUNDS = ("tensor pipe", "FMA pipe", "ALU pipe", "XU pipe (special functions)", "load/store pipe", *INSTRUCTION_UNITS)
 CAPS = {"registers": "occupancy_limit_registers", "shared memory": "occupancy_limit_shared_mem",
         "warp slots": "occupancy_limit_warps", "block slots": "occupancy_limit_blocks"}
 # What a waiting warp can wait on: every stall reason but issuing
 WAITS = [reason for reason in STALL_REASONS if reason not in ("selected", "not_selected")]
-VERDICT_COLUMNS = ["limiter", "limiter_score", "runner_up", "runner_up_score", "margin", "confidence", "top_unit",
-                   "top_unit_pct", "occupancy_limits", "top_stall", "evidence"]
+VERDICT_COLUMNS = ["limiter", "limiter_score", "limiter_pct", "runner_up", "runner_up_score", "runner_up_pct",
+                   "margin", "confidence", "top_unit", "top_unit_pct", "occupancy_limits", "top_stall", "evidence"]
 
 
 def theoretical_occupancy(kernels: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -93,8 +104,8 @@ def _verdict(row) -> dict:
     if math.isnan(row.ncu_duration_ns):
         evidence = f"{row.duration_ns / 1e3:.1f} us, no counters"
         return _pick([(SHORT if short else NO_COUNTERS, 1.0)], "", math.nan, evidence)
-    units = sorted(((getattr(row, column), name) for name, column in UNITS.items()
-                    if not math.isnan(getattr(row, column))), key=lambda unit: unit[0], reverse=True)
+    units = sorted(((pct, name) for name, pct in _units(row).items() if not math.isnan(pct)),
+                   key=lambda unit: unit[0], reverse=True)
     top_pct, top = units[0] if units else (0.0, "")
     busy = min(top_pct / 100, 1.0)
     explanations = sorted(((w, name) for name, w in _explanations(row).items() if w > 0),
@@ -105,16 +116,35 @@ def _verdict(row) -> dict:
     candidates = [(top, busy), *((name, (1 - busy) * w / best) for w, name in explanations)]
     if short:
         candidates = [(SHORT, 1.0), *candidates]
-    return _pick(candidates, top, top_pct, _evidence(row, units))
+    bound_pct = top_pct if top in BOUNDS and _has_instruction_counters(row) else math.nan
+    return _pick(candidates, top, top_pct, _evidence(row, units), bound_pct)
 
 
-def _pick(candidates: list[tuple[str, float]], top: str, top_pct: float, evidence: str) -> dict:
+def _units(row) -> dict[str, float]:
+    """Each unit's % of peak on a launch (NaN where not measured): UNITS, and where the launch has the
+    instruction-level counters, the issue slots by instructions executed in place of the issue-active cycles."""
+    pcts = {name: getattr(row, column) for name, column in UNITS.items()}
+    if not math.isnan(getattr(row, INSTRUCTION_UNITS["issue slots"], math.nan)):
+        del pcts["instruction issue"]
+    return {**pcts, **{name: getattr(row, column, math.nan) for name, column in INSTRUCTION_UNITS.items()}}
+
+
+def _has_instruction_counters(row) -> bool:
+    return any(not math.isnan(getattr(row, column, math.nan)) for column in INSTRUCTION_UNITS.values())
+
+
+def _pick(candidates: list[tuple[str, float]], top: str, top_pct: float, evidence: str,
+          bound_pct: float = math.nan) -> dict:
+    """The best two candidates, graded; `bound_pct`: the top unit's % of peak where it is an instruction-level
+    bound the verdict names with its number (NaN otherwise)."""
     ranked = sorted(candidates, key=lambda candidate: candidate[1], reverse=True)  # stable: ties keep their order
     (name, score), (second, second_score) = ranked[0], ranked[1] if len(ranked) > 1 else ("", 0.0)
     margin = score - second_score
     word = next(word for floor, word in CONFIDENCE if margin >= floor)
-    return {"limiter": name, "limiter_score": score, "runner_up": second, "runner_up_score": second_score,
-            "margin": margin, "confidence": word, "top_unit": top, "top_unit_pct": top_pct, "evidence": evidence}
+    return {"limiter": name, "limiter_score": score, "limiter_pct": bound_pct if name == top else math.nan,
+            "runner_up": second, "runner_up_score": second_score,
+            "runner_up_pct": bound_pct if second == top else math.nan, "margin": margin, "confidence": word,
+            "top_unit": top, "top_unit_pct": top_pct, "evidence": evidence}
 
 
 def _explanations(row) -> dict[str, float]:
@@ -170,7 +200,9 @@ def _evidence(row, units: list[tuple[float, str]]) -> str:
 def limiter_summary(frame: pd.DataFrame, category: str | None = None, top: int = 20) -> pd.DataFrame:
     """Per kernel and phase (optionally one category), largest time first: launches, time, the limiter of
     most of its time, and the runner-up, margin, confidence and evidence of its longest launch with that
-    limiter."""
+    limiter. An instruction-level bound is said with its % of peak (`said`): the limiter's time-weighted over
+    the launches it holds, as `analysis.instruction_bounds` weighs a kernel's bound, the runner-up's that of
+    the longest launch."""
     if category is not None:
         frame = frame[frame["category"] == category]
     columns = ["kernel_name", "phase", "launches", "time_ms", "limiter", "runner_up", "margin", "confidence",
@@ -180,11 +212,20 @@ def limiter_summary(frame: pd.DataFrame, category: str | None = None, top: int =
         limiter = group.groupby("limiter")["duration_ns"].sum().idxmax()
         held = group[group["limiter"] == limiter]
         longest = held.loc[held["duration_ns"].idxmax()]
+        measured = held["limiter_pct"].notna()
+        pct = (np.average(held["limiter_pct"][measured], weights=held["duration_ns"][measured])
+               if measured.any() and held["duration_ns"][measured].sum() > 0 else math.nan)
         rows.append({"kernel_name": name, "phase": phase, "launches": len(group),
-                     "time_ms": group["duration_ns"].sum() / 1e6, "limiter": limiter,
-                     **{column: longest[column] for column in ("runner_up", "margin", "confidence", "evidence")}})
+                     "time_ms": group["duration_ns"].sum() / 1e6, "limiter": said(limiter, pct),
+                     "runner_up": said(longest["runner_up"], longest["runner_up_pct"]),
+                     **{column: longest[column] for column in ("margin", "confidence", "evidence")}})
     table = pd.DataFrame(rows, columns=columns)
     return table.sort_values("time_ms", ascending=False, ignore_index=True).head(top)
+
+
+def said(name: str, pct: float) -> str:
+    """A verdict in words: the name, and where it is an instruction-level bound, its % of peak."""
+    return name if math.isnan(pct) else f"{name} at {pct:.1f} % of peak"
 
 
 def stall_summary(frame: pd.DataFrame, category: str | None = None, top: int = 20) -> pd.DataFrame:
@@ -207,11 +248,13 @@ def stall_summary(frame: pd.DataFrame, category: str | None = None, top: int = 2
 
 
 # What each verdict says in Nsight Compute's terms. ncu's compute throughput counts the issue slots, so an
-# "instruction issue" verdict is a compute one there; its "latency issues" (both throughputs low) is what
-# ssmprof's explanations of a low unit (occupancy, waves, stalls) take apart.
+# "instruction issue" or "issue slots" verdict is a compute one there; its memory throughput counts the L1 data
+# pipe's shared-memory wavefronts, so "shared memory" is a memory one; its "latency issues" (both throughputs
+# low) is what ssmprof's explanations of a low unit (occupancy, waves, stalls) take apart.
 VERDICT_CLASSES = {"DRAM bandwidth": "memory", "L2 bandwidth": "memory", "load/store pipe": "memory",
                    "tensor pipe": "compute", "FMA pipe": "compute", "ALU pipe": "compute",
                    "XU pipe (special functions)": "compute", "instruction issue": "compute",
+                   "issue slots": "compute", "shared memory": "memory",
                    "too few thread blocks": "latency", "tail effect": "latency", SHORT: "short",
                    NO_COUNTERS: "no counters"}
 # Nsight Compute's rule results -> the class of what they point at, first match on "section rule".
