@@ -443,7 +443,10 @@ def conform_kernels(frame: pd.DataFrame) -> pd.DataFrame:
     bad_phase = set(frame["phase"].dropna().unique()) - set(PHASE_VALUES)
     if bad_phase:
         raise SchemaError(f"unknown phase values {sorted(bad_phase)}; allowed: {', '.join(PHASE_VALUES)}")
-    out = pd.DataFrame(index=frame.index)
+    if list(frame.columns) == list(ALL_COLUMNS) and all(
+            frame[name].dtype == pd.api.types.pandas_dtype(column.dtype) for name, column in ALL_COLUMNS.items()):
+        return frame.reset_index(drop=True)  # as written: its columns' arrays kept as they are, not copied
+    out = {}
     for name, column in ALL_COLUMNS.items():
         values = frame[name] if name in frame.columns else (float("nan") if column.default is None
                                                             else column.default)
@@ -454,7 +457,7 @@ def conform_kernels(frame: pd.DataFrame) -> pd.DataFrame:
     extra = [c for c in frame.columns if c not in ALL_COLUMNS and c not in RETIRED_COLUMNS]
     if extra:
         raise SchemaError(f"kernel table has columns outside the contract: {', '.join(extra)}")
-    return out.reset_index(drop=True)
+    return pd.DataFrame(out, index=frame.index).reset_index(drop=True)  # one block a type, not one a column
 
 
 def _from_schema_1(kernels: pd.DataFrame) -> pd.DataFrame:

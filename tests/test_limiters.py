@@ -1,12 +1,22 @@
 """What limits a kernel: one scenario a row, then the bundled H100 mamba2-lm run."""
 
 import math
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
+from ssmprof.analysis.limiters import (
+    CAPS,
+    VERDICT_COLUMNS,
+    WAITS,
+    limiter_summary,
+    limiters,
+    stall_summary,
+    verdict_ref,
+)
 from ssmprof.pipeline.loading import load_run
 from ssmprof.reports.figures import stall_bars
 from ssmprof.schema import STALL_REASONS
@@ -18,6 +28,7 @@ BASE = {"ncu_duration_ns": 400e3, "duration_ns": 400_000, "dram_throughput_pct":
         "alu_pipe_pct": 5.0, "xu_pipe_pct": 5.0, "lsu_pipe_pct": 10.0, "issue_active_pct": 20.0,
         "achieved_occupancy_pct": 45.0,
         **{f"stall_{reason}": math.nan for reason in STALL_REASONS}, "stall_warps_per_issue": math.nan}
+DATA = Path(__file__).parent / "data"
 # what the stall pass reads for a launch whose warps wait on memory: 10 warps per issue cycle
 MEMORY_WAIT = {"stall_warps_per_issue": 10.0, "stall_long_scoreboard": 6.0, "stall_barrier": 1.5,
                "stall_not_selected": 1.5, "stall_selected": 1.0}
@@ -211,3 +222,45 @@ def test_every_ssm_kernel_of_every_bundled_run_with_counters_has_a_verdict():
                 verdicts[(gpu, path.name)] = limiter_summary(ssm).set_index(["kernel_name", "phase"])["limiter"]
     assert len(verdicts) == 13 and not [key for key, limiter in verdicts.items() if (limiter == "no counters").any()]
     assert verdicts[("h200", "mamba2-lm")][("_chunk_cumsum_bwd_kernel", "backward")] == "too few thread blocks"
+
+
+def tied_launches() -> pd.DataFrame:
+    """Launches built to tie and to lack things: equal units, units at 0 and past 100 %, short kernels, no counters,
+    a grid of exactly one wave, missing occupancy and stall counters, stalls that tie."""
+    rng = np.random.default_rng(7)
+    choices = {"duration_ns": [6_000, 10_000, 400_000], "ncu_duration_ns": [math.nan, 400e3, 400e3],
+               "dram_throughput_pct": [30.0, 50.0, 85.0, math.nan, 0.0, 150.0], "l2_throughput_pct": [30.0, 50.0],
+               "tensor_pipe_pct": [10.0, 50.0, math.nan], "xu_pipe_pct": [5.0, 70.0, math.nan],
+               "issue_active_pct": [20.0, 55.0, math.nan, 120.0], "inst_issue_pct": [math.nan, 20.0, 50.0, 75.0],
+               "shared_pipe_pct": [math.nan, 10.0, 50.0, 80.0], "waves_per_sm": [0.6, 1.0, 1.3, 20.0, math.nan],
+               "occupancy_limit_registers": [2.0, 8.0, 16.0, math.nan], "occupancy_limit_shared_mem": [1.0, 8.0],
+               "achieved_occupancy_pct": [10.0, 45.0, 100.0, math.nan], "stall_warps_per_issue": [math.nan, 10.0],
+               "stall_long_scoreboard": [math.nan, 6.0, 1.0], "stall_short_scoreboard": [math.nan, 6.0, 2.2]}
+    rows = [{**BASE, **{column: values[rng.integers(len(values))] for column, values in choices.items()
+                        if rng.random() < 0.5}} for _ in range(2_000)]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("launches", ["h100-sxm/mamba2-lm", "instruction-bounds-h100/mamba1-lm", "tied"])
+def test_every_launch_at_once_judges_as_one_at_a_time(launches):
+    """`limiters` judges every launch at once (columns of numbers, a million launches in seconds); `verdict_ref`
+    states the rule for one launch: the same verdict frame, evidence and all, on a bundled run, a run with the
+    instruction-level counters and launches built to tie."""
+    if launches == "tied":
+        kernels = tied_launches()
+    else:
+        folder, name = launches.split("/")
+        kernels = load_run((bundled.REFERENCE if folder == "h100-sxm" else DATA) / folder / name).kernels
+    verdicts = limiters(kernels)
+    one_at_a_time = pd.DataFrame([verdict_ref(row) for row in verdicts.itertuples()], index=verdicts.index)
+    columns = [column for column in VERDICT_COLUMNS if column not in ("occupancy_limits", "top_stall")]
+    pd.testing.assert_frame_equal(verdicts[columns], one_at_a_time[columns])
+    caps = verdicts[list(CAPS.values())]
+    limits = [", ".join(name for name, column in CAPS.items() if row[column] == row.min()) if row.notna().any()
+              else "" for _, row in caps.iterrows()]
+    assert verdicts["occupancy_limits"].tolist() == limits
+    waits = verdicts[[f"stall_{reason}" for reason in WAITS]]
+    stalls = ["" if row.isna().all() else row.fillna(-1).idxmax().removeprefix("stall_") for _, row in waits.iterrows()]
+    assert verdicts["top_stall"].tolist() == stalls
+    assert limiters(kernels, evidence=False).drop(columns="evidence", errors="ignore").equals(
+        verdicts.drop(columns="evidence"))

@@ -67,7 +67,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.derived import derive
+from ssmprof.analysis.derived import derive, tensor_flops
 from ssmprof.analysis.distinct import per_distinct
 from ssmprof.hardware import Peaks
 from ssmprof.schema import CHECKED_STATUSES, COUNTER_COLUMNS, PHASES, STALL_COLUMNS, STALL_REASONS, RejectedGroup
@@ -350,16 +350,17 @@ def gemm_work(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per phase, the GEMM launches whose counters passed the checks: measured tensor FLOPs against 2MNK (what
     the model asks for) and against the work whole tiles issue (`issued_gemm_flops`), and the share of the
     issued work that is tile padding. Empty where no GEMM carries checked counters."""
-    frame = derive(kernels)
-    launches = [kernels["launch_op"], kernels["launch_shapes"], _tile_names(kernels)]
+    measured = tensor_flops(kernels)
+    candidates = kernels[["phase", "launch_op", "launch_shapes", "kernel_name", "kernel_name_full"]][
+        kernels["counter_status"].isin(CHECKED_STATUSES) & (measured > 0)]
+    launches = [candidates["launch_op"], candidates["launch_shapes"], _tile_names(candidates)]
     work = pd.DataFrame({
-        "phase": kernels["phase"],
-        "measured_flops": frame["flops_tensor"],
+        "phase": candidates["phase"],
+        "measured_flops": measured[candidates.index],
         "analytic_flops": per_distinct(launches[:2], gemm_flops).astype(float),
         "issued_flops": per_distinct(launches, issued_gemm_flops).astype(float),
-    }, index=kernels.index)
-    checked = kernels["counter_status"].isin(CHECKED_STATUSES)
-    work = work[checked & work["analytic_flops"].notna() & (work["measured_flops"] > 0)]
+    }, index=candidates.index)
+    work = work[work["analytic_flops"].notna()]
     table = work.groupby("phase", as_index=False).agg(
         launches=("measured_flops", "size"), measured_flops=("measured_flops", "sum"),
         analytic_flops=("analytic_flops", "sum"), issued_flops=("issued_flops", "sum"))

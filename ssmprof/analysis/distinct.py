@@ -13,9 +13,10 @@ import pandas as pd
 def per_distinct(columns: list[pd.Series], rule: Callable) -> np.ndarray:
     """`rule(*values)` for each launch (the columns' values at it, as they are), evaluated once per distinct
     combination of the values and spread back to every launch in order."""
-    keys = pd.DataFrame({i: column.to_numpy(dtype=object) for i, column in enumerate(columns)})
-    groups = keys.groupby(list(keys.columns), sort=False, dropna=False).ngroup().to_numpy()
-    firsts = keys.drop_duplicates()
+    codes = pd.DataFrame({i: pd.factorize(column, use_na_sentinel=False)[0] for i, column in enumerate(columns)})
+    groups = codes.groupby(list(codes.columns), sort=False).ngroup().to_numpy()  # integers: no strings compared
+    _, firsts = np.unique(groups, return_index=True)
+    values = [column.iloc[firsts].to_numpy(dtype=object) for column in columns]
     results = np.empty(len(firsts), dtype=object)
-    results[:] = [rule(*row) for row in firsts.itertuples(index=False)]
+    results[:] = [rule(*row) for row in zip(*values, strict=True)]
     return results[groups]

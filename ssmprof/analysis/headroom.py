@@ -20,7 +20,7 @@ REACHABLE = 0.8
 def headroom(per_kernel: pd.DataFrame, dram_gb_s: float) -> pd.DataFrame:
     """Per launch: time at roof and time saved at the roof and at REACHABLE of it. `per_kernel`: `roofline`'s
     frame."""
-    frame = per_kernel.copy()
+    frame = per_kernel.copy(deep=False)  # copy-on-write: the columns added here stay out of `per_kernel`
     at_roof_s = (frame["flops"] / frame["roof_flop_per_s"]).where(frame["flops"] > 0,
                                                                  frame["dram_bytes"] / (dram_gb_s * 1e9))
     actual_ms = frame["duration_ns"] / 1e6

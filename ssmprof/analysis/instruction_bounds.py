@@ -56,8 +56,9 @@ def launch_bounds(kernels: pd.DataFrame) -> pd.DataFrame:
     bound = candidates.fillna(-np.inf).idxmax(axis=1)
     bound = bound.where(bound != "pipe", busiest + " pipe")
     counted = kernels["counter_status"].isin(CHECKED_STATUSES) & candidates.notna().any(axis=1)
-    absent = pd.DataFrame({name: kernels[column].isna() for name, column in OPTIONAL.items()})
-    missing = absent.apply(lambda row: ", ".join(name for name, lacks in row.items() if lacks), axis=1)
+    codes = sum(kernels[column].isna().to_numpy() * (1 << i) for i, column in enumerate(OPTIONAL.values()))
+    words = [", ".join(name for i, name in enumerate(OPTIONAL) if code >> i & 1) for code in range(1 << len(OPTIONAL))]
+    missing = np.array(words, dtype=object)[codes]  # what each launch lacks, one bit per optional counter
     return pd.DataFrame({
         "busiest_pipe": busiest.where(counted, ""), "busiest_pipe_pct": pipes.max(axis=1).where(counted),
         "issue_pct": issue.where(counted), "issue_source": np.where(counted, issue_source, ""),
@@ -84,6 +85,9 @@ def instruction_roofline(kernels: pd.DataFrame, gpu: dict) -> pd.DataFrame:
 
 NUMBERS = ["busiest_pipe_pct", "issue_pct", "shared_pct", "inst_rate_pct_of_issue_peak", "inst_per_shared_wavefront",
            "inst_per_l2_sector", "inst_per_dram_sector"]
+READ = ["kernel_name", "phase", "duration_ns", "counter_status", *PIPES.values(), "inst_issue_pct", "issue_active_pct",
+        "shared_pipe_pct", "warp_inst_executed", "shared_wavefronts", "l1_bytes", "l2_bytes", "dram_read_bytes",
+        "dram_write_bytes"]
 SUMMARY_COLUMNS = ["kernel_name", "phase", "launches", "time_ms", "bound", "bound_pct", "busiest_pipe", *NUMBERS,
                    "missing"]
 
@@ -94,8 +98,8 @@ def instruction_bounds(kernels: pd.DataFrame, gpu: dict, category: str | None = 
     of its time with its % (`bound_pct`, time-weighted over the launches bound by it), the busiest pipe and its %,
     the issue and shared-memory %, instructions per second as % of the issue peak, instruction intensities (per
     shared wavefront, per L2 and DRAM sector; time-weighted) and what was not collected."""
-    frame = kernels if category is None else kernels[kernels["category"] == category]
-    frame = frame[frame["duration_ns"] > 0]
+    chosen = (kernels["duration_ns"] > 0) & (kernels["category"] == category if category is not None else True)
+    frame = kernels.loc[chosen, READ]  # the columns the bounds read, before any row is taken
     bounds, coordinates = launch_bounds(frame), instruction_roofline(frame, gpu)
     joined = pd.concat([frame[["kernel_name", "phase", "duration_ns"]], bounds, coordinates], axis=1)
     joined["inst_rate_pct_of_issue_peak"] = 100 * joined["inst_per_s"] / joined["issue_peak_per_s"]
@@ -110,7 +114,7 @@ def instruction_bounds(kernels: pd.DataFrame, gpu: dict, category: str | None = 
                      "time_ms": group["duration_ns"].sum() / 1e6, "bound": bound,
                      "bound_pct": time_weighted_by(held.assign(_all=0), "_all", ["bound_pct"]).iloc[0]["bound_pct"],
                      "busiest_pipe": pipe, **{column: means[column] for column in NUMBERS},
-                     "missing": ", ".join(sorted(set(group["missing"]) - {""})) or ""})
+                     "missing": ", ".join(sorted(set(group["missing"].unique()) - {""})) or ""})
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     return table.sort_values("time_ms", ascending=False, ignore_index=True).head(top)
 

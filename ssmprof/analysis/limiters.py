@@ -41,6 +41,7 @@ those counters keep their words.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -78,34 +79,145 @@ def theoretical_occupancy(kernels: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     blocks = caps.min(axis=1)
     warps_per_block = np.ceil(kernels["block_x"] * kernels["block_y"] * kernels["block_z"] / 32)
     occupancy = (blocks * warps_per_block / MAX_WARPS).clip(upper=1)
-    binding = caps.eq(blocks, axis=0)
-    names = [", ".join(name for name, column in CAPS.items() if row[column]) for _, row in binding.iterrows()]
-    return occupancy, pd.Series(names, index=kernels.index).where(blocks.notna(), "")
+    binding = caps.eq(blocks, axis=0).to_numpy()
+    codes = (binding * (1 << np.arange(len(CAPS)))).sum(axis=1)  # which limits bind, one bit each
+    words = {code: ", ".join(name for i, name in enumerate(CAPS) if code >> i & 1) for code in np.unique(codes)}
+    names = pd.Series(codes, index=kernels.index).map(words).astype(str)
+    return occupancy, names.where(blocks.notna(), "")
 
 
-def limiters(kernels: pd.DataFrame) -> pd.DataFrame:
+def limiters(kernels: pd.DataFrame, evidence: bool = True) -> pd.DataFrame:
     """The analysis frame with `theoretical_occupancy_pct` and the VERDICT_COLUMNS added, per launch (the rule:
-    the module's docstring). `kernels`: an analysis frame."""
-    frame = kernels.copy()
+    the module's docstring; `verdict_ref` states it for one launch). `kernels`: an analysis frame. `evidence`:
+    whether each launch gets its evidence, a string built per launch (seconds at a million launches; the
+    summaries build it for the launches they show), else the column is left out."""
+    frame = kernels.copy(deep=False)  # copy-on-write: the columns added here stay out of `kernels`
     occupancy, limits = theoretical_occupancy(frame)
     frame["theoretical_occupancy_pct"] = 100 * occupancy
     frame["occupancy_limits"] = limits
     frame["top_stall"] = top_stalls(frame).fillna("")
-    verdicts = [_verdict(row) for row in frame.itertuples()]
+    verdicts = _verdicts(frame)
     for column in VERDICT_COLUMNS:
-        if column not in ("occupancy_limits", "top_stall"):
-            frame[column] = [v[column] for v in verdicts]
+        if column in verdicts:
+            frame[column] = verdicts[column]
+    if evidence:
+        frame["evidence"] = [_evidence(row) for row in frame.itertuples()]
     return frame
 
 
-def _verdict(row) -> dict:
-    """One launch's verdict: the ranked candidates (unit and explanations), the best two, the evidence."""
+def _column(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """A float column as an array, NaN where the frame has no such column (runs recorded before it)."""
+    return frame[column].to_numpy(dtype=float) if column in frame else np.full(len(frame), np.nan)
+
+
+def _verdicts(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """`verdict_ref` of every launch at once, all but the evidence: the candidates in the order `verdict_ref` lists
+    them (short kernel, top unit, the explanations in their dictionary's order, latency by elimination) and the
+    best two by score, ties to the one listed first among the short kernel and the top unit, else to the larger
+    weight, else to the one listed first. Names are codes into one list of words until the end."""
+    words = [SHORT, NO_COUNTERS, "", BY_ELIMINATION, *FIXED_EXPLANATIONS, *UNITS, *INSTRUCTION_UNITS]
+    short = _column(frame, "duration_ns") < SHORT_NS
+    top, top_pct, bound_pct = _top_units(frame, words)
+    busy = np.minimum(top_pct / 100, 1.0)
+    names, weights = _explanation_weights(frame, words)
+    valid = ~np.isnan(weights) & (weights > 0)
+    eliminated = ~valid.any(axis=1)
+    weights = np.column_stack([np.where(valid, weights, -np.inf), np.where(eliminated, ELIMINATION_WEIGHT, -np.inf)])
+    best = weights.max(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        scores = np.column_stack([np.where(short, 1.0, -np.inf), busy,
+                                  np.where(weights > -np.inf, (1 - busy)[:, None] * weights / best, -np.inf)])
+    listed = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
+    ties = np.column_stack([np.full((len(frame), 2), -np.inf), -weights])  # short kernel, top unit, then weight
+    order = np.lexsort((listed, ties, -scores), axis=1)[:, :2]
+    first, second = (np.choose(order[:, i], [words.index(SHORT), top, *names, words.index(BY_ELIMINATION)])
+                     for i in (0, 1))
+    score, second_score = (np.take_along_axis(scores, order[:, [i]], axis=1)[:, 0] for i in (0, 1))
+    verdicts = {"limiter": first, "limiter_score": score, "limiter_pct": np.where(first == top, bound_pct, np.nan),
+                "runner_up": second, "runner_up_score": second_score,
+                "runner_up_pct": np.where(second == top, bound_pct, np.nan), "top_unit": top, "top_unit_pct": top_pct}
+    return _without_counters(frame, short, verdicts, words)
+
+
+# The explanations whose name is the same for every launch, in the order `_explanations` lists them
+FIXED_EXPLANATIONS = ("too few thread blocks", "tail effect", "occupancy (achieved under theoretical)")
+
+
+def _without_counters(frame: pd.DataFrame, short: np.ndarray, verdicts: dict[str, np.ndarray],
+                      words: list[str]) -> dict:
+    """The verdicts with their margin and confidence, those of launches without counters (short kernel or no
+    counters, alone), and the names in words."""
+    none = np.isnan(_column(frame, "ncu_duration_ns"))
+    alone = {"limiter": np.where(short, words.index(SHORT), words.index(NO_COUNTERS)), "limiter_score": 1.0,
+             "limiter_pct": np.nan, "runner_up": words.index(""), "runner_up_score": 0.0, "runner_up_pct": np.nan,
+             "top_unit": words.index(""), "top_unit_pct": np.nan}
+    verdicts = {name: np.where(none, alone[name], values) for name, values in verdicts.items()}
+    verdicts["margin"] = verdicts["limiter_score"] - verdicts["runner_up_score"]
+    verdicts["confidence"] = np.select([verdicts["margin"] >= floor for floor, _ in CONFIDENCE],
+                                       [word for _, word in CONFIDENCE], "").astype(object)
+    spelled = np.array(words, dtype=object)
+    return {name: spelled[values] if name in ("limiter", "runner_up", "top_unit") else values
+            for name, values in verdicts.items()}
+
+
+def _top_units(frame: pd.DataFrame, words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per launch the busiest unit (`_units`, as its code in `words`; the first listed among equals; "" where none
+    was measured), its % of peak (0 where none) and that % where it is an instruction-level bound of a launch with
+    those counters."""
+    issue_slots = _column(frame, INSTRUCTION_UNITS["issue slots"])
+    pcts = {name: _column(frame, column) for name, column in {**UNITS, **INSTRUCTION_UNITS}.items()}
+    pcts["instruction issue"] = np.where(np.isnan(issue_slots), pcts["instruction issue"], np.nan)
+    matrix = np.column_stack(list(pcts.values()))
+    top_pct = np.fmax.reduce(matrix, axis=1)  # NaN where no unit was measured
+    busiest = np.argmax(matrix == top_pct[:, None], axis=1)
+    measured = ~np.isnan(top_pct)
+    top = np.where(measured, np.array([words.index(name) for name in pcts])[busiest], words.index(""))
+    instruction_level = ~np.isnan(np.column_stack([_column(frame, c) for c in INSTRUCTION_UNITS.values()])).all(axis=1)
+    bound = np.isin(top, [words.index(name) for name in BOUNDS]) & instruction_level
+    return top, np.where(measured, top_pct, 0.0), np.where(bound, top_pct, np.nan)
+
+
+def _explanation_weights(frame: pd.DataFrame, words: list[str]) -> tuple[list, np.ndarray]:
+    """`_explanations` of every launch: each explanation's name per launch (codes in `words`, which this extends)
+    and its weight (NaN where it does not apply), in the order `_explanations` lists them."""
+    waves, achieved = _column(frame, "waves_per_sm"), _column(frame, "achieved_occupancy_pct")
+    theoretical = _column(frame, "theoretical_occupancy_pct") / 100
+    limits, stall = frame["occupancy_limits"], frame["top_stall"]
+    waited = np.full(len(frame), np.nan)  # the top stall reason's warps per issue cycle
+    for reason in set(stall.unique()) - {""}:
+        rows = (stall == reason).to_numpy()
+        waited[rows] = _column(frame, f"stall_{reason}")[rows]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = theoretical * np.minimum(waves, 1.0)
+        shortfall = 1 - achieved / 100 / expected
+        issue = _column(frame, "issue_active_pct")
+        latency = waited / _column(frame, "stall_warps_per_issue") * (1 - np.where(np.isnan(issue), 0.0, issue / 100))
+        weights = np.column_stack([
+            np.where(waves < 1, 1 - waves, 0.0), np.where(waves >= 1, 1 - waves / np.ceil(waves), 0.0),
+            np.where((waves >= 1) & (limits != "").to_numpy(), 1 - theoretical, np.nan),
+            np.where(~np.isnan(achieved) & (expected > 0), np.where(shortfall > 0, shortfall, 0.0), np.nan),
+            np.where((stall != "").to_numpy(), latency, np.nan)])
+    few, tail, achieved_under = (words.index(name) for name in FIXED_EXPLANATIONS)
+    occupancy = _coded(limits, lambda limit: f"occupancy ({limit})", words)
+    waiting = _coded(stall, lambda reason: "latency: " + reason.replace("_", " "), words)
+    return [few, tail, occupancy, achieved_under, waiting], weights
+
+
+def _coded(values: pd.Series, word: Callable[[str], str], words: list[str]) -> np.ndarray:
+    """Per launch the code in `words` of `word(value)`, each distinct value's word appended to `words` once."""
+    codes, distinct = pd.factorize(values)
+    start = len(words)
+    words.extend(word(value) for value in distinct)
+    return codes + start
+
+
+def verdict_ref(row) -> dict:
+    """One launch's verdict, stated for one launch (the test oracle of `limiters`, which judges every launch at
+    once): the ranked candidates (unit and explanations), the best two, the evidence."""
     short = row.duration_ns < SHORT_NS
     if math.isnan(row.ncu_duration_ns):
-        evidence = f"{row.duration_ns / 1e3:.1f} us, no counters"
-        return _pick([(SHORT if short else NO_COUNTERS, 1.0)], "", math.nan, evidence)
-    units = sorted(((pct, name) for name, pct in _units(row).items() if not math.isnan(pct)),
-                   key=lambda unit: unit[0], reverse=True)
+        return _pick([(SHORT if short else NO_COUNTERS, 1.0)], "", math.nan, _evidence(row))
+    units = _ranked_units(row)
     top_pct, top = units[0] if units else (0.0, "")
     busy = min(top_pct / 100, 1.0)
     explanations = sorted(((w, name) for name, w in _explanations(row).items() if w > 0),
@@ -117,7 +229,13 @@ def _verdict(row) -> dict:
     if short:
         candidates = [(SHORT, 1.0), *candidates]
     bound_pct = top_pct if top in BOUNDS and _has_instruction_counters(row) else math.nan
-    return _pick(candidates, top, top_pct, _evidence(row, units), bound_pct)
+    return _pick(candidates, top, top_pct, _evidence(row), bound_pct)
+
+
+def _ranked_units(row) -> list[tuple[float, str]]:
+    """The measured units of a launch, busiest first (the first listed among equals)."""
+    return sorted(((pct, name) for name, pct in _units(row).items() if not math.isnan(pct)),
+                  key=lambda unit: unit[0], reverse=True)
 
 
 def _units(row) -> dict[str, float]:
@@ -166,10 +284,12 @@ def _explanations(row) -> dict[str, float]:
 
 
 def top_stalls(kernels: pd.DataFrame) -> pd.Series:
-    """Per launch, the stall reason most warps wait on (NaN where the stall pass did not measure it)."""
-    waits = kernels[[f"stall_{reason}" for reason in WAITS]]
-    measured = waits.notna().any(axis=1)
-    return waits.fillna(-1).idxmax(axis=1).str.removeprefix("stall_").where(measured)
+    """Per launch, the stall reason most warps wait on, the first listed among equals (NaN where the stall pass did
+    not measure it)."""
+    waits = np.column_stack([kernels[f"stall_{reason}"].to_numpy(dtype=float) for reason in WAITS])
+    missing = np.isnan(waits)
+    most = np.argmax(np.where(missing, -1.0, waits), axis=1)
+    return pd.Series(np.array(WAITS, dtype=object)[most], index=kernels.index).where(~missing.all(axis=1))
 
 
 def stall_shares(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -178,8 +298,11 @@ def stall_shares(kernels: pd.DataFrame) -> pd.DataFrame:
     return reasons.div(kernels["stall_warps_per_issue"], axis=0).set_axis(list(STALL_REASONS), axis=1)
 
 
-def _evidence(row, units: list[tuple[float, str]]) -> str:
-    ranked = ", ".join(f"{name} {pct:.0f} %" for pct, name in units)
+def _evidence(row) -> str:
+    """A launch's counters in words: its ranked units, waves, occupancy and its limits, and the top waits."""
+    if math.isnan(row.ncu_duration_ns):
+        return f"{row.duration_ns / 1e3:.1f} us, no counters"
+    ranked = ", ".join(f"{name} {pct:.0f} %" for pct, name in _ranked_units(row))
     text = (f"{row.duration_ns / 1e3:.1f} us; units by % of peak: {ranked}; waves {row.waves_per_sm:.1f}; "
             f"occupancy {row.theoretical_occupancy_pct:.0f} % theoretical")
     if not math.isnan(row.achieved_occupancy_pct):
@@ -198,29 +321,36 @@ def _evidence(row, units: list[tuple[float, str]]) -> str:
 
 
 def limiter_summary(frame: pd.DataFrame, category: str | None = None, top: int = 20) -> pd.DataFrame:
-    """Per kernel and phase (optionally one category), largest time first: launches, time, the limiter of
-    most of its time, and the runner-up, margin, confidence and evidence of its longest launch with that
-    limiter. An instruction-level bound is said with its % of peak (`said`): the limiter's time-weighted over
-    the launches it holds, as `analysis.instruction_bounds` weighs a kernel's bound, the runner-up's that of
-    the longest launch."""
-    if category is not None:
-        frame = frame[frame["category"] == category]
+    """Per kernel and phase (optionally one category) of a `limiters` frame (with or without its evidence),
+    largest time first: launches, time, the limiter of most of its time, and the runner-up, margin, confidence
+    and evidence of its longest launch with that limiter. An instruction-level bound is said with its % of peak
+    (`said`): the limiter's time-weighted over the launches it holds, as `analysis.instruction_bounds` weighs a
+    kernel's bound, the runner-up's that of the longest launch."""
+    chosen = frame["category"] == category if category is not None else slice(None)
+    narrow = frame.loc[chosen, ["kernel_name", "phase", "limiter", "limiter_pct", "duration_ns"]]  # not every column
+    codes, names = pd.factorize(narrow["limiter"], sort=True)  # ties to the first name, as a sorted groupby
+    durations, pcts = narrow["duration_ns"].to_numpy(), narrow["limiter_pct"].to_numpy()
+    rows = []
+    for (name, phase), at in narrow.groupby(["kernel_name", "phase"]).indices.items():
+        held = at[codes[at] == _most_time(codes[at], durations[at], len(names))]
+        longest = next(frame.loc[[narrow.index[held[np.argmax(durations[held])]]]].itertuples())
+        measured = held[~np.isnan(pcts[held])]
+        pct = (np.average(pcts[measured], weights=durations[measured])
+               if len(measured) and durations[measured].sum() > 0 else math.nan)
+        rows.append({"kernel_name": name, "phase": phase, "launches": len(at),
+                     "time_ms": durations[at].sum() / 1e6, "limiter": said(names[codes[held[0]]], pct),
+                     "runner_up": said(longest.runner_up, longest.runner_up_pct), "margin": longest.margin,
+                     "confidence": longest.confidence, "evidence": _evidence(longest)})
     columns = ["kernel_name", "phase", "launches", "time_ms", "limiter", "runner_up", "margin", "confidence",
                "evidence"]
-    rows = []
-    for (name, phase), group in frame.groupby(["kernel_name", "phase"]):
-        limiter = group.groupby("limiter")["duration_ns"].sum().idxmax()
-        held = group[group["limiter"] == limiter]
-        longest = held.loc[held["duration_ns"].idxmax()]
-        measured = held["limiter_pct"].notna()
-        pct = (np.average(held["limiter_pct"][measured], weights=held["duration_ns"][measured])
-               if measured.any() and held["duration_ns"][measured].sum() > 0 else math.nan)
-        rows.append({"kernel_name": name, "phase": phase, "launches": len(group),
-                     "time_ms": group["duration_ns"].sum() / 1e6, "limiter": said(limiter, pct),
-                     "runner_up": said(longest["runner_up"], longest["runner_up_pct"]),
-                     **{column: longest[column] for column in ("margin", "confidence", "evidence")}})
     table = pd.DataFrame(rows, columns=columns)
     return table.sort_values("time_ms", ascending=False, ignore_index=True).head(top)
+
+
+def _most_time(codes: np.ndarray, durations: np.ndarray, count: int) -> int:
+    """The limiter (code) holding most of a kernel's time, the first in name order among equals."""
+    time = np.bincount(codes, weights=durations, minlength=count)
+    return int(np.argmax(np.where(np.bincount(codes, minlength=count) > 0, time, -np.inf)))
 
 
 def said(name: str, pct: float) -> str:

@@ -26,7 +26,7 @@ from ssmprof.schema import CHECKED_STATUSES
 def roofline(kernels: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
     """Per kernel: category, path (tensor/vector), AIs, achieved FLOP/s, the roof at its intensity,
     % of that roof, and the verdict (memory-bound / compute-bound / no counters). `kernels`: an `analysis_frame`."""
-    frame = kernels.copy()
+    frame = kernels.copy(deep=False)  # copy-on-write: the columns added here stay out of `kernels`
     tensor = frame["flops_tensor"].fillna(0) > frame["flops_vector"].fillna(0)
     peak = np.where(tensor, ceilings.bf16_tensor_tflops, ceilings.fp32_tflops) * 1e12
     bandwidth = ceilings.dram_gb_s * 1e9
@@ -62,6 +62,7 @@ def _level_roof(intensity: pd.Series, gb_s: float | None) -> pd.Series:
 def roofline_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Time-weighted by category: share of time memory- vs compute-bound, mean % of roof and of DRAM peak."""
     rows = []
+    frame = frame[["category", WEIGHT, "verdict", "pct_of_roof", "pct_of_dram_peak"]]
     for category, group in frame.groupby("category"):
         weight = group[WEIGHT]
         measured = group["verdict"] != "no counters"
@@ -89,7 +90,9 @@ def calibration_defects(ceilings: Ceilings, kernels: pd.DataFrame) -> pd.DataFra
     and L1 bytes/s (the byte counts the roofline's intensities use), each on the counters' own duration. One
     row per launch and ceiling exceeded, fastest first within each ceiling; empty where the ceilings hold.
     Unchecked counters (schema-1 runs, lent across problems) prove nothing and are left out."""
-    checked = kernels[kernels["counter_status"].isin(CHECKED_STATUSES)]
+    columns = ["launch_idx", "kernel_name", "phase", "seconds", "flops_tensor", "flops_fp32", "dram_bytes",
+               "l2_bytes", "l1_bytes"]
+    checked = kernels.loc[kernels["counter_status"].isin(CHECKED_STATUSES), columns]
     seconds = checked["seconds"]
     measured = {"bf16_tensor_tflops": checked["flops_tensor"], "fp32_tflops": checked["flops_fp32"],
                 "dram_gb_s": checked["dram_bytes"], "l2_gb_s": checked["l2_bytes"], "l1_gb_s": checked["l1_bytes"]}

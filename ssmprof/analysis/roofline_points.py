@@ -24,8 +24,10 @@ def roofline_points(per_launch: pd.DataFrame, by: tuple[str, ...] = ()) -> pd.Da
     L2, achieved FLOP/s, time-weighted % of roof, and the ceilings."""
     if per_launch.empty or "verdict" not in per_launch.columns:  # no run with counters and ceilings
         return pd.DataFrame()
-    measured = per_launch[(per_launch["verdict"] != "no counters") & (per_launch["flops"] > 0)]
-    keys = [k for k in (*by, *KEYS) if k in measured.columns]
+    keys = [k for k in (*by, *KEYS) if k in per_launch.columns]
+    read = [*keys, *[c for c in ("flops", "flop_per_s", WEIGHT, "ai_dram", "ai_l2", "pct_of_roof", *CONSTANT)
+                     if c in per_launch.columns and c not in keys]]
+    measured = per_launch.loc[(per_launch["verdict"] != "no counters") & (per_launch["flops"] > 0), read]
     rows = []
     for values, group in measured.groupby(keys, sort=False, dropna=False):
         flops = group["flops"].sum()

@@ -50,50 +50,70 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         tables["gemm_work"] = work
     counted = has_counters(kernels)
     if counted:
-        limited = limiters(kernels)
-        tables["limiters"] = limiter_summary(limited)
-        tables["limiters_ssm"] = limiter_summary(limited, category="SSM scan")
-        tables["instruction_bounds"] = instruction_bounds(kernels, run.info.gpu.model_dump())
-        if kernels["stall_warps_per_issue"].notna().any():
-            tables["stalls"] = stall_summary(kernels)
+        tables.update(_limiter_tables(kernels, run.info))
     if counted and ceilings is not None:
-        per_kernel = roofline(kernels, ceilings)
-        tables["roofline"] = per_kernel[["launch_idx", "kernel_name", "phase", "category", "path", "duration_ns",
-                                         "flops", "ai_dram", "ai_l2", "ai_l1", "flop_per_s", "pct_of_roof",
-                                         "pct_of_dram_peak", "verdict", "roof_limiter", "peak_flop_per_s",
-                                         "ridge_ai", "l2_ridge_ai", "ceiling_source"]]
-        tables["roofline_summary"] = roofline_summary(per_kernel)
-        tables["roofline_points"] = roofline_points(per_kernel)  # what the chart draws, whatever the launch count
-        saved = headroom(per_kernel, ceilings.dram_gb_s)
-        tables["headroom"] = headroom_summary(saved)
-        tables["headroom_by_category"] = headroom_summary(saved, by="category")
-        defects = calibration_defects(ceilings, kernels)
-        if len(defects):  # launches faster than a calibrated ceiling: shown, never used to raise it
-            tables["calibration_defects"] = defects_by_kernel(defects)
-        flow = ssd_dataflow(kernels, run.info.workload.config)
-        if flow is not None:  # the Mamba-2 SSD chain's inter-kernel bytes and the fused chain's what-if
-            tables["ssd_dataflow"] = flow[FLOW_COLUMNS]
-            fusion = fusion_estimate(flow, run.info.workload.config, ceilings, ssd_layers(kernels))
-            if len(fusion):
-                tables["ssd_fusion"] = fusion
+        tables.update(_roofline_tables(kernels, run.info, ceilings))
     if counted:
-        classified = classify(kernels, ceilings)
-        tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",
-                                              "tensor_share", "near_boundary", "recomputed", "tensor_instruction",
-                                              "flops_tensor", "flops_vector", "duration_ns"]]
-        tables["tensor_vector_ssm"] = class_summary(classified)
-        if (classified["category"] == "SSM scan").any():
-            tables["table_ii"] = table_ii(classified)
-            tables["tensor_vector_thresholds"] = class_thresholds(classified)
-        instructions = instruction_summary(classified)
-        if len(instructions):  # Hopper only: other chips do not split their tensor ops by instruction
-            tables["tensor_instructions"] = instructions
-        model = forward_model(run.info.workload.config)
-        if model is not None:
-            tables["ssd_analytic_vs_measured"] = analytic_vs_measured(kernels, model)
+        tables.update(_class_tables(kernels, run.info, ceilings))
     tables.update(communication_tables(run.kernels, run.info, links))
     tables["findings"] = findings(tables, run.info)
     tables["provenance"] = provenance(run.info, origin or (f"run directory {run.path}" if run.path else "run"))
+    return tables
+
+
+def _limiter_tables(kernels: pd.DataFrame, info: RunInfo) -> dict[str, pd.DataFrame]:
+    """What limits the kernels, their instruction-level bounds and their stalls. The per-launch verdicts are let
+    go on return: at a million launches they are hundreds of megabytes the tables do not need."""
+    limited = limiters(kernels, evidence=False)  # the summaries word the launches they show
+    tables = {"limiters": limiter_summary(limited), "limiters_ssm": limiter_summary(limited, category="SSM scan"),
+              "instruction_bounds": instruction_bounds(kernels, info.gpu.model_dump())}
+    if kernels["stall_warps_per_issue"].notna().any():
+        tables["stalls"] = stall_summary(kernels)
+    return tables
+
+
+def _roofline_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings) -> dict[str, pd.DataFrame]:
+    """The roofline per launch and its summaries, headroom, calibration defects and the SSD chain's data flow."""
+    tables = {}
+    per_kernel = roofline(kernels, ceilings)
+    tables["roofline"] = per_kernel[["launch_idx", "kernel_name", "phase", "category", "path", "duration_ns",
+                                     "flops", "ai_dram", "ai_l2", "ai_l1", "flop_per_s", "pct_of_roof",
+                                     "pct_of_dram_peak", "verdict", "roof_limiter", "peak_flop_per_s",
+                                     "ridge_ai", "l2_ridge_ai", "ceiling_source"]]
+    tables["roofline_summary"] = roofline_summary(per_kernel)
+    tables["roofline_points"] = roofline_points(per_kernel)  # what the chart draws, whatever the launch count
+    saved = headroom(per_kernel, ceilings.dram_gb_s)
+    tables["headroom"] = headroom_summary(saved)
+    tables["headroom_by_category"] = headroom_summary(saved, by="category")
+    defects = calibration_defects(ceilings, kernels)
+    if len(defects):  # launches faster than a calibrated ceiling: shown, never used to raise it
+        tables["calibration_defects"] = defects_by_kernel(defects)
+    flow = ssd_dataflow(kernels, info.workload.config)
+    if flow is not None:  # the Mamba-2 SSD chain's inter-kernel bytes and the fused chain's what-if
+        tables["ssd_dataflow"] = flow[FLOW_COLUMNS]
+        fusion = fusion_estimate(flow, info.workload.config, ceilings, ssd_layers(kernels))
+        if len(fusion):
+            tables["ssd_fusion"] = fusion
+    return tables
+
+
+def _class_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
+    """Tensor vs vector classes, Table II, tensor instructions, and the SSD forward kernels against their model."""
+    tables = {}
+    classified = classify(kernels, ceilings)
+    tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",
+                                          "tensor_share", "near_boundary", "recomputed", "tensor_instruction",
+                                          "flops_tensor", "flops_vector", "duration_ns"]]
+    tables["tensor_vector_ssm"] = class_summary(classified)
+    if (classified["category"] == "SSM scan").any():
+        tables["table_ii"] = table_ii(classified)
+        tables["tensor_vector_thresholds"] = class_thresholds(classified)
+    instructions = instruction_summary(classified)
+    if len(instructions):  # Hopper only: other chips do not split their tensor ops by instruction
+        tables["tensor_instructions"] = instructions
+    model = forward_model(info.workload.config)
+    if model is not None:
+        tables["ssd_analytic_vs_measured"] = analytic_vs_measured(kernels, model)
     return tables
 
 

@@ -60,7 +60,9 @@ def classify(kernels: pd.DataFrame, ceilings=None) -> pd.DataFrame:
     FLOPs), tensor_time_share (of compute time at `ceilings`' bf16 tensor and fp32 peaks; FLOP share where no
     ceilings are given), class (on compute time), flop_class, near_boundary, recomputed, tensor_instruction.
     `kernels`: an `analysis_frame`."""
-    frame = kernels[kernels["flops"].notna()].copy()
+    read = ["launch_idx", "kernel_name", "phase", "category", "duration_ns", "flops", "flops_tensor", "flops_vector",
+            *[c for c in ("tensor_ops_bf16_wgmma", "tensor_ops_bf16_mma") if c in kernels.columns]]
+    frame = kernels.loc[kernels["flops"].notna(), read]
     share = frame["flops_tensor"] / frame["flops"].replace(0, np.nan)
     frame["tensor_share"] = share
     time_share = share

@@ -16,6 +16,7 @@ from tabulate import tabulate
 
 from ssmprof.analysis.tensor_vector import CLASS_RULE, TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
 from ssmprof.reports import figures, style
+from ssmprof.reports.csv_files import write_table
 from ssmprof.reports.style import PLOTLY_JS
 from ssmprof.schema import STALL_REASONS, Link, ParallelSection, RunInfo
 
@@ -461,7 +462,7 @@ def write_csv(tables: dict[str, pd.DataFrame], folder: Path, prefix: str) -> lis
     paths = []
     for key, table in tables.items():
         path = folder / f"{prefix}{key}.csv"
-        table.to_csv(path, index=False)
+        write_table(table, path)
         paths.append(path)
     return paths
 
