@@ -180,3 +180,11 @@ def test_the_tie_spread_is_how_much_one_configuration_varied_between_bundled_run
         steps = [read_run(path).info.harness.step_ms for path in paths]
         spreads[gpu] = round(100 * (max(steps) / min(steps) - 1), 1)
     assert spreads == {"h100-sxm": 2.1, "h200": 2.8} and max(spreads.values()) == RERUN_SPREAD_PCT
+
+
+@pytest.mark.parametrize(("limiter", "expected"), [
+    ("DRAM bandwidth", regime.BANDWIDTH), ("shared memory", regime.BANDWIDTH), ("tensor pipe", regime.COMPUTE),
+    ("issue slots", regime.LATENCY), ("occupancy (registers, shared memory)", regime.LATENCY),
+])
+def test_each_limiter_has_the_regime_its_bound_is(limiter, expected):
+    assert regime.regime_of(limiter) == expected

@@ -46,11 +46,12 @@ from ssmprof.analysis.suite import SSM
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import RunInfo
 
-# What a limiter (`analysis.limiters`) means on a regime map: bandwidth, compute, or latency (every limiter
-# that is neither: latency by elimination, too few blocks, capped occupancy, instruction issue, short kernels).
+# What a limiter (`analysis.limiters`) means on a regime map: bandwidth (a memory level's bytes, shared memory
+# included), compute, or latency (every limiter that is neither: latency by elimination, too few blocks, capped
+# occupancy, instruction issue or issue slots, short kernels).
 BANDWIDTH, COMPUTE, LATENCY, NO_COUNTERS = "bandwidth", "compute", "latency", "no counters"
-REGIMES = {"DRAM bandwidth": BANDWIDTH, "L2 bandwidth": BANDWIDTH, "tensor pipe": COMPUTE, "FMA pipe": COMPUTE,
-           "no counters": NO_COUNTERS}
+REGIMES = {"DRAM bandwidth": BANDWIDTH, "L2 bandwidth": BANDWIDTH, "shared memory": BANDWIDTH,
+           "tensor pipe": COMPUTE, "FMA pipe": COMPUTE, "no counters": NO_COUNTERS}
 STEP_METRIC = "step_us_per_item"  # harness step time per token (sample), the end-to-end measure
 KERNEL_METRIC = "kernel_us_per_item"  # GPU kernel time per token: the step without the host's gaps
 SSM_METRIC = "ssm_us_per_item"  # the SSM kernels' time per token: what chunk size and state size act on
