@@ -170,6 +170,8 @@ REFERENCE_RUN = "ssmprof/reference/h100-sxm/mamba2-lm"
          "is a file, not a folder"),
         ("a CPU run of minutes", ["run", "graph-mamba", "--preset", "small", "--device", "cpu"],
          "GFLOP per training step: on the CPU"),
+        ("results --readme missing", ["results", "--readme", "{tmp}/none.md"], "names a file with the Results"),
+        ("results --readme unmarked", ["results", "--readme", "{tmp}/file"], "section to replace"),
     ],
 )
 def test_output_paths_and_cpu_size_are_checked_before_any_work(tmp_path, monkeypatch, scenario, args, message):

@@ -208,7 +208,9 @@ def another_host_note(loaded: dict[int, tuple[Run, Ceilings | None, list[str]]],
 
 def results(readme: Path | None = None) -> str:
     """`ssmprof results`: the README's Results section from the bundled runs; with `readme`, also spliced into
-    that file in place of its current section."""
+    that file in place of its current section. The file is read before any run is loaded: a missing one or one
+    without the section's markers is one line, and nothing is written."""
+    current = _results_target(readme)
     first, second = bundled.GPUS
     loaded = {gpu: {path.name: load_run(path) for path in bundled.runs(gpu)} for gpu in bundled.GPUS}
     kernels = {gpu: {w: run.kernels for w, run in loaded[gpu].items()} for gpu in loaded}
@@ -228,8 +230,22 @@ def results(readme: Path | None = None) -> str:
     if extra:
         text = text.replace(RESULTS_END, extra + RESULTS_END)
     if readme is not None:
-        readme.write_text(splice_results(readme.read_text(), text, readme))
+        write_text(readme, splice_results(current, text, readme))
     return text
+
+
+def _results_target(readme: Path | None) -> str:
+    """The text of the file `--readme` names ("" without one), checked to hold the Results markers."""
+    if readme is None:
+        return ""
+    check_file(readme, "--readme")
+    try:
+        current = readme.read_text()
+    except OSError as exc:
+        raise InvalidConfig(f"--readme {readme}: {exc.strerror or exc}; it names a file with the Results section "
+                            "to replace") from None
+    splice_results(current, "", readme)
+    return current
 
 
 def sweep_headlines() -> str:
