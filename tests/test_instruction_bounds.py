@@ -32,7 +32,7 @@ def with_units(pipes: dict, issue: float, shared: float, issue_active: float = N
 
 
 @pytest.mark.parametrize(("pipes", "issue", "shared", "bound", "pct", "missing"), [
-    ({"xu_pipe_pct": 71.0, "fma_pipe_pct": 30.0}, 40.0, 10.0, "XU pipe", 71.0, ""),  # exponentials
+    ({"xu_pipe_pct": 71.0, "fma_pipe_pct": 30.0}, 40.0, 10.0, "XU pipe (special functions)", 71.0, ""),  # exponentials
     ({"tensor_pipe_pct": 20.0}, 35.0, 82.0, "shared memory", 82.0, ""),  # shared memory binds
     ({"alu_pipe_pct": 30.0, "lsu_pipe_pct": 28.0}, 64.0, 12.0, "issue slots", 64.0, ""),  # a spread mix: issue
     ({"fma_pipe_pct": 50.0}, NAN, NAN, "FMA pipe", 50.0, "shared memory, instructions executed"),  # an older run
@@ -66,10 +66,10 @@ def test_instruction_roofline_coordinates():
 
 @pytest.mark.parametrize(("workload", "kernel", "phase", "bound", "pct", "pipe"), [
     # recorded before the issue and shared-memory counters: bound by the issue-active share and the pipes
-    ("mamba1-lm", "selective_scan_fwd_kernel", "forward", "issue slots", 59.6, "ALU"),
-    ("mamba1-lm", "selective_scan_bwd_kernel", "backward", "issue slots", 42.6, "LSU"),
-    ("mamba-vision", "selective_scan_fwd_kernel", "forward", "issue slots", 67.5, "LSU"),
-    ("mamba2-lm", "_chunk_scan_fwd_kernel", "forward", "issue slots", 48.8, "ALU"),
+    ("mamba1-lm", "selective_scan_fwd_kernel", "forward", "issue slots", 59.6, "ALU pipe"),
+    ("mamba1-lm", "selective_scan_bwd_kernel", "backward", "issue slots", 42.6, "load/store pipe"),
+    ("mamba-vision", "selective_scan_fwd_kernel", "forward", "issue slots", 67.5, "load/store pipe"),
+    ("mamba2-lm", "_chunk_scan_fwd_kernel", "forward", "issue slots", 48.8, "ALU pipe"),
 ])
 def test_bundled_h100_selective_scan_and_ssd_bounds(workload, kernel, phase, bound, pct, pipe):
     run = load_run(REFERENCE / workload)

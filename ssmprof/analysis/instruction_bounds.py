@@ -24,8 +24,9 @@ import pandas as pd
 from ssmprof.analysis.frame import time_weighted_by
 from ssmprof.schema import CHECKED_STATUSES
 
-PIPES = {"tensor": "tensor_pipe_pct", "FMA": "fma_pipe_pct", "ALU": "alu_pipe_pct", "XU": "xu_pipe_pct",
-         "LSU": "lsu_pipe_pct"}
+# The pipes by the names every page and verdict gives them (`analysis.limiters` ranks the same units).
+PIPES = {"tensor pipe": "tensor_pipe_pct", "FMA pipe": "fma_pipe_pct", "ALU pipe": "alu_pipe_pct",
+         "XU pipe (special functions)": "xu_pipe_pct", "load/store pipe": "lsu_pipe_pct"}
 SECTOR_BYTES = 32  # an L1, L2 or DRAM transaction: one 32-byte sector
 SCHEDULERS_PER_SM = 4  # warp schedulers per SM, one warp instruction a cycle each (A100, H100, H200, B200)
 NOT_COLLECTED = "not collected"
@@ -54,7 +55,7 @@ def launch_bounds(kernels: pd.DataFrame) -> pd.DataFrame:
     candidates = pd.DataFrame({"pipe": pipes.max(axis=1), "issue slots": issue,
                                "shared memory": kernels["shared_pipe_pct"]})
     bound = candidates.fillna(-np.inf).idxmax(axis=1)
-    bound = bound.where(bound != "pipe", busiest + " pipe")
+    bound = bound.where(bound != "pipe", busiest)
     counted = kernels["counter_status"].isin(CHECKED_STATUSES) & candidates.notna().any(axis=1)
     codes = sum(kernels[column].isna().to_numpy() * (1 << i) for i, column in enumerate(OPTIONAL.values()))
     words = [", ".join(name for i, name in enumerate(OPTIONAL) if code >> i & 1) for code in range(1 << len(OPTIONAL))]
@@ -120,7 +121,7 @@ def instruction_bounds(kernels: pd.DataFrame, gpu: dict, category: str | None = 
 
 
 def bound_sentence(row: pd.Series) -> str:
-    """One kernel's bound in words, e.g. "XU pipe 47 % (shared memory not collected)"."""
+    """One kernel's bound in words, e.g. "XU pipe (special functions) 47 % (shared memory not collected)"."""
     if row["bound"] == "no counters":
         return "no counters"
     text = f"{row['bound']} {row['bound_pct']:.0f} %"

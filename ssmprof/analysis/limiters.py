@@ -46,6 +46,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ssmprof.analysis.instruction_bounds import PIPES
 from ssmprof.schema import STALL_REASONS
 
 SHORT_NS = 10_000
@@ -56,14 +57,12 @@ ELIMINATION_WEIGHT = 0.05
 MAX_WARPS = 64  # resident warps per SM on A100, H100, H200 and B200
 # Margin (verdict score - runner-up score) -> the word said for it, first match.
 CONFIDENCE = ((0.3, "clear"), (0.1, "likely"), (0.0, "close call"))
-UNITS = {"DRAM bandwidth": "dram_throughput_pct", "L2 bandwidth": "l2_throughput_pct",
-         "tensor pipe": "tensor_pipe_pct", "FMA pipe": "fma_pipe_pct", "ALU pipe": "alu_pipe_pct",
-         "XU pipe (special functions)": "xu_pipe_pct", "load/store pipe": "lsu_pipe_pct",
+UNITS = {"DRAM bandwidth": "dram_throughput_pct", "L2 bandwidth": "l2_throughput_pct", **PIPES,
          "instruction issue": "issue_active_pct"}
 # The instruction-level counters' units (`analysis.instruction_bounds` names them the same), and the units an
 # instruction-level bound is one of: the pipes, the issue slots and shared memory.
 INSTRUCTION_UNITS = {"issue slots": "inst_issue_pct", "shared memory": "shared_pipe_pct"}
-BOUNDS = ("tensor pipe", "FMA pipe", "ALU pipe", "XU pipe (special functions)", "load/store pipe", *INSTRUCTION_UNITS)
+BOUNDS = (*PIPES, *INSTRUCTION_UNITS)
 CAPS = {"registers": "occupancy_limit_registers", "shared memory": "occupancy_limit_shared_mem",
         "warp slots": "occupancy_limit_warps", "block slots": "occupancy_limit_blocks"}
 # What a waiting warp can wait on: every stall reason but issuing
