@@ -63,6 +63,8 @@ def test_run_emits_nvtx_start_end_ranges(monkeypatch):
         (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--steps", "0"], "steps >= 1"),
         (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--set", "text_file=/no/such/file"],
          "cannot read text file"),
+        (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--tp", "0"], "--tp and --dp must be >= 1"),
+        (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--dp", "-1"], "--tp and --dp must be >= 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(args, message):
