@@ -551,6 +551,10 @@ def read_run(path: Path) -> Run:
         raise CorruptRun(f"{path}: {exc}") from None
     except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on a damaged file
         raise CorruptRun(f"{path / KERNELS_PARQUET} cannot be read ({exc})") from None
+    # a profiled iteration launches kernels: an empty table is a run cut short, and every reader below (span,
+    # shares, baseline noise) would divide by it or take the max of nothing
+    if kernels.empty:
+        raise CorruptRun(f"{path / KERNELS_PARQUET} holds no kernels: not a profiled iteration")
     return Run(typed, kernels, path)
 
 

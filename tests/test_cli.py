@@ -2,8 +2,10 @@
 
 import json
 import re
+import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -157,6 +159,7 @@ def test_suite_without_gpu(tmp_path):
 
 
 REFERENCE_RUN = "ssmprof/reference/h100-sxm/mamba2-lm"
+REFERENCE_PATH = str(Path(__file__).parent.parent / REFERENCE_RUN)
 
 
 @pytest.mark.parametrize(
@@ -174,6 +177,11 @@ REFERENCE_RUN = "ssmprof/reference/h100-sxm/mamba2-lm"
          "GFLOP per training step: on the CPU"),
         ("results --readme missing", ["results", "--readme", "{tmp}/none.md"], "names a file with the Results"),
         ("results --readme unmarked", ["results", "--readme", "{tmp}/file"], "section to replace"),
+        ("compare a run of no kernels", ["compare", REFERENCE_PATH, "{tmp}/no-kernels"], "holds no kernels"),
+        ("baseline of a run of no kernels", ["baseline", REFERENCE_PATH, "{tmp}/no-kernels", "-o", "{tmp}/b.json"],
+         "holds no kernels"),
+        ("history --add a run of no kernels", ["history", "{tmp}/history", "--add", "{tmp}/no-kernels", "--out",
+                                               "{tmp}"], "holds no kernels"),
     ],
 )
 def test_output_paths_and_cpu_size_are_checked_before_any_work(tmp_path, monkeypatch, scenario, args, message):
@@ -188,8 +196,12 @@ def test_output_paths_and_cpu_size_are_checked_before_any_work(tmp_path, monkeyp
     monkeypatch.setattr(ssmprof.pipeline.measure, "run_training", started)
     monkeypatch.setattr(ssmprof.profiler.collect, "profile_run", started)
     (tmp_path / "file").write_text("")
+    shutil.copytree(Path(__file__).parent.parent / REFERENCE_RUN, tmp_path / "no-kernels")
+    table = tmp_path / "no-kernels" / "kernels.parquet"
+    pd.read_parquet(table).iloc[:0].to_parquet(table)
     result = runner.invoke(app, [arg.replace("{tmp}", str(tmp_path)) for arg in args])
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output, scenario
+    assert not (tmp_path / "b.json").exists() and not (tmp_path / "history").exists(), scenario
 
 
 def test_html_report_without_output_goes_to_a_file(tmp_path, monkeypatch):

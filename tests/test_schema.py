@@ -114,6 +114,8 @@ def damage(path: Path, how: str) -> None:
         table_file.write_bytes(b"PAR1 this is not parquet")
     elif how == "no parquet":
         table_file.unlink()
+    elif how == "empty kernel table":
+        pd.read_parquet(table_file).iloc[:0].to_parquet(table_file)
     elif how == "newer schema":
         info_file.write_text(json.dumps({**json.loads(info_file.read_text()), "schema_version": 99}))
 
@@ -127,6 +129,7 @@ def damage(path: Path, how: str) -> None:
         ("missing key", "run.json lacks: coverage.counter_time_fraction"),
         ("garbage parquet", "kernels.parquet cannot be read"),
         ("no parquet", "kernels.parquet cannot be read"),
+        ("empty kernel table", "kernels.parquet holds no kernels"),
         ("newer schema", "schema version 99"),
     ],
 )
