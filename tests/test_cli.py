@@ -177,6 +177,7 @@ REFERENCE_PATH = str(Path(__file__).parent.parent / REFERENCE_RUN)
          "GFLOP per training step: on the CPU"),
         ("results --readme missing", ["results", "--readme", "{tmp}/none.md"], "names a file with the Results"),
         ("results --readme unmarked", ["results", "--readme", "{tmp}/file"], "section to replace"),
+        ("results --readme binary", ["results", "--readme", "{tmp}/no-kernels/kernels.parquet"], "is not a text file"),
         ("compare a run of no kernels", ["compare", REFERENCE_PATH, "{tmp}/no-kernels"], "holds no kernels"),
         ("baseline of a run of no kernels", ["baseline", REFERENCE_PATH, "{tmp}/no-kernels", "-o", "{tmp}/b.json"],
          "holds no kernels"),
