@@ -173,6 +173,11 @@ REFERENCE_PATH = str(Path(__file__).parent.parent / REFERENCE_RUN)
          "is a folder: give a file name"),
         ("--csv is a file", ["report", str(Path(__file__).parent.parent / REFERENCE_RUN), "--csv", "{tmp}/file"],
          "is a file, not a folder"),
+        # /proc takes no new file, yet os.access says it is writable when the tests run as root
+        ("--json under /proc", ["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--json", "/proc/x/r.json"],
+         "/proc is not a writable folder"),
+        ("report --csv under /proc", ["report", REFERENCE_PATH, "--format", "md", "--csv", "/proc/x"],
+         "/proc is not a writable folder"),
         ("a CPU run of minutes", ["run", "graph-mamba", "--preset", "small", "--device", "cpu"],
          "GFLOP per training step: on the CPU"),
         ("results --readme missing", ["results", "--readme", "{tmp}/none.md"], "names a file with the Results"),
