@@ -67,6 +67,8 @@ def test_run_emits_nvtx_start_end_ranges(monkeypatch):
          "cannot read text file"),
         (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--tp", "0"], "--tp and --dp must be >= 1"),
         (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--dp", "-1"], "--tp and --dp must be >= 1"),
+        (["regress", "run", "--baseline", "b.json", "--sigmas", "-1"], "thresholds must be >= 0, got --sigmas -1"),
+        (["regress", "run", "--history", "h", "--last", "-3"], "--last must be >= 2"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(args, message):
