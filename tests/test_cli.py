@@ -180,6 +180,10 @@ REFERENCE_PATH = str(Path(__file__).parent.parent / REFERENCE_RUN)
          "/proc is not a writable folder"),
         ("report --csv under /proc", ["report", REFERENCE_PATH, "--format", "md", "--csv", "/proc/x"],
          "/proc is not a writable folder"),
+        ("profile --history is a file", ["profile", "mamba2-lm", "--preset", "tiny", "--tp", "2", "--device", "cpu",
+                                         "--out", "{tmp}/runs", "--history", "{tmp}/file"], "is a file, not a folder"),
+        ("regress --history is a file", ["regress", REFERENCE_PATH, "--baseline", "{tmp}/b.json", "--history",
+                                         "{tmp}/file"], "--history {tmp}/file is a file, not a folder"),
         ("a CPU run of minutes", ["run", "graph-mamba", "--preset", "small", "--device", "cpu"],
          "GFLOP per training step: on the CPU"),
         ("results --readme missing", ["results", "--readme", "{tmp}/none.md"], "names a file with the Results"),
@@ -208,8 +212,10 @@ def test_output_paths_and_cpu_size_are_checked_before_any_work(tmp_path, monkeyp
     table = tmp_path / "no-kernels" / "kernels.parquet"
     pd.read_parquet(table).iloc[:0].to_parquet(table)
     result = runner.invoke(app, [arg.replace("{tmp}", str(tmp_path)) for arg in args])
+    message = message.replace("{tmp}", str(tmp_path))
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output, scenario
-    assert not (tmp_path / "b.json").exists() and not (tmp_path / "history").exists(), scenario
+    assert len(result.output.strip().splitlines()) == 1, scenario  # the refusal only: no summary, no progress
+    assert not any((tmp_path / name).exists() for name in ("b.json", "history", "runs")), scenario
 
 
 def test_html_report_without_output_goes_to_a_file(tmp_path, monkeypatch):

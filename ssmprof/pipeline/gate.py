@@ -20,7 +20,7 @@ from ssmprof.analysis.regress import (
 )
 from ssmprof.errors import InvalidConfig, SsmprofError
 from ssmprof.pipeline.loading import load_run
-from ssmprof.pipeline.outputs import check_file, write_text
+from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.reports.gate import RunVerdict, bencher_metrics, gate_junit, gate_markdown
 from ssmprof.schema import Baseline, BaselineSource, RunInfo, make_document, read_document, write_document
 
@@ -184,6 +184,7 @@ def regress(runs: list[Path], baseline_file: Path | None, junit: Path | None = N
     Metric Format) also written where asked. Runs the baseline cannot judge are refused before any is gated."""
     for path, option in ((junit, "--junit"), (summary, "--summary"), (metrics, "--metrics")):
         check_file(path, option)
+    check_folder(history, "--history")  # the runs are appended there after gating: refused before, not after
     if baseline_file is None and history is None:
         raise IncomparableBaseline("regress needs --baseline FILE or --history DIR to gate against")
     if baseline_file is None and last < 2:  # the noise of one run is unknown; a negative LIMIT fails in the query
