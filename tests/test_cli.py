@@ -184,6 +184,8 @@ REFERENCE_PATH = str(Path(__file__).parent.parent / REFERENCE_RUN)
                                          "--out", "{tmp}/runs", "--history", "{tmp}/file"], "is a file, not a folder"),
         ("regress --history is a file", ["regress", REFERENCE_PATH, "--baseline", "{tmp}/b.json", "--history",
                                          "{tmp}/file"], "--history {tmp}/file is a file, not a folder"),
+        ("regress --baseline is a run.json", ["regress", REFERENCE_PATH, "--baseline", REFERENCE_PATH + "/run.json"],
+         "has no version: it is not a baseline that ssmprof wrote"),
         ("a CPU run of minutes", ["run", "graph-mamba", "--preset", "small", "--device", "cpu"],
          "GFLOP per training step: on the CPU"),
         ("results --readme missing", ["results", "--readme", "{tmp}/none.md"], "names a file with the Results"),

@@ -254,6 +254,7 @@ def test_baseline_round_trip_and_row_columns(tmp_path):
         ({"version": 1}, "has version 1, this ssmprof reads 2: rebuild it from its runs with `ssmprof baseline"),
         ({"version": 3}, "has version 3, this ssmprof reads 2"),
         ({"version": None}, "has version None"),
+        ({"version": ...}, "has no version: it is not a baseline that ssmprof wrote"),  # ...: the key removed
         ({"rows": [{"kernel_name": "x"}]}, "lacks: rows.0.scope, rows.0.metric"),
         ({"rows": "all of them"}, "rows: Input should be a valid list"),
     ],
@@ -262,7 +263,8 @@ def test_bad_baseline_is_one_line(tmp_path, change, message):
     document = schema.make_document(schema.Baseline, workload=run_info()["workload"], source=SOURCE,
                                     rows=baseline_rows().to_dict("records"))
     path = tmp_path / "baseline.json"
-    path.write_text(json.dumps({**json.loads(document.model_dump_json()), **change}))
+    changed = {**json.loads(document.model_dump_json()), **change}
+    path.write_text(json.dumps({key: value for key, value in changed.items() if value is not ...}))
     with pytest.raises(CorruptFile) as caught:
         schema.read_document(schema.Baseline, path)
     assert message in str(caught.value) and "\n" not in str(caught.value)
