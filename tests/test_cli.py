@@ -69,6 +69,8 @@ def test_run_emits_nvtx_start_end_ranges(monkeypatch):
         (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--dp", "-1"], "--tp and --dp must be >= 1"),
         (["regress", "run", "--baseline", "b.json", "--sigmas", "-1"], "thresholds must be >= 0, got --sigmas -1"),
         (["regress", "run", "--history", "h", "--last", "-3"], "--last must be >= 2"),
+        (["profile", "mamba2-lm", "--preset", "tiny", "--tp", "2", "--device", "cpu", "--nnodes", "2",
+          "--rdzv-endpoint", "node0"], "--rdzv-endpoint must be HOST:PORT (node 0's), got 'node0'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(args, message):
