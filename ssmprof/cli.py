@@ -190,7 +190,7 @@ def profile(
                                        pass_gpus=pass_gpus, cuda_graphs=cuda_graphs, keep_report=keep_report,
                                        name=name)
     launch = measure.Launch(nnodes, node_rank, rdzv_endpoint, job_id)
-    request = measure.ProfileRequest(options, settings, device, launch, report_file)
+    request = measure.ProfileRequest(options, settings, device, launch, report_file, history)
     with _progress() as report:
         path = measure.profile(request, report)
     if path is None:
@@ -226,7 +226,7 @@ def suite(
             yield report
 
     names = [name.strip() for name in workloads_.split(",")] if workloads_ else None
-    result = measure.suite(out, preset, names, counters, steps, announced, gpus)
+    result = measure.suite(out, preset, names, counters, steps, announced, gpus, history)
     console.print(f"written: {result.report}")
     console.print(f"suite of {len(result.runs)} workloads in {result.wall_s:.0f} s (manifest: {result.manifest})")
     _append_history(result.runs, history, commit)

@@ -551,6 +551,10 @@ def read_run(path: Path) -> Run:
         raise CorruptRun(f"{path}: {exc}") from None
     except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on a damaged file
         raise CorruptRun(f"{path / KERNELS_PARQUET} cannot be read ({exc})") from None
+    # a profiled iteration launches kernels: an empty table is a run cut short, and every reader below (span,
+    # shares, baseline noise) would divide by it or take the max of nothing
+    if kernels.empty:
+        raise CorruptRun(f"{path / KERNELS_PARQUET} holds no kernels: not a profiled iteration")
     return Run(typed, kernels, path)
 
 
@@ -756,7 +760,10 @@ def read_document(kind: type[Document], path: Path) -> Document:
         raise CorruptFile(f"{kind.WHAT} {path} is not valid JSON ({exc})") from None
     if not isinstance(document, dict):
         raise CorruptFile(f"{kind.WHAT} {path} is not a JSON object")
-    found = document.get("version", kind.model_fields["version"].default)
+    field = kind.model_fields["version"]
+    if "version" not in document and field.is_required():  # e.g. a run.json given as the baseline
+        raise CorruptFile(f"{kind.WHAT} {path} has no version: it is not a {kind.WHAT} that ssmprof wrote")
+    found = document.get("version", field.default)
     if found != kind.VERSION:
         rebuild = f": {kind.REBUILD}" if kind.REBUILD else ""
         raise CorruptFile(f"{kind.WHAT} {path} has version {found}, this ssmprof reads {kind.VERSION}{rebuild}")

@@ -2,8 +2,10 @@
 
 import json
 import re
+import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -63,6 +65,12 @@ def test_run_emits_nvtx_start_end_ranges(monkeypatch):
         (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--steps", "0"], "steps >= 1"),
         (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--set", "text_file=/no/such/file"],
          "cannot read text file"),
+        (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--tp", "0"], "--tp and --dp must be >= 1"),
+        (["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--dp", "-1"], "--tp and --dp must be >= 1"),
+        (["regress", "run", "--baseline", "b.json", "--sigmas", "-1"], "thresholds must be >= 0, got --sigmas -1"),
+        (["regress", "run", "--history", "h", "--last", "-3"], "--last must be >= 2"),
+        (["profile", "mamba2-lm", "--preset", "tiny", "--tp", "2", "--device", "cpu", "--nnodes", "2",
+          "--rdzv-endpoint", "node0"], "--rdzv-endpoint must be HOST:PORT (node 0's), got 'node0'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(args, message):
@@ -155,6 +163,7 @@ def test_suite_without_gpu(tmp_path):
 
 
 REFERENCE_RUN = "ssmprof/reference/h100-sxm/mamba2-lm"
+REFERENCE_PATH = str(Path(__file__).parent.parent / REFERENCE_RUN)
 
 
 @pytest.mark.parametrize(
@@ -168,10 +177,31 @@ REFERENCE_RUN = "ssmprof/reference/h100-sxm/mamba2-lm"
          "is a folder: give a file name"),
         ("--csv is a file", ["report", str(Path(__file__).parent.parent / REFERENCE_RUN), "--csv", "{tmp}/file"],
          "is a file, not a folder"),
+        # /proc takes no new file, yet os.access says it is writable when the tests run as root
+        ("--json under /proc", ["run", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--json", "/proc/x/r.json"],
+         "/proc is not a writable folder"),
+        ("report --csv under /proc", ["report", REFERENCE_PATH, "--format", "md", "--csv", "/proc/x"],
+         "/proc is not a writable folder"),
+        ("profile --history is a file", ["profile", "mamba2-lm", "--preset", "tiny", "--tp", "2", "--device", "cpu",
+                                         "--out", "{tmp}/runs", "--history", "{tmp}/file"], "is a file, not a folder"),
+        ("regress --history is a file", ["regress", REFERENCE_PATH, "--baseline", "{tmp}/b.json", "--history",
+                                         "{tmp}/file"], "--history {tmp}/file is a file, not a folder"),
+        ("regress --baseline is a run.json", ["regress", REFERENCE_PATH, "--baseline", REFERENCE_PATH + "/run.json"],
+         "has no version: it is not a baseline that ssmprof wrote"),
+        ("profile --steps 0 under --tp", ["profile", "mamba2-lm", "--preset", "tiny", "--tp", "2", "--device", "cpu",
+                                          "--out", "{tmp}/runs", "--steps", "0"], "--steps must be >= 1, got 0"),
+        ("profile --name a path", ["profile", "mamba2-lm", "--preset", "tiny", "--out", "{tmp}/runs", "--name",
+                                   "../elsewhere"], "--name must be a folder name, not a path"),
         ("a CPU run of minutes", ["run", "graph-mamba", "--preset", "small", "--device", "cpu"],
          "GFLOP per training step: on the CPU"),
         ("results --readme missing", ["results", "--readme", "{tmp}/none.md"], "names a file with the Results"),
         ("results --readme unmarked", ["results", "--readme", "{tmp}/file"], "section to replace"),
+        ("results --readme binary", ["results", "--readme", "{tmp}/no-kernels/kernels.parquet"], "is not a text file"),
+        ("compare a run of no kernels", ["compare", REFERENCE_PATH, "{tmp}/no-kernels"], "holds no kernels"),
+        ("baseline of a run of no kernels", ["baseline", REFERENCE_PATH, "{tmp}/no-kernels", "-o", "{tmp}/b.json"],
+         "holds no kernels"),
+        ("history --add a run of no kernels", ["history", "{tmp}/history", "--add", "{tmp}/no-kernels", "--out",
+                                               "{tmp}"], "holds no kernels"),
     ],
 )
 def test_output_paths_and_cpu_size_are_checked_before_any_work(tmp_path, monkeypatch, scenario, args, message):
@@ -186,8 +216,14 @@ def test_output_paths_and_cpu_size_are_checked_before_any_work(tmp_path, monkeyp
     monkeypatch.setattr(ssmprof.pipeline.measure, "run_training", started)
     monkeypatch.setattr(ssmprof.profiler.collect, "profile_run", started)
     (tmp_path / "file").write_text("")
+    shutil.copytree(Path(__file__).parent.parent / REFERENCE_RUN, tmp_path / "no-kernels")
+    table = tmp_path / "no-kernels" / "kernels.parquet"
+    pd.read_parquet(table).iloc[:0].to_parquet(table)
     result = runner.invoke(app, [arg.replace("{tmp}", str(tmp_path)) for arg in args])
+    message = message.replace("{tmp}", str(tmp_path))
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output, scenario
+    assert len(result.output.strip().splitlines()) == 1, scenario  # the refusal only: no summary, no progress
+    assert not any((tmp_path / name).exists() for name in ("b.json", "history", "runs")), scenario
 
 
 def test_html_report_without_output_goes_to_a_file(tmp_path, monkeypatch):

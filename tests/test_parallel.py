@@ -83,6 +83,8 @@ def test_each_node_runs_one_torchrun_agent_at_one_rendezvous(tmp_path, where, np
     (Launch(2, 2, "h:1"), "--node-rank must be from 0 to 1"),
     (Launch(3, 0, "h:1"), "2 ranks (--tp x --dp) do not split evenly over 3 nodes"),
     (Launch(2, 0), "give --rdzv-endpoint HOST:PORT"),
+    (Launch(2, 0, "node0"), "--rdzv-endpoint must be HOST:PORT (node 0's), got 'node0'"),
+    (Launch(2, 0, "node0:port"), "--rdzv-endpoint must be HOST:PORT"),
 ])
 def test_a_launch_that_cannot_form_the_job_is_refused(where, message):
     with pytest.raises(InvalidConfig, match=re.escape(message)):

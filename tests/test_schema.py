@@ -114,6 +114,8 @@ def damage(path: Path, how: str) -> None:
         table_file.write_bytes(b"PAR1 this is not parquet")
     elif how == "no parquet":
         table_file.unlink()
+    elif how == "empty kernel table":
+        pd.read_parquet(table_file).iloc[:0].to_parquet(table_file)
     elif how == "newer schema":
         info_file.write_text(json.dumps({**json.loads(info_file.read_text()), "schema_version": 99}))
 
@@ -127,6 +129,7 @@ def damage(path: Path, how: str) -> None:
         ("missing key", "run.json lacks: coverage.counter_time_fraction"),
         ("garbage parquet", "kernels.parquet cannot be read"),
         ("no parquet", "kernels.parquet cannot be read"),
+        ("empty kernel table", "kernels.parquet holds no kernels"),
         ("newer schema", "schema version 99"),
     ],
 )
@@ -251,6 +254,7 @@ def test_baseline_round_trip_and_row_columns(tmp_path):
         ({"version": 1}, "has version 1, this ssmprof reads 2: rebuild it from its runs with `ssmprof baseline"),
         ({"version": 3}, "has version 3, this ssmprof reads 2"),
         ({"version": None}, "has version None"),
+        ({"version": ...}, "has no version: it is not a baseline that ssmprof wrote"),  # ...: the key removed
         ({"rows": [{"kernel_name": "x"}]}, "lacks: rows.0.scope, rows.0.metric"),
         ({"rows": "all of them"}, "rows: Input should be a valid list"),
     ],
@@ -259,7 +263,8 @@ def test_bad_baseline_is_one_line(tmp_path, change, message):
     document = schema.make_document(schema.Baseline, workload=run_info()["workload"], source=SOURCE,
                                     rows=baseline_rows().to_dict("records"))
     path = tmp_path / "baseline.json"
-    path.write_text(json.dumps({**json.loads(document.model_dump_json()), **change}))
+    changed = {**json.loads(document.model_dump_json()), **change}
+    path.write_text(json.dumps({key: value for key, value in changed.items() if value is not ...}))
     with pytest.raises(CorruptFile) as caught:
         schema.read_document(schema.Baseline, path)
     assert message in str(caught.value) and "\n" not in str(caught.value)

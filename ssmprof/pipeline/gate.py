@@ -18,9 +18,9 @@ from ssmprof.analysis.regress import (
     judge,
     step_checks,
 )
-from ssmprof.errors import SsmprofError
+from ssmprof.errors import InvalidConfig, SsmprofError
 from ssmprof.pipeline.loading import load_run
-from ssmprof.pipeline.outputs import check_file, write_text
+from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.reports.gate import RunVerdict, bencher_metrics, gate_junit, gate_markdown
 from ssmprof.schema import Baseline, BaselineSource, RunInfo, make_document, read_document, write_document
 
@@ -47,8 +47,13 @@ class GateResult:
 
 
 def thresholds(**given: float | None) -> Thresholds:
-    """The default thresholds, with those given (not None) instead."""
-    return Thresholds(**{name: value for name, value in given.items() if value is not None})
+    """The default thresholds, with those given (not None) instead. A negative one is refused: every threshold is
+    a smallest change that counts, and below zero the gate would pass or fail on noise with no warning."""
+    chosen = {name: value for name, value in given.items() if value is not None}
+    negative = [f"--{name.replace('_', '-')} {value:g}" for name, value in chosen.items() if value < 0]
+    if negative:
+        raise InvalidConfig(f"thresholds must be >= 0, got {', '.join(negative)}")
+    return Thresholds(**chosen)
 
 
 def source_of(info: RunInfo, runs: list[str]) -> BaselineSource:
@@ -179,8 +184,11 @@ def regress(runs: list[Path], baseline_file: Path | None, junit: Path | None = N
     Metric Format) also written where asked. Runs the baseline cannot judge are refused before any is gated."""
     for path, option in ((junit, "--junit"), (summary, "--summary"), (metrics, "--metrics")):
         check_file(path, option)
+    check_folder(history, "--history")  # the runs are appended there after gating: refused before, not after
     if baseline_file is None and history is None:
         raise IncomparableBaseline("regress needs --baseline FILE or --history DIR to gate against")
+    if baseline_file is None and last < 2:  # the noise of one run is unknown; a negative LIMIT fails in the query
+        raise InvalidConfig(f"--last must be >= 2: a rolling baseline needs at least 2 runs, got {last}")
     loaded = [(Path(path), load_run(path)) for path in runs]
     if baseline_file is not None:
         documents, origins = [read_document(Baseline, baseline_file)] * len(loaded), [[]] * len(loaded)

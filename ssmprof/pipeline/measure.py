@@ -73,6 +73,7 @@ class ProfileRequest:
     device: str = "auto"
     launch: Launch = Launch()
     report_file: Path | None = None
+    history: Path | None = None  # appended to after the run (`history.append`); checked here with the outputs
 
     def __post_init__(self) -> None:
         if self.settings.cuda_graphs and self.workload.parallelism().distributed:
@@ -193,6 +194,7 @@ def profile(request: ProfileRequest, progress: Progress | None = None) -> Path |
     options, settings = request.workload, request.settings
     check_folder(settings.out, "--out")
     check_file(request.report_file, "--report")
+    check_folder(request.history, "--history")
     ready = prepare(options, request.device, request.launch.nnodes)
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import profile_parallel
@@ -216,14 +218,16 @@ class SuiteResult:
 
 def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, counters: str = "sampled",
           steps: int = 5, progress_for: Callable[[str], AbstractContextManager[Progress]] | None = None,
-          gpus: int = 1) -> SuiteResult:
+          gpus: int = 1, history: Path | None = None) -> SuiteResult:
     """`ssmprof suite`: `profile` of every workload (or the named ones) with the preset's settings, then one
     combined report (with CSVs) and the suite manifest in `out`. `progress_for(workload)` opens the progress
     reporting of each workload's profile. `gpus` other than 1: that many identical GPUs of the host (0: all)
-    profile one workload each at once (`profiles_on_gpus`)."""
+    profile one workload each at once (`profiles_on_gpus`). `history`, where the runs are appended afterwards, is
+    checked with `out`, before any profile."""
     chosen = [get_workload(name) for name in workloads] if workloads else list(SUITE)
     check_counters_mode(counters)
     check_folder(out, "--out")
+    check_folder(history, "--history")
     if resolve_device("auto") != "cuda":
         raise NoGpu("the suite profiles GPU kernels: no CUDA GPU is visible")
     opened = progress_for or (lambda name: contextlib.nullcontext(None))

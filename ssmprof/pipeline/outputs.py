@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from ssmprof.errors import InvalidConfig, SsmprofError
@@ -39,9 +40,17 @@ def check_folder(path: Path | None, option: str) -> None:
 
 
 def _check_folder_creatable(folder: Path, option: str, named: Path) -> None:
+    """The nearest existing folder takes a new file. `os.access` alone is not enough: it says yes to root for
+    folders no one can write (/proc, a read-only bind mount), so a file is created there and removed again."""
     ancestor = _writable_ancestor(folder)
+    refused = f"cannot write {option} {named}: {ancestor} is not a writable folder"
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
-        raise InvalidConfig(f"cannot write {option} {named}: {ancestor} is not a writable folder")
+        raise InvalidConfig(refused)
+    try:
+        with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".ssmprof-write-check-"):
+            pass
+    except OSError:
+        raise InvalidConfig(refused) from None
 
 
 def write_text(path: Path, text: str) -> None:

@@ -244,6 +244,9 @@ def _results_target(readme: Path | None) -> str:
     except OSError as exc:
         raise InvalidConfig(f"--readme {readme}: {exc.strerror or exc}; it names a file with the Results section "
                             "to replace") from None
+    except UnicodeDecodeError:  # a binary file (a parquet, an image) named by mistake
+        raise InvalidConfig(f"--readme {readme} is not a text file; it names a file with the Results section to "
+                            "replace") from None
     splice_results(current, "", readme)
     return current
 

@@ -88,6 +88,15 @@ class ProfileSettings:
         if self.replay not in REPLAY_CHOICES:
             raise InvalidConfig(f"--replay must be {', '.join(REPLAY_CHOICES[:-1])} or {REPLAY_CHOICES[-1]}, "
                                 f"got '{self.replay}'")
+        # a --tp/--dp job checks its steps only inside its ranks, seconds after they start
+        if self.steps < 1:
+            raise InvalidConfig(f"--steps must be >= 1, got {self.steps}")
+        if self.ncu_timeout_s <= 0 or self.pass_gpus < 0:
+            raise InvalidConfig(f"--ncu-timeout must be > 0 and --pass-gpus >= 0 (0: all), got "
+                                f"{self.ncu_timeout_s:g} and {self.pass_gpus}")
+        # the run directory is `out`/`name`: a name with a folder in it would write outside `out`
+        if self.name is not None and (Path(self.name).name != self.name or self.name in ("", ".", "..")):
+            raise InvalidConfig(f"--name must be a folder name, not a path, got '{self.name}'")
 
 
 def coverage(kernels: pd.DataFrame) -> dict:

@@ -91,6 +91,10 @@ class Launch:
             raise InvalidConfig(f"{world_size} ranks (--tp x --dp) do not split evenly over {self.nnodes} nodes")
         if self.nnodes > 1 and not self.endpoint:
             raise InvalidConfig("several nodes meet at one rendezvous: give --rdzv-endpoint HOST:PORT (node 0's)")
+        # torchrun waits minutes for a rendezvous it cannot reach, then fails with its own exception's name
+        host, _, port = (self.endpoint or "").rpartition(":")
+        if self.nnodes > 1 and not (host and port.isdigit()):
+            raise InvalidConfig(f"--rdzv-endpoint must be HOST:PORT (node 0's), got '{self.endpoint}'")
 
 
 def job_file(job: RankJob, name: str) -> Path:

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from ssmprof.errors import InvalidConfig
 from ssmprof.kernels import KernelPlan, mamba_ssm, mamba_ssm_module
 from ssmprof.workloads.layers import MLP, CausalLM, SelfAttention, mamba1_mixer_ref, mamba2_mixer_ref
 
@@ -56,6 +57,10 @@ class Parallelism:
     sequence_parallel: bool = True
 
     def __post_init__(self):
+        # --tp 0 or --dp -1 would otherwise make a world of no ranks, run as one process and be reported as
+        # the single-GPU run the user did not ask for
+        if self.tp < 1 or self.dp < 1:
+            raise InvalidConfig(f"--tp and --dp must be >= 1, got --tp {self.tp} --dp {self.dp}")
         # sequence parallelism splits the tokens over a TP group: data parallelism alone has none to split over
         if self.tp == 1:
             object.__setattr__(self, "sequence_parallel", False)
