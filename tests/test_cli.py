@@ -238,6 +238,8 @@ def test_html_report_without_output_goes_to_a_file(tmp_path, monkeypatch):
     (["-o", "{tmp}/x.html"], "<!DOCTYPE html>", None),  # the suffix decides: HTML, as compare's markdown default
     (["-o", "{tmp}/x.md"], "# ssmprof compare", None),
     (["-o", "{tmp}/x.html", "--format", "md"], None, "--format md does not match the output file"),
+    (["-o", "{tmp}/x.pdf"], None, "is neither .html nor .md"),  # never an HTML page named .pdf
+    (["-o", "{tmp}/x.txt", "--format", "md"], "# ssmprof compare", None),  # asked for: any name
 ])
 def test_compare_writes_the_format_of_the_output_suffix(tmp_path, args, written, message):
     from ssmprof import bundled
@@ -246,7 +248,7 @@ def test_compare_writes_the_format_of_the_output_suffix(tmp_path, args, written,
     result = runner.invoke(app, ["compare", *runs, *[a.replace("{tmp}", str(tmp_path)) for a in args]])
     if message:
         assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
-        assert not (tmp_path / "x.html").exists()
+        assert list(tmp_path.iterdir()) == []
     else:
         assert result.exit_code == 0, result.output
         assert Path(args[1].replace("{tmp}", str(tmp_path))).read_text().startswith(written)

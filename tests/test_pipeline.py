@@ -72,6 +72,8 @@ def test_project_and_its_check():
     assert "## Against the run measured on NVIDIA H200" in text
     with pytest.raises(InvalidConfig, match="unknown target GPU 'b300'"):
         reporting.project(H100_RUN, "b300")
+    with pytest.raises(InvalidConfig, match="measured on the NVIDIA H100 80GB HBM3, not on the target NVIDIA H200"):
+        reporting.project(H100_RUN, "h200", check=H100_RUN)  # scored against a GPU it never aimed at
 
 
 def test_a_projection_says_what_it_cannot_know():

@@ -358,15 +358,26 @@ def project(run: Path, to: str, check: Path | None = None) -> str:
     if not has_counters(measured.kernels):
         raise InvalidConfig(f"{run} has no counters: a projection needs each kernel's FLOPs and bytes (profile with "
                             "--counters sampled); nothing was projected")
+    target = _check_run(check, measured.info, to)
     target_ceilings = model_ceilings(to)
     table = project_categories(project_kernels(measured.kernels, source, target_ceilings))
-    checked = None
-    if check is not None:
-        target = per_gpu(load_run(check))
-        check_comparable(measured.info, target.info)
-        checked = (target.info, projection_error(table, target.kernels))
+    checked = None if target is None else (target.info, projection_error(table, target.kernels))
     return render_projection(measured.info, SPECS[to].name, table, checked, (source.source, target_ceilings.source),
                              projection_limits(spec_for(measured.info.gpu.name).key, to, check is not None))
+
+
+def _check_run(check: Path | None, measured: RunInfo, to: str) -> Run | None:
+    """The run `--check` names, loaded: of the projected workload and measured on the target GPU `to`, since a
+    run of another GPU would score the projection against a GPU it never aimed at."""
+    if check is None:
+        return None
+    target = per_gpu(load_run(check))
+    check_comparable(measured, target.info)
+    spec = spec_for(target.info.gpu.name)
+    if spec is None or spec.key != to:
+        raise InvalidConfig(f"--check {check} was measured on the {target.info.gpu.name}, not on the target "
+                            f"{SPECS[to].name}")
+    return target
 
 
 # The architecture of each datasheet GPU, by the prefix of its key: a projection across architectures meets
@@ -407,10 +418,13 @@ SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
 def output_format(fmt: str | None, output: Path | None, default: str) -> str:
     """The format to write: the one asked for, else the output file's suffix (`-o x.html` is HTML), else
-    `default`; asked for one and a file of the other suffix is one line, not a mislabelled file."""
+    `default`; asked for one and a file of the other suffix is one line, not a mislabelled file, and so is a
+    suffix that names another format (`-o x.pdf`) with no format asked for: an HTML page in a .pdf opens nowhere."""
     implied = SUFFIXES.get(output.suffix.lower()) if output is not None else None
     if fmt is not None and implied is not None and fmt != implied:
         raise InvalidConfig(f"--format {fmt} does not match the output file {output} ({implied}): give one of them")
+    if fmt is None and implied is None and output is not None and output.suffix:
+        raise InvalidConfig(f"the output file {output} is neither .html nor .md: name one, or give --format")
     return fmt or implied or default
 
 
