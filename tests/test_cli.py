@@ -59,6 +59,8 @@ def test_run_emits_nvtx_start_end_ranges(monkeypatch):
         (["run", "mamba2-lm", "--preset", "huge"], "unknown preset 'huge'"),
         (["run", "mamba2-lm", "--preset", "tiny", "--seq-len", "0"], "sequence length must be >= 1"),
         (["run", "mamba2-lm", "--preset", "tiny", "--set", "chunk_size"], "--set expects KEY=VALUE"),
+        (["run", "mamba2-lm", "--preset", "tiny", "--set", "chunk_size=64", "--set", "chunk_size=128"],
+         "--set chunk_size is given twice (64 and 128)"),
         (["run", "mamba2-lm", "--preset", "tiny", "--set", "chunk_size=100"], "power of two"),
         (["run", "hybrid", "--preset", "tiny", "--set", "n_heads=3"], "multiple of n_heads"),
         (["run", "mamba2-lm", "--preset", "tiny", "--device", "tpu"], "device must be auto, cuda or cpu"),

@@ -82,11 +82,15 @@ class ProfileRequest:
 
 
 def parse_sets(pairs: list[str]) -> dict[str, str]:
+    """`--set KEY=VALUE` pairs as a dict; a key given twice is refused, since which value ran would otherwise
+    depend on the order of the flags and the run would not say so."""
     parsed = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise InvalidConfig(f"--set expects KEY=VALUE, got '{pair}'")
+        if key in parsed and parsed[key] != value:
+            raise InvalidConfig(f"--set {key} is given twice ({parsed[key]} and {value}): give it once")
         parsed[key] = value
     return parsed
 
