@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from ssmprof import schema
+from ssmprof import bundled, schema
 from ssmprof.analysis.history import detect, median_interval
 from ssmprof.pipeline import history
 
@@ -154,6 +154,10 @@ def test_the_store_is_queried_through_duckdb_and_refuses_an_empty_folder(built, 
     assert len(list(folder.glob("*.parquet"))) == RUNS  # one file per appended run
     with pytest.raises(schema.CorruptFile, match="holds no runs"):
         history.runs_table(tmp_path)
+    (tmp_path / "damaged.parquet").write_bytes(b"not parquet")  # nothing is appended to a history it can't read
+    with pytest.raises(schema.CorruptFile, match="cannot be read"):
+        history.append([bundled.REFERENCE / "h100-sxm" / "mamba2-lm"], tmp_path)
+    assert [path.name for path in tmp_path.iterdir()] == ["damaged.parquet"]
 
 
 def test_median_interval_and_detector():

@@ -27,7 +27,7 @@ from ssmprof.errors import SsmprofError
 from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_folder, write_text
-from ssmprof.schema import HISTORY_VERSION, Run, RunInfo, query_history, write_history_entry
+from ssmprof.schema import HISTORY_GLOB, HISTORY_VERSION, Run, RunInfo, query_history, write_history_entry
 
 COMMIT_VARIABLES = ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "GIT_COMMIT")  # CI systems' commit under test
 DEFAULT_LAST = 10  # runs in a rolling baseline
@@ -78,6 +78,8 @@ def entry(run: Run, commit: str) -> pd.DataFrame:
 def append(runs: list[Path], folder: Path, commit: str | None = None) -> list[Path]:
     """Append each run (a run directory) to the history folder; returns the files written."""
     check_folder(folder, "--history")
+    if any(Path(folder).glob(HISTORY_GLOB)):
+        runs_table(folder)  # a history that cannot be read is refused before anything is appended to it
     loaded = [load_run(path) for path in runs]  # every run read before any is appended
     sha = commit_of(commit)
     return [write_history_entry(folder, entry(run, sha)) for run in loaded]
