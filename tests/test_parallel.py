@@ -116,6 +116,32 @@ def test_the_agent_starts_with_nvlink_multicast_off(monkeypatch, tmp_path):
     assert schema.read_document(RankJob, tmp_path / "train.json") == job(tmp_path)  # the job the ranks read
 
 
+def test_a_finished_node_waits_for_the_other_nodes_results(monkeypatch, tmp_path):
+    """Node 1's agent can leave torchrun's exit barrier before rank 0's file (written on node 0) is there: a job
+    whose agent succeeded waits for it instead of failing as "rank 0 wrote no result"."""
+    import threading
+
+    class Agent:  # node 1's agent: its rank 1 wrote its result; rank 0's appears on the shared folder later
+        def __init__(self, argv, env, **_):
+            self.stdout = iter([])
+            write(1)
+            threading.Timer(1.0, write, [0]).start()
+
+        def wait(self, timeout=None):
+            return 0
+
+        def poll(self):
+            return 0
+
+    def write(rank):
+        schema.write_document(make_document(schema.RankResult, rank=rank, node="n", node_rank=rank, result={}),
+                              distributed.result_file(tmp_path, "train", rank))
+
+    monkeypatch.setattr(distributed.subprocess, "Popen", Agent)
+    where = Launch(nnodes=2, node_rank=1, endpoint="127.0.0.1:29400")
+    assert [r.rank for r in distributed.launch(job(tmp_path), "train", 5, where)] == [0, 1]
+
+
 def test_a_chosen_rank_runs_itself_under_nsight_compute(monkeypatch, tmp_path):
     """A rank named in `ncu_ranks` starts the same rank again under Nsight Compute (torchrun's environment
     inherited, marked so that it does not wrap again) and writes the failure of Nsight Compute as its result."""

@@ -64,6 +64,8 @@ class RankFailed(SsmprofError):
     pass
 
 
+# How long a node whose agent finished waits for other nodes' rank results to appear in the shared folder.
+OTHER_NODES_WAIT_S = 60
 # NVLink multicast (NVLS) off in NCCL, PyTorch's symmetric memory and NVSHMEM, whatever the caller's environment
 # says: on the shared multi-GPU hosts a program using it can put every GPU of the host out of service.
 NO_MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -232,7 +234,7 @@ def launch(job: RankJob, name: str, timeout_s: float, where: Launch = Launch()) 
             agent.kill()
             agent.wait()
     reader.join(timeout=10)
-    results = {rank: _result(job, name, rank) for rank in range(job.world_size)}
+    results = _results(job, name, wait_s=OTHER_NODES_WAIT_S if code == 0 and where.nnodes > 1 else 0)
     failed = [(rank, r.error) for rank, r in results.items() if r is not None and r.error]
     if failed:
         raise RankFailed(f"rank {failed[0][0]} failed: {failed[0][1]}")
@@ -240,6 +242,19 @@ def launch(job: RankJob, name: str, timeout_s: float, where: Launch = Launch()) 
     if code != 0 or missing:
         raise RankFailed(f"rank {missing[0] if missing else '?'} wrote no result: {_last_line(tail)}")
     return [results[rank] for rank in range(job.world_size)]
+
+
+def _results(job: RankJob, name: str, wait_s: float) -> dict[int, RankResult | None]:
+    """Every rank's result (None where it wrote none), waiting up to `wait_s` for missing ones: an agent can
+    leave torchrun's exit barrier before another node's ranks' files are visible to it (the barrier gives up
+    quietly when the node hosting the rendezvous leaves first; a shared filesystem shows another host's new
+    file late), and a finished job must not read as a failed rank."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        results = {rank: _result(job, name, rank) for rank in range(job.world_size)}
+        if all(results.values()) or time.monotonic() >= deadline:
+            return results
+        time.sleep(0.5)
 
 
 def _result(job: RankJob, name: str, rank: int) -> RankResult | None:
