@@ -6,6 +6,7 @@ The communication analyses are tested on committed two-rank CPU runs in tests/da
 
 import re
 import sys
+import time
 
 import pytest
 import torch
@@ -140,6 +141,26 @@ def test_a_finished_node_waits_for_the_other_nodes_results(monkeypatch, tmp_path
     monkeypatch.setattr(distributed.subprocess, "Popen", Agent)
     where = Launch(nnodes=2, node_rank=1, endpoint="127.0.0.1:29400")
     assert [r.rank for r in distributed.launch(job(tmp_path), "train", 5, where)] == [0, 1]
+
+
+def test_node_0_removes_the_shared_folder_once_the_other_nodes_are_done(tmp_path):
+    """Node 1 reads every rank's files after its agent ends, which can be after node 0 merged the run: node 0
+    keeps the shared folder until node 1 says it is done with it."""
+    import threading
+
+    nodes = [Launch(nnodes=2, node_rank=rank, endpoint="127.0.0.1:29400", job_id="j") for rank in (0, 1)]
+    seen = []
+
+    def late_node_1():
+        with distributed.ranks_folder(tmp_path, nodes[1]) as folder:
+            time.sleep(1.0)  # reading the ranks' results after node 0 finished
+            seen.append(folder.is_dir())
+
+    with distributed.ranks_folder(tmp_path, nodes[0]) as folder:
+        reader = threading.Thread(target=late_node_1)
+        reader.start()
+    reader.join()
+    assert seen == [True] and not folder.exists()
 
 
 def test_a_chosen_rank_runs_itself_under_nsight_compute(monkeypatch, tmp_path):

@@ -64,7 +64,8 @@ class RankFailed(SsmprofError):
     pass
 
 
-# How long a node whose agent finished waits for other nodes' rank results to appear in the shared folder.
+# How long a node whose agent finished waits for other nodes' rank results to appear in the shared folder, and
+# node 0 for the other nodes to be done with that folder before it removes it.
 OTHER_NODES_WAIT_S = 60
 # NVLink multicast (NVLS) off in NCCL, PyTorch's symmetric memory and NVSHMEM, whatever the caller's environment
 # says: on the shared multi-GPU hosts a program using it can put every GPU of the host out of service.
@@ -249,12 +250,9 @@ def _results(job: RankJob, name: str, wait_s: float) -> dict[int, RankResult | N
     leave torchrun's exit barrier before another node's ranks' files are visible to it (the barrier gives up
     quietly when the node hosting the rendezvous leaves first; a shared filesystem shows another host's new
     file late), and a finished job must not read as a failed rank."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        results = {rank: _result(job, name, rank) for rank in range(job.world_size)}
-        if all(results.values()) or time.monotonic() >= deadline:
-            return results
-        time.sleep(0.5)
+    _wait_for(lambda: all(result_file(Path(job.scratch), name, rank).is_file() for rank in range(job.world_size)),
+              wait_s)
+    return {rank: _result(job, name, rank) for rank in range(job.world_size)}
 
 
 def _result(job: RankJob, name: str, rank: int) -> RankResult | None:
@@ -311,7 +309,9 @@ def topology() -> str | None:
 @contextmanager
 def ranks_folder(out: Path | None, where: Launch):
     """Where the ranks write: a private temporary folder on one host; on several, `out/.ranks-<job id>`, which
-    every node sees at the same path (a shared filesystem) and node 0 removes at the end."""
+    every node sees at the same path (a shared filesystem) and node 0 removes at the end, once every other node
+    has said it is done with it (a `node-<n>.done` file; at most `OTHER_NODES_WAIT_S`): the other nodes read all
+    ranks' files after their own agent ends, which can be after node 0 merged the run."""
     if where.nnodes == 1:
         with tempfile.TemporaryDirectory() as folder:
             yield Path(folder)
@@ -321,7 +321,21 @@ def ranks_folder(out: Path | None, where: Launch):
         yield folder
     finally:
         if where.leader:
+            _wait_for(lambda: all((folder / f"node-{n}.done").exists() for n in range(1, where.nnodes)),
+                      OTHER_NODES_WAIT_S)
             schema.remove_folder(folder)
+        else:
+            schema.signal_file(folder / f"node-{where.node_rank}.done")
+
+
+def _wait_for(condition: Callable[[], bool], wait_s: float) -> bool:
+    """Poll `condition` every half second until it holds or `wait_s` passes; whether it held."""
+    deadline = time.monotonic() + wait_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
+    return True
 
 
 def train_parallel(job: RankJob, timeout_s: float = 3600) -> tuple[RunResult, dict]:
