@@ -246,10 +246,8 @@ def launch(job: RankJob, name: str, timeout_s: float, where: Launch = Launch()) 
 
 
 def _results(job: RankJob, name: str, wait_s: float) -> dict[int, RankResult | None]:
-    """Every rank's result (None where it wrote none), waiting up to `wait_s` for missing ones: an agent can
-    leave torchrun's exit barrier before another node's ranks' files are visible to it (the barrier gives up
-    quietly when the node hosting the rendezvous leaves first; a shared filesystem shows another host's new
-    file late), and a finished job must not read as a failed rank."""
+    """Every rank's result (None where it wrote none), waiting up to `wait_s` for missing ones: a shared
+    filesystem can show another host's new file late, and a finished job must not read as a failed rank."""
     _wait_for(lambda: all(result_file(Path(job.scratch), name, rank).is_file() for rank in range(job.world_size)),
               wait_s)
     return {rank: _result(job, name, rank) for rank in range(job.world_size)}
@@ -328,14 +326,11 @@ def ranks_folder(out: Path | None, where: Launch):
             schema.signal_file(folder / f"node-{where.node_rank}.done")
 
 
-def _wait_for(condition: Callable[[], bool], wait_s: float) -> bool:
-    """Poll `condition` every half second until it holds or `wait_s` passes; whether it held."""
+def _wait_for(condition: Callable[[], bool], wait_s: float) -> None:
+    """Poll `condition` every half second until it holds or `wait_s` passes."""
     deadline = time.monotonic() + wait_s
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
+    while not condition() and time.monotonic() < deadline:
         time.sleep(0.5)
-    return True
 
 
 def train_parallel(job: RankJob, timeout_s: float = 3600) -> tuple[RunResult, dict]:
