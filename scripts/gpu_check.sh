@@ -159,6 +159,15 @@ if [[ $stage == build ]]; then
   profile 200 mamba2-lm --preset small
 fi
 
+if [[ $stage == tracing ]]; then  # issue #40: the traced iteration against the timed steps, every suite workload
+  restore
+  for name in ${TRACING_WORKLOADS:-mamba2-lm hybrid transformer mamba1-lm graph-mamba mamba-vision}; do
+    profile "$(( $(left_for_work) > 60 ? $(left_for_work) : 60 ))" "$name" --preset paper --counters none --steps 10 \
+      | head -1
+  done
+  $BIN/python benchmarks/bench_tracing.py "$LOGS/runs" | tee "$LOGS/tracing.md"
+fi
+
 if [[ $stage == runs || $stage == all ]]; then
   restore
   log "benchmark: mamba2-lm vs MambaLMHeadModel"

@@ -282,9 +282,23 @@ class HarnessCollector(_Open):
     host_launch_us: float | None = None  # the host's cost of a tiny launch (`profiler.harness`)
 
 
+class TimingPass(_Open):
+    """run.json `collectors.timeline.timing`: the pipelined iterations timed under CUDA activity alone
+    (`profiler.timeline.timed_table`): each one's kernel span, the one whose times the kernel table holds
+    (`kept`, the median span), the detail pass's own span (host ops recorded: the old traced iteration), and
+    whether the two passes joined ("joined", or why not)."""
+
+    iterations: int
+    spans_ms: list[float] = []
+    kept: int | None = None
+    detail_span_ms: float | None = None
+    joined: str = ""
+
+
 class TimelineCollector(_Open):
     tool: str | None = None
     wall_s: float | None = None
+    timing: TimingPass | None = None  # absent in runs written before the timing pass
 
 
 class PassReplay(_Open):
@@ -825,6 +839,7 @@ class RankResult(_Versioned):
     result: dict[str, Any] | None = None
     numerics: dict[str, Any] | None = None
     triton_autotune: dict[str, Any] = {}
+    timing: TimingPass | None = None  # timeline mode on the GPU: the rank's timing pass (`timeline.timed_table`)
     error: str | None = None
 
 

@@ -2,7 +2,6 @@
 interval is "within noise", a real one is called with its interval; the profiled iteration is checked against
 the timed steps; docs/noise.md holds the tables generated from the same data."""
 
-import contextlib
 import functools
 import json
 import sys
@@ -174,38 +173,6 @@ def test_the_issue_s_unrepresentative_iterations_are_marked_in_the_report(name, 
     assert finding.startswith(f"The profiled iteration is not one of the timed steps (its kernels span {span} ms "
                               f"against a {step} ms median step")
     assert any("waits, exposed communication and trace describe a slower iteration" in n for n in warnings_for(run))
-
-
-class CountingCapture(contextlib.AbstractContextManager):
-    entered = 0
-
-    def __enter__(self):
-        self.entered += 1
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-@pytest.mark.parametrize("representative, tries", [(False, 3), (True, 1)])
-def test_the_harness_profiles_again_until_an_iteration_is_like_the_timed_steps(monkeypatch, representative, tries):
-    from ssmprof.kernels import plan_kernels
-    from ssmprof.profiler import harness
-    from ssmprof.workloads.registry import get_workload
-
-    monkeypatch.setattr(harness, "representative", lambda elapsed, times: representative)
-    workload, capture = get_workload("mamba2-lm"), CountingCapture()
-    result = harness.run_training(workload, "tiny", workload.config("tiny"), plan_kernels(workload.ops, "cpu"),
-                                  steps=2, warmup=0, capture=capture, tries=3)
-    assert capture.entered == tries and len(result.profiled_ms) == tries and min(result.profiled_ms) > 0
-
-
-@pytest.mark.parametrize("elapsed, verdict", [(100.0, True), (104.0, True), (96.0, True), (104.1, False),
-                                              (150.0, False)])
-def test_an_iteration_is_representative_within_the_steps_spread_of_their_median(elapsed, verdict):
-    from ssmprof.profiler.harness import representative
-
-    assert representative(elapsed, [98.0, 100.0, 102.0]) is verdict  # spread 4 ms around a 100 ms median
 
 
 def test_the_noise_page_holds_the_tables_generated_from_the_bundled_data():

@@ -1,5 +1,6 @@
 """Timeline collector: kernel names, phase attribution by time, and the run directory it feeds."""
 
+import pandas as pd
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -9,7 +10,14 @@ from ssmprof.kernels import plan_kernels
 from ssmprof.profiler.collect import coverage
 from ssmprof.profiler.harness import run_training
 from ssmprof.profiler.markers import NvtxMarker
-from ssmprof.profiler.timeline import TimelineCapture, kernel_table, phase_at, phase_ranges, short_kernel_name
+from ssmprof.profiler.timeline import (
+    TimelineCapture,
+    kernel_table,
+    phase_at,
+    phase_ranges,
+    short_kernel_name,
+    timed_table,
+)
 from ssmprof.schema import KERNEL_COLUMNS, conform_kernels
 from ssmprof.workloads.registry import get_workload
 
@@ -100,3 +108,52 @@ def test_a_kernel_takes_the_layer_of_its_launch_not_of_a_later_gpu_annotation():
     table = kernel_table({"traceEvents": events})
     assert table["layer"].tolist() == [0, 1]
     assert table["phase"].tolist() == ["forward", "forward"] and table["collective"].tolist() == ["all_reduce"] * 2
+
+
+def _timing_trace(names: list[str], durations_us: list[list[float]], gap_us: float = 1.0) -> dict:
+    """A CUDA-only trace of len(durations_us) pipelined steps launching `names` in order, each kernel `gap_us` after
+    the one before (correlation ids in launch order, as CUPTI gives them)."""
+    events, ts, correlation = [], 0.0, 0
+    for step in durations_us:
+        for name, dur in zip(names, step, strict=True):
+            correlation += 1
+            events.append({"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur,
+                           "args": {"correlation": correlation}})
+            ts += dur + gap_us
+    return {"traceEvents": events[::-1]}  # export order is not launch order
+
+
+def _detail(names: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({"kernel_name_full": names, "start_ns": [0, 50_000, 90_000],
+                         "duration_ns": [40_000, 30_000, 60_000], "phase": ["forward", "backward", "optimizer"]})
+
+
+NAMES = ["gemm", "scan", "adam"]
+
+
+@pytest.mark.parametrize("steps_us, kept, span_ms", [
+    # first step absorbs the profiler's start; of the three kept, the median span is taken
+    ([[90, 90, 90], [10, 10, 10], [20, 20, 20], [30, 30, 30]], 1, 0.062),
+    ([[5, 5, 5], [30, 30, 30], [10, 10, 10], [20, 20, 20]], 2, 0.062),
+])
+def test_the_timing_pass_gives_the_detail_rows_the_median_steps_times(steps_us, kept, span_ms):
+    table, summary = timed_table(_detail(NAMES), _timing_trace(NAMES, steps_us), iterations=3)
+    assert summary["joined"] == "joined" and summary["kept"] == kept
+    assert summary["detail_span_ms"] == pytest.approx(0.15)
+    assert summary["spans_ms"][kept] == pytest.approx(span_ms)
+    assert table["start_ns"].tolist() == [0, 21_000, 42_000] and table["duration_ns"].tolist() == [20_000] * 3
+    assert table["phase"].tolist() == ["forward", "backward", "optimizer"]  # named by the detail pass
+
+
+@pytest.mark.parametrize("names, steps, refusal", [
+    (NAMES[:2], 4, "the timing pass ran 8 kernels in 4 steps, the detail pass 3 in one"),
+    (["gemm", "autotune", "adam"], 4, "timing step 1 launched autotune as launch 1, the detail pass scan"),
+    (NAMES, 3, "the timing pass ran 9 kernels in 4 steps"),
+])
+def test_a_timing_pass_of_other_launches_keeps_the_detail_times_and_says_why(names, steps, refusal):
+    chosen = []
+    detail = _detail(NAMES)
+    trace = _timing_trace(names, [[10.0] * len(names)] * steps)
+    table, summary = timed_table(detail, trace, iterations=3, choose=lambda spans: chosen.append(spans) or 0)
+    assert refusal in summary["joined"] and summary["joined"].startswith("not joined")
+    assert table is detail and chosen == [[]]  # every rank still takes part in choosing the iteration

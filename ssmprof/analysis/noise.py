@@ -179,8 +179,9 @@ def iteration_check(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     longest rank's) and GPU busy time (`host.busy_ns`) beside the median timed step and the steps' spread
     (slowest minus fastest). `representative` where the span lies within the spread of the median and the busy
     time does not exceed the median by more than the spread (None where run.json keeps fewer than two steps);
-    `tries`: profiled iterations the harness ran to find one (run.json `harness.profiled_tries`; 1 where not
-    recorded)."""
+    `timed_by`: where the kernel times come from: the timing pass (CUDA activity alone over pipelined steps,
+    run.json `collectors.timeline.timing`), with the span the detail pass alone had (`detail_span_ms`, host ops
+    recorded: what every traced iteration was before the timing pass), or the traced iteration itself."""
     steps = np.asarray(kept_steps(info), dtype=float)
     median, spread = float(np.median(steps)), float(steps.max() - steps.min())
     ranks = [rank for rank in _per_rank(kernels) if len(rank)]
@@ -192,10 +193,19 @@ def iteration_check(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
         why.append(f"its kernels keep the GPU busy {busy:.1f} ms")
     return pd.DataFrame([{"span_ms": span, "busy_ms": busy, "step_ms": median, "step_spread_ms": spread,
                           "steps": len(steps), "span_off_pct": 100 * (span / median - 1),
-                          "tries": int(info.harness.profiled_tries or 1),
+                          **_timed_by(info),
                           "representative": bool(span_ok and busy_ok) if len(steps) > 1 else None,
                           "why": "; ".join(why) if len(steps) > 1 else "one timed step: no spread to check against"}],
                         dtype=object)
+
+
+def _timed_by(info: RunInfo) -> dict:
+    timing = info.collectors.timeline.timing
+    if timing is None or timing.joined != "joined":
+        why = f" ({timing.joined})" if timing is not None else ""
+        return {"timed_by": f"the traced iteration{why}", "detail_span_ms": float("nan")}
+    return {"timed_by": f"timing pass (median of {timing.iterations} pipelined steps)",
+            "detail_span_ms": timing.detail_span_ms}
 
 
 def iteration_note(check: pd.DataFrame, whose: str = "the profiled iteration") -> str | None:

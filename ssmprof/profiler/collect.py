@@ -53,7 +53,7 @@ from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.ncu import METRIC_GROUPS, NOT_ASKED, check_metrics, chip_for, column_metrics, counter_metrics
 from ssmprof.profiler.ncu_extract import read_report
 from ssmprof.profiler.nvml import gpu_clocks
-from ssmprof.profiler.timeline import TimelineCapture, kernel_table
+from ssmprof.profiler.timeline import TimelineCapture
 
 COUNTER_MODES = ("sampled", "all", "focus", "none")  # what each takes: the module docstring
 
@@ -135,7 +135,6 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
             "final_loss": result.final_loss,
             "seconds": result.harness_seconds,
             "profiled_ms": result.profiled_ms,
-            "profiled_tries": len(result.profiled_ms),
             **({"cuda_graphs": {"step_ms": result.graphed_step_ms, "step_times_ms": result.graphed_step_times_ms}}
                if result.graphed_step_times_ms else {}),
         },
@@ -151,11 +150,6 @@ def host_info() -> dict:
     return {"cpu": model or platform.processor() or "unknown", "cpu_count": os.cpu_count(),
             "hostname": platform.node(), "python": platform.python_version()}
 
-
-# Profiled iterations the harness runs at most to find one within the timed steps' spread (`harness.representative`):
-# each try costs one iteration under torch.profiler and its trace export; a host-bound workload, which the profiler's
-# own host cost slows every time, stays unrepresentative after any number of tries and is marked instead.
-PROFILED_TRIES = 3
 
 # Launches per timing of `host_launch_us`: well below the ~1,000 a CUDA stream queues, so the host never waits
 HOST_LAUNCHES = 500
@@ -361,13 +355,14 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
     capture = TimelineCapture(cuda=True)
     started = time.perf_counter()
     result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, settings.steps, ready.warmup,
-                          NvtxMarker(), progress, capture=capture, tries=PROFILED_TRIES,
+                          NvtxMarker(), progress, capture=capture, timing=capture.record_timing,
                           cuda_graphs=settings.cuda_graphs)
-    kernels = schema.conform_kernels(kernel_table(capture.trace))
+    timed, timing = capture.table()
+    kernels = schema.conform_kernels(timed)
     triton_choices = autotune.snapshot()
     collectors = {
         "harness": {"wall_s": time.perf_counter() - started, "host_launch_us": host_launch_us()},
-        "timeline": {"tool": "torch.profiler", "wall_s": capture.wall_s},
+        "timeline": {"tool": "torch.profiler", "wall_s": capture.wall_s, "timing": timing or None},
         "counters": {"mode": settings.counters},
     }
     # The child needs the GPU memory this process used for the model.

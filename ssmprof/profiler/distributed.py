@@ -135,7 +135,7 @@ def _run_rank(job: RankJob, name: str, rank: int) -> RankResult:
     from ssmprof.profiler import autotune
     from ssmprof.profiler.harness import run_training
     from ssmprof.profiler.markers import NvtxMarker
-    from ssmprof.profiler.timeline import TimelineCapture, cpu_table, kernel_table
+    from ssmprof.profiler.timeline import TimelineCapture, cpu_table
     from ssmprof.workloads.parallel import Parallelism, make_groups, numerics
     from ssmprof.workloads.registry import get_workload
 
@@ -161,18 +161,33 @@ def _run_rank(job: RankJob, name: str, rank: int) -> RankResult:
         capture = TimelineCapture(cuda) if job.mode == "timeline" else None
         steps = 1 if job.mode == "counters" else job.steps
         result = run_training(workload, job.preset, cfg, plan, steps, job.warmup, NvtxMarker(), capture=capture,
-                              groups=groups)
+                              groups=groups, timing=capture.record_timing if capture is not None and cuda else None)
+        timing = None
         if capture is not None:
-            table = kernel_table(capture.trace) if cuda else cpu_table(capture.trace)
+            table, timing = capture.table(agreed_iteration) if cuda else (cpu_table(capture.trace), None)
             schema.write_frame(table.assign(rank=rank), table_file(out, name, rank))
             if job.keep_trace:  # per-rank Kineto traces, as HolisticTraceAnalysis reads them
                 schema.write_trace(capture.trace, out / f"trace-rank{rank}.json.gz")
         dist.barrier()  # every rank's files are written before any rank (and so any node's agent) ends
         return schema.make_document(RankResult, **who, tp_rank=groups.tp_rank, dp_rank=groups.dp_rank,
-                                    result=dataclasses.asdict(result),
+                                    result=dataclasses.asdict(result), timing=timing or None,
                                     triton_autotune=autotune.snapshot() if cuda else {})
     finally:
         dist.destroy_process_group()
+
+
+def agreed_iteration(spans: list[float]) -> int:
+    """The timing iteration every rank keeps (`timeline.timed_table`'s `choose`): the one whose slowest rank's
+    span is the median, so that the ranks' tables describe one and the same step of the job."""
+    import torch.distributed as dist
+
+    from ssmprof.profiler.timeline import median_index
+
+    every: list[list[float] | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, spans)
+    joined = [rank for rank in every if rank]
+    slowest = [max(rank[i] for rank in joined) for i in range(len(joined[0]))] if joined else []
+    return median_index(slowest)
 
 
 def _under_ncu(job: RankJob, path: Path, rank: int) -> int:

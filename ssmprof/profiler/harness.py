@@ -3,10 +3,10 @@
 One run = build model and batch, `warmup` iterations (Triton compiles and autotunes here, launching
 hundreds of benchmark kernels, so they must stay outside every measurement), `steps` timed iterations
 (CUDA events; the median is the step time), then one more iteration bracketed by
-cudaProfilerStart/Stop: the iteration collectors profile (`ncu --profile-from-start off`). Its own time must
-lie within the timed steps' spread of their median (`representative`), or its gaps and waits describe another
-step than the timed ones; a single-process run profiles up to `tries` iterations to find one and records each
-one's time (`RunResult.profiled_ms`).
+cudaProfilerStart/Stop: the iteration collectors profile (`ncu --profile-from-start off`), and where a timing
+pass is asked for (`run_training`'s `timing`), a few more run back to back as the timed steps run, whose kernel
+times stand for the profiled iteration's (`profiler.timeline`): recording the host ops that name each launch
+slows the host, so the profiled iteration itself is not one of the timed steps.
 Mixed precision as in real training: fp32 parameters and AdamW state, autocast compute dtype.
 """
 
@@ -89,7 +89,8 @@ class RunResult:
     # what the caching allocator held at most; Nsight Compute would save and restore all of it at every replay
     # pass, so the counter child runs without the allocator (`counters.PROFILED_CHILD_ENV`)
     peak_reserved_bytes: int | None = None
-    # the time of each profiled iteration the harness ran (CUDA events, under the capture); the last is the one kept
+    # the profiled iteration's time (CUDA events, under the capture: slower than a timed step where the capture
+    # records host ops), one entry
     profiled_ms: list[float] = field(default_factory=list)
     # `--cuda-graphs`: the same step replayed as one captured CUDA graph (`time_graphed_steps`), no per-launch
     # host cost; None where not asked for
@@ -185,11 +186,12 @@ def typed_failures(workload: Workload, cfg: CommonConfig):
 def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, steps: int,
                  warmup: int, marker: PhaseMarker | None = None, progress: Progress | None = None,
                  seed: int = 0, capture: contextlib.AbstractContextManager | None = None, groups=None,
-                 tries: int = 1, cuda_graphs: bool = False) -> RunResult:
+                 timing: Callable[[Callable[[], object]], None] | None = None,
+                 cuda_graphs: bool = False) -> RunResult:
     """Build, warm up, time `steps` iterations, then run the profiled iteration (inside `capture`, e.g. a
-    timeline collector, and cudaProfilerStart/Stop for Nsight Compute), up to `tries` times until one is
-    `representative` (the ranks of a parallel run and the Nsight Compute child pass 1: ranks would have to agree
-    on every retry, and the child's replays make any iteration slow); with `cuda_graphs`, then capture the step
+    timeline collector, and cudaProfilerStart/Stop for Nsight Compute) and hand the step to `timing` (e.g.
+    `TimelineCapture.record_timing`, which runs it a few more times under CUDA activity alone); with
+    `cuda_graphs`, then capture the step
     as a CUDA graph and time `steps` replays of it (the profiled iteration stays eager: its kernels are what the
     collectors join). A failure on the way is one typed line: GpuOutOfMemory, GpuKernelFault (a CUDA error),
     TrainingFailed (any other RuntimeError), CaptureRefused (a step that cannot be captured)."""
@@ -222,14 +224,13 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
 
         _sync(cuda)
         t0 = time.perf_counter()
-        profiled_ms = []
-        for _ in range(tries):
-            loss, elapsed_ms = profiled_iteration(trainer, capture)
-            losses.append(loss)
-            profiled_ms.append(elapsed_ms)
-            if representative(elapsed_ms, times_ms):
-                break
+        loss, elapsed_ms = profiled_iteration(trainer, capture)
+        losses.append(loss)
         seconds["profiled"] = time.perf_counter() - t0  # under Nsight Compute: its replays of the launches
+        if timing is not None:
+            t0 = time.perf_counter()
+            timing(trainer.step)
+            seconds["timing"] = time.perf_counter() - t0
         peak = torch.cuda.max_memory_allocated() if cuda else None
         reserved = torch.cuda.max_memory_reserved() if cuda else None
         graphed = None
@@ -255,7 +256,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         final_loss=final_loss,
         provenance=plan.provenance(),
         harness_seconds=seconds,
-        profiled_ms=profiled_ms,
+        profiled_ms=[elapsed_ms],
         graphed_step_times_ms=graphed,
         gpu_sharing=sharing.summary() if cuda else None,
     )
@@ -276,13 +277,6 @@ def profiled_iteration(trainer: Trainer, capture: contextlib.AbstractContextMana
     if cuda:
         torch.cuda.profiler.stop()
     return loss, start.elapsed_time(end) if cuda else (end - start) * 1e3
-
-
-def representative(elapsed_ms: float, times_ms: list[float]) -> bool:
-    """Whether an iteration's time lies within the timed steps' spread (slowest minus fastest) of their median:
-    the rule `analysis.noise.iteration_check` applies to the profiled iteration's kernel span."""
-    spread = max(times_ms) - min(times_ms)
-    return abs(elapsed_ms - statistics.median(times_ms)) <= spread
 
 
 class CaptureRefused(InvalidConfig):

@@ -12,6 +12,13 @@ Collectives: an NCCL kernel's row says which collective it performs and its size
 `message_bytes`, `group_size`), from the arguments torch.profiler records for it (or else its launching
 c10d op's input shapes and dtype). On the CPU (gloo) there are no kernels: `cpu_table` makes rows of the
 innermost aten ops (the compute) and of each c10d collective, timed by the gloo work that carried it out.
+
+Two captures, because what names a launch costs what times it: recording every host op with its input shapes
+(`TimelineCapture`, the *detail* pass) slows the host by microseconds a launch, and a step of thousands of
+launches then leaves the GPU waiting (traced iterations 33-71 % slower than the timed steps on fresh H100s,
+docs/history.md). So the detail pass only names the launches; their times come from `TimingCapture`: CUDA
+activity alone, over a few pipelined iterations after one that absorbs the profiler's start, joined to the
+detail pass by launch order (`timed_table`). The iteration whose kernel span is the median of those is kept.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ import math
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -37,20 +46,32 @@ TABLE_COLUMNS = [*KERNEL_COLUMNS, *PARALLEL_COLUMNS]
 _LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 
 
-class TimelineCapture:
-    """Context manager around the profiled iteration; `trace` holds the Chrome-trace dict afterwards."""
+# Iterations the timing pass keeps, after one more that absorbs the profiler's start and fills the GPU's queue as the
+# timed steps fill it: odd, so that one of them has the median kernel span.
+TIMING_ITERATIONS = 3
 
-    def __init__(self, cuda: bool):
+
+def median_index(spans: list[float]) -> int:
+    """The index of the median of an odd number of spans (the upper median of an even one; 0 of none)."""
+    return int(np.argsort(spans)[len(spans) // 2]) if spans else 0
+
+
+class TimelineCapture:
+    """Context manager around the profiled iteration (the *detail* pass: host ops with their input shapes, CUDA
+    activity where `cuda`); `trace` holds its Chrome-trace dict afterwards. On the GPU, `record_timing` then times
+    the same step again with CUDA activity alone (`timing_trace`), and `table()` joins the two (`timed_table`)."""
+
+    def __init__(self, cuda: bool, timing_iterations: int = TIMING_ITERATIONS):
         activities = [torch.profiler.ProfilerActivity.CPU]
         if cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         self.cuda, self._activities = cuda, activities
+        self.timing_iterations = timing_iterations
         self.trace: dict = {}
+        self.timing_trace: dict = {}
         self.wall_s = 0.0
 
     def __enter__(self):
-        """Each entry records afresh (the harness may profile several iterations until one is like the timed
-        steps): `trace` is the last one's."""
         self._started = time.perf_counter()
         # Input shapes name the problem a library kernel solves: cuBLAS's persistent GEMMs launch one grid for
         # every shape, so (name, grid, block) alone cannot say which GEMM a launch is.
@@ -63,12 +84,89 @@ class TimelineCapture:
             torch.cuda.synchronize()
         self._profile.__exit__(*exc)
         if exc[0] is None:
-            with tempfile.TemporaryDirectory() as folder:
-                path = Path(folder) / "trace.json"
-                self._profile.export_chrome_trace(str(path))
-                self.trace = schema.read_trace(path)
-        self.wall_s += time.perf_counter() - self._started  # over every iteration recorded
+            self.trace = _exported(self._profile)
+        self.wall_s += time.perf_counter() - self._started
         return False
+
+    def record_timing(self, step: Callable[[], object]) -> None:
+        """Run `step` 1 + `timing_iterations` times back to back under CUDA activity alone, as the timed steps run:
+        the host queues each step while the GPU runs the one before, and records nothing of its own."""
+        started = time.perf_counter()
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+            for _ in range(1 + self.timing_iterations):
+                step()
+            torch.cuda.synchronize()
+        self.timing_trace = _exported(profile)
+        self.wall_s += time.perf_counter() - started
+
+    def table(self, choose: Callable[[list[float]], int] = median_index) -> tuple[pd.DataFrame, dict]:
+        """The kernel table of the profiled iteration and run.json's `collectors.timeline.timing` (`timed_table`);
+        the detail pass alone where no timing pass ran."""
+        detail = kernel_table(self.trace)
+        if not self.timing_trace:
+            return detail, {}
+        return timed_table(detail, self.timing_trace, self.timing_iterations, choose)
+
+
+def _join_refusal(kernels: list[dict], runs: list[list[dict]], names: list[str], iterations: int) -> str:
+    """Why the timing pass's iterations cannot stand for the detail pass ("" where they can): another number of
+    launches, or another kernel at some launch."""
+    if not names or len(kernels) != (1 + iterations) * len(names):
+        return (f"not joined: the timing pass ran {len(kernels)} kernels in {1 + iterations} steps, the detail pass "
+                f"{len(names)} in one")
+    for number, run in enumerate(runs, start=1):
+        moved = next((i for i, (kernel, name) in enumerate(zip(run, names, strict=True)) if kernel["name"] != name),
+                     None)
+        if moved is not None:
+            return (f"not joined: timing step {number} launched {run[moved]['name'][:60]} as launch {moved}, the "
+                    f"detail pass {names[moved][:60]}")
+    return ""
+
+
+def _exported(profile: torch.profiler.profile) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "trace.json"
+        profile.export_chrome_trace(str(path))
+        return schema.read_trace(path)
+
+
+def span_ms(starts: np.ndarray, ends: np.ndarray) -> float:
+    """First start to last end, in ms, of times in ns."""
+    return float(ends.max() - starts.min()) / 1e6 if len(starts) else 0.0
+
+
+def timed_table(detail: pd.DataFrame, timing_trace: dict, iterations: int,
+                choose: Callable[[list[float]], int] = median_index) -> tuple[pd.DataFrame, dict]:
+    """The detail pass's rows with the times of one timing-pass iteration. The timing trace's kernels in launch
+    order (CUDA correlation ids grow with every launch, whatever thread made it) are cut into 1 + `iterations`
+    runs of `len(detail)` launches; the first is dropped (it absorbed the profiler's start), and of the others
+    the one `choose` picks from their kernel spans is kept (the median; the ranks of a parallel run agree on
+    one, `distributed.agreed_iteration`). Joined only where every launch of every kept run has the
+    detail row's kernel: a step that launches other kernels is not the same iteration, and the detail times stay,
+    with the reason in `joined`. Returns (table, summary: iterations, each one's span, the kept one, the detail
+    pass's own span, and `joined`)."""
+    events = timing_trace.get("traceEvents", [])
+    kernels = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"),
+                     key=lambda e: (e.get("args", {}).get("correlation", 0), e["ts"]))
+    launches = len(detail)
+    summary: dict = {"iterations": iterations, "spans_ms": [], "kept": None, "joined": "",
+                     "detail_span_ms": span_ms(detail["start_ns"].to_numpy(),
+                                               (detail["start_ns"] + detail["duration_ns"]).to_numpy())}
+    runs = [kernels[i * launches:(i + 1) * launches] for i in range(1, 1 + iterations)]
+    summary["joined"] = _join_refusal(kernels, runs, detail["kernel_name_full"].tolist(), iterations) or "joined"
+    joined = summary["joined"] == "joined"
+    starts = [np.array([k["ts"] * 1e3 for k in run]) for run in runs] if joined else []
+    ends = [np.array([(k["ts"] + k.get("dur", 0)) * 1e3 for k in run]) for run in runs] if joined else []
+    spans = [span_ms(s, e) for s, e in zip(starts, ends, strict=True)]
+    kept = choose(spans)  # called on every rank, joined or not: the ranks of a job agree through it
+    if not joined:
+        return detail, summary
+    summary.update(spans_ms=spans, kept=kept)
+    first = starts[kept].min()
+    timed = detail.assign(start_ns=np.round(starts[kept] - first).astype("int64"),
+                          duration_ns=np.round(ends[kept] - starts[kept]).astype("int64"))
+    return timed, summary
 
 
 def short_kernel_name(full: str) -> str:
