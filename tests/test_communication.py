@@ -296,9 +296,9 @@ def test_a_tp_report_says_what_its_rank_waited_for(h200_pair):
     other rank; in the run without sequence parallelism most of it was."""
     from ssmprof.analysis.summary import warnings_for
 
-    assert "rank 0's collectives took 20.9 ms of the profiled iteration, 5.1 ms of it waiting for the other " \
-           "ranks" in warnings_for(h200_pair["mamba2-lm-tp2"])
-    assert "rank 0's collectives took 24.3 ms of the profiled iteration, 16.9 ms of it waiting for the other " \
-           "ranks" in warnings_for(h200_pair["mamba2-lm-tp2-no-sp"])
+    assert "rank 0's collectives took 20.9 ms of the profiled iteration: 15.8 ms transfer, 5.1 ms waiting for the " \
+           "other ranks" in warnings_for(h200_pair["mamba2-lm-tp2"])
+    assert "rank 0's collectives took 24.3 ms of the profiled iteration: 7.4 ms transfer, 16.9 ms waiting for the " \
+           "other ranks" in warnings_for(h200_pair["mamba2-lm-tp2-no-sp"])
     provenance = reporting.report([bundled.REFERENCE / "h200" / bundled.PARALLEL / "mamba2-lm-tp2"], "md")
     assert "the kernel tables describe rank 0 (the one with counters)" in provenance
