@@ -99,3 +99,41 @@ def test_the_bundled_tp2_speedups_carry_intervals(h200, run, speedup, low, high)
     table = scaling({name: loaded.info for name, loaded in h200.items()}).set_index("run")
     assert tuple(round(table.loc[run, column], 3) for column in ("speedup", "speedup_low", "speedup_high")) == \
            (speedup, low, high)
+
+
+PLANTED_MS = 150  # per layer, on rank 1: 2 layers of the tiny preset, 300 ms an iteration
+
+
+def test_a_planted_straggler_is_found_with_its_rank_and_size(tmp_path, monkeypatch):
+    """Two gloo ranks on the CPU, rank 1 sleeping PLANTED_MS on its host before each layer's forward
+    (`workloads.parallel.PLANT_DELAY_ENV`): the diagnosis names rank 1 and a cost within its noise (plus a tenth,
+    for what the host adds around the sleep) of the planted total."""
+    from ssmprof.pipeline import measure
+    from ssmprof.schema import read_run
+    from ssmprof.workloads.parallel import PLANT_DELAY_ENV
+
+    monkeypatch.setenv(PLANT_DELAY_ENV, f"1:{PLANTED_MS}")
+    settings = measure.ProfileSettings(tmp_path, steps=1, counters="none")
+    path = measure.profile(measure.ProfileRequest(measure.WorkloadOptions("mamba2-lm", "tiny", tp=2), settings,
+                                                  device="cpu"))
+    run = read_run(path)
+    planted = PLANTED_MS * run.info.workload.config["layers"]
+    row = late_rank(run.kernels, run.info).iloc[0]
+    assert row["late_rank"] == 1
+    assert abs(row["cost_ms"] - planted) <= row["cost_noise_ms"] + 0.1 * planted, row.to_dict()
+    assert row["cause"].startswith("its host"), row["cause"]
+
+
+@pytest.mark.parametrize(("setting", "rank", "delay_s"), [("1:20", 1, 0.02), ("1:20", 0, 0.0), ("", 1, 0.0)])
+def test_the_planted_delay_names_one_rank(setting, rank, delay_s):
+    from ssmprof.workloads.parallel import planted_delay_s
+
+    assert planted_delay_s(rank, setting) == delay_s
+
+
+def test_a_malformed_planted_delay_is_refused():
+    from ssmprof.errors import InvalidConfig
+    from ssmprof.workloads.parallel import planted_delay_s
+
+    with pytest.raises(InvalidConfig, match="RANK:MS"):
+        planted_delay_s(1, "one")

@@ -99,7 +99,8 @@ def with_transfer_times(kernels: pd.DataFrame) -> pd.DataFrame:
     ranks = comm["rank"].nunique()
     sequences = [tuple(zip(group["collective"], group["message_bytes"], strict=True))
                  for _, group in comm.groupby("rank")]
-    whole_world = "group_size" in comm and (comm["group_size"] == ranks).all()
+    # gloo records no group for its all-reduces (-1): where every recorded group is the world, theirs is too
+    whole_world = "group_size" in comm and ((comm["group_size"] == ranks) | (comm["group_size"] <= 0)).all()
     if ranks > 1 and whole_world and all(seq == sequences[0] for seq in sequences):
         transfer = comm.groupby("instance")["duration_ns"].transform("min")
         return comm.assign(transfer_ns=transfer, wait_ns=comm["duration_ns"] - transfer, paired=True)
