@@ -357,8 +357,8 @@ def provenance(info: RunInfo, origin: str) -> pd.DataFrame:
     rows = [
         ("source", origin),
         ("measured", info.created or "unknown"),
-        ("GPU", f"{gpu.name} ({_known(gpu.sm_count)} SMs, SM clock {_known(clocks.sm_mhz)} MHz, memory "
-                f"clock {_known(clocks.memory_mhz)} MHz)"),
+        ("GPU", f"{gpu.name} ({_known(gpu.sm_count)} SMs, {_sm_clock(info)}, memory clock "
+                f"{_known(clocks.memory_mhz)} MHz)"),
         ("host", ", ".join(f"{k} {v}" for k, v in host.items()) if host else "not recorded"),
         ("versions", versions or "not recorded"),
         ("workload", f"{workload.name} --preset {workload.preset}"
@@ -378,6 +378,15 @@ def provenance(info: RunInfo, origin: str) -> pd.DataFrame:
                               + (" (the one with counters)" if parallel.counters_rank is not None else "")
                               + ", the per-rank and communication tables every rank"))
     return pd.DataFrame(rows, columns=["item", "value"])
+
+
+def _sm_clock(info: RunInfo) -> str:
+    """The SM clock during the timed steps (median and range, `nvml.SharingMonitor`); where not sampled, said so,
+    never the reading taken before the steps (an idle GPU's clock)."""
+    sampled = info.gpu_sharing.sm_clock_mhz if info.gpu_sharing else None
+    if sampled is None:
+        return "SM clock not measured during the steps"
+    return f"SM clock {sampled.median:.0f} MHz during the steps ({sampled.min:.0f}-{sampled.max:.0f})"
 
 
 def _known(value) -> str:
