@@ -264,6 +264,16 @@ def _last_line(lines) -> str:
     return (errors or kept or ["no output"])[-1].removeprefix("error: ")
 
 
+def check_same_gpus(results: list[RankResult]) -> None:
+    """Refuse a run whose ranks computed on different GPU models: one rank's kernel times would describe
+    another GPU than the others', and the late rank would be the slower chip."""
+    first = results[0].result["gpu"].get("name")
+    other = next((r for r in results if r.result["gpu"].get("name") != first), None)
+    if other is not None:
+        raise RankFailed(f"rank {other.rank} ran on {other.result['gpu'].get('name')}, rank {results[0].rank} on "
+                         f"{first}: the ranks of one run must use one GPU model")
+
+
 def merged_result(results: list[RankResult]) -> RunResult:
     """One result for the run: rank 0's, with each step as long as its slowest rank (a TP step waits for all)."""
     fields = {f.name for f in dataclasses.fields(RunResult)}
@@ -437,6 +447,7 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
         job = job.model_copy(update={"scratch": str(scratch)})
         results = launch(job.model_copy(update={"mode": "timeline", "keep_trace": keep_report}), "timeline",
                          timeout_s, where)
+        check_same_gpus(results)
         tables = {rank: schema.read_frame(table_file(scratch, "timeline", rank)) for rank in range(job.world_size)}
         result = merged_result(results)
         collectors = {"harness": {"wall_s": time.perf_counter() - started},
