@@ -399,6 +399,15 @@ class ParallelSection(_Open):
     nccl_version: str | None = None
 
 
+class ClockReading(_Open):
+    """A clock sampled while the timed steps ran (MHz): median, min, max, and how many samples."""
+
+    median: float
+    min: float
+    max: float
+    samples: int = 0
+
+
 class GpuSharingSection(_Open):
     """run.json `gpu_sharing`: whether other processes held the GPU while the timed steps ran (sampled through
     NVML, `profiler.nvml.SharingMonitor`); `shared` None where it could not be read. Absent in older runs."""
@@ -410,6 +419,7 @@ class GpuSharingSection(_Open):
     other_pids: list[int] = []
     sm_utilization_pct: float | None = None
     memory_utilization_pct: float | None = None
+    sm_clock_mhz: ClockReading | None = None  # sampled during the timed steps; absent in older runs
     note: str | None = None
 
 

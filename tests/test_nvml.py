@@ -92,3 +92,49 @@ def test_gpu_sharing_goes_through_the_contract(tmp_path):
     assert run.info.gpu_sharing.shared is True
     with pytest.raises(schema.SchemaError, match="gpu_sharing"):
         schema.check_info({**source.info.model_dump(), "gpu_sharing": {"shared": "maybe", "samples": 3}})
+
+
+class ClockedNvml(FakeNvml):
+    """A GPU whose SM clock reads from `clocks`, one value a sample, then stops the sampler (as a driver error)."""
+
+    NVML_CLOCK_SM = 0
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, clocks):
+        super().__init__()
+        self.clocks = list(clocks)
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        return SimpleNamespace(gpu=90, memory=30)
+
+    def nvmlDeviceGetClockInfo(self, handle, which):
+        if not self.clocks:
+            raise self.NVMLError("done")
+        return self.clocks.pop(0)
+
+
+def test_the_sm_clock_is_sampled_during_the_steps():
+    """The monitor's samples give run.json `gpu_sharing.sm_clock_mhz` (median, min, max), not the idle clock."""
+    monitor = nvml.SharingMonitor(interval_s=0.0)
+    monitor._stop = SimpleNamespace(wait=lambda _: False)
+    monitor._sample(ClockedNvml([1980, 1755, 1980]), "GPU-abc")
+    summary = monitor.summary()
+    assert summary["sm_clock_mhz"] == {"median": 1980, "min": 1755, "max": 1980, "samples": 3}
+    assert nvml.clock_summary([]) == {}
+
+
+@pytest.mark.parametrize(("sharing", "header"), [
+    (None, "SM clock not measured during the steps"),
+    ({"shared": False, "samples": 3, "sm_clock_mhz": {"median": 1980, "min": 1755, "max": 1980, "samples": 3}},
+     "SM clock 1980 MHz during the steps (1755-1980)")])
+def test_the_header_shows_the_clock_of_the_steps(sharing, header):
+    from ssmprof.analysis.findings import provenance
+    from ssmprof.schema import read_run
+
+    run = read_run(Path(__file__).parent / "data" / "tp4-h100-mamba2-lm-paper-straggler")
+    info = run.info.model_copy(update={"gpu_sharing": None if sharing is None else
+                                       run.info.gpu_sharing.model_validate(sharing)})
+    gpu = provenance(info, "test").set_index("item").loc["GPU", "value"]
+    assert header in gpu and "465" not in gpu

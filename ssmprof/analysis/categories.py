@@ -17,8 +17,12 @@ import pandas as pd
 from ssmprof.analysis.distinct import per_distinct
 from ssmprof.kernels import FUSED_KERNEL_NAMES, FUSED_KERNELS
 
+# The part of a collective's kernel spent waiting for the other ranks of a multi-rank run
+# (`communication.with_waiting_category`): no rule names it; the collective keeps "communication" for its transfer.
+WAITING = "waiting for other ranks"
 CATEGORIES = ("GEMM", "SSM scan", "convolution", "attention", "normalization", "elementwise/activation",
-              "reduction/loss", "sort/scan", "memory", "optimizer", "communication", "graph gather/scatter", "other")
+              "reduction/loss", "sort/scan", "memory", "optimizer", "communication", WAITING, "graph gather/scatter",
+              "other")
 
 # The fused kernels' names come from the kernel adapter (`kernels.FUSED_KERNELS`, `kernels.FUSED_KERNEL_NAMES`: those
 # matched by whole name only), the one place that knows them.

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ssmprof.analysis.categories import WAITING
 from ssmprof.analysis.host import busy_ns
+from ssmprof.analysis.noise import kept_steps, ratio_interval
 from ssmprof.schema import BACKWARD, FORWARD, Link, ParallelSection, Run, RunInfo
 
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER = "all_reduce", "all_gather", "reduce_scatter"
@@ -68,9 +70,13 @@ def described_rank(info: RunInfo) -> int | None:
 
 
 def one_rank(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
-    """The kernels of `described_rank` (all of them for a single-GPU run)."""
+    """The kernels of `described_rank` (all of them for a single-GPU run), each collective split into its transfer
+    and its waiting for the other ranks (`with_waiting_category`)."""
     rank = described_rank(info)
-    return kernels if rank is None else kernels[kernels["rank"] == rank]
+    if rank is None:
+        return kernels
+    split = with_waiting_category(transfer_split(kernels))
+    return split[split["rank"] == rank]
 
 
 def collectives(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -93,11 +99,32 @@ def with_transfer_times(kernels: pd.DataFrame) -> pd.DataFrame:
     ranks = comm["rank"].nunique()
     sequences = [tuple(zip(group["collective"], group["message_bytes"], strict=True))
                  for _, group in comm.groupby("rank")]
-    whole_world = "group_size" in comm and (comm["group_size"] == ranks).all()
+    # gloo records no group for its all-reduces (-1): where every recorded group is the world, theirs is too
+    whole_world = "group_size" in comm and ((comm["group_size"] == ranks) | (comm["group_size"] <= 0)).all()
     if ranks > 1 and whole_world and all(seq == sequences[0] for seq in sequences):
         transfer = comm.groupby("instance")["duration_ns"].transform("min")
         return comm.assign(transfer_ns=transfer, wait_ns=comm["duration_ns"] - transfer, paired=True)
     return comm.assign(transfer_ns=comm["duration_ns"], wait_ns=0, paired=False)
+
+
+def transfer_split(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Every rank's kernels with each collective cut to its transfer part (`duration_ns` = transfer, started
+    when the waiting ends) and `wait_ns` (0 on compute kernels): the frame busy time and the category split read."""
+    comm = with_transfer_times(kernels)
+    frame = kernels.assign(wait_ns=0)
+    frame.loc[comm.index, "wait_ns"] = comm["wait_ns"].to_numpy()
+    return frame.assign(start_ns=frame["start_ns"] + frame["wait_ns"],
+                        duration_ns=frame["duration_ns"] - frame["wait_ns"])
+
+
+def with_waiting_category(kernels: pd.DataFrame) -> pd.DataFrame:
+    """`kernels` (`transfer_split`, an `analysis_frame`) with each collective's waiting apart: the collective's
+    row keeps its transfer time, and a second row, "<kernel> (waiting)" of category WAITING, holds the rest, so
+    every view by category or kernel (breakdown, compare, history, gate) shows transfer and waiting apart."""
+    waits = kernels[kernels["wait_ns"] > 0]
+    waiting = waits.assign(kernel_name=waits["kernel_name"] + " (waiting)", category=WAITING,
+                           start_ns=waits["start_ns"] - waits["wait_ns"], duration_ns=waits["wait_ns"])
+    return pd.concat([kernels, waiting], ignore_index=True)
 
 
 def collective_counts(kernels: pd.DataFrame, sequence_parallel: bool) -> pd.DataFrame:
@@ -186,13 +213,16 @@ def exposed_communication(kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 def per_rank(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
-    """One row per rank: its step time, final loss, launches, kernel and communication time."""
+    """One row per rank: its step time, final loss, launches, compute time, and its collectives' time split into
+    transfer and waiting for the other ranks (`with_transfer_times`)."""
     is_comm = kernels["collective"].fillna("") != ""
-    times = kernels.assign(comm=kernels["duration_ns"].where(is_comm, 0), compute=kernels["duration_ns"]
-                           .where(~is_comm, 0)).groupby("rank").agg(launches=("launch_idx", "size"),
-                                                                    compute_ms=("compute", "sum"),
-                                                                    comm_ms=("comm", "sum"))
-    times[["compute_ms", "comm_ms"]] /= 1e6
+    times = kernels.assign(compute=kernels["duration_ns"].where(~is_comm, 0)).groupby("rank").agg(
+        launches=("launch_idx", "size"), compute_ms=("compute", "sum"))
+    comm = with_transfer_times(kernels).groupby("rank").agg(comm_ms=("duration_ns", "sum"),
+                                                            transfer_ms=("transfer_ns", "sum"),
+                                                            wait_ms=("wait_ns", "sum"))
+    times = times.join(comm).fillna(0.0)
+    times[["compute_ms", "comm_ms", "transfer_ms", "wait_ms"]] /= 1e6
     ranks = pd.DataFrame(info.parallel.ranks if info.parallel else []).set_index("rank")
     return ranks.join(times, how="outer").reset_index()
 
@@ -264,8 +294,9 @@ def projection_check(projection: pd.DataFrame, measured: pd.DataFrame, link: str
 
 def scaling(infos: dict[str, RunInfo]) -> pd.DataFrame:
     """Step time from 1 to N GPUs: per workload, preset and GPU, each run's world size, step time, and speedup
-    and parallel efficiency over the same configuration's single-GPU run (NaN where none is among `infos`).
-    The global batch is the same at every size (TP splits the model, DP the batch), so speedup = t1 / tN."""
+    and parallel efficiency over the same configuration's single-GPU run (NaN where none is among `infos`), each
+    with the interval of the ratio of the two runs' kept timed steps (`noise.ratio_interval`). The global batch is
+    the same at every size (TP splits the model, DP the batch), so speedup = t1 / tN."""
     rows = []
     for label, info in infos.items():
         parallel = info.parallel or ParallelSection()
@@ -273,12 +304,22 @@ def scaling(infos: dict[str, RunInfo]) -> pd.DataFrame:
                      "gpu": info.gpu.name, "world_size": parallel.world_size,
                      "tp": parallel.tp, "dp": parallel.dp, "step_ms": info.harness.step_ms})
     table = pd.DataFrame(rows)
-    single = (table[table["world_size"] == 1].groupby(["workload", "preset", "gpu"])["step_ms"].min()
-              .rename("single_gpu_step_ms"))
-    table = table.join(single, on=["workload", "preset", "gpu"])
-    speedup = table["single_gpu_step_ms"] / table["step_ms"]
-    return table.assign(speedup=speedup, efficiency_pct=100 * speedup / table["world_size"]).sort_values(
-        ["workload", "preset", "gpu", "world_size"], ignore_index=True)
+    singles = {label: info for label, info in infos.items() if not info.parallel}
+    table = table.join(table[table["world_size"] == 1].sort_values("step_ms")
+                       .drop_duplicates(["workload", "preset", "gpu"])
+                       .set_index(["workload", "preset", "gpu"])["run"].rename("single_run"),
+                       on=["workload", "preset", "gpu"])
+    intervals = [ratio_interval(kept_steps(singles[single]), kept_steps(infos[run])) if single == single else None
+                 for run, single in zip(table["run"], table["single_run"], strict=True)]
+    table = table.assign(
+        single_gpu_step_ms=[infos[s].harness.step_ms if s == s else float("nan") for s in table["single_run"]],
+        speedup=[infos[s].harness.step_ms / infos[r].harness.step_ms if s == s else float("nan")
+                 for r, s in zip(table["run"], table["single_run"], strict=True)],
+        speedup_low=[i.low if i else float("nan") for i in intervals],
+        speedup_high=[i.high if i else float("nan") for i in intervals]).drop(columns="single_run")
+    efficiency = {f"efficiency_pct{end}": 100 * table[f"speedup{end}"] / table["world_size"]
+                  for end in ("", "_low", "_high")}
+    return table.assign(**efficiency).sort_values(["workload", "preset", "gpu", "world_size"], ignore_index=True)
 
 
 def communication_tables(kernels: pd.DataFrame, info: RunInfo, links: pd.DataFrame | None = None,

@@ -16,7 +16,7 @@ from ssmprof.analysis.checks import describe_removed
 from ssmprof.analysis.communication import described_rank
 from ssmprof.analysis.frame import WEIGHT, profiled_with_counters, time_weighted
 from ssmprof.analysis.headroom import REACHABLE
-from ssmprof.analysis.noise import FASTER, RERUN_SPREAD_PCT, SLOWER, iteration_note
+from ssmprof.analysis.noise import CONFIDENCE, FASTER, RERUN_SPREAD_PCT, SLOWER, iteration_note
 from ssmprof.schema import CHECKED_STATUSES, CollectorsSection, CountersCollector, RunInfo
 
 SSM = "SSM scan"
@@ -152,6 +152,8 @@ def _headroom(tables: dict[str, pd.DataFrame]) -> list[dict]:
 
 def _host(tables: dict[str, pd.DataFrame]) -> list[dict]:
     host = tables["host"].iloc[0]
+    if "iteration_ms" in host:  # a multi-rank run: per rank, of its profiled iteration (`ranks.rank_host`)
+        return _rank_host(host)
     if host["verdict"] == "host-bound":
         text = f"Host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the {host['step_ms']:.1f} ms step " \
                f"and waits {host['gpu_idle_ms']:.1f} ms for the host; a faster GPU shortens only the busy part."
@@ -164,6 +166,50 @@ def _host(tables: dict[str, pd.DataFrame]) -> list[dict]:
                f"{host['host_cost']}."
     value = f"{host['gpu_busy_pct']:.0f} % busy" if host["gpu_busy_pct"] <= 100 else "busy all step"
     return [{"topic": "host", "finding": text, "value": value, "anchor": "host"}]
+
+
+def _rank_host(host: pd.Series) -> list[dict]:
+    """The host finding of a multi-rank run: busy per rank, of the rank's profiled iteration, NCCL waiting
+    excluded; the verdict names the rank it waits for where one is late (`ranks.rank_host`)."""
+    text = f"Per rank, kernels keep the GPU busy {host['gpu_busy_pct']:.0f} % of the profiled iteration " \
+           f"({host['gpu_busy_ms']:.1f} of {host['iteration_ms']:.1f} ms; collectives' waiting excluded): " \
+           f"{host['verdict']}; {host['host_cost'].removeprefix('per rank, ')}."
+    return [{"topic": "host", "finding": text, "value": f"{host['gpu_busy_pct']:.0f} % busy per rank",
+             "anchor": "host"}]
+
+
+def _late_rank(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    """The rank the others wait for (`ranks.late_rank`), what it costs and what made it late; where its cost is
+    within its noise, that no rank is late."""
+    late = tables.get("late_rank")
+    if late is None or late.empty:
+        return []
+    row = late.iloc[0]
+    if row["cost_ms"] <= row["cost_noise_ms"]:
+        return [{"topic": "late rank", "finding": f"No rank is late beyond noise: the latest, rank {row['late_rank']}, "
+                 f"costs {row['cost_ms']:.1f} ms, within the {row['cost_noise_ms']:.1f} ms other ranks cost.",
+                 "value": "none late", "anchor": "late_rank"}]
+    text = (f"Rank {row['late_rank']} is late: it arrived last at {row['arrived_last']} of {row['collectives']} "
+            f"collectives, where the other ranks waited {row['caused_wait_ms']:.1f} ms in all; it costs the profiled "
+            f"iteration {row['cost_ms']:.1f} ms ({row['cost_pct']:.0f} % of its {row['iteration_ms']:.1f} ms; noise "
+            f"{row['cost_noise_ms']:.1f} ms). What made it late: {row['cause']}.")
+    return [{"topic": "late rank", "finding": text, "value": f"rank {row['late_rank']} late, {row['cost_ms']:.0f} ms",
+             "anchor": "late_rank"}]
+
+
+def _scaling(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    """Speedup and parallel efficiency over the single-GPU twin, with their intervals (`ranks.scaling_efficiency`),
+    where the twin was given."""
+    scaling = tables.get("scaling_efficiency")
+    if scaling is None:
+        return []
+    row = scaling.iloc[0]
+    text = (f"{int(row['gpus'])} GPUs run the step {row['speedup']:.2f}x as fast as one ({row['speedup_low']:.2f}-"
+            f"{row['speedup_high']:.2f}x, {100 * CONFIDENCE:.0f} % interval; {row['step_ms']:.1f} against "
+            f"{row['single_gpu_step_ms']:.1f} ms): {row['efficiency_pct']:.0f} % scaling efficiency "
+            f"({row['efficiency_pct_low']:.0f}-{row['efficiency_pct_high']:.0f} %).")
+    return [{"topic": "scaling", "finding": text, "value": f"{row['efficiency_pct']:.0f} % efficiency",
+             "anchor": "scaling_efficiency"}]
 
 
 def _busy(pct: float) -> str:
@@ -285,8 +331,9 @@ def _gemm_work(work: pd.DataFrame | None) -> str:
 
 def findings(tables: dict[str, pd.DataFrame], info: RunInfo) -> pd.DataFrame:
     """The run's findings, most important first (see the module docstring)."""
-    rows = (_time(tables) + _top_kernels(tables) + _ssm(tables) + _tensor_instructions(tables, info)
-            + _headroom(tables) + _host(tables) + _iteration(tables) + _checks(tables, info))
+    rows = (_late_rank(tables) + _scaling(tables) + _time(tables) + _top_kernels(tables) + _ssm(tables)
+            + _tensor_instructions(tables, info) + _headroom(tables) + _host(tables) + _iteration(tables)
+            + _checks(tables, info))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -310,8 +357,8 @@ def provenance(info: RunInfo, origin: str) -> pd.DataFrame:
     rows = [
         ("source", origin),
         ("measured", info.created or "unknown"),
-        ("GPU", f"{gpu.name} ({_known(gpu.sm_count)} SMs, SM clock {_known(clocks.sm_mhz)} MHz, memory "
-                f"clock {_known(clocks.memory_mhz)} MHz)"),
+        ("GPU", f"{gpu.name} ({_known(gpu.sm_count)} SMs, {_sm_clock(info)}, memory clock "
+                f"{_known(clocks.memory_mhz)} MHz)"),
         ("host", ", ".join(f"{k} {v}" for k, v in host.items()) if host else "not recorded"),
         ("versions", versions or "not recorded"),
         ("workload", f"{workload.name} --preset {workload.preset}"
@@ -331,6 +378,15 @@ def provenance(info: RunInfo, origin: str) -> pd.DataFrame:
                               + (" (the one with counters)" if parallel.counters_rank is not None else "")
                               + ", the per-rank and communication tables every rank"))
     return pd.DataFrame(rows, columns=["item", "value"])
+
+
+def _sm_clock(info: RunInfo) -> str:
+    """The SM clock during the timed steps (median and range, `nvml.SharingMonitor`); where not sampled, said so,
+    never the reading taken before the steps (an idle GPU's clock)."""
+    sampled = info.gpu_sharing.sm_clock_mhz if info.gpu_sharing else None
+    if sampled is None:
+        return "SM clock not measured during the steps"
+    return f"SM clock {sampled.median:.0f} MHz during the steps ({sampled.min:.0f}-{sampled.max:.0f})"
 
 
 def _known(value) -> str:

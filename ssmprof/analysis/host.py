@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ssmprof.analysis.categories import WAITING
+
 # A step whose GPU is idle for more than this share is reported as host-bound: past it, a faster GPU
 # shortens at most the busy part, and the step time follows the host.
 HOST_BOUND_IDLE_SHARE = 0.3
@@ -45,7 +47,9 @@ def _idle_gaps(kernels: pd.DataFrame) -> tuple[np.ndarray, int]:
 
 def busy_ns(kernels: pd.DataFrame) -> int:
     """Time at least one kernel runs: the union of [start, start + duration) over all launches, i.e. the span
-    less the idle gaps."""
+    less the idle gaps. A collective's waiting for other ranks (category WAITING) moves nothing and is not busy."""
+    if "category" in kernels:
+        kernels = kernels[kernels["category"] != WAITING]
     if kernels.empty:
         return 0
     gaps, span = _idle_gaps(kernels)
@@ -75,7 +79,10 @@ def host_summary(kernels: pd.DataFrame, step_ms: float, host_launch_us: float | 
     measured cost of one tiny launch, `host_launch_us`; NaN where not measured), the verdict and what the host
     costs a step (`host_cost`). Verdict: host-bound where the GPU idles past HOST_BOUND_IDLE_SHARE of the step
     or the host needs longer to launch the kernels than the GPU to run them; host-limited where it waits at
-    least HOST_LIMITED_SHARE of the step; GPU-bound otherwise."""
+    least HOST_LIMITED_SHARE of the step; GPU-bound otherwise. A collective's waiting for other ranks
+    (category WAITING) moves nothing and is not busy."""
+    if "category" in kernels:
+        kernels = kernels[kernels["category"] != WAITING]
     gaps, span = _idle_gaps(kernels) if len(kernels) else (np.array([]), 0)
     busy = span - int(gaps[gaps > 0].sum())  # as busy_ns, from the same gaps
     step_ns = step_ms * 1e6
@@ -92,12 +99,12 @@ def host_summary(kernels: pd.DataFrame, step_ms: float, host_launch_us: float | 
         "short_launch_pct": 100 * float((kernels["duration_ns"] < SHORT_KERNEL_NS).mean()) if len(kernels) else 0.0,
         "largest_gap_us": float(gaps.max()) / 1e3 if len(gaps) and gaps.max() > 0 else 0.0,
         "launch_cost_ms": launch_ms,
-        "verdict": _host_verdict(wait_ms, busy / 1e6, step_ms, launch_ms),
+        "verdict": host_verdict(wait_ms, busy / 1e6, step_ms, launch_ms),
         "host_cost": _host_cost(wait_ms, step_ms, len(kernels), launch_ms),
     }])
 
 
-def _host_verdict(wait_ms: float, busy_ms: float, step_ms: float, launch_ms: float) -> str:
+def host_verdict(wait_ms: float, busy_ms: float, step_ms: float, launch_ms: float) -> str:
     if not step_ms:
         return "GPU-bound"
     if wait_ms / step_ms > HOST_BOUND_IDLE_SHARE or launch_ms >= busy_ms:

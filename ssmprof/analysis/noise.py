@@ -176,17 +176,21 @@ def _per_rank(kernels: pd.DataFrame) -> list[pd.DataFrame]:
 
 def iteration_check(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     """One row: is the profiled iteration one of the timed steps? Its kernel span (first start to last end; the
-    longest rank's) and GPU busy time (`host.busy_ns`) beside the median timed step and the steps' spread
-    (slowest minus fastest). `representative` where the span lies within the spread of the median and the busy
-    time does not exceed the median by more than the spread (None where run.json keeps fewer than two steps);
-    `timed_by`: where the kernel times come from: the timing pass (CUDA activity alone over pipelined steps,
-    run.json `collectors.timeline.timing`), with the span the detail pass alone had (`detail_span_ms`, host ops
-    recorded: what every traced iteration was before the timing pass), or the traced iteration itself."""
+    longest rank's) and GPU busy time (`host.busy_ns`; collectives' waiting excluded, `transfer_split`) beside
+    the median timed step and the steps' spread (slowest minus fastest). `representative` where the span lies
+    within the spread of the median and the busy time does not exceed the median by more than the spread (None
+    where run.json keeps fewer than two steps); `timed_by`: where the kernel times come from: the timing pass
+    (CUDA activity alone over pipelined steps, run.json `collectors.timeline.timing`), with the span the detail
+    pass alone had (`detail_span_ms`, host ops recorded: what every traced iteration was before the timing pass),
+    or the traced iteration itself."""
     steps = np.asarray(kept_steps(info), dtype=float)
     median, spread = float(np.median(steps)), float(steps.max() - steps.min())
+    from ssmprof.analysis.communication import transfer_split  # communication's intervals come from here
+
     ranks = [rank for rank in _per_rank(kernels) if len(rank)]
     span = max(((rank["start_ns"] + rank["duration_ns"]).max() - rank["start_ns"].min()) / 1e6 for rank in ranks)
-    busy = max(busy_ns(rank) / 1e6 for rank in ranks)
+    moving = transfer_split(kernels) if "rank" in kernels and kernels["rank"].nunique() > 1 else kernels
+    busy = max(busy_ns(rank) / 1e6 for rank in _per_rank(moving) if len(rank))
     span_ok, busy_ok = abs(span - median) <= spread, busy <= median + spread
     why = [] if span_ok else [f"its kernels span {span:.1f} ms against a {median:.1f} ms median step"]
     if not busy_ok:

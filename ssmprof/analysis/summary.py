@@ -7,7 +7,7 @@ import pandas as pd
 from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.checks import describe_removed, gemm_work, status_table
-from ssmprof.analysis.communication import communication_tables, described_rank, one_rank, with_transfer_times
+from ssmprof.analysis.communication import communication_tables, described_rank, one_rank
 from ssmprof.analysis.cuda_graphs import graph_gain
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.frame import has_counters
@@ -16,6 +16,7 @@ from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.instruction_bounds import instruction_bounds
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.noise import iteration_check, iteration_note
+from ssmprof.analysis.ranks import collective_split, late_rank, rank_busy, rank_host, scaling_efficiency
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, roofline, roofline_summary
 from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.scan_models import forward_model
@@ -27,11 +28,12 @@ from ssmprof.schema import Run, RunInfo
 
 
 def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
-            links: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+            links: pd.DataFrame | None = None, single: RunInfo | None = None) -> dict[str, pd.DataFrame]:
     """The summary frames of one run, its kernels already the `analysis_frame` (`pipeline.loading.load_run`),
     with its findings in words and its provenance (`origin`: where the run directory comes from). A
     multi-rank run's kernel frames describe one rank (`communication.described_rank`) and its communication frames
-    every rank (`links`: the table their projection covers)."""
+    every rank (`links`: the table their projection covers); `single`: its single-GPU twin, whose steps its
+    scaling efficiency is judged against (`ranks.scaling_efficiency`)."""
     kernels = one_rank(run.kernels, run.info)
     tables = {
         "breakdown": breakdown(kernels),
@@ -39,8 +41,8 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         "top_kernels": top_kernels(kernels),
         "caches": cache_summary(kernels),
         "counter_checks": status_table(kernels),
-        "host": host_summary(kernels, run.info.harness.step_ms, _host_launch_us(run.info)),
         "profiled_iteration": iteration_check(run.kernels, run.info),
+        **_host_tables(run),
     }
     gain = graph_gain(run.info.harness.model_dump(), tables["host"])
     if gain is not None:  # `--cuda-graphs`: the measured gain beside the host wait it was estimated from
@@ -56,6 +58,8 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
     if counted:
         tables.update(_class_tables(kernels, run.info, ceilings))
     tables.update(communication_tables(run.kernels, run.info, links))
+    if single is not None and run.info.parallel:
+        tables["scaling_efficiency"] = scaling_efficiency(run.info, single)
     tables["findings"] = findings(tables, run.info)
     tables["provenance"] = provenance(run.info, origin or (f"run directory {run.path}" if run.path else "run"))
     return tables
@@ -117,6 +121,21 @@ def _class_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings | Non
     return tables
 
 
+def _host_tables(run: Run) -> dict[str, pd.DataFrame]:
+    """The host table; for a multi-rank run read per rank (`ranks.rank_host`), with each rank's busy time
+    (`rank_busy`) and the late rank (`late_rank`)."""
+    kernels = one_rank(run.kernels, run.info)
+    host = host_summary(kernels, run.info.harness.step_ms, _host_launch_us(run.info))
+    rank = described_rank(run.info)
+    if rank is None:
+        return {"host": host}
+    late = late_rank(run.kernels, run.info)
+    tables = {"host": rank_host(host, run.kernels, rank, late), "rank_busy": rank_busy(run.kernels)}
+    if len(late):
+        tables["late_rank"] = late
+    return tables
+
+
 def _host_launch_us(info: RunInfo) -> float | None:
     """The host's measured cost of one tiny launch (run.json `collectors.harness.host_launch_us`), None before
     runs recorded it."""
@@ -127,7 +146,7 @@ def warnings_for(run: Run) -> list[str]:
     kernels = one_rank(run.kernels, run.info)
     warning = other_share_warning(kernels)
     notes = [warning] if warning else []
-    host = host_summary(kernels, run.info.harness.step_ms, _host_launch_us(run.info)).iloc[0]
+    host = _host_tables(run)["host"].iloc[0]
     if host["verdict"] == "host-bound":
         notes.append(f"host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the "
                      f"{host['step_ms']:.1f} ms step and waits for the host the rest ({host['launches']} launches, "
@@ -140,10 +159,9 @@ def warnings_for(run: Run) -> list[str]:
         notes.append(slow)
     rank = described_rank(run.info)
     if rank is not None:  # a collective's kernel also waits for the last rank to reach it: busy, moving nothing
-        comm = with_transfer_times(run.kernels)
-        mine = comm[comm["rank"] == rank]
-        notes.append(f"rank {rank}'s collectives took {mine['duration_ns'].sum() / 1e6:.1f} ms of the profiled "
-                     f"iteration, {mine['wait_ns'].sum() / 1e6:.1f} ms of it waiting for the other ranks")
+        transfer, waiting = collective_split(run.kernels, rank)
+        notes.append(f"rank {rank}'s collectives took {transfer + waiting:.1f} ms of the profiled iteration: "
+                     f"{transfer:.1f} ms transfer, {waiting:.1f} ms waiting for the other ranks")
     status = kernels["counter_status"]
     if (status == "unchecked").any():
         notes.append("counters unchecked: a schema-1 run, whose counters were joined by short name, grid and block "

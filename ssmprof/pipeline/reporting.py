@@ -26,6 +26,7 @@ from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.noise import kept_steps, ratio_interval, step_interval
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
+from ssmprof.analysis.ranks import single_gpu_twin
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline
 from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.summary import analyze, warnings_for
@@ -82,7 +83,8 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
     analyzed, kernels, infos, ceilings, runs = [], {}, {}, {}, {}
     for index, (path, label) in enumerate(zip(paths, run_labels(loaded), strict=True)):
         run, limits, notes = loaded[index]
-        tables = analyze(run, limits, origin(path), links_frame())
+        twin = single_gpu_twin(run.info, [other.info for other, _, _ in loaded.values()])
+        tables = analyze(run, limits, origin(path), links_frame(), twin)
         if csv is not None:
             write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
         defects = defects_note(tables.get("calibration_defects", pd.DataFrame()))

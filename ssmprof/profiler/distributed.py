@@ -279,6 +279,16 @@ def _last_line(lines) -> str:
     return (errors or kept or ["no output"])[-1].removeprefix("error: ")
 
 
+def check_same_gpus(results: list[RankResult]) -> None:
+    """Refuse a run whose ranks computed on different GPU models: one rank's kernel times would describe
+    another GPU than the others', and the late rank would be the slower chip."""
+    first = results[0].result["gpu"].get("name")
+    other = next((r for r in results if r.result["gpu"].get("name") != first), None)
+    if other is not None:
+        raise RankFailed(f"rank {other.rank} ran on {other.result['gpu'].get('name')}, rank {results[0].rank} on "
+                         f"{first}: the ranks of one run must use one GPU model")
+
+
 def merged_result(results: list[RankResult]) -> RunResult:
     """One result for the run: rank 0's, with each step as long as its slowest rank (a TP step waits for all)."""
     fields = {f.name for f in dataclasses.fields(RunResult)}
@@ -296,7 +306,8 @@ def parallel_section(job: RankJob, results: list[RankResult], ncu_ranks: list[in
         "counters_rank": ncu_ranks[0] if ncu_ranks else None, "counters_ranks": ncu_ranks,
         "ranks": [{"rank": r.rank, "node": r.node, "node_rank": r.node_rank, "tp_rank": r.tp_rank, "dp_rank": r.dp_rank,
                    "step_ms": statistics.median(r.result["step_times_ms"]), "final_loss": r.result["final_loss"],
-                   "peak_memory_bytes": r.result["peak_memory_bytes"]} for r in results],
+                   "peak_memory_bytes": r.result["peak_memory_bytes"], "gpu": r.result["gpu"].get("name"),
+                   "gpu_sharing": r.result.get("gpu_sharing")} for r in results],
         "topology": (topo := topology() if job.device == "cuda" else None),
         "link": _link(results[0].result["gpu"].get("name"), topo),
         "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if job.device == "cuda" else None,
@@ -451,6 +462,7 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
         job = job.model_copy(update={"scratch": str(scratch)})
         results = launch(job.model_copy(update={"mode": "timeline", "keep_trace": keep_report}), "timeline",
                          timeout_s, where)
+        check_same_gpus(results)
         tables = {rank: schema.read_frame(table_file(scratch, "timeline", rank)) for rank in range(job.world_size)}
         result = merged_result(results)
         collectors = {"harness": {"wall_s": time.perf_counter() - started},

@@ -5,9 +5,9 @@ by its UUID where torch gives one, else by its PCI bus id, else through CUDA_VIS
 `i` is the `i`-th entry of that list, an NVML index or a UUID). NVML numbers every GPU of the host, CUDA only
 the visible ones, so NVML's device 0 is another GPU as soon as a job is given any GPU but the first.
 
-Two readings: the clocks as found (`gpu_clocks`, run.json `gpu.clocks`), and whether other processes used the
-GPU while the timed steps ran (`SharingMonitor`, run.json `gpu_sharing`): a second process on the GPU slows
-every kernel, and the regression gate names it as the cause instead of the kernels.
+Two readings: the clocks as found (`gpu_clocks`, run.json `gpu.clocks`: an idle reading), and, while the timed
+steps ran (`SharingMonitor`, run.json `gpu_sharing`), the SM clock and whether other processes used the GPU: a
+second process on the GPU slows every kernel, and the regression gate names it as the cause instead of the kernels.
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ class SharingMonitor:
 
     interval_s: float = SAMPLE_INTERVAL_S
     samples: list[tuple[int, int, int]] = field(default_factory=list)  # (other processes, SM %, memory %)
+    sm_clocks_mhz: list[int] = field(default_factory=list)  # the SM clock at each sample
     other_pids: set[int] = field(default_factory=set)
     note: str | None = None
 
@@ -145,16 +146,27 @@ class SharingMonitor:
             try:
                 others = other_processes(nvml, handle, own)
                 rates = nvml.nvmlDeviceGetUtilizationRates(handle)
+                clock = nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
             except nvml.NVMLError as exc:
                 self.note = f"NVML: {exc}"
                 return
             self.other_pids |= others
             self.samples.append((len(others), int(rates.gpu), int(rates.memory)))
+            self.sm_clocks_mhz.append(int(clock))
             if self._stop.wait(self.interval_s):
                 return
 
     def summary(self) -> dict:
-        return sharing_summary(self.samples, self.other_pids, self.note)
+        return {**sharing_summary(self.samples, self.other_pids, self.note), **clock_summary(self.sm_clocks_mhz)}
+
+
+def clock_summary(sm_clocks_mhz: list[int]) -> dict:
+    """run.json `gpu_sharing.sm_clock_mhz`: median, min and max of the SM clock sampled while the timed steps ran
+    (the clock as found before them is an idle reading); nothing where no sample was taken."""
+    if not sm_clocks_mhz:
+        return {}
+    return {"sm_clock_mhz": {"median": statistics.median(sm_clocks_mhz), "min": min(sm_clocks_mhz),
+                             "max": max(sm_clocks_mhz), "samples": len(sm_clocks_mhz)}}
 
 
 def sharing_summary(samples: list[tuple[int, int, int]], other_pids: set[int], note: str | None = None) -> dict:

@@ -42,7 +42,14 @@ TABLE_TITLES = {
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
     "gemm_work": "GEMM self-check: measured tensor work against 2MNK and against the work whole tiles issue "
                  "(checked counters)",
-    "host": "GPU busy share of the step: host-bound or GPU-bound",
+    "host": "GPU busy share of the step (of each rank's profiled iteration on several ranks, collectives' waiting "
+            "excluded): host-bound, GPU-bound or waiting for a late rank",
+    "rank_busy": "Per rank: busy time (collectives' waiting excluded) and its share of the rank's profiled "
+                 "iteration, compute, transfer and waiting, and the host's launch gaps",
+    "late_rank": "The late rank: the one the others wait for at the collectives (it arrived last: shortest kernel), "
+                 "what it costs the iteration (its noise: the most any other rank costs) and what made it late",
+    "scaling_efficiency": "Scaling against the single-GPU run: speedup and efficiency with the 95 % interval of "
+                          "the two runs' kept timed steps",
     "profiled_iteration": "The profiled iteration against the timed steps: kernel span and busy time beside the "
                           "median step and the steps' spread (representative where within it)",
     "cuda_graphs": "CUDA graphs: the step captured and replayed without per-launch host cost, beside the host wait "
@@ -55,7 +62,8 @@ TABLE_TITLES = {
     "stalls": "Why warps wait: each stall reason's share of the warps resident per issue cycle (stall pass)",
     "headroom_by_category": "Headroom by category: step time saved at the roof, and at 80 % of it",
     "headroom": "Headroom: the kernels where an optimization would pay most",
-    "per_rank": "Per rank: step time, loss, kernel and communication time",
+    "per_rank": "Per rank: step time, loss, compute time, and communication time split into transfer and waiting "
+                "for the other ranks",
     "collective_counts": "Communication: collectives per layer, measured on every rank vs predicted by the model's "
                          "structure",
     "bus_bandwidth": "Communication: bus bandwidth (NCCL-tests busbw) per collective and size on the transfer "

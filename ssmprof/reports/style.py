@@ -20,7 +20,7 @@ import math
 
 from ssmprof.analysis.categories import CATEGORIES
 
-# One colour per category, the same in every chart of every page (13 categories, no two alike; none grey,
+# One colour per category, the same in every chart of every page (14 categories, no two alike; none grey,
 # which is kept for roofs and for what is not a category).
 CATEGORY_COLORS: dict[str, str] = dict(zip(CATEGORIES, (
     "#1f77b4",  # GEMM: blue
@@ -34,6 +34,7 @@ CATEGORY_COLORS: dict[str, str] = dict(zip(CATEGORIES, (
     "#17becf",  # memory: cyan
     "#e6ab02",  # optimizer: gold
     "#393b79",  # communication: navy
+    "#9c9ede",  # waiting for other ranks: pale navy
     "#637939",  # graph gather/scatter: moss
     "#c49c94",  # other: tan
 ), strict=True))

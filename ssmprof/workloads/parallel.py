@@ -32,6 +32,8 @@ Rank layout: rank = dp_rank * tp + tp_rank, so a TP group is adjacent GPUs (one 
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -284,6 +286,24 @@ def build_mixer(kind: str, cfg, plan: KernelPlan, groups: RankGroups, layer_idx:
     return ParallelMLP(cfg, groups)
 
 
+# A test knob: "RANK:MS" makes that global rank sleep MS milliseconds on its host before each layer's forward
+# launch, a straggler planted on purpose, whose cost the cross-rank diagnosis (`analysis.ranks.late_rank`) must
+# find: layers x MS per iteration, on that rank. Unset in every real measurement.
+PLANT_DELAY_ENV = "SSMPROF_PLANT_DELAY"
+
+
+def planted_delay_s(rank: int, setting: str | None = None) -> float:
+    """The host delay (s) `PLANT_DELAY_ENV` plants before each layer on `rank` (0 where it names another rank or
+    is unset)."""
+    setting = os.environ.get(PLANT_DELAY_ENV, "") if setting is None else setting
+    if not setting:
+        return 0.0
+    who, _, ms = setting.partition(":")
+    if not (who.strip().isdigit() and ms.strip().replace(".", "", 1).isdigit()):
+        raise InvalidConfig(f"{PLANT_DELAY_ENV} must be RANK:MS (e.g. 1:20), got '{setting}'")
+    return float(ms) / 1e3 if int(who) == rank else 0.0
+
+
 class ParallelCausalLM(CausalLM):
     """`CausalLM` with tensor-parallel mixers (same parameter names, so a single-GPU model's weights shard
     onto it: `load_sharded`). Each mixer sits in a `ssmprof/layer/<i>/<kind>` profiler range, forward and
@@ -299,6 +319,7 @@ class ParallelCausalLM(CausalLM):
             mixers = [build_mixer(kind, cfg, plan, groups, i) for i, kind in enumerate(kinds)]
         super().__init__(cfg.vocab_size, cfg.d_model, mixers, plan)
         self.spans = [_LayerSpan(f"{LAYER_RANGE}/{i}/{kind}") for i, kind in enumerate(kinds)]
+        self.planted_delay_s = planted_delay_s(dist.get_rank() if dist.is_initialized() else 0)
 
     @property
     def sequence_parallel(self) -> bool:
@@ -318,6 +339,8 @@ class ParallelCausalLM(CausalLM):
         for layer, span in zip(self.layers, self.spans, strict=True):
             hidden, residual = layer.norm(hidden, residual, prenorm=True)
             hidden = _OnBackward.apply(hidden, span.close)
+            if self.planted_delay_s:
+                time.sleep(self.planted_delay_s)
             with torch.profiler.record_function(span.name):
                 hidden = layer.mixer(hidden) if seqlen is None else layer.mixer(hidden, seqlen)
             hidden = _OnBackward.apply(hidden, span.open)

@@ -1,0 +1,139 @@
+"""The step across ranks (`analysis.ranks`): transfer and waiting, busy per rank, the late rank and its cost,
+scaling against the single-GPU twin; on the TP=4 H100 run whose rank 1 was late
+(tests/data/tp4-h100-mamba2-lm-paper-straggler, its twin tests/data/tp1-h100-mamba2-lm-paper) and the bundled TP=2
+H200 runs."""
+
+from pathlib import Path
+
+import pytest
+
+from ssmprof import bundled
+from ssmprof.analysis.categories import WAITING
+from ssmprof.analysis.communication import one_rank, scaling
+from ssmprof.analysis.ranks import collective_split, late_rank, rank_busy, scaling_efficiency
+from ssmprof.pipeline import reporting
+from ssmprof.pipeline.loading import load_run
+
+DATA = Path(__file__).parent / "data"
+TP4, TP1 = DATA / "tp4-h100-mamba2-lm-paper-straggler", DATA / "tp1-h100-mamba2-lm-paper"
+
+
+@pytest.fixture(scope="module")
+def tp4():
+    return load_run(TP4)
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return {path.name: load_run(path) for path in bundled.parallel_runs("h200")}
+
+
+def test_rank_0s_collectives_split_into_transfer_and_waiting(tp4):
+    """171.5 ms of NCCL kernel time on rank 0: 17.0 ms moved data (each collective's shortest kernel over the
+    ranks), 154.5 ms waited for rank 1."""
+    transfer, waiting = collective_split(tp4.kernels, 0)
+    assert (round(transfer + waiting, 1), round(transfer, 1), round(waiting, 1)) == (171.5, 17.0, 154.5)
+    categories = one_rank(tp4.kernels, tp4.info).groupby("category")["duration_ns"].sum() / 1e6
+    assert (round(categories["communication"], 1), round(categories[WAITING], 1)) == (17.0, 154.5)
+
+
+@pytest.mark.parametrize(("rank", "busy_ms", "gap_median_us", "wait_ms"), [
+    (0, 75.7, 1.5, 154.5), (1, 75.9, 120.3, 6.8), (2, 75.8, 1.6, 144.7), (3, 76.1, 1.4, 154.8)])
+def test_busy_per_rank_excludes_waiting_and_stays_under_the_iteration(tp4, rank, busy_ms, gap_median_us, wait_ms):
+    row = rank_busy(tp4.kernels).set_index("rank").loc[rank]
+    assert (round(row["busy_ms"], 1), round(row["gap_median_us"], 1), round(row["wait_ms"], 1)) == \
+           (busy_ms, gap_median_us, wait_ms)
+    assert row["busy_pct"] <= 100
+
+
+def test_the_late_rank_is_rank_1_and_its_host_made_it_late(tp4):
+    row = late_rank(tp4.kernels, tp4.info).iloc[0]
+    assert (row["late_rank"], row["arrived_last"], row["collectives"]) == (1, 69, 72)
+    assert (round(row["cost_ms"], 1), round(row["cost_noise_ms"], 1), round(row["iteration_ms"], 1)) == \
+           (143.1, 4.3, 234.5)
+    assert row["cause"].startswith("its host: median gap between its kernels 120.3 us against 1.5 us")
+    assert "clocks not measured during the steps" in row["cause"]
+
+
+def test_scaling_against_the_single_gpu_twin_has_an_interval(tp4):
+    row = scaling_efficiency(tp4.info, load_run(TP1).info).iloc[0]
+    assert (round(row["speedup"], 2), round(row["speedup_low"], 2), round(row["speedup_high"], 2)) == \
+           (1.55, 1.36, 1.63)
+    assert (round(row["efficiency_pct"]), round(row["efficiency_pct_low"]), round(row["efficiency_pct_high"])) == \
+           (39, 34, 41)
+
+
+def test_the_tp4_report_names_rank_1_and_calls_nothing_gpu_bound():
+    text = reporting.report([TP4, TP1], "md")
+    assert "Rank 1 is late: it arrived last at 69 of 72 collectives" in text
+    assert "it costs the profiled iteration 143.1 ms (61 % of its 234.5 ms; noise 4.3 ms)" in text
+    assert "rank 0's collectives took 171.5 ms of the profiled iteration: 17.0 ms transfer, 154.5 ms waiting" in text
+    assert "4 GPUs run the step 1.55x as fast as one (1.36-1.63x" in text
+    assert "waits for rank 1" in text
+    alone = reporting.report([TP4], "md")  # the twin alone is GPU-bound, rightly
+    assert "GPU-bound:" not in alone and "| GPU-bound" not in alone  # neither a finding nor a verdict
+    assert "166 %" not in alone and "busy all" not in alone
+
+
+@pytest.mark.parametrize(("run", "late", "cost_ms", "noise_ms", "busy_pct_max"), [
+    ("mamba2-lm-tp2", 0, 7.1, 5.1, 95.7),
+    ("mamba2-lm-tp2-no-sp", 0, 61.3, 16.9, 59.5),
+    ("mamba1-lm-tp2", 0, 19.2, 1.4, 88.1),
+    ("mamba1-lm-tp2-no-sp", 0, 3.9, 0.5, 97.8),
+    ("hybrid-tp2", 0, 11.5, 2.1, 94.6),
+])
+def test_the_bundled_tp2_h200_runs_rejudged(h200, run, late, cost_ms, noise_ms, busy_pct_max):
+    """On 2 H200s rank 0 (the rank of the run's kernel tables) arrives last at most collectives; its cost stands
+    above the noise in every run, largest in mamba2-lm without sequence parallelism (an iteration 59 % slower than
+    its steps, whose rank 0 left 67 ms of launch gaps)."""
+    loaded = h200[run]
+    row = late_rank(loaded.kernels, loaded.info).iloc[0]
+    assert (row["late_rank"], round(row["cost_ms"], 1), round(row["cost_noise_ms"], 1)) == (late, cost_ms, noise_ms)
+    assert round(rank_busy(loaded.kernels)["busy_pct"].max(), 1) == busy_pct_max
+
+
+@pytest.mark.parametrize(("run", "speedup", "low", "high"), [
+    ("mamba2-lm-tp2", 1.736, 1.696, 1.821), ("mamba2-lm-tp2-no-sp", 1.637, 1.580, 1.740),
+    ("mamba1-lm-tp2", 1.449, 1.427, 1.489), ("hybrid-tp2", 1.751, 1.706, 1.873)])
+def test_the_bundled_tp2_speedups_carry_intervals(h200, run, speedup, low, high):
+    table = scaling({name: loaded.info for name, loaded in h200.items()}).set_index("run")
+    assert tuple(round(table.loc[run, column], 3) for column in ("speedup", "speedup_low", "speedup_high")) == \
+           (speedup, low, high)
+
+
+PLANTED_MS = 150  # per layer, on rank 1: 2 layers of the tiny preset, 300 ms an iteration
+
+
+def test_a_planted_straggler_is_found_with_its_rank_and_size(tmp_path, monkeypatch):
+    """Two gloo ranks on the CPU, rank 1 sleeping PLANTED_MS on its host before each layer's forward
+    (`workloads.parallel.PLANT_DELAY_ENV`): the diagnosis names rank 1 and a cost within its noise (plus a tenth,
+    for what the host adds around the sleep) of the planted total."""
+    from ssmprof.pipeline import measure
+    from ssmprof.schema import read_run
+    from ssmprof.workloads.parallel import PLANT_DELAY_ENV
+
+    monkeypatch.setenv(PLANT_DELAY_ENV, f"1:{PLANTED_MS}")
+    settings = measure.ProfileSettings(tmp_path, steps=1, counters="none")
+    path = measure.profile(measure.ProfileRequest(measure.WorkloadOptions("mamba2-lm", "tiny", tp=2), settings,
+                                                  device="cpu"))
+    run = read_run(path)
+    planted = PLANTED_MS * run.info.workload.config["layers"]
+    row = late_rank(run.kernels, run.info).iloc[0]
+    assert row["late_rank"] == 1
+    assert abs(row["cost_ms"] - planted) <= row["cost_noise_ms"] + 0.1 * planted, row.to_dict()
+    assert row["cause"].startswith("its host"), row["cause"]
+
+
+@pytest.mark.parametrize(("setting", "rank", "delay_s"), [("1:20", 1, 0.02), ("1:20", 0, 0.0), ("", 1, 0.0)])
+def test_the_planted_delay_names_one_rank(setting, rank, delay_s):
+    from ssmprof.workloads.parallel import planted_delay_s
+
+    assert planted_delay_s(rank, setting) == delay_s
+
+
+def test_a_malformed_planted_delay_is_refused():
+    from ssmprof.errors import InvalidConfig
+    from ssmprof.workloads.parallel import planted_delay_s
+
+    with pytest.raises(InvalidConfig, match="RANK:MS"):
+        planted_delay_s(1, "one")
