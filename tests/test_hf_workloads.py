@@ -85,3 +85,21 @@ def test_sizes_the_architecture_cannot_take_are_refused(overrides, message):
 ])
 def test_reduced_layer_pattern_keeps_every_layer_kind(published, layers, pattern):
     assert hf._pattern(published, layers) == pattern
+
+
+@pytest.mark.parametrize(("run", "provenance", "contradicted"), [
+    ("mamba2-lm", None, []),  # the bundled H100 run as recorded: fused SSD and conv, both in its timeline
+    ("mamba2-lm", {"ssd": "PyTorch fallback (transformers' own PyTorch code)"}, ["ssd"]),
+    ("transformer", {"ssd": "mamba_ssm fused (transformers Mamba2ForCausalLM calls ...)"}, ["ssd"]),
+    ("transformer", {"ssd": "PyTorch fallback (CPU run)", "conv1d": "torch-conv1d"}, []),
+])
+def test_provenance_is_checked_against_the_timeline(run, provenance, contradicted):
+    """A GPU report says where the recorded provenance and the kernels the timeline saw disagree."""
+    from ssmprof import bundled
+    from ssmprof.analysis.kernel_evidence import provenance_mismatches
+    from ssmprof.pipeline.loading import load_run
+
+    loaded = load_run(next(p for p in bundled.runs("h100-sxm") if p.name == run))
+    notes = provenance_mismatches(provenance or loaded.info.provenance, loaded.kernels["kernel_name"], True)
+    assert [note.split(" ran ")[0].rsplit(" ", 1)[-1] for note in notes] == contradicted
+    assert provenance_mismatches(provenance or loaded.info.provenance, loaded.kernels["kernel_name"], False) == []

@@ -33,13 +33,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ssmprof.errors import InvalidConfig, KernelUnavailable, UnknownWorkload
-from ssmprof.kernels import KernelChoice, KernelPlan, mamba_ssm
+from ssmprof.kernels import TRANSFORMERS_FALLBACK, KernelChoice, KernelPlan, mamba_ssm
 from ssmprof.workloads.base import CommonConfig, Workload, check
 from ssmprof.workloads.data import token_batch
 
 PREFIX = "hf:"
 TESTED_TRANSFORMERS = "5.24.0"  # the transformers these builds were written and tested against
-FALLBACK = "PyTorch fallback"  # how the provenance names transformers' own PyTorch path
+FALLBACK = TRANSFORMERS_FALLBACK  # how the provenance names transformers' own PyTorch path
 # The packages transformers' mixers take fused kernels from: hidden from its import where they cannot run (CPU).
 KERNEL_PACKAGES = ("mamba_ssm", "causal_conv1d", "fla")
 # The mixtures of experts run each expert's GEMMs in turn: transformers' default `grouped_mm` casts the tokens to the
