@@ -43,7 +43,7 @@ def error_boundary(command):
 @error_boundary
 def workloads() -> None:
     """List the workloads of the suite and their presets."""
-    from ssmprof.workloads.registry import WORKLOADS
+    from ssmprof.workloads.registry import LISTED as WORKLOADS
 
     table = Table(title="ssmprof workloads")
     for column in ("workload", "preset", "batch x seq", "layers", "dtype", "notes"):

@@ -122,6 +122,13 @@ FORWARD_RECOMPUTE_KERNELS = SSD_FORWARD_KERNELS + ("recompute_w_u_fwd", "chunk_g
                                                    "mamba_mimo_bwd_fwd")
 
 
+# What a provenance entry begins with where an op ran on PyTorch code instead of its fused kernels: our references,
+# torch's depthwise conv, and transformers' own PyTorch path (`workloads.hf`). `analysis.kernel_evidence` checks
+# these words against the kernels the timeline saw.
+TRANSFORMERS_FALLBACK = "PyTorch fallback"
+FALLBACK_IMPLS = (TRANSFORMERS_FALLBACK, "torch-reference", "torch-conv1d")
+
+
 class _MissingExtension(types.ModuleType):
     """Stands in for a compiled extension that was not built; any use raises a clear error."""
 

@@ -14,6 +14,7 @@ from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.instruction_bounds import instruction_bounds
+from ssmprof.analysis.kernel_evidence import provenance_mismatches
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.noise import iteration_check, iteration_note
 from ssmprof.analysis.ranks import collective_split, late_rank, rank_busy, rank_host, scaling_efficiency
@@ -169,6 +170,7 @@ def warnings_for(run: Run) -> list[str]:
     if run.info.coverage.counter_time_fraction < 0.95:
         notes.append(f"counters cover {run.info.coverage.counter_time_fraction:.0%} of kernel time "
                      "(profile with --counters sampled or all for the roofline and cache views)")
+    notes += provenance_mismatches(run.info.provenance, kernels["kernel_name"], run.info.gpu.name != "cpu")
     removed = describe_removed(run.info.checks.rejected if run.info.checks else [], kernels["duration_ns"].sum())
     if removed:
         notes.append(f"self-checks {removed}")

@@ -108,7 +108,11 @@ def _coerce(key: str, value: Any, field: dataclasses.Field, owner: type) -> Any:
 
 def training_step_flops(workload: Workload, cfg: CommonConfig, plan: KernelPlan) -> float:
     """About the FLOPs of one training step (3x the forward's matmul and convolution FLOPs, as torch's
-    FlopCounterMode counts them), from a build on the meta device: no memory, no compute, about a second."""
+    FlopCounterMode counts them), from a build on the meta device: no memory, no compute, about a second. A workload
+    whose forward reads tensor values (a mixture of experts routing tokens) cannot run there and gives its own
+    `step_flops(cfg)`."""
+    if hasattr(workload, "step_flops"):
+        return workload.step_flops(cfg)
     from torch.utils.flop_counter import FlopCounterMode
 
     meta = torch.device("meta")

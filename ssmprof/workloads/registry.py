@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ssmprof.errors import UnknownWorkload
+from ssmprof.workloads import hf
 from ssmprof.workloads.base import Workload
 from ssmprof.workloads.graph import GraphMamba
 from ssmprof.workloads.lm import GdnHybridLM, GdnLM, HybridLM, Mamba1LM, Mamba2LM, Mamba3LM, TransformerLM
@@ -15,9 +16,13 @@ NEXT = (Mamba3LM(), GdnLM(), GdnHybridLM())
 WORKLOADS: dict[str, Workload] = {w.name: w for w in SUITE + NEXT}
 
 DEFAULT_WORKLOAD = "mamba2-lm"
+# `ssmprof workloads` lists these too: the suite's and the transformers models (`hf:<arch>`, workloads/hf.py)
+LISTED: dict[str, Workload] = {**WORKLOADS, **hf.WORKLOADS}
 
 
 def get_workload(name: str) -> Workload:
+    if name.startswith(hf.PREFIX):
+        return hf.get(name)
     try:
         return WORKLOADS[name]
     except KeyError:
