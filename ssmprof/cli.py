@@ -133,10 +133,15 @@ def run(
     _print_result(result)
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True})
 @error_boundary
 def profile(
-    workload: Annotated[str, typer.Argument(help="workload name (see `ssmprof workloads`)")],
+    ctx: typer.Context,
+    workload: Annotated[str | None, typer.Argument(help="workload name (see `ssmprof workloads`); with "
+                                                   "--script, the script's arguments, after --")] = None,
+    script: Annotated[Path | None, typer.Option(help="profile this training script instead, its iterations "
+                                                "marked with ssmprof.step(): `--script train.py -- ARGS` "
+                                                "(docs/own-model.md)")] = None,
     out: Annotated[Path, typer.Option(help="folder the run directory is created in")] = Path("runs"),
     preset: PresetOpt = "small",
     steps: StepsOpt = 10,
@@ -160,7 +165,7 @@ def profile(
     ncu_rank: Annotated[list[int] | None, typer.Option(help="with --tp/--dp: a rank Nsight Compute profiles; "
                                                        "repeat it for several (one per node or TP group)")] = None,
     device: Annotated[str, typer.Option(help="auto or cuda; cpu only with --tp/--dp (gloo reference path, "
-                                             "timeline only)")] = "auto",
+                                             "timeline only) or --script (timeline only)")] = "auto",
     nnodes: Annotated[int, typer.Option(help="with --tp/--dp: nodes of the torchrun job (run this command on "
                                              "each, --out on a shared filesystem)")] = 1,
     node_rank: Annotated[int, typer.Option(help="this node's number, 0 to --nnodes - 1 (node 0 writes the "
@@ -180,9 +185,20 @@ def profile(
     history: HistoryOpt = None,
     commit: CommitOpt = None,
 ) -> None:
-    """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
+    """Profile one training iteration of WORKLOAD (or of a marked training script) on the GPU into a run directory
+    (run.json + kernels.parquet)."""
+    from ssmprof.errors import InvalidConfig
     from ssmprof.pipeline import measure
 
+    if script is None and (workload is None or ctx.args):
+        raise InvalidConfig("give one WORKLOAD (see `ssmprof workloads`), or --script train.py -- ARGS" +
+                            (f"; unexpected: {' '.join(ctx.args)}" if ctx.args else ""))
+    shaping = [flag for flag, given in (("--batch-size", batch_size), ("--seq-len", seq_len), ("--layers", layers),
+                                        ("--dtype", dtype), ("--set", set_), ("--tp", tp != 1), ("--dp", dp != 1),
+                                        ("--cuda-graphs", cuda_graphs)) if given]
+    if script is not None and shaping:
+        raise InvalidConfig(f"--script runs the script as it is: {', '.join(shaping)} shape a suite workload; "
+                            "give the script its own arguments after --")
     options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
                                       allow_fallback, tp, dp, sequence_parallel)
     settings = measure.ProfileSettings(out=out, steps=steps, counters=counters, replay=replay,
@@ -192,7 +208,8 @@ def profile(
     launch = measure.Launch(nnodes, node_rank, rdzv_endpoint, job_id)
     request = measure.ProfileRequest(options, settings, device, launch, report_file, history)
     with _progress() as report:
-        path = measure.profile(request, report)
+        path = measure.profile(request, report) if script is None else measure.profile_script(
+            script, [*([workload] if workload else []), *ctx.args], settings, device, warmup, report_file, report)
     if path is None:
         console.print(f"node {node_rank}: its ranks are done; node 0 writes the run directory")
         return
