@@ -137,11 +137,9 @@ def run(
 @error_boundary
 def profile(
     ctx: typer.Context,
-    workload: Annotated[str | None, typer.Argument(help="workload name (see `ssmprof workloads`); with "
-                                                   "--script, the script's arguments, after --")] = None,
-    script: Annotated[Path | None, typer.Option(help="profile this training script instead, its iterations "
-                                                "marked with ssmprof.step(): `--script train.py -- ARGS` "
-                                                "(docs/own-model.md)")] = None,
+    workload: Annotated[str | None, typer.Argument(help="workload name (see `ssmprof workloads`)")] = None,
+    script: Annotated[Path | None, typer.Option(help="a training script marked with ssmprof.step(), instead: "
+                                                "--script train.py -- ARGS")] = None,
     out: Annotated[Path, typer.Option(help="folder the run directory is created in")] = Path("runs"),
     preset: PresetOpt = "small",
     steps: StepsOpt = 10,
@@ -164,8 +162,8 @@ def profile(
     sequence_parallel: SpOpt = True,
     ncu_rank: Annotated[list[int] | None, typer.Option(help="with --tp/--dp: a rank Nsight Compute profiles; "
                                                        "repeat it for several (one per node or TP group)")] = None,
-    device: Annotated[str, typer.Option(help="auto or cuda; cpu only with --tp/--dp (gloo reference path, "
-                                             "timeline only) or --script (timeline only)")] = "auto",
+    device: Annotated[str, typer.Option(help="auto or cuda; cpu (timeline only) with --tp/--dp or "
+                                             "--script")] = "auto",
     nnodes: Annotated[int, typer.Option(help="with --tp/--dp: nodes of the torchrun job (run this command on "
                                              "each, --out on a shared filesystem)")] = 1,
     node_rank: Annotated[int, typer.Option(help="this node's number, 0 to --nnodes - 1 (node 0 writes the "
@@ -187,18 +185,11 @@ def profile(
 ) -> None:
     """Profile one training iteration of WORKLOAD (or of a marked training script) on the GPU into a run directory
     (run.json + kernels.parquet)."""
-    from ssmprof.errors import InvalidConfig
     from ssmprof.pipeline import measure
 
-    if script is None and (workload is None or ctx.args):
-        raise InvalidConfig("give one WORKLOAD (see `ssmprof workloads`), or --script train.py -- ARGS" +
-                            (f"; unexpected: {' '.join(ctx.args)}" if ctx.args else ""))
-    shaping = [flag for flag, given in (("--batch-size", batch_size), ("--seq-len", seq_len), ("--layers", layers),
-                                        ("--dtype", dtype), ("--set", set_), ("--tp", tp != 1), ("--dp", dp != 1),
-                                        ("--cuda-graphs", cuda_graphs)) if given]
-    if script is not None and shaping:
-        raise InvalidConfig(f"--script runs the script as it is: {', '.join(shaping)} shape a suite workload; "
-                            "give the script its own arguments after --")
+    _check_target(workload, script, ctx.args, {"--batch-size": batch_size, "--seq-len": seq_len, "--layers": layers,
+                                               "--dtype": dtype, "--set": set_, "--tp": tp != 1, "--dp": dp != 1,
+                                               "--cuda-graphs": cuda_graphs})
     options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
                                       allow_fallback, tp, dp, sequence_parallel)
     settings = measure.ProfileSettings(out=out, steps=steps, counters=counters, replay=replay,
@@ -217,6 +208,20 @@ def profile(
     if report_file is not None:
         console.print(f"written: {report_file}")
     _append_history([path], history, commit)
+
+
+def _check_target(workload: str | None, script: Path | None, extra: list[str], shaping: dict) -> None:
+    """One WORKLOAD, or a --script with its arguments (the positional words, after --) and none of the options
+    that shape a suite workload (`shaping`: flag -> given)."""
+    from ssmprof.errors import InvalidConfig
+
+    if script is None and (workload is None or extra):
+        raise InvalidConfig("give one WORKLOAD (see `ssmprof workloads`), or --script train.py -- ARGS" +
+                            (f"; unexpected: {' '.join(extra)}" if extra else ""))
+    given = [flag for flag, value in shaping.items() if value]
+    if script is not None and given:
+        raise InvalidConfig(f"--script runs the script as it is: {', '.join(given)} shape a suite workload; give "
+                            "the script its own arguments after --")
 
 
 @app.command()

@@ -54,6 +54,7 @@ class StepDriver:
         self.marker = NvtxMarker()
         self.capture = TimelineCapture(self.cuda) if job.mode == "timeline" else None
         self.entered = 0  # iterations begun
+        self.failed_in: int | None = None  # the iteration an exception left, if one did
         self.open_at: str | None = None  # where the open iteration was entered, None between iterations
         self.current: tuple[str, object] | None = None  # the open phase and its marker token
         self.by_hand = False
@@ -66,7 +67,6 @@ class StepDriver:
         self.table = None
         self.seconds = {"warmup": 0.0, "timed": 0.0, "profiled": 0.0}
         self.clock = time.perf_counter()
-        _wrap_backward(self)
 
     @property
     def done(self) -> bool:
@@ -132,6 +132,7 @@ class StepDriver:
         """Close the iteration (`exc_info`: the exception leaving it, if any); raise ProfileDone once the
         profiled iteration the job wants is recorded."""
         failed = exc_info[0] is not None
+        self.failed_in = self.entered if failed else None
         stage, site = self.stage(self.entered - 1), self.open_at
         self.leave_phase()
         self.open_at = None
@@ -201,17 +202,25 @@ class _Step(contextlib.ContextDecorator):
         return False
 
 
-def _wrap_backward(driver: StepDriver) -> None:
-    """`loss.backward()` calls `torch.autograd.backward`: wrapped, it opens the backward phase on the calling
-    thread before autograd starts, so the loss's own backward kernels count as backward (the model's backward
-    hooks fire only after them). Replaced in the profiled process only."""
+@contextlib.contextmanager
+def installed(driver: StepDriver):
+    """While the script runs: its marks go to `driver` (`api.install`), and `torch.autograd.backward`, which
+    `loss.backward()` calls, opens the backward phase on the calling thread before autograd starts, so the loss's
+    own backward kernels count as backward (a model's backward hooks fire only after them). Both are undone
+    after."""
     original = torch.autograd.backward
 
     def backward(*args, **kwargs):
         driver.enter_phase(BACKWARD, by_hook=True)
         return original(*args, **kwargs)
 
+    api.install(driver)
     torch.autograd.backward = backward
+    try:
+        yield
+    finally:
+        torch.autograd.backward = original
+        api.install(None)
 
 
 def _elapsed_ms(start, end, cuda: bool) -> float:
@@ -225,7 +234,8 @@ def run_script(job: schema.ScriptJob, driver: StepDriver) -> RunResult:
     sys.argv = [script, *job.args]
     sys.path[0] = str(Path(script).resolve().parent)
     try:
-        runpy.run_path(script, run_name="__main__")
+        with installed(driver):
+            runpy.run_path(script, run_name="__main__")
     except ProfileDone:
         pass
     except SystemExit as exc:
@@ -251,10 +261,9 @@ def run_script(job: schema.ScriptJob, driver: StepDriver) -> RunResult:
 
 
 def _when(driver: StepDriver) -> str:
-    if driver.open_at is None and driver.entered == 0:
-        return "before the first ssmprof.step()"
-    return f"in ssmprof.step() iteration {driver.entered}" if driver.open_at else \
-        f"after ssmprof.step() iteration {driver.entered}"
+    if driver.failed_in is not None:
+        return f"in ssmprof.step() iteration {driver.failed_in}"
+    return f"after ssmprof.step() iteration {driver.entered}" if driver.entered else "before the first ssmprof.step()"
 
 
 def _user_line(exc: BaseException, script: str) -> str:
@@ -291,7 +300,6 @@ def main(argv: list[str]) -> int:
             autotune.pin(schema.read_document(schema.AutotunePins, Path(job.autotune)).choices)
         pinned = time.time()
         driver = StepDriver(job)
-        api.install(driver)
         result = run_script(job, driver)
     except SsmprofError as exc:
         if job.mode == "timeline":
