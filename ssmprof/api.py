@@ -18,14 +18,15 @@ installs its `StepDriver` here before the script starts (`install`), and every m
 
 from __future__ import annotations
 
-import contextlib
 import sys
 
 __all__ = ["phase", "step"]
 
 
-class _Inactive(contextlib.ContextDecorator):
-    """The mark outside a profile: enter and exit do nothing."""
+class _Inactive:
+    """The mark outside a profile: enter and exit do nothing, and as a decorator it returns the function itself
+    (the driver is installed before the script runs, so a function decorated outside a profile never runs inside
+    one)."""
 
     __slots__ = ()
 
@@ -34,6 +35,9 @@ class _Inactive(contextlib.ContextDecorator):
 
     def __exit__(self, *exc) -> bool:
         return False
+
+    def __call__(self, function):
+        return function
 
 
 _INACTIVE = _Inactive()

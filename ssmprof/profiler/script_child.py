@@ -125,6 +125,8 @@ class StepDriver:
                 torch.cuda.profiler.start()  # cudaProfilerStart: the profiled iteration begins
             if self.capture is not None:
                 self.capture.__enter__()
+        if stage == "timed" and not self.marks and self.cuda:
+            torch.cuda.reset_peak_memory_stats()  # the peak of the timed and profiled iterations, as the harness's
         self.clock = time.perf_counter()
         self.started = _now(self.cuda) if stage != "warmup" else None
 
