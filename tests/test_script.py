@@ -5,6 +5,7 @@ line naming its file and line, with nothing written."""
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,10 @@ from ssmprof import api, schema
 from ssmprof.cli import app
 from ssmprof.errors import ScriptFailed
 from ssmprof.kernels import plan_kernels
+from ssmprof.profiler.counters import pass_seconds
 from ssmprof.profiler.harness import run_training
 from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.profiler.script import script_command
 from ssmprof.profiler.script_child import StepDriver, run_script
 from ssmprof.profiler.timeline import TimelineCapture, cpu_table
 from ssmprof.workloads.registry import get_workload
@@ -99,7 +102,7 @@ BAD_SCRIPTS = [
     ("a script that exits non-zero", LOOP.format(steps=20, body="sys.exit(3) if i == 1 else None"),
      "train.py:9: the script exited with status 3 after 2 ssmprof.step() iterations"),
     ("out of memory in the step", LOOP.format(steps=20, body="if i: raise torch.cuda.OutOfMemoryError('')"),
-     "train.py:9: GPU out of memory in iteration 2 of the script"),
+     "train.py:9: GPU out of memory (in ssmprof.step() iteration 2)"),
 ]
 
 
@@ -143,3 +146,22 @@ def test_a_missing_script_and_workload_options_are_refused(tmp_path):
 def test_script_lines_in_the_docs_are_real():
     text = (ROOT / "docs" / "own-model.md").read_text()
     assert "## An existing training script" in text and "ssmprof profile --script" in text
+
+
+def test_a_counter_pass_runs_the_script_as_the_suite_child_runs(tmp_path, one_thread):
+    """What each Nsight Compute pass starts (`script.script_command` with a counters job and `--timings`), here
+    without ncu: the script stops after its profiled iteration and the pass record reads as the suite child's."""
+    script = tmp_path / "train.py"
+    script.write_text(LOOP.format(steps=50, body="pass"))
+    job = schema.make_document(schema.ScriptJob, script=str(script), device="cpu", mode="counters", warmup=1,
+                               steps=1, tries=1, result=str(tmp_path / "r.json"), table=str(tmp_path / "t.parquet"))
+    job_file = schema.write_document(job, tmp_path / "job.json")
+    launched = time.time()
+    done = subprocess.run([*script_command(job_file), "--timings", str(tmp_path / "pass.json")], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    record = schema.read_document(schema.PassRecord, tmp_path / "pass.json")
+    parts = pass_seconds(launched, time.time(), record.stamps)
+    assert record.stamps["timed"] >= 0 and record.stamps["profiled"] > 0 and min(parts.values()) >= 0
+    assert record.work["config"] == {"script": str(script), "args": []}
+    assert not (tmp_path / "r.json").exists()  # a counter pass writes its timings only

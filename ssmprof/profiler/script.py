@@ -59,6 +59,7 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
                                    result=str(scratch / "result.json"), table=str(scratch / "timeline.parquet"))
         tell("timeline (the script runs)", 0, 1)
         outcome = _run_timeline(job, scratch)
+        tell("timeline (the script runs)", 1, 1)
         result = RunResult(**{f.name: outcome.result[f.name] for f in dataclasses.fields(RunResult)
                               if f.name in outcome.result})
         kernels = schema.conform_kernels(schema.read_frame(Path(job.table)))

@@ -32,7 +32,7 @@ from ssmprof import api, schema
 from ssmprof.errors import ScriptFailed, SsmprofError
 from ssmprof.profiler import autotune
 from ssmprof.profiler.counters import GO_ENV
-from ssmprof.profiler.harness import RunResult, _now, _sync, gpu_info, representative
+from ssmprof.profiler.harness import RunResult, _first_line, _now, _sync, gpu_info, representative
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.timeline import TimelineCapture, cpu_table, kernel_table
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER, PHASES
@@ -118,6 +118,10 @@ class StepDriver:
                                "iterations cannot nest or overlap")
         self.open_at = site
         stage = self.stage(self.entered)
+        if self.entered == 0 and self.job.autotune:
+            # pinned once the script has imported and built its kernels, before any of them runs: the timeline's
+            # Triton choices, so a counter pass launches the configurations the timeline measured
+            autotune.pin(schema.read_document(schema.AutotunePins, Path(self.job.autotune)).choices)
         self.entered += 1
         if stage == "profiled":
             _sync(self.cuda)
@@ -249,8 +253,8 @@ def run_script(job: schema.ScriptJob, driver: StepDriver) -> RunResult:
     except SyntaxError as exc:
         raise ScriptFailed(f"{exc.filename}:{exc.lineno}: SyntaxError: {exc.msg}") from None
     except torch.cuda.OutOfMemoryError as exc:
-        raise ScriptFailed(f"{_user_line(exc, script)}: GPU out of memory in iteration {driver.entered} of the "
-                           "script: give it a smaller batch or model") from None
+        raise ScriptFailed(f"{_user_line(exc, script)}: GPU out of memory ({_when(driver)}): give the script a "
+                           "smaller batch or model") from None
     except Exception as exc:
         raise ScriptFailed(f"{_user_line(exc, script)}: {type(exc).__name__}: {_first_line(exc)} "
                            f"({_when(driver)})") from None
@@ -283,10 +287,6 @@ def _user_line(exc: BaseException, script: str) -> str:
     return found
 
 
-def _first_line(exc: BaseException) -> str:
-    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-
-
 def main(argv: list[str]) -> int:
     began = time.time()
     job = schema.read_document(schema.ScriptJob, Path(argv[0]))  # written by the parent: a defect is a bug
@@ -298,9 +298,6 @@ def main(argv: list[str]) -> int:
         if job.device == "cuda":
             torch.cuda.init()
         cuda_ready = time.time()
-        if job.autotune:
-            autotune.pin(schema.read_document(schema.AutotunePins, Path(job.autotune)).choices)
-        pinned = time.time()
         driver = StepDriver(job)
         result = run_script(job, driver)
     except SsmprofError as exc:
@@ -316,7 +313,7 @@ def main(argv: list[str]) -> int:
                                        triton_autotune=autotune.snapshot() if job.device == "cuda" else {})
         schema.write_document(written, Path(job.result))
     if "--timings" in argv:
-        stamps = {"began": began, "went": went, "cuda_ready": cuda_ready, "planned": cuda_ready, "pinned": pinned,
+        stamps = {"began": began, "went": went, "cuda_ready": cuda_ready, "planned": cuda_ready, "pinned": cuda_ready,
                   **result.harness_seconds, "ended": time.time()}
         work = {"gpu": result.gpu.get("name"), "config": result.config}
         record = schema.make_document(schema.PassRecord, stamps=stamps, work=work)
