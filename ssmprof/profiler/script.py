@@ -33,8 +33,7 @@ from ssmprof.profiler.collect import (
 )
 from ssmprof.profiler.counters import PASS_WARMUP, replay_mode
 from ssmprof.profiler.harness import Progress, RunResult
-
-PRESET = "script"  # run.json `workload.preset` of a script's run: its sizes are the script's own
+from ssmprof.profiler.script_child import PRESET
 
 
 def script_command(job_file: Path) -> list[str]:

@@ -38,6 +38,7 @@ from ssmprof.profiler.timeline import TimelineCapture, cpu_table, kernel_table
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER, PHASES
 
 SSMPROF_DIR = Path(__file__).resolve().parents[1]
+PRESET = "script"  # run.json `workload.preset` of a script's run: its sizes are the script's own
 
 
 class ProfileDone(BaseException):
@@ -184,7 +185,7 @@ class StepDriver:
     def result(self, script: str) -> RunResult:
         peak = torch.cuda.max_memory_allocated() if self.cuda else None
         return RunResult(
-            workload=Path(script).name, preset="script", config={"script": script, "args": list(self.job.args)},
+            workload=Path(script).name, preset=PRESET, config={"script": script, "args": list(self.job.args)},
             device=self.job.device, gpu=gpu_info() if self.cuda else {"name": "cpu"}, warmup=self.job.warmup,
             step_times_ms=self.times_ms, items_per_step=self.items or 1,
             unit="items" if self.items else "iterations", peak_memory_bytes=peak,
