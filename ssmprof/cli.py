@@ -133,10 +133,13 @@ def run(
     _print_result(result)
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True})
 @error_boundary
 def profile(
-    workload: Annotated[str, typer.Argument(help="workload name (see `ssmprof workloads`)")],
+    ctx: typer.Context,
+    workload: Annotated[str | None, typer.Argument(help="workload name (see `ssmprof workloads`)")] = None,
+    script: Annotated[Path | None, typer.Option(help="a training script marked with ssmprof.step(), instead: "
+                                                "--script train.py -- ARGS")] = None,
     out: Annotated[Path, typer.Option(help="folder the run directory is created in")] = Path("runs"),
     preset: PresetOpt = "small",
     steps: StepsOpt = 10,
@@ -159,8 +162,8 @@ def profile(
     sequence_parallel: SpOpt = True,
     ncu_rank: Annotated[list[int] | None, typer.Option(help="with --tp/--dp: a rank Nsight Compute profiles; "
                                                        "repeat it for several (one per node or TP group)")] = None,
-    device: Annotated[str, typer.Option(help="auto or cuda; cpu only with --tp/--dp (gloo reference path, "
-                                             "timeline only)")] = "auto",
+    device: Annotated[str, typer.Option(help="auto or cuda; cpu (timeline only) with --tp/--dp or "
+                                             "--script")] = "auto",
     nnodes: Annotated[int, typer.Option(help="with --tp/--dp: nodes of the torchrun job (run this command on "
                                              "each, --out on a shared filesystem)")] = 1,
     node_rank: Annotated[int, typer.Option(help="this node's number, 0 to --nnodes - 1 (node 0 writes the "
@@ -180,9 +183,13 @@ def profile(
     history: HistoryOpt = None,
     commit: CommitOpt = None,
 ) -> None:
-    """Profile one training iteration of WORKLOAD on the GPU into a run directory (run.json + kernels.parquet)."""
+    """Profile one training iteration of WORKLOAD (or of a marked training script) on the GPU into a run directory
+    (run.json + kernels.parquet)."""
     from ssmprof.pipeline import measure
 
+    _check_target(workload, script, ctx.args, {"--batch-size": batch_size, "--seq-len": seq_len, "--layers": layers,
+                                               "--dtype": dtype, "--set": set_, "--tp": tp != 1, "--dp": dp != 1,
+                                               "--cuda-graphs": cuda_graphs})
     options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
                                       allow_fallback, tp, dp, sequence_parallel)
     settings = measure.ProfileSettings(out=out, steps=steps, counters=counters, replay=replay,
@@ -192,7 +199,8 @@ def profile(
     launch = measure.Launch(nnodes, node_rank, rdzv_endpoint, job_id)
     request = measure.ProfileRequest(options, settings, device, launch, report_file, history)
     with _progress() as report:
-        path = measure.profile(request, report)
+        path = measure.profile(request, report) if script is None else measure.profile_script(
+            script, [*([workload] if workload else []), *ctx.args], settings, device, warmup, report_file, report)
     if path is None:
         console.print(f"node {node_rank}: its ranks are done; node 0 writes the run directory")
         return
@@ -200,6 +208,20 @@ def profile(
     if report_file is not None:
         console.print(f"written: {report_file}")
     _append_history([path], history, commit)
+
+
+def _check_target(workload: str | None, script: Path | None, extra: list[str], shaping: dict) -> None:
+    """One WORKLOAD, or a --script with its arguments (the positional words, after --) and none of the options
+    that shape a suite workload (`shaping`: flag -> given)."""
+    from ssmprof.errors import InvalidConfig
+
+    if script is None and (workload is None or extra):
+        raise InvalidConfig("give one WORKLOAD (see `ssmprof workloads`), or --script train.py -- ARGS" +
+                            (f"; unexpected: {' '.join(extra)}" if extra else ""))
+    given = [flag for flag, value in shaping.items() if value]
+    if script is not None and given:
+        raise InvalidConfig(f"--script runs the script as it is: {', '.join(given)} shape a suite workload; give "
+                            "the script its own arguments after --")
 
 
 @app.command()

@@ -43,6 +43,11 @@ class InputFileError(SsmprofError):
     pass
 
 
+class ScriptFailed(SsmprofError):
+    """A training script under `ssmprof profile --script` failed, or ran too few `ssmprof.step()` iterations;
+    the message names the script's file and line."""
+
+
 class CorruptRun(SsmprofError):
     """A run directory that is missing, incomplete, failed, or does not match the data contract."""
 

@@ -853,6 +853,43 @@ class RankResult(_Versioned):
     error: str | None = None
 
 
+class ScriptJob(_Versioned):
+    """What `ssmprof profile --script` asks of a training script's process (`profiler.script_child`): the
+    script and its arguments, the device, the mode (`timeline`: warm up, time, profile under torch.profiler;
+    `counters`: the same iteration under Nsight Compute), the iterations of each stage, and where the result
+    goes. Its path is the environment variable `api.SCRIPT_ENV`, the protocol `ssmprof.step()` reads."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "script job"
+    version: int = 1
+    script: str  # as the user named it: error lines name it so
+    args: list[str] = []
+    device: str  # "cuda" or "cpu"
+    mode: str  # "timeline" or "counters"
+    warmup: int
+    steps: int
+    tries: int  # profiled iterations at most until one is like the timed steps (`harness.representative`)
+    result: str  # the `ScriptResult` file (timeline mode)
+    table: str  # the kernel table's parquet file (timeline mode)
+    autotune: str | None = None  # counters mode: an `AutotunePins` file, the timeline's Triton choices
+
+
+class ScriptResult(_Versioned):
+    """What a profiled script's process wrote at its end: its harness result (`harness.RunResult` as a dict),
+    its Triton choices and the iterations it ran, or the one line it failed with and that line's error kind
+    (`errors` class name)."""
+
+    VERSION: ClassVar[int] = 1
+    WHAT: ClassVar[str] = "script result"
+    version: int = 1
+    steps_run: int = 0
+    result: dict[str, Any] | None = None
+    triton_autotune: dict[str, Any] = {}
+    error: str | None = None
+    error_kind: str | None = None
+
+
 class AutotunePins(_Versioned):
     """The Triton autotuning choices of a timeline run (`autotune.snapshot`), which its counter passes pin."""
 

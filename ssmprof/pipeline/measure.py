@@ -212,6 +212,24 @@ def profile(request: ProfileRequest, progress: Progress | None = None) -> Path |
     return path
 
 
+def profile_script(script: Path, args: list[str], settings: ProfileSettings, device: str = "auto",
+                   warmup: int | None = None, report_file: Path | None = None,
+                   progress: Progress | None = None) -> Path:
+    """`ssmprof profile --script SCRIPT -- ARGS`: the iteration a training script marks with `ssmprof.step()`,
+    profiled into one run directory as `profile` does for a workload (`profiler.script`; on the CPU, the timeline
+    only), and its HTML report where `report_file` is given."""
+    from ssmprof.profiler.script import profile_script as profile_marked
+
+    check_folder(settings.out, "--out")
+    check_file(report_file, "--report")
+    target = resolve_device(device)
+    path = profile_marked(script, args, settings, target, WARMUP[target] if warmup is None else warmup, progress,
+                          check=check_run_counters)
+    if report_file is not None:
+        reporting.report([path], "html", report_file)
+    return path
+
+
 @dataclass(frozen=True)
 class SuiteResult:
     runs: list[Path]

@@ -1,0 +1,109 @@
+"""`ssmprof profile --script train.py -- ARGS`: a user's own training script, marked with `ssmprof.step()`
+(`ssmprof.api`), profiled into the same run directory as a suite workload.
+
+The script runs in a child process (`profiler.script_child`), as `python train.py ARGS` would, once for the
+timeline (warm-up, timed and profiled iterations; its kernel table and harness numbers) and, on a GPU, once per
+Nsight Compute pass (`collect.collect_counters`, the suite's passes and join, over the same command with a
+counters job and the timeline's Triton choices pinned). The parent holds no model: its GPU is free for the
+passes. On the CPU there are no counters: the run is the timeline's, with the aten ops as rows
+(`timeline.cpu_table`). Nothing is written unless every part succeeded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ssmprof import schema
+from ssmprof.errors import InputFileError, ScriptFailed
+from ssmprof.profiler.collect import (
+    PROFILED_TRIES,
+    ChildPasses,
+    CounterCheck,
+    ProfileSettings,
+    collect_counters,
+    host_launch_us,
+    identical_gpus,
+    run_info,
+)
+from ssmprof.profiler.counters import PASS_WARMUP, replay_mode
+from ssmprof.profiler.harness import Progress, RunResult
+from ssmprof.profiler.script_child import PRESET
+
+
+def script_command(job_file: Path) -> list[str]:
+    """The child's argv: the same for the timeline run and every counter pass (each with its own job)."""
+    return [sys.executable, "-m", "ssmprof.profiler.script_child", str(job_file)]
+
+
+def profile_script(script: Path, args: list[str], settings: ProfileSettings, device: str, warmup: int,
+                   progress: Progress | None = None, *, check: CounterCheck) -> Path:
+    """Profile the iteration `script` marks (run with `args`; `device` cuda or cpu; `warmup` untimed iterations,
+    then `settings.steps` timed ones) and write its run directory; returns its path. run.json's workload is the
+    script (name: its file name; config: its path and arguments)."""
+    if not script.is_file():
+        raise InputFileError(f"{script}: no such file: --script takes the path of a Python training script")
+    tell = progress or (lambda stage, done, total: None)
+    cuda = device == "cuda"
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder)
+        job = schema.make_document(schema.ScriptJob, script=str(script), args=list(args), device=device,
+                                   mode="timeline", warmup=warmup, steps=settings.steps, tries=PROFILED_TRIES,
+                                   result=str(scratch / "result.json"), table=str(scratch / "timeline.parquet"))
+        tell("timeline (the script runs)", 0, 1)
+        outcome = _run_timeline(job, scratch)
+        tell("timeline (the script runs)", 1, 1)
+        result = RunResult(**{f.name: outcome.result[f.name] for f in dataclasses.fields(RunResult)
+                              if f.name in outcome.result})
+        kernels = schema.conform_kernels(schema.read_frame(Path(job.table)))
+        collectors = {"harness": {"wall_s": time.perf_counter() - started,
+                                  "host_launch_us": host_launch_us() if cuda else None},
+                      "timeline": {"tool": "torch.profiler", "wall_s": result.harness_seconds.get("profiled")},
+                      "counters": {"mode": settings.counters if cuda else "none"}}
+        checks = {}
+        if cuda and settings.counters != "none":
+            kernels, notes, checks = _counters(job, outcome, result, kernels, settings, scratch, check, tell)
+            collectors["counters"].update(notes)
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        path = Path(settings.out) / (settings.name or f"{script.stem}-{PRESET}-{stamp}")
+        info = run_info(result, {}, collectors, kernels, outcome.triton_autotune)
+        info["checks"] = checks
+        return schema.write_run(path, info, kernels)
+
+
+def _run_timeline(job: schema.ScriptJob, scratch: Path) -> schema.ScriptResult:
+    """Run the script for the timeline; its result, or its one line as ScriptFailed. The script's own output
+    goes where this process's goes."""
+    job_file = schema.write_document(job, scratch / "timeline-job.json")
+    code = subprocess.run(script_command(job_file), check=False).returncode
+    if not Path(job.result).exists():
+        raise ScriptFailed(f"{job.script}: the script's process ended with status {code} and wrote no result "
+                           "(killed, or failed in native code: its output is above)")
+    outcome = schema.read_document(schema.ScriptResult, Path(job.result))
+    if outcome.error is not None:
+        raise ScriptFailed(outcome.error)
+    return outcome
+
+
+def _counters(job: schema.ScriptJob, outcome: schema.ScriptResult, result: RunResult, kernels, settings, scratch,
+              check, tell):
+    """The suite's counter passes over the script (`collect.collect_counters`): the same iteration, the
+    timeline's Triton choices pinned. Returns (the joined table, run.json's counter notes, its checks)."""
+    pins = schema.write_document(schema.make_document(schema.AutotunePins, choices=outcome.triton_autotune),
+                                 scratch / "autotune.json")
+    counted = job.model_copy(update={"mode": "counters", "warmup": min(job.warmup, PASS_WARMUP), "steps": 1,
+                                     "tries": 1, "autotune": str(pins)})
+    job_file = schema.write_document(counted, scratch / "counters-job.json")
+    chosen = replay_mode(settings.replay, result.peak_memory_bytes, result.gpu["memory_bytes"])
+    passes = ChildPasses(script_command(job_file), settings.ncu_timeout_s, identical_gpus(settings.pass_gpus),
+                         chosen)
+    kernels, notes, checks, _ = collect_counters(kernels, settings.counters, result.gpu, scratch, passes.start,
+                                                 check, tell, result.peak_memory_bytes,
+                                                 lanes=len(passes.devices) or 1, replay=chosen)
+    return kernels, {**notes, "pass_seconds": passes.phases, "pass_work": passes.works}, checks
