@@ -44,6 +44,10 @@ def rows(paths: list[Path]) -> list[dict]:
     return table
 
 
+def _off(span_ms: float, step_ms: float) -> str:
+    return f"{span_ms:.1f} ({100 * (span_ms / step_ms - 1):+.1f} %)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", type=Path)
@@ -52,9 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     print("| workload | median step ms | spread ms | steps | traced span before (off) | traced span now (off) | goal |")
     print("|---|---|---|---|---|---|---|")
     for r in table:
-        off = lambda span: f"{span:.1f} ({100 * (span / r['step_ms'] - 1):+.1f} %)"  # noqa: E731
         print(f"| {r['workload']} | {r['step_ms']:.1f} | {r['spread_ms']:.1f} | {r['steps']} | "
-              f"{off(r['detail_span_ms'])} | {off(r['span_ms'])} | {'met' if r['ok'] else 'MISSED'} |")
+              f"{_off(r['detail_span_ms'], r['step_ms'])} | {_off(r['span_ms'], r['step_ms'])} | "
+              f"{'met' if r['ok'] else 'MISSED'} |")
     return 0 if table and all(r["ok"] for r in table) else 1
 
 

@@ -869,7 +869,9 @@ class ScriptJob(_Versioned):
     mode: str  # "timeline" or "counters"
     warmup: int
     steps: int
-    tries: int  # profiled iterations at most until one is like the timed steps (`harness.representative`)
+    # iterations timed under CUDA activity alone after the timed ones (`timeline.TimelineCapture.timing_window`),
+    # whose kernel times stand for the profiled iteration's; 0: none (the CPU, counter passes)
+    timing_iterations: int = 0
     result: str  # the `ScriptResult` file (timeline mode)
     table: str  # the kernel table's parquet file (timeline mode)
     autotune: str | None = None  # counters mode: an `AutotunePins` file, the timeline's Triton choices
@@ -886,6 +888,7 @@ class ScriptResult(_Versioned):
     steps_run: int = 0
     result: dict[str, Any] | None = None
     triton_autotune: dict[str, Any] = {}
+    timing: TimingPass | None = None  # the timing pass joined to the profiled iteration (`timeline.timed_table`)
     error: str | None = None
     error_kind: str | None = None
 

@@ -114,7 +114,7 @@ def test_a_bad_script_is_one_line_naming_its_file_and_line(tmp_path, monkeypatch
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     monkeypatch.setattr(sys, "path", list(sys.path))
     job = schema.make_document(schema.ScriptJob, script="train.py", device="cpu", mode="timeline", warmup=1,
-                               steps=2, tries=1, result=str(tmp_path / "r.json"), table=str(tmp_path / "t.parquet"))
+                               steps=2, result=str(tmp_path / "r.json"), table=str(tmp_path / "t.parquet"))
     backward = torch.autograd.backward
     with pytest.raises(ScriptFailed) as failed:
         run_script(job, StepDriver(job))
@@ -154,7 +154,7 @@ def test_a_counter_pass_runs_the_script_as_the_suite_child_runs(tmp_path, one_th
     script = tmp_path / "train.py"
     script.write_text(LOOP.format(steps=50, body="pass"))
     job = schema.make_document(schema.ScriptJob, script=str(script), device="cpu", mode="counters", warmup=1,
-                               steps=1, tries=1, result=str(tmp_path / "r.json"), table=str(tmp_path / "t.parquet"))
+                               steps=1, result=str(tmp_path / "r.json"), table=str(tmp_path / "t.parquet"))
     job_file = schema.write_document(job, tmp_path / "job.json")
     launched = time.time()
     done = subprocess.run([*script_command(job_file), "--timings", str(tmp_path / "pass.json")], cwd=tmp_path,

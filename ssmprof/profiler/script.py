@@ -22,7 +22,6 @@ from pathlib import Path
 from ssmprof import schema
 from ssmprof.errors import InputFileError, ScriptFailed
 from ssmprof.profiler.collect import (
-    PROFILED_TRIES,
     ChildPasses,
     CounterCheck,
     ProfileSettings,
@@ -34,6 +33,7 @@ from ssmprof.profiler.collect import (
 from ssmprof.profiler.counters import PASS_WARMUP, replay_mode
 from ssmprof.profiler.harness import Progress, RunResult
 from ssmprof.profiler.script_child import PRESET
+from ssmprof.profiler.timeline import TIMING_ITERATIONS
 
 
 def script_command(job_file: Path) -> list[str]:
@@ -54,7 +54,8 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
         job = schema.make_document(schema.ScriptJob, script=str(script), args=list(args), device=device,
-                                   mode="timeline", warmup=warmup, steps=settings.steps, tries=PROFILED_TRIES,
+                                   mode="timeline", warmup=warmup, steps=settings.steps,
+                                   timing_iterations=TIMING_ITERATIONS if cuda else 0,
                                    result=str(scratch / "result.json"), table=str(scratch / "timeline.parquet"))
         tell("timeline (the script runs)", 0, 1)
         outcome = _run_timeline(job, scratch)
@@ -64,7 +65,8 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
         kernels = schema.conform_kernels(schema.read_frame(Path(job.table)))
         collectors = {"harness": {"wall_s": time.perf_counter() - started,
                                   "host_launch_us": host_launch_us() if cuda else None},
-                      "timeline": {"tool": "torch.profiler", "wall_s": result.harness_seconds.get("profiled")},
+                      "timeline": {"tool": "torch.profiler", "wall_s": result.harness_seconds.get("profiled"),
+                                   "timing": outcome.timing},
                       "counters": {"mode": settings.counters if cuda else "none"}}
         checks = {}
         if cuda and settings.counters != "none":
@@ -98,7 +100,7 @@ def _counters(job: schema.ScriptJob, outcome: schema.ScriptResult, result: RunRe
     pins = schema.write_document(schema.make_document(schema.AutotunePins, choices=outcome.triton_autotune),
                                  scratch / "autotune.json")
     counted = job.model_copy(update={"mode": "counters", "warmup": min(job.warmup, PASS_WARMUP), "steps": 1,
-                                     "tries": 1, "autotune": str(pins)})
+                                     "timing_iterations": 0, "autotune": str(pins)})
     job_file = schema.write_document(counted, scratch / "counters-job.json")
     chosen = replay_mode(settings.replay, result.peak_memory_bytes, result.gpu["memory_bytes"])
     passes = ChildPasses(script_command(job_file), settings.ncu_timeout_s, identical_gpus(settings.pass_gpus),

@@ -7,8 +7,9 @@ starts, so `ssmprof.step()` in the script reaches it (and nothing anywhere else)
 Nsight Compute pass start this same command, with their own job. The script runs as `python train.py ARGS` would
 (runpy, `sys.argv` = [script, *args], its folder first on `sys.path`); its iterations are the harness's: the
 first `warmup` untimed, the next `steps` timed with CUDA events read once at the end (the host runs ahead, as
-`harness.time_steps` does), then the profiled iteration inside cudaProfilerStart/Stop and, in timeline mode,
-`timeline.TimelineCapture`, up to `tries` of them until one is `harness.representative`. Then the script is
+`harness.time_steps` does), the next `timing_iterations` (timeline mode on the GPU) inside
+`timeline.TimelineCapture.timing_window`, whose kernel times the profiled iteration's table takes, then the profiled
+iteration inside cudaProfilerStart/Stop and, in timeline mode, `timeline.TimelineCapture`. Then the script is
 stopped: `ProfileDone` (a BaseException, so the script's `except Exception` does not catch it and its
 `finally` blocks run) is raised from the end of the profiled `with` block. Timeline mode writes the kernel
 table and a `schema.ScriptResult`; counters mode (the same iteration under Nsight Compute) writes the
@@ -32,9 +33,9 @@ from ssmprof import api, schema
 from ssmprof.errors import ScriptFailed, SsmprofError
 from ssmprof.profiler import autotune
 from ssmprof.profiler.counters import GO_ENV
-from ssmprof.profiler.harness import RunResult, _first_line, _now, _sync, gpu_info, representative
+from ssmprof.profiler.harness import RunResult, _first_line, _now, _sync, gpu_info
 from ssmprof.profiler.markers import NvtxMarker
-from ssmprof.profiler.timeline import TimelineCapture, cpu_table, kernel_table
+from ssmprof.profiler.timeline import TimelineCapture, cpu_table
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER, PHASES
 
 SSMPROF_DIR = Path(__file__).resolve().parents[1]
@@ -66,18 +67,22 @@ class StepDriver:
         self.times_ms: list[float] = []
         self.profiled_ms: list[float] = []
         self.table = None
-        self.seconds = {"warmup": 0.0, "timed": 0.0, "profiled": 0.0}
+        self.timing: dict | None = None  # the timing pass's summary, once joined (`timeline.timed_table`)
+        self.window: contextlib.AbstractContextManager | None = None  # the open timing window
+        self.seconds = {"warmup": 0.0, "timed": 0.0, "timing": 0.0, "profiled": 0.0}
         self.clock = time.perf_counter()
 
     @property
     def done(self) -> bool:
-        return self.table is not None and (len(self.profiled_ms) >= self.job.tries
-                                           or representative(self.profiled_ms[-1], self.times_ms))
+        return self.table is not None
 
     def stage(self, index: int) -> str:
+        timed_end = self.job.warmup + self.job.steps
         if index < self.job.warmup:
             return "warmup"
-        return "timed" if index < self.job.warmup + self.job.steps else "profiled"
+        if index < timed_end:
+            return "timed"
+        return "timing" if index < timed_end + self.job.timing_iterations else "profiled"
 
     def step(self, model, optimizer, items: int | None, site: str) -> _Step:
         self._hook(model, optimizer)
@@ -123,6 +128,9 @@ class StepDriver:
             # pinned once the script has imported and built its kernels, before any of them runs: the timeline's
             # Triton choices, so a counter pass launches the configurations the timeline measured
             autotune.pin(schema.read_document(schema.AutotunePins, Path(self.job.autotune)).choices)
+        if stage == "timing" and self.window is None and self.capture is not None:
+            self.window = self.capture.timing_window()
+            self.window.__enter__()
         self.entered += 1
         if stage == "profiled":
             _sync(self.cuda)
@@ -149,6 +157,8 @@ class StepDriver:
             if len(self.marks) == self.job.steps:
                 _sync(self.cuda)
                 self.times_ms = [_elapsed_ms(start, stop, self.cuda) for start, stop in self.marks]
+        elif stage == "timing" and self.window is not None and (failed or self.stage(self.entered) != "timing"):
+            self.window.__exit__(*exc_info)
         elif stage == "profiled":
             _sync(self.cuda)
             if self.capture is not None:
@@ -166,7 +176,7 @@ class StepDriver:
         """The profiled iteration's kernel table (CPU: its aten ops); none in counters mode."""
         if self.capture is None:
             return []
-        table = kernel_table(self.capture.trace) if self.cuda else cpu_table(self.capture.trace)
+        table, self.timing = self.capture.table() if self.cuda else (cpu_table(self.capture.trace), None)
         if self.cuda and table.empty:
             raise ScriptFailed(f"{site}: the profiled ssmprof.step() launched no GPU kernel: is the model on the "
                                "GPU?")
@@ -311,6 +321,7 @@ def main(argv: list[str]) -> int:
     if job.mode == "timeline":
         schema.write_frame(driver.table, Path(job.table))
         written = schema.make_document(schema.ScriptResult, steps_run=driver.entered, result=result.to_dict(),
+                                       timing=driver.timing or None,
                                        triton_autotune=autotune.snapshot() if job.device == "cuda" else {})
         schema.write_document(written, Path(job.result))
     if "--timings" in argv:

@@ -24,6 +24,7 @@ detail pass by launch order (`timed_table`). The iteration whose kernel span is 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import math
 import re
@@ -90,8 +91,16 @@ class TimelineCapture:
         return False
 
     def record_timing(self, step: Callable[[], object]) -> None:
-        """Run `step` 1 + `timing_iterations` times back to back under CUDA activity alone, as the timed steps run:
-        the host queues each step while the GPU runs the one before, and records nothing of its own."""
+        """Run `step` 1 + `timing_iterations` times back to back inside `timing_window`, as the timed steps run:
+        the host queues each step while the GPU runs the one before."""
+        with self.timing_window():
+            for _ in range(1 + self.timing_iterations):
+                step()
+
+    @contextlib.contextmanager
+    def timing_window(self):
+        """CUDA activity alone over what runs inside (1 + `timing_iterations` steps): the host records nothing of
+        its own, so it launches at the pace of the timed steps; `timing_trace` holds the trace afterwards."""
         started = time.perf_counter()
         torch.cuda.synchronize()
         # No external correlation either: the join is by launch order, and tagging every op with its correlation
@@ -99,8 +108,7 @@ class TimelineCapture:
         quiet = torch._C._profiler._ExperimentalConfig(disable_external_correlation=True)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA],
                                     experimental_config=quiet) as profile:
-            for _ in range(1 + self.timing_iterations):
-                step()
+            yield
             torch.cuda.synchronize()
         self.timing_trace = _exported(profile)
         self.wall_s += time.perf_counter() - started
