@@ -96,6 +96,8 @@ class RunResult:
     graphed_step_times_ms: list[float] | None = None
     # whether other processes used the GPU during the timed steps (`nvml.sharing_summary`); None off the GPU
     gpu_sharing: dict | None = None
+    # where a workload outside the suite was loaded from (`Workload.source`); None for the suite's
+    workload_source: dict | None = None
 
     @property
     def step_ms(self) -> float:
@@ -258,6 +260,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         profiled_ms=profiled_ms,
         graphed_step_times_ms=graphed,
         gpu_sharing=sharing.summary() if cuda else None,
+        workload_source=workload.source,
     )
 
 

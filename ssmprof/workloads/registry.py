@@ -6,6 +6,7 @@ from ssmprof.errors import UnknownWorkload
 from ssmprof.workloads.base import Workload
 from ssmprof.workloads.graph import GraphMamba
 from ssmprof.workloads.lm import GdnHybridLM, GdnLM, HybridLM, Mamba1LM, Mamba2LM, Mamba3LM, TransformerLM
+from ssmprof.workloads.user import is_user_spec, load_user_workload
 from ssmprof.workloads.vision import MambaVision
 
 SUITE = (Mamba2LM(), HybridLM(), MambaVision(), GraphMamba(), TransformerLM(), Mamba1LM())
@@ -18,7 +19,10 @@ DEFAULT_WORKLOAD = "mamba2-lm"
 
 
 def get_workload(name: str) -> Workload:
-    try:
+    """The suite's workload of this name, or a user's named `file.py:Name` / `module:Name` (`workloads.user`)."""
+    if name in WORKLOADS:
         return WORKLOADS[name]
-    except KeyError:
-        raise UnknownWorkload(f"unknown workload '{name}'; choose from: {', '.join(WORKLOADS)}") from None
+    if is_user_spec(name):
+        return load_user_workload(name, reserved=WORKLOADS)
+    raise UnknownWorkload(f"unknown workload '{name}'; choose from: {', '.join(WORKLOADS)}, or your own as "
+                          "path/to/file.py:Name or package.module:Name")
