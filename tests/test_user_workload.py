@@ -103,6 +103,10 @@ def _line_of(text: str, marker: str) -> int:
 
 
 LOSS = "        logits = model(batch[\"input_ids\"])"
+BACKWARD_FAILS = _spoiled(LOSS, "        logits = Refuses.apply(model(batch[\"input_ids\"]))").replace(
+    "import dataclasses\n", "import dataclasses\n\nimport torch\n\n\nclass Refuses(torch.autograd.Function):\n"
+    "    forward = staticmethod(lambda ctx, x: x.clone())\n\n    @staticmethod\n    def backward(ctx, grad):\n"
+    "        raise ValueError('no backward')  # HERE\n", 1)
 BAD_CODE = [
     # (case, file text, the workload's name in the file, what the line says, the marker of the line it names)
     ("an import error", _spoiled("import dataclasses", "import dataclasses\nimport no_such_module_here  # HERE"),
@@ -124,21 +128,23 @@ BAD_CODE = [
     ("config returns a dict", _spoiled("    def build(self, cfg, plan):",
                                        "    def config(self, preset, overrides=None):\n        return {}\n\n"
                                        "    def build(self, cfg, plan):"),
-     "CustomHybrid", "custom-hybrid.config returned a dict, not a CommonConfig", "class CustomHybrid(Workload)"),
-    ("batch returns a list", _spoiled("        return token_batch(", "        return [token_batch("), "CustomHybrid",
-     None, "return [token_batch("),
+     "CustomHybrid", "custom-hybrid.config returned a dict, not a CommonConfig", "def config("),
+    ("batch returns a list", _spoiled("generator)\n", "generator), 1\n"), "CustomHybrid",
+     "custom-hybrid.batch returned a tuple, not a dict", "def batch("),
     ("loss returns a vector", _spoiled("logits.flatten(0, 1).float(), batch[\"labels\"].flatten())",
                                        "logits.flatten(0, 1).float(), batch[\"labels\"].flatten(), "
                                        "reduction=\"none\")"),
-     "CustomHybrid", "custom-hybrid.loss returned a tensor of shape (128,)", "class CustomHybrid(Workload)"),
+     "CustomHybrid", "custom-hybrid.loss returned a tensor of shape (128,)", "def loss("),
     ("loss needs no gradient", _spoiled(LOSS, LOSS + "\n        return logits.detach().sum()"), "CustomHybrid",
-     "custom-hybrid.loss returned a tensor that needs no gradient", "class CustomHybrid(Workload)"),
+     "custom-hybrid.loss returned a tensor that needs no gradient", "def loss("),
     ("an exception inside build", _spoiled("        return CausalLM(", "        raise ValueError('no')  # HERE\n"
                                            "        return CausalLM("),
      "CustomHybrid", "ValueError: no (in custom-hybrid.build)", "# HERE"),
     ("an exception inside the training step", _spoiled(LOSS, LOSS + "\n        if not logits.is_meta:\n"
                                                        "            logits = logits @ logits  # HERE"),
      "CustomHybrid", "RuntimeError: ", "# HERE"),
+    ("an exception in backward", BACKWARD_FAILS, "CustomHybrid",
+     "ValueError: no backward (in custom-hybrid's training step)", "# HERE"),
 ]
 
 
@@ -175,6 +181,12 @@ def test_a_user_exception_keeps_its_cause(tmp_path):
     with pytest.raises(UserCodeFailed) as raised:
         workload.build(workload.config("tiny"), plan_kernels(workload.kernel_ops(workload.config("tiny")), "cpu"))
     assert isinstance(raised.value.__cause__, KeyError)
+
+
+def test_the_guide_shows_the_example_in_full():
+    example = EXAMPLE.read_text()
+    assert example in (EXAMPLE.parents[1] / "docs" / "own-model.md").read_text()
+    assert len(example.splitlines()) <= 50
 
 
 def test_suite_names_hold_no_colon():

@@ -202,8 +202,8 @@ class UserWorkload(Workload):
     def kernel_ops(self, cfg: CommonConfig) -> tuple[str, ...]:
         ops = self._call("kernel_ops", cfg)
         if not isinstance(ops, tuple | list) or not all(op in OPS for op in ops):
-            raise UserWorkloadInvalid(f"{self.where}: {self.name}.kernel_ops returned {ops!r}, not a tuple of "
-                                      f"kernel ops among {', '.join(OPS)}")
+            raise UserWorkloadInvalid(f"{self._at('kernel_ops')}: {self.name}.kernel_ops returned {ops!r}, not a "
+                                      f"tuple of kernel ops among {', '.join(OPS)}")
         return tuple(ops)
 
     def build(self, cfg: CommonConfig, plan: KernelPlan) -> nn.Module:
@@ -217,26 +217,36 @@ class UserWorkload(Workload):
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.is_floating_point():
             got = f"a tensor of shape {tuple(loss.shape)} and dtype {loss.dtype}" \
                 if isinstance(loss, torch.Tensor) else f"a {type(loss).__name__}"
-            raise UserWorkloadInvalid(f"{self.where}: {self.name}.loss returned {got}, not a scalar floating "
+            raise UserWorkloadInvalid(f"{self._at('loss')}: {self.name}.loss returned {got}, not a scalar floating "
                                       "tensor")
         if torch.is_grad_enabled() and not loss.requires_grad:
-            raise UserWorkloadInvalid(f"{self.where}: {self.name}.loss returned a tensor that needs no gradient: "
+            raise UserWorkloadInvalid(f"{self._at('loss')}: {self.name}.loss returned a tensor that needs no gradient: "
                                       "compute it from the model's output, so backward reaches the parameters")
         return loss
 
     def items_per_step(self, cfg: CommonConfig) -> int:
         items = self._call("items_per_step", cfg)
         if isinstance(items, bool) or not isinstance(items, int) or items < 1:
-            raise UserWorkloadInvalid(f"{self.where}: {self.name}.items_per_step returned {items!r}, not an int "
-                                      ">= 1")
+            raise UserWorkloadInvalid(f"{self._at('items_per_step')}: {self.name}.items_per_step returned "
+                                      f"{items!r}, not an int >= 1")
         return items
 
     def _expect(self, method: str, kind: type, described: str, *args: Any) -> Any:
         value = self._call(method, *args)
         if not isinstance(value, kind):
-            raise UserWorkloadInvalid(f"{self.where}: {self.name}.{method} returned a {type(value).__name__}, not "
-                                      f"{described}")
+            raise UserWorkloadInvalid(f"{self._at(method)}: {self.name}.{method} returned a "
+                                      f"{type(value).__name__}, not {described}")
         return value
+
+    def _at(self, method: str) -> str:
+        """`file:line` of the user's definition of `method` (the class's line where it is inherited)."""
+        function = getattr(type(self.inner), method, None)
+        try:
+            inside = Path(inspect.getsourcefile(function) or "").resolve() == Path(self.origin.file)
+        except TypeError:
+            inside = False
+        line = _defined_at(function) if inside else None
+        return f"{self.origin.file}:{line}" if line else self.where
 
     def _call(self, method: str, *args: Any) -> Any:
         try:
@@ -246,6 +256,18 @@ class UserWorkload(Workload):
         except Exception as exc:
             raise UserCodeFailed(f"{_line_in(exc, Path(self.origin.file))}: {_described(exc)} (in "
                                  f"{self.name}.{method})") from exc
+
+
+def failure_in_user_code(workload: Workload, exc: Exception) -> UserCodeFailed | None:
+    """An exception that passed through a user's workload file outside its wrapped methods (in backward, through
+    an autograd function of theirs) as one line naming its line; None for the suite's workloads, for a typed
+    error, or where the user's file is not in the traceback."""
+    if not isinstance(workload, UserWorkload) or isinstance(exc, SsmprofError):
+        return None
+    where = _line_in(exc, Path(workload.origin.file))
+    if where == workload.origin.file:
+        return None
+    return UserCodeFailed(f"{where}: {_described(exc)} (in {workload.name}'s training step)")
 
 
 def _line_in(exc: BaseException, path: Path | None) -> str:
@@ -285,6 +307,7 @@ def _described(exc: BaseException) -> str:
 def _defined_at(found: object) -> int | None:
     """The line a class (or an instance's class) is defined at, where Python can tell."""
     try:
-        return inspect.getsourcelines(found if inspect.isclass(found) or inspect.isfunction(found) else type(found))[1]
+        source = found if inspect.isclass(found) or inspect.isfunction(found) else type(found)
+        return inspect.getsourcelines(source)[1]
     except (OSError, TypeError):
         return None
