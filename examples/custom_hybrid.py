@@ -5,20 +5,16 @@ import dataclasses
 
 import torch.nn.functional as F
 
-from ssmprof.workloads.base import CommonConfig, Workload
+from ssmprof.workloads.base import Workload
 from ssmprof.workloads.data import token_batch
 from ssmprof.workloads.layers import CausalLM, Mamba2Mixer, SelfAttention
+from ssmprof.workloads.lm import Mamba2Config
 
 
 @dataclasses.dataclass(frozen=True)
-class CustomHybridConfig(CommonConfig):
-    d_model: int = 1024
-    d_state: int = 128
-    headdim: int = 64
-    chunk_size: int = 256
+class CustomHybridConfig(Mamba2Config):  # + d_model, d_state, headdim, expand, ngroups, chunk_size, vocab_size
     n_heads: int = 16
     n_kv_heads: int = 4
-    vocab_size: int = 32000
 
 
 class CustomHybrid(Workload):
@@ -34,7 +30,7 @@ class CustomHybrid(Workload):
 
     def build(self, cfg, plan):
         mixers = [SelfAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, plan) if i == cfg.layers // 2 else
-                  Mamba2Mixer(cfg.d_model, cfg.d_state, cfg.headdim, 2, 1, cfg.chunk_size, plan, i)
+                  Mamba2Mixer(cfg.d_model, cfg.d_state, cfg.headdim, cfg.expand, cfg.ngroups, cfg.chunk_size, plan, i)
                   for i in range(cfg.layers)]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
 

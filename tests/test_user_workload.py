@@ -189,6 +189,18 @@ def test_the_guide_shows_the_example_in_full():
     assert len(example.splitlines()) <= 50
 
 
+def test_the_ssd_model_needs_every_mamba2_setting(model_file):
+    """The example's config (a Mamba2Config) gets the analytic SSD model; one lacking a setting gets none, not a
+    KeyError in its report."""
+    from dataclasses import asdict
+
+    from ssmprof.analysis.scan_models import forward_model
+
+    config = asdict(get_workload(f"{model_file}:CustomHybrid").config("small"))
+    assert forward_model(config) is not None
+    assert forward_model({key: value for key, value in config.items() if key != "expand"}) is None
+
+
 def test_suite_names_hold_no_colon():
     """`is_user_spec` tells a user's spec from a suite name by its colon alone."""
     from ssmprof.workloads.registry import WORKLOADS
