@@ -56,6 +56,18 @@ def test_run_json_records_where_the_workload_came_from(model_file):
     assert workload.source.sha256 == hashlib.sha256(model_file.read_bytes()).hexdigest()
 
 
+def test_a_report_says_where_the_workload_came_from():
+    from known_work import typed_run_info
+
+    from ssmprof.analysis.findings import provenance
+
+    source = {"spec": "/home/me/my_model.py:CustomHybrid", "file": "/home/me/my_model.py", "sha256": "ab" * 32}
+    info = typed_run_info(workload={"name": "custom-hybrid", "preset": "small", "config": {}, "source": source})
+    rows = dict(provenance(info, "run directory x").itertuples(index=False))
+    assert rows["workload"] == "custom-hybrid --preset small, from /home/me/my_model.py:CustomHybrid (sha256 " \
+                               "abababababab)"
+
+
 def test_module_name(tmp_path, monkeypatch):
     package = tmp_path / "my_models"
     package.mkdir()
@@ -90,6 +102,17 @@ def test_the_counter_child_and_the_ranks_get_the_absolute_spec(model_file, tmp_p
     argv = [ready.workload.spec, "tiny", json.dumps(ready.overrides), "0", "--timings", str(timings)]
     assert child.main(argv) == 0
     assert schema.read_document(schema.PassRecord, timings).work["config"]["layers"] == 2
+
+
+def test_suite_and_sweep_take_it(model_file, monkeypatch):
+    """A sweep's points are run directories named by the workload's name, not its path; the suite resolves the
+    spec before it asks for a GPU."""
+    from ssmprof.pipeline import sweep
+
+    _, planned = sweep.plan(sweep.SweepSpec([f"{model_file}:CustomHybrid"], "tiny", ["seq_len=32,64"]), "cpu")
+    assert [sweep.run_name(p.point) for p in planned] == ["custom-hybrid_seq_len-32", "custom-hybrid_seq_len-64"]
+    result = runner.invoke(app, ["suite", "--workloads", f"{model_file}:Nope", "--out", str(model_file.parent)])
+    assert result.exit_code == 1 and f"error: {model_file}: has no 'Nope'" in result.output
 
 
 def _spoiled(old: str, new: str) -> str:
