@@ -57,6 +57,10 @@ class Origin:
         return {key: value for key, value in vars(self).items() if value is not None}
 
 
+# Each spec (its file path resolved) loaded once per process: a sweep or suite asks for it again at every point.
+_LOADED: dict[str, UserWorkload] = {}
+
+
 def load_user_workload(spec: str, reserved: Collection[str] = ()) -> Workload:
     """The workload `spec` names, checked against the contract and wrapped (`UserWorkload`); `reserved`: names
     it may not take (the suite's: a run named like one would be compared and gated against it). Loaded once per
@@ -72,9 +76,6 @@ def load_user_workload(spec: str, reserved: Collection[str] = ()) -> Workload:
         raise UserWorkloadInvalid(f"{workload.where}: name '{workload.name}' is a workload of the suite's: give "
                                   "yours a name of its own")
     return workload
-
-
-_LOADED: dict[str, UserWorkload] = {}
 
 
 def _import_file(path: Path) -> types.ModuleType:
