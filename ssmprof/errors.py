@@ -55,3 +55,13 @@ class CorruptRun(SsmprofError):
 class CorruptFile(SsmprofError):
     """A device profile, baseline or suite manifest that is missing, unreadable, of another version, or not of
     the data contract."""
+
+
+class UserWorkloadInvalid(SsmprofError):
+    """A workload named by the user's `file.py:Name` or `module:Name` that cannot be loaded or breaks the
+    `Workload` contract (a missing method, a wrong return type); the message names the user's file and line."""
+
+
+class UserCodeFailed(SsmprofError):
+    """An exception raised inside a user's workload (its build, batch, loss, config); the message names the
+    innermost line of the user's file it passed through."""

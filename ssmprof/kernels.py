@@ -16,9 +16,12 @@ plan decides before any model is built: the library's own way round it, or a one
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import subprocess
 import sys
 import types
+import urllib.parse
 from dataclasses import dataclass, field
 
 from ssmprof.errors import KernelUnavailable
@@ -471,8 +474,15 @@ def stack_report() -> dict[str, str | None]:
     return report
 
 
+# The kernel libraries a kernel author runs from a checkout or wheel of their own: where each came from is recorded
+# beside its version (`<name>_source`, `package_source`), so that two runs of one version built from two commits
+# differ in their provenance, and `compare` and the gate name the change.
+SOURCE_RECORDED = {"mamba_ssm": "mamba-ssm", "causal_conv1d": "causal-conv1d"}
+
+
 def software_versions() -> dict[str, str | None]:
-    """Versions of the stack that decides which kernels run."""
+    """Versions of the stack that decides which kernels run, and where a kernel library installed from a
+    checkout, a git URL or a wheel file came from (`SOURCE_RECORDED`; no key for one installed from an index)."""
     import torch
 
     versions: dict[str, str | None] = {
@@ -485,4 +495,52 @@ def software_versions() -> dict[str, str | None]:
             versions[name] = getattr(module, "__version__", "unknown")
         except (ImportError, KernelUnavailable):
             versions[name] = None
+    for name, distribution in SOURCE_RECORDED.items():
+        source = package_source(distribution) if versions.get(name) else None
+        if source:
+            versions[f"{name}_source"] = source
     return versions
+
+
+def package_source(distribution: str) -> str | None:
+    """Where an installed distribution came from, from the `direct_url.json` pip writes into its dist-info for an
+    install that is not from an index (PEP 610): a git URL, `git <commit> <url>`; a local folder (editable or
+    not), the folder and its `git describe` and commit as they are now (an editable install runs that code; a
+    plain one was built from it, maybe at an earlier commit); a wheel or archive, its URL and hash. None for an
+    install from an index (its version says it all) or a distribution not installed."""
+    from importlib import metadata
+
+    try:
+        text = metadata.distribution(distribution).read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+    try:
+        found = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return "direct_url.json unreadable"
+    if not isinstance(found, dict) or "url" not in found:
+        return None
+    url = found["url"]
+    vcs = found.get("vcs_info")
+    if vcs:
+        return f"{vcs.get('vcs', 'vcs')} {vcs.get('commit_id', 'unknown commit')} {url}"
+    folder = found.get("dir_info")
+    if folder is not None:
+        how = "editable" if folder.get("editable") else "built from"
+        path = urllib.parse.unquote(urllib.parse.urlparse(url).path)
+        return f"{how} {path} ({_git_state(path)})"
+    archive = found.get("archive_info", {})
+    digest = archive.get("hashes", {}).get("sha256") or archive.get("hash")
+    return f"{url}" + (f" (sha256 {digest.removeprefix('sha256=')})" if digest else "")
+
+
+def _git_state(folder: str) -> str:
+    """`git <describe> <commit>` of a checkout, `+ changes` where its tree has uncommitted ones; or why none."""
+    try:
+        described, commit = (subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True,
+                                            timeout=10, check=True).stdout.strip()
+                             for args in (["describe", "--tags", "--always", "--dirty=+changes"],
+                                          ["rev-parse", "HEAD"]))
+    except (OSError, subprocess.SubprocessError):
+        return "not a git checkout"
+    return f"git {described} {commit}"

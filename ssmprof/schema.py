@@ -232,10 +232,21 @@ class WorkloadSection(_Open):
     config: dict[str, Any]
 
 
+class WorkloadSource(_Open):
+    """run.json `workload.source`: where a workload outside the suite came from (`workloads.user.Origin`): the
+    spec that loads it again, its file and that file's sha256 as loaded, and the module of a `module:Name`."""
+
+    spec: str
+    file: str
+    sha256: str
+    module: str | None = None
+
+
 class RunWorkload(WorkloadSection):
     """run.json `workload`: a baseline keeps `WorkloadSection` (written as the run had it)."""
 
     overrides: dict[str, Any] = {}
+    source: WorkloadSource | None = None  # a user's `file.py:Name` or `module:Name` only
 
 
 class GpuSection(_Open):

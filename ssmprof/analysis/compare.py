@@ -31,8 +31,15 @@ class IncomparableRuns(SsmprofError):
     pass
 
 
+def changed_entries(a: dict, b: dict) -> str:
+    """`key old -> new` for each key whose value differs between two dicts (a missing key reads None)."""
+    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return ", ".join(f"{k} {a.get(k)} -> {b.get(k)}" for k in keys)
+
+
 def check_comparable(info_a: RunInfo, info_b: RunInfo) -> list[str]:
-    """Refuse runs of different workloads; return notes on other differences (config, GPU)."""
+    """Refuse runs of different workloads; return notes on other differences (config, GPU, host, library versions
+    and where a kernel library came from: `kernels.software_versions`)."""
     a, b = info_a.workload, info_b.workload
     if a.name != b.name:
         raise IncomparableRuns(f"runs are of different workloads ({a.name} vs {b.name}): compare, project "
@@ -51,6 +58,9 @@ def check_comparable(info_a: RunInfo, info_b: RunInfo) -> list[str]:
     if None not in launch and abs(launch[1] / launch[0] - 1) > HOST_LAUNCH_TOLERANCE:
         notes.append(f"the hosts launch kernels at different rates ({launch[0]:.1f} vs {launch[1]:.1f} us per tiny "
                      "launch): the part of each step the GPU waits for the host is not comparable")
+    versions = changed_entries(info_a.versions, info_b.versions)
+    if versions:
+        notes.append(f"library versions differ: {versions}")
     return notes
 
 

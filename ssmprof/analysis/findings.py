@@ -362,7 +362,9 @@ def provenance(info: RunInfo, origin: str) -> pd.DataFrame:
         ("host", ", ".join(f"{k} {v}" for k, v in host.items()) if host else "not recorded"),
         ("versions", versions or "not recorded"),
         ("workload", f"{workload.name} --preset {workload.preset}"
-                     + (f" (overrides: {workload.overrides})" if workload.overrides else "")),
+                     + (f" (overrides: {workload.overrides})" if workload.overrides else "")
+                     + (f", from {workload.source.spec} (sha256 {workload.source.sha256[:12]})"
+                        if workload.source else "")),
         ("config", ", ".join(f"{k}={v}" for k, v in workload.config.items() if v is not None)),
         ("kernels", ", ".join(f"{k}: {v}" for k, v in info.provenance.items())),
         ("counters", counted),

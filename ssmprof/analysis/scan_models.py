@@ -64,7 +64,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 
-from ssmprof.analysis.ssd_model import FP32, SsdShape, ssd_forward_model
+from ssmprof.analysis.ssd_model import FP32, SSD_SETTINGS, SsdShape, ssd_forward_model
 from ssmprof.kernels import GDN_V_HEADS_PER_QK_HEAD, MAMBA3_CHUNK, hybrid_gdn_chunk, mamba3_steps
 
 BF16 = 2
@@ -202,6 +202,6 @@ def forward_model(config: dict) -> pd.DataFrame | None:
             return mamba3_forward_model(Mamba3Shape.from_config(config, tile))
         steps = mamba3_steps(tile, True, config["mimo_rank"])
         return mamba3_mimo_forward_model(Mamba3MimoShape.from_config(config, steps))
-    if {"d_state", "chunk_size", "headdim"} <= set(config):
+    if set(config) >= SSD_SETTINGS:
         return ssd_forward_model(SsdShape.from_config(config))
     return None

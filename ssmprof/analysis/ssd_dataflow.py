@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ssmprof.analysis.roofline import Ceilings
-from ssmprof.analysis.ssd_model import FP32, SsdShape
+from ssmprof.analysis.ssd_model import FP32, SSD_SETTINGS, SsdShape
 from ssmprof.schema import BACKWARD, FORWARD
 
 
@@ -151,7 +151,7 @@ def ssd_dataflow(kernels: pd.DataFrame, config: dict) -> pd.DataFrame | None:
     DRAM bytes, L2 hit rate, and the chain bytes attributed to DRAM (`chain_from_dram_bytes`) and the verdict
     where they came from. None where the run has no SSD chain (`kernels`: an analysis frame)."""
     layers = ssd_layers(kernels)
-    if not layers or "chunk_size" not in config:
+    if not layers or not set(config) >= SSD_SETTINGS:
         return None
     shape = SsdShape.from_config(config)
     frames = []

@@ -32,6 +32,11 @@ from ssmprof.schema import FORWARD
 FP32 = 4
 
 
+# The settings `SsdShape.from_config` reads: a config of one's own lacking any (`workloads.user`) has no SSD model
+# rather than a KeyError in its report.
+SSD_SETTINGS = frozenset({"batch_size", "seq_len", "d_model", "expand", "headdim", "d_state", "ngroups", "chunk_size"})
+
+
 @dataclass(frozen=True)
 class SsdShape:
     batch: int

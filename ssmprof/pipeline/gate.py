@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ssmprof.analysis.compare import changed_entries
 from ssmprof.analysis.history import run_rows, step_rows
 from ssmprof.analysis.regress import (
     Thresholds,
@@ -62,11 +63,6 @@ def source_of(info: RunInfo, runs: list[str]) -> BaselineSource:
                           host=info.host.model_dump(exclude_unset=True) or None, versions=info.versions, runs=runs)
 
 
-def _config_changes(a: dict, b: dict) -> str:
-    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    return ", ".join(f"{k} {a.get(k)} -> {b.get(k)}" for k in keys)
-
-
 def baseline(runs: list[Path], output: Path) -> BaselineResult:
     """`ssmprof baseline`: repeated runs of one workload, config, GPU and software into the baseline file."""
     check_file(output, "--output")
@@ -82,7 +78,7 @@ def baseline(runs: list[Path], output: Path) -> BaselineResult:
                                            "made of reruns of one configuration")
         configs = first.info.workload.config, other.info.workload.config
         if configs[0] != configs[1]:
-            raise IncomparableBaseline(f"{path} differs from {runs[0]} in its config ({_config_changes(*configs)}): "
+            raise IncomparableBaseline(f"{path} differs from {runs[0]} in its config ({changed_entries(*configs)}): "
                                        "a baseline is made of reruns of one configuration")
     table = pd.concat([build_baseline([run.kernels for run in loaded]),
                        build_step_baseline([step_rows(run.info, run.kernels) for run in loaded])], ignore_index=True)
@@ -107,7 +103,7 @@ def provenance_notes(document: Baseline, info: RunInfo, path: Path, allow_differ
                                        "baseline of its own GPU, or pass --allow-different-gpu")
         notes.append(f"gated across GPUs ({base.gpu} -> {now.gpu}), explicitly allowed by --allow-different-gpu")
     if workload.config != document.workload.config:
-        changes = _config_changes(document.workload.config, workload.config)
+        changes = changed_entries(document.workload.config, workload.config)
         if not allow_different_config:
             raise IncomparableBaseline(f"{path} has another config than the baseline ({changes}): gate it against "
                                        "a baseline of its config, or pass --allow-different-config")
@@ -117,7 +113,7 @@ def provenance_notes(document: Baseline, info: RunInfo, path: Path, allow_differ
     if now.host != base.host:
         cpu = [(h or {}).get("cpu", "not recorded") for h in (base.host, now.host)]
         notes.append(f"another host (CPU {cpu[0]} -> {cpu[1]})" if cpu[0] != cpu[1] else "host details differ")
-    versions = _config_changes(base.versions, now.versions)
+    versions = changed_entries(base.versions, now.versions)
     if versions:
         notes.append(f"library versions differ: {versions}")
     return notes

@@ -128,7 +128,7 @@ def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOpti
 
 def rank_job(ready: Prepared, options: WorkloadOptions, steps: int, mode: str):
     """The job every rank of a parallel run runs (`profiler.distributed`)."""
-    return make_document(RankJob, workload=ready.workload.name, preset=ready.preset, overrides=ready.overrides,
+    return make_document(RankJob, workload=ready.workload.spec, preset=ready.preset, overrides=ready.overrides,
                          warmup=ready.warmup, steps=steps, tp=options.tp, dp=options.dp,
                          sequence_parallel=options.parallelism().sequence_parallel, device=ready.plan.device,
                          mode=mode, scratch="", allow_fallback=options.allow_fallback)
@@ -256,10 +256,10 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
     started, paths = time.perf_counter(), []
     devices = identical_gpus(gpus)
     if len(devices) > 1:
-        paths = profiles_on_gpus([w.name for w in chosen], preset, out, counters, steps, devices)
+        paths = profiles_on_gpus([w.spec for w in chosen], preset, out, counters, steps, devices)
     for workload in chosen if len(devices) < 2 else []:
         with opened(workload.name) as tell:
-            request = ProfileRequest(WorkloadOptions(workload.name, preset), ProfileSettings(out, steps, counters))
+            request = ProfileRequest(WorkloadOptions(workload.spec, preset), ProfileSettings(out, steps, counters))
             paths.append(profile(request, tell))
     report = out / "suite-report.html"
     reporting.report(paths, "html", report, csv=out / "suite-csv")
@@ -280,7 +280,7 @@ def profiles_on_gpus(workloads: list[str], preset: str, out: Path, counters: str
     once as there are devices, the next started on the GPU that comes free; their run directories, in
     `workloads` order. A failed profile fails the suite once all have ended (its message is above)."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    names = {workload: f"{workload}-{preset}-{stamp}" for workload in workloads}
+    names = {workload: f"{get_workload(workload).name}-{preset}-{stamp}" for workload in workloads}
     waiting, running, failed = list(workloads), {}, []
     while waiting or running:
         for device in [d for d in devices if d not in running][:len(waiting)]:

@@ -97,8 +97,8 @@ def point_label(point: SweepPoint) -> str:
 
 
 def run_name(point: SweepPoint) -> str:
-    """The point's run directory: `mamba2-lm_seq_len-4096_d_state-128`."""
-    return "_".join([point.workload, *(f"{name}-{value}" for name, value in point.settings.items())])
+    """The point's run directory: `mamba2-lm_seq_len-4096_d_state-128` (a user's `file.py:Name`: its name)."""
+    return "_".join([get_workload(point.workload).name, *(f"{name}-{value}" for name, value in point.settings.items())])
 
 
 def plan(spec: SweepSpec, device: str = "auto") -> tuple[dict[str, list], list[PlannedPoint]]:

@@ -117,7 +117,7 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
     return {
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "workload": {"name": result.workload, "preset": result.preset, "config": result.config,
-                     "overrides": overrides},
+                     "overrides": overrides, **({"source": result.workload_source} if result.workload_source else {})},
         "gpu": {**result.gpu, "clocks": gpu_clocks()},
         "host": host_info(),
         "versions": software_versions(),
@@ -377,7 +377,7 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
             chosen = replay_mode(settings.replay, result.peak_memory_bytes, result.gpu["memory_bytes"])
             choices_path = schema.write_document(schema.make_document(schema.AutotunePins, choices=triton_choices),
                                                  Path(scratch) / "autotune.json")
-            child = child_command(ready.workload.name, ready.preset, ready.overrides, ready.warmup,
+            child = child_command(ready.workload.spec, ready.preset, ready.overrides, ready.warmup,
                                   ready.allow_fallback, choices_path)
             passes = ChildPasses(child, settings.ncu_timeout_s, identical_gpus(settings.pass_gpus), chosen)
             kernels, notes, checks, reports = collect_counters(kernels, settings.counters, result.gpu,

@@ -29,6 +29,7 @@ from ssmprof.profiler.markers import PhaseMarker
 from ssmprof.profiler.nvml import SharingMonitor
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER
 from ssmprof.workloads.base import CommonConfig, Workload
+from ssmprof.workloads.user import failure_in_user_code
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -98,6 +99,8 @@ class RunResult:
     graphed_step_times_ms: list[float] | None = None
     # whether other processes used the GPU during the timed steps (`nvml.sharing_summary`); None off the GPU
     gpu_sharing: dict | None = None
+    # where a workload outside the suite was loaded from (`Workload.source`); None for the suite's
+    workload_source: dict | None = None
 
     @property
     def step_ms(self) -> float:
@@ -157,7 +160,8 @@ class Trainer:
 @contextlib.contextmanager
 def typed_failures(workload: Workload, cfg: CommonConfig):
     """A training failure inside the block as one typed line: GpuOutOfMemory, GpuKernelFault (a CUDA error),
-    TrainingFailed (any other RuntimeError); CaptureRefused passes as it is."""
+    UserCodeFailed (any other exception raised in a user's workload file), TrainingFailed (any other
+    RuntimeError); CaptureRefused passes as it is."""
     try:
         yield
     except torch.cuda.OutOfMemoryError:
@@ -178,10 +182,15 @@ def typed_failures(workload: Workload, cfg: CommonConfig):
         # Any other RuntimeError is a library refusing or failing (seen on our H100: fla-core refusing its Triton
         # chunk_bwd_dqkwg on Hopper with Triton 3.6.0, fla #640, a multi-line message): one line, not a
         # traceback. The library's exception stays chained (`__cause__`) for whoever debugs it.
-        raise TrainingFailed(
+        raise failure_in_user_code(workload, exc) or TrainingFailed(
             f"running {workload.name} failed (batch {cfg.batch_size}, seq_len {cfg.seq_len}): {_first_line(exc)} "
             f"(RuntimeError raised in {_raised_in(exc)})"
         ) from exc
+    except Exception as exc:  # raised in a user's workload file outside its checked methods (backward)
+        failure = failure_in_user_code(workload, exc)
+        if failure is None:
+            raise
+        raise failure from exc
 
 
 def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: KernelPlan, steps: int,
@@ -260,6 +269,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         profiled_ms=[elapsed_ms],
         graphed_step_times_ms=graphed,
         gpu_sharing=sharing.summary() if cuda else None,
+        workload_source=workload.source,
     )
 
 

@@ -67,6 +67,17 @@ class Workload(ABC):
         check(cfg.layers >= 1, f"layers must be >= 1, got {cfg.layers}")
         check(cfg.dtype in DTYPES, f"dtype must be one of {', '.join(DTYPES)}, got '{cfg.dtype}'")
 
+    @property
+    def spec(self) -> str:
+        """What `registry.get_workload` finds this workload by in any process and folder (a counter pass's child,
+        a rank): the suite's name; a user's workload, the absolute `file.py:Name` or `module:Name` it came from."""
+        return self.name
+
+    @property
+    def source(self) -> dict[str, str] | None:
+        """Where a workload outside the suite was loaded from (run.json `workload.source`); None: the suite's."""
+        return None
+
     def kernel_ops(self, cfg: CommonConfig) -> tuple[str, ...]:
         """The kernel ops a run with these settings needs (`ops`: those of the default settings); a setting
         that swaps a layer's kernels (the hybrid's SSM layer, Mamba-3 MIMO) overrides this."""

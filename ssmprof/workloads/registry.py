@@ -7,6 +7,7 @@ from ssmprof.workloads import hf
 from ssmprof.workloads.base import Workload
 from ssmprof.workloads.graph import GraphMamba
 from ssmprof.workloads.lm import GdnHybridLM, GdnLM, HybridLM, Mamba1LM, Mamba2LM, Mamba3LM, TransformerLM
+from ssmprof.workloads.user import is_user_spec, load_user_workload
 from ssmprof.workloads.vision import MambaVision
 
 SUITE = (Mamba2LM(), HybridLM(), MambaVision(), GraphMamba(), TransformerLM(), Mamba1LM())
@@ -21,9 +22,13 @@ LISTED: dict[str, Workload] = {**WORKLOADS, **hf.WORKLOADS}
 
 
 def get_workload(name: str) -> Workload:
+    """The suite's workload of this name, a transformers model (`hf:<arch>`, `workloads.hf`), or a user's named
+    `file.py:Name` / `module:Name` (`workloads.user`); `hf:` first, since it has the shape of a module spec."""
     if name.startswith(hf.PREFIX):
         return hf.get(name)
-    try:
+    if name in WORKLOADS:
         return WORKLOADS[name]
-    except KeyError:
-        raise UnknownWorkload(f"unknown workload '{name}'; choose from: {', '.join(WORKLOADS)}") from None
+    if is_user_spec(name):
+        return load_user_workload(name, reserved=WORKLOADS)
+    raise UnknownWorkload(f"unknown workload '{name}'; choose from: {', '.join(WORKLOADS)}, or your own as "
+                          "path/to/file.py:Name or package.module:Name")
