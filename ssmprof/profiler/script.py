@@ -66,7 +66,7 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
         collectors = {"harness": {"wall_s": time.perf_counter() - started,
                                   "host_launch_us": host_launch_us() if cuda else None},
                       "timeline": {"tool": "torch.profiler", "wall_s": result.harness_seconds.get("profiled"),
-                                   "timing": outcome.timing},
+                                   "timing": outcome.timing.model_dump() if outcome.timing else None},
                       "counters": {"mode": settings.counters if cuda else "none"}}
         checks = {}
         if cuda and settings.counters != "none":
