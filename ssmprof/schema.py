@@ -254,6 +254,7 @@ class RunGpu(GpuSection):
     """run.json `gpu` (a device profile keeps `GpuSection`)."""
 
     sm_count: int | None = None
+    compute_capability: str | None = None  # "9.0": picks Nsight Compute's metric set (`profiler.ncu.chip_for`)
     clocks: Clocks = Clocks()
 
 
@@ -275,6 +276,7 @@ class HarnessSection(_Open):
     unit: str | None = None
     peak_memory_bytes: int | None = None
     seconds: dict[str, float] = {}  # build, warm-up, timed and profiled steps
+    warmup: int | None = None  # warm-up steps before the timed ones; a counter pass repeats them
 
 
 class HarnessCollector(_Open):
