@@ -19,8 +19,6 @@ import time
 import types
 from pathlib import Path
 
-from tilelang import language as T
-
 # mamba3-lm small with mimo=true: d_state 128, headdim 64, rank 4, chunk 64 / 4, rope fraction 0.5, bf16; z and D on
 SIZES = dict(N=128, P=64, R=4, hasZ=True, hasD=True, reduceO=True)
 KERNELS = {  # file, factory, its keyword arguments as mamba-ssm passes them
@@ -49,6 +47,8 @@ def load(path: Path) -> types.ModuleType:
 
 
 def main(folder: Path) -> None:
+    from tilelang import language as T  # imported here: the module imports where TileLang is not installed
+
     for label, (file, factory, options) in KERNELS.items():
         jit = getattr(load(folder / file), factory)
         jit.func.set_mode("lazy")
