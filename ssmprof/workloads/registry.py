@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ssmprof.errors import UnknownWorkload
 from ssmprof.workloads.base import Workload
 from ssmprof.workloads.graph import GraphMamba
@@ -12,12 +14,12 @@ SUITE = (Mamba2LM(), HybridLM(), MambaVision(), GraphMamba(), TransformerLM(), M
 # The SSMs trained after the paper: outside the paper suite (whose profiling cost has a goal of its own), named with
 # `ssmprof suite --workloads`; bundled reference runs where a GPU session profiled them (mamba3-lm, gdn-lm: H200).
 NEXT = (Mamba3LM(), GdnLM(), GdnHybridLM())
-WORKLOADS: dict[str, Workload] = {w.name: w for w in SUITE + NEXT}
+WORKLOADS: dict[str, Workload[Any]] = {w.name: w for w in SUITE + NEXT}
 
 DEFAULT_WORKLOAD = "mamba2-lm"
 
 
-def get_workload(name: str) -> Workload:
+def get_workload(name: str) -> Workload[Any]:
     try:
         return WORKLOADS[name]
     except KeyError:
