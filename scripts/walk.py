@@ -49,7 +49,9 @@ def climbs_into(caller: str, callee: str) -> bool:
 
 class Module:
     def __init__(self, name: str, tree: ast.Module):
-        self.name, self.functions, self.aliases = name, {}, {}
+        self.name = name
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.aliases: dict[str, tuple[str, str | None]] = {}  # name -> (module, name in it; None: the module)
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node
@@ -57,12 +59,12 @@ class Module:
                 for item in node.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         self.functions[f"{node.name}.{item.name}"] = item
-        for node in ast.walk(tree):  # module-level and function-level imports alike
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ssmprof"):
-                for alias in node.names:
-                    self.aliases[alias.asname or alias.name] = (node.module, alias.name)
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
+        for any_node in ast.walk(tree):  # module-level and function-level imports alike
+            if isinstance(any_node, ast.ImportFrom) and any_node.module and any_node.module.startswith("ssmprof"):
+                for alias in any_node.names:
+                    self.aliases[alias.asname or alias.name] = (any_node.module, alias.name)
+            elif isinstance(any_node, ast.Import):
+                for alias in any_node.names:
                     if alias.name.startswith("ssmprof"):
                         self.aliases[alias.asname or alias.name] = (alias.name, None)
 
@@ -92,7 +94,7 @@ def _resolve(modules, module: Module, name: str, attr: str | None) -> list[tuple
         source, imported = module.aliases[name]
         if imported is None or f"{source}.{imported}" in modules:  # a module: `measure.profile(...)`
             target = modules.get(source if imported is None else f"{source}.{imported}")
-            return [(target.name, attr)] if target and attr in target.functions else []
+            return [(target.name, attr)] if target and attr is not None and attr in target.functions else []
         target = modules.get(source)
         if target is None:
             return []
@@ -121,7 +123,9 @@ def walk(entry: str) -> list[tuple[str, str, str]]:
 
 
 def summary(order: list[tuple[str, str, str]]) -> dict[str, int]:
-    stays, visited, returns = [], set(), 0
+    stays: list[str] = []
+    visited: set[str] = set()
+    returns = 0
     for _, module, _ in order:
         if not stays or stays[-1] != module:
             returns += module in visited
