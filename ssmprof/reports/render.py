@@ -296,7 +296,7 @@ def _navigation(labels: list[str], infos: list[RunInfo]) -> str:
     return f'<nav class="runs"><p>{"<br>".join(lines)}</p></nav>'
 
 
-def render_html(runs: list[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
+def render_html(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
                 overview: dict[str, pd.DataFrame] | None = None, labels: list[str] | None = None,
                 notes: Sequence[str] = ()) -> str:
     """One page for all runs: a suite's first screen answers (findings linked to their evidence, kernel time per
@@ -394,7 +394,7 @@ def overview_markdown(overview: dict[str, pd.DataFrame], level: str = "##") -> l
     return lines
 
 
-def render_markdown(runs: list[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
+def render_markdown(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
                     overview: dict[str, pd.DataFrame] | None = None) -> str:
     """The report as markdown (for CI summaries): per run, provenance, findings, warnings, then the tables."""
     lines = ["# ssmprof report"]
