@@ -262,6 +262,9 @@ class HostSection(_Open):
     """run.json `host`: the CPU that launched the kernels (a step partly bound by the host differs between hosts)."""
 
     cpu: str = "not recorded"
+    cpu_count: int | None = None
+    hostname: str | None = None
+    python: str | None = None
 
 
 class HarnessSection(_Open):
@@ -812,6 +815,16 @@ class RankJob(_Versioned):
         return self.tp * self.dp
 
 
+class RankRun(_Open):
+    """A rank's harness result (`harness.RunResult` as a dict): the keys the merge of the ranks reads, typed; the
+    rest kept as the harness wrote them."""
+
+    step_times_ms: list[float]
+    final_loss: float | None = None
+    peak_memory_bytes: int | None = None
+    gpu: dict[str, Any] = {}
+
+
 class RankResult(_Versioned):
     """What one rank wrote at its end (`rank-<r>.json`): who it was, its harness result (`harness.RunResult`
     as a dict) or its numerics check, its Triton choices, or the one line it failed with."""
@@ -824,7 +837,7 @@ class RankResult(_Versioned):
     node_rank: int = 0  # its torchrun agent's number (GROUP_RANK): which node of the job
     tp_rank: int | None = None
     dp_rank: int | None = None
-    result: dict[str, Any] | None = None
+    result: RankRun | None = None
     numerics: dict[str, Any] | None = None
     triton_autotune: dict[str, Any] = {}
     error: str | None = None
