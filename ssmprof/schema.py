@@ -568,12 +568,18 @@ def _first(items: list[str], shown: int, sep: str = ", ") -> str:
     return sep.join(items[:shown]) + more
 
 
-def write_run(path: Path, info: dict, kernels: pd.DataFrame, overwrite: bool = False,
+def new_run_info(sections: dict[str, Any]) -> RunInfo:
+    """A run.json about to be written, typed: the sections a writer built, stamped with this schema's version and
+    the complete status; a defect (a missing or unknown key, a wrong value) is one `SchemaError` line."""
+    return check_info({**sections, "schema_version": SCHEMA_VERSION, "status": "complete"})
+
+
+def write_run(path: Path, info: RunInfo, kernels: pd.DataFrame, overwrite: bool = False,
               extra_files: dict[str, Path] | None = None) -> Path:
-    """Write a complete run directory atomically (with `extra_files` copied in by name); returns its path."""
+    """Write a complete run directory atomically (with `extra_files` copied in by name); returns its path. run.json
+    holds the keys the writer set (`new_run_info`), not every default of `RunInfo`."""
     path = Path(path)
-    info = {**info, "schema_version": SCHEMA_VERSION, "status": "complete"}
-    check_info(info)
+    document = info.model_dump(mode="json", exclude_unset=True)
     table = conform_kernels(kernels)
     if path.exists() and not overwrite:
         raise SsmprofError(f"{path} exists already (choose another --out, or remove it)")
@@ -585,7 +591,7 @@ def write_run(path: Path, info: dict, kernels: pd.DataFrame, overwrite: bool = F
         table.to_parquet(staging / KERNELS_PARQUET, index=False)
         for name, source in (extra_files or {}).items():
             shutil.copyfile(source, staging / name)
-        (staging / RUN_JSON).write_text(json.dumps(info, indent=2, default=str))
+        (staging / RUN_JSON).write_text(json.dumps(document, indent=2, default=str))
         if path.exists():
             shutil.rmtree(path)
         os.replace(staging, path)

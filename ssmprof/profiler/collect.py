@@ -112,9 +112,11 @@ def coverage(kernels: pd.DataFrame) -> dict:
     }
 
 
-def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.DataFrame,
-             triton_choices: dict) -> dict:
-    return {
+def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.DataFrame, triton_choices: dict,
+             checks: dict | None = None, parallel: dict | None = None) -> schema.RunInfo:
+    """run.json of a profiled run, typed: the harness result, this host's environment, the collectors' notes,
+    the counter self-checks' summary and (multi-rank runs) the split."""
+    return schema.new_run_info({
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "workload": {"name": result.workload, "preset": result.preset, "config": result.config,
                      "overrides": overrides},
@@ -142,7 +144,9 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
         "gpu_sharing": result.gpu_sharing,
         "collectors": collectors,
         "coverage": coverage(kernels),
-    }
+        **({"checks": checks} if checks is not None else {}),
+        **({"parallel": parallel} if parallel is not None else {}),
+    })
 
 
 def host_info() -> dict:
@@ -402,6 +406,5 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
                 extra.update({report.name: report for report in reports})
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = Path(settings.out) / (settings.name or f"{ready.workload.name}-{ready.preset}-{stamp}")
-        info = run_info(result, ready.overrides, collectors, kernels, triton_choices)
-        info["checks"] = checks
+        info = run_info(result, ready.overrides, collectors, kernels, triton_choices, checks)
         return schema.write_run(path, info, kernels, extra_files=extra)

@@ -468,9 +468,7 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
         parallel = parallel_section(job, results, profiled, where.nnodes)
         # coverage of the rank the kernel analyses describe (the first with counters, else rank 0)
         described = kernels[kernels["rank"] == (profiled[0] if profiled else 0)]
-        info = run_info(result, job.overrides, collectors, described, results[0].triton_autotune)
-        info["checks"] = checks
-        info["parallel"] = parallel
+        info = run_info(result, job.overrides, collectors, described, results[0].triton_autotune, checks, parallel)
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         name = f"{job.workload}-{job.preset}-tp{job.tp}" + (f"-dp{job.dp}" if job.dp > 1 else "") + f"-{stamp}"
         extra = {}
