@@ -18,16 +18,14 @@ import argparse
 import ast
 from pathlib import Path
 
+from layer_table import layer_name, layer_table
+
 PACKAGE = Path(__file__).resolve().parents[1] / "ssmprof"
-# lowest first, as a reader descends from the command
-LAYERS = ("schema", "errors", "hardware", "workloads", "kernels", "profiler", "analysis", "reports", "pipeline", "cli")
-# what each layer may call besides itself (docs/architecture.md)
-ALLOWED = {"schema": {"errors"}, "errors": set(), "hardware": {"schema", "errors"},
-           "workloads": {"kernels", "schema", "errors"}, "kernels": {"workloads", "schema", "errors"},
-           "profiler": {"workloads", "kernels", "schema", "hardware", "errors"},
-           "analysis": {"schema", "hardware", "kernels", "errors"},
-           "reports": {"analysis", "schema", "hardware", "errors"},
-           "pipeline": set(LAYERS) - {"cli"}, "cli": {"pipeline", "errors", "workloads"}}
+# docs/architecture.md's table: the layers, lowest first as a reader descends from the command, and what each may
+# call besides itself
+LAYERS = tuple(dict.fromkeys(layer_name(path) for path in layer_table()))
+ALLOWED = {layer_name(path): {layer_name(allowed) for allowed in allowances if allowed != "nothing"}
+           for path, allowances in layer_table().items()}
 
 
 def module_name(path: Path) -> str:
