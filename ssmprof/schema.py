@@ -428,7 +428,7 @@ class ChecksSection(_RunSection):
 
 
 class Link(_RunSection):
-    """The datasheet link between a multi-GPU run's GPUs (`profiler.links`)."""
+    """The datasheet link between a multi-GPU run's GPUs (`hardware.link_for`)."""
 
     name: str = "link not known"
     gb_s: int | float | None = None  # a direction
