@@ -28,9 +28,9 @@ WHEEL_PLATFORMS := --only-binary :all: --python-version $(WHEEL_PY) --implementa
 	--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 	--platform manylinux_2_25_x86_64
 PROFILE_ARGS ?= mamba2-lm --preset small
-# Extras of ssmprof to install: `dev` (pytest, ruff) where the network is; `test` (pytest) from a wheelhouse: an
+# Extras of ssmprof to install: `dev` (pytest, ruff, mypy) where the network is; `test` (pytest) from a wheelhouse: an
 # offline GPU host runs the tests but not the linter, whose 11 MB wheel would not fit beside the kernels in one
-# 64 MiB transfer. `make lint` installs ruff where it is missing.
+# 64 MiB transfer. `make lint` installs ruff and mypy where missing.
 EXTRAS      ?= $(if $(WHEELHOUSE),test,dev)
 # Extra pytest arguments for `make test`, e.g. PYTEST_ARGS='-m gpu' (a GPU host's suite in parts, each part within
 # one 10-minute device call).
@@ -108,7 +108,9 @@ endif
 
 lint: $(BIN)/ssmprof
 	@test -x $(BIN)/ruff || $(BIN)/pip install -q $(PIP_SOURCE) "ruff>=0.6"
+	@test -x $(BIN)/mypy || $(BIN)/pip install -q $(PIP_SOURCE) "mypy>=1.10"
 	$(BIN)/ruff check ssmprof tests benchmarks scripts
+	$(BIN)/mypy
 
 profile: $(BIN)/ssmprof
 ifeq ($(HAS_GPU),1)

@@ -23,7 +23,7 @@ from ssmprof.workloads.lm import Mamba2Config, Mamba2LM
 class MambaSsmLM(Mamba2LM):
     """The same workload (batch, loss, optimizer) on mamba-ssm's reference model."""
 
-    def build(self, cfg: Mamba2Config, plan) -> nn.Module:
+    def build(self, cfg: Mamba2Config, plan) -> nn.Module:  # type: ignore[override]  # mamba-ssm's own model
         ssm = mamba_ssm()
         config = ssm.models.config_mamba.MambaConfig(
             d_model=cfg.d_model, n_layer=cfg.layers, d_intermediate=0, vocab_size=cfg.vocab_size,
@@ -65,7 +65,7 @@ def main() -> None:
     torch.cuda.synchronize()
     # Alternate the models round by round so drift (clocks, host jitter) hits both alike; the paired
     # per-round ratio is what the verdict uses.
-    times = {name: [] for name in trainers}
+    times: dict[str, list[float]] = {name: [] for name in trainers}
     round_ratios = []
     for _ in range(args.rounds):
         medians = {}

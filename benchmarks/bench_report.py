@@ -72,7 +72,7 @@ def main() -> None:
             "collectors": {}, "coverage": {"launches": args.launches, "phase_time_fraction": 1.0,
                                            "counter_time_fraction": 1.0}}
     with tempfile.TemporaryDirectory() as folder:
-        run_dir = schema.write_run(Path(folder) / "run", info, synthetic_run(args.launches))
+        run_dir = schema.write_run(Path(folder) / "run", schema.new_run_info(info), synthetic_run(args.launches))
         marks = [_clock()]
         run = load_run(run_dir)  # read, categorized and derived once
         marks.append(_clock())

@@ -18,8 +18,7 @@ import sys
 import time
 import types
 from pathlib import Path
-
-from tilelang import language as T
+from typing import Any
 
 # mamba3-lm small with mimo=true: d_state 128, headdim 64, rank 4, chunk 64 / 4, rope fraction 0.5, bf16; z and D on
 SIZES = dict(N=128, P=64, R=4, hasZ=True, hasD=True, reduceO=True)
@@ -35,7 +34,7 @@ KERNELS = {  # file, factory, its keyword arguments as mamba-ssm passes them
 
 
 def load(path: Path) -> types.ModuleType:
-    stubs = {"triton": types.ModuleType("triton"), "triton.testing": types.ModuleType("triton.testing"),
+    stubs: dict[str, Any] = {"triton": types.ModuleType("triton"), "triton.testing": types.ModuleType("triton.testing"),
              "mamba_ssm.ops.triton.mamba3.mamba3_mimo_utils": types.ModuleType("mamba3_mimo_utils")}
     stubs["triton.testing"].do_bench = None
     stubs["mamba_ssm.ops.triton.mamba3.mamba3_mimo_utils"].bwd_dadt_fused_triton = None
@@ -43,12 +42,16 @@ def load(path: Path) -> types.ModuleType:
     for name, module in stubs.items():
         sys.modules.setdefault(name, module)
     spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} is not a Python module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def main(folder: Path) -> None:
+    from tilelang import language as T  # imported here: the module imports where TileLang is not installed
+
     for label, (file, factory, options) in KERNELS.items():
         jit = getattr(load(folder / file), factory)
         jit.func.set_mode("lazy")

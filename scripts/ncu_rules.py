@@ -57,13 +57,13 @@ def ssd_kernels(kernels: pd.DataFrame) -> list[str]:
 def profile(run_dir: Path, out: Path, ncu: str) -> Path:
     """One Nsight Compute run of the bundled run's iteration; returns the report."""
     run = read_run(run_dir)
-    workload = run.info["workload"]
+    workload = run.info.workload
     autotune = out / "autotune.json"
-    autotune.write_text(json.dumps(run.info.get("triton_autotune", {})))
-    target = child_command(workload["name"], workload["preset"], workload["overrides"],
-                           run.info["harness"]["warmup"], allow_fallback=False, autotune_file=autotune)
+    autotune.write_text(json.dumps(run.info.triton_autotune))
+    target = child_command(workload.name, workload.preset, workload.overrides, run.info.harness.warmup or 0,
+                           allow_fallback=False, autotune_file=autotune)
     report = out / "rules.ncu-rep"
-    argv = rules_argv(target, report, ssd_kernels(run.kernels), chip_for(run.info["gpu"]["compute_capability"]), ncu)
+    argv = rules_argv(target, report, ssd_kernels(run.kernels), run_chip(run_dir), ncu)
     began = time.time()
     done = subprocess.run(argv, env={**os.environ, **PROFILED_CHILD_ENV}, capture_output=True, text=True,
                           errors="replace", timeout=PROFILE_TIMEOUT_S)
@@ -73,6 +73,14 @@ def profile(run_dir: Path, out: Path, ncu: str) -> Path:
         raise SsmprofError(f"Nsight Compute failed (exit {done.returncode}): " + " | ".join(tail))
     print(f"profiled in {time.time() - began:.0f} s: {report}")
     return report
+
+
+def run_chip(run_dir: Path) -> str:
+    """Nsight Compute's metric set for the GPU a run was profiled on."""
+    capability = read_run(run_dir).info.gpu.compute_capability
+    if capability is None:
+        raise SsmprofError(f"{run_dir}/run.json records no gpu.compute_capability: profiled on no GPU")
+    return chip_for(capability)
 
 
 LAUNCH_CONFIG = ["kernel_name", "phase", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
@@ -113,7 +121,7 @@ def main(argv: list[str]) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         report = args.from_report or profile(args.run, args.out, ncu)
-        chip = chip_for(read_run(args.run).info["gpu"]["compute_capability"])
+        chip = run_chip(args.run)
         details = subprocess.run(details_argv(report, ncu), capture_output=True, text=True, errors="replace",
                                  timeout=300)
         (args.out / "details.csv").write_text(details.stdout)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -114,9 +115,13 @@ def blocks() -> dict[str, str]:
 
 def write(text: str, generated: dict[str, str]) -> str:
     for name, table in generated.items():
-        text = re.sub(rf"(<!-- noise:{name} -->\n).*?(\n<!-- /noise:{name} -->)",
-                      lambda m, t=table: m.group(1) + t + m.group(2), text, flags=re.S)
+        text = re.sub(rf"(<!-- noise:{name} -->\n).*?(\n<!-- /noise:{name} -->)", _between(table), text, flags=re.S)
     return text
+
+
+def _between(table: str) -> Callable[[re.Match[str]], str]:
+    """re.sub's replacement that puts `table` between a block's two markers (as text: no escapes read)."""
+    return lambda marked: marked.group(1) + table + marked.group(2)
 
 
 if __name__ == "__main__":

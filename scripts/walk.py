@@ -18,16 +18,14 @@ import argparse
 import ast
 from pathlib import Path
 
+from layer_table import layer_name, layer_table
+
 PACKAGE = Path(__file__).resolve().parents[1] / "ssmprof"
-# lowest first, as a reader descends from the command
-LAYERS = ("schema", "errors", "hardware", "workloads", "kernels", "profiler", "analysis", "reports", "pipeline", "cli")
-# what each layer may call besides itself (docs/architecture.md)
-ALLOWED = {"schema": {"errors"}, "errors": set(), "hardware": {"schema", "errors"},
-           "workloads": {"kernels", "schema", "errors"}, "kernels": {"workloads", "schema", "errors"},
-           "profiler": {"workloads", "kernels", "schema", "hardware", "errors"},
-           "analysis": {"schema", "hardware", "kernels", "errors"},
-           "reports": {"analysis", "schema", "hardware", "errors"},
-           "pipeline": set(LAYERS) - {"cli"}, "cli": {"pipeline", "errors", "workloads"}}
+# docs/architecture.md's table: the layers, lowest first as a reader descends from the command, and what each may
+# call besides itself
+LAYERS = tuple(dict.fromkeys(layer_name(path) for path in layer_table()))
+ALLOWED = {layer_name(path): {layer_name(allowed) for allowed in allowances if allowed != "nothing"}
+           for path, allowances in layer_table().items()}
 
 
 def module_name(path: Path) -> str:
@@ -49,7 +47,9 @@ def climbs_into(caller: str, callee: str) -> bool:
 
 class Module:
     def __init__(self, name: str, tree: ast.Module):
-        self.name, self.functions, self.aliases = name, {}, {}
+        self.name = name
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.aliases: dict[str, tuple[str, str | None]] = {}  # name -> (module, name in it; None: the module)
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node
@@ -57,12 +57,12 @@ class Module:
                 for item in node.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         self.functions[f"{node.name}.{item.name}"] = item
-        for node in ast.walk(tree):  # module-level and function-level imports alike
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ssmprof"):
-                for alias in node.names:
-                    self.aliases[alias.asname or alias.name] = (node.module, alias.name)
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
+        for any_node in ast.walk(tree):  # module-level and function-level imports alike
+            if isinstance(any_node, ast.ImportFrom) and any_node.module and any_node.module.startswith("ssmprof"):
+                for alias in any_node.names:
+                    self.aliases[alias.asname or alias.name] = (any_node.module, alias.name)
+            elif isinstance(any_node, ast.Import):
+                for alias in any_node.names:
                     if alias.name.startswith("ssmprof"):
                         self.aliases[alias.asname or alias.name] = (alias.name, None)
 
@@ -92,7 +92,7 @@ def _resolve(modules, module: Module, name: str, attr: str | None) -> list[tuple
         source, imported = module.aliases[name]
         if imported is None or f"{source}.{imported}" in modules:  # a module: `measure.profile(...)`
             target = modules.get(source if imported is None else f"{source}.{imported}")
-            return [(target.name, attr)] if target and attr in target.functions else []
+            return [(target.name, attr)] if target and attr is not None and attr in target.functions else []
         target = modules.get(source)
         if target is None:
             return []
@@ -121,7 +121,9 @@ def walk(entry: str) -> list[tuple[str, str, str]]:
 
 
 def summary(order: list[tuple[str, str, str]]) -> dict[str, int]:
-    stays, visited, returns = [], set(), 0
+    stays: list[str] = []
+    visited: set[str] = set()
+    returns = 0
     for _, module, _ in order:
         if not stays or stays[-1] != module:
             returns += module in visited

@@ -208,7 +208,7 @@ def run_ceilings(gpu_name: str, run_dir: Path | None = None,
     """(ceilings, notes) of a run on the GPU named `gpu_name` whose directory is `run_dir`, by the rule of this
     module's docstring; None (no roofline) for a GPU without a profile or a datasheet row. A device profile of
     another GPU, given or found beside the run, is not applied, and a note says so."""
-    notes = []
+    notes: list[str] = []
     found = [(given, "given with --device-profile")]
     if run_dir is not None:
         found += [(read_device_profile(folder / DEVICE_PROFILE), "device profile beside the run")

@@ -23,6 +23,7 @@ import sys
 import types
 import urllib.parse
 from dataclasses import dataclass, field
+from typing import Any
 
 from ssmprof.errors import KernelUnavailable
 
@@ -183,7 +184,7 @@ def _without_text_generation() -> None:
     pass's child (6-12 s of planning a pass in earlier paper runs: docs/history.md). Training uses none of it. Measured
     on the H200 suite (tests/data/suite-cost-h200), planning fell to 1.6-6.1 s a pass but the model build rose by
     about as much: torch.optim imports torch._dynamo at its first param group, which transformers had imported."""
-    stand_in = types.ModuleType("mamba_ssm.utils.generation")
+    stand_in: Any = types.ModuleType("mamba_ssm.utils.generation")  # given the attribute mamba_ssm imports
     stand_in.GenerationMixin = _NoTextGeneration
     sys.modules.setdefault("mamba_ssm.utils.generation", stand_in)
 

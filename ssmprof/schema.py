@@ -226,6 +226,14 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class _RunSection(_Open):
+    """A run.json section ssmprof writes: every key is declared, and an unknown one is refused on writing and
+    reading, so that a writer's typo or a key added without its declaration here fails at once, not in a reader
+    that never finds it. Keys a reader does not use yet are declared too, with the type the writer gives them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class WorkloadSection(_Open):
     name: str
     preset: str
@@ -248,33 +256,53 @@ class RunWorkload(WorkloadSection):
     overrides: dict[str, Any] = {}
     source: WorkloadSource | None = None  # a user's `file.py:Name` or `module:Name` only
 
+    model_config = ConfigDict(extra="forbid")
+
 
 class GpuSection(_Open):
     name: str
 
 
-class Clocks(_Open):
+class Clocks(_RunSection):
     """run.json `gpu.clocks`, as nvidia-smi reported them when the run started (none on the CPU)."""
 
     sm_mhz: int | float | None = None
     memory_mhz: int | float | None = None
     driver: str | None = None
+    sm_max_mhz: int | float | None = None
+    memory_max_mhz: int | float | None = None
+    note: str | None = None  # why the clocks were not read
 
 
 class RunGpu(GpuSection):
     """run.json `gpu` (a device profile keeps `GpuSection`)."""
 
     sm_count: int | None = None
+    compute_capability: str | None = None  # "9.0": picks Nsight Compute's metric set (`profiler.ncu.chip_for`)
+    memory_bytes: int | None = None
+    l2_bytes: int | None = None
     clocks: Clocks = Clocks()
 
+    model_config = ConfigDict(extra="forbid")
 
-class HostSection(_Open):
+
+class HostSection(_RunSection):
     """run.json `host`: the CPU that launched the kernels (a step partly bound by the host differs between hosts)."""
 
     cpu: str = "not recorded"
+    cpu_count: int | None = None
+    hostname: str | None = None
+    python: str | None = None
 
 
-class HarnessSection(_Open):
+class GraphedSteps(_RunSection):
+    """run.json `harness.cuda_graphs`: the timed steps replayed as one CUDA graph (`--cuda-graphs`)."""
+
+    step_ms: float | None = None
+    step_times_ms: list[float] = []
+
+
+class HarnessSection(_RunSection):
     step_ms: float  # median of `step_times_ms`
     throughput: float
     step_times_ms: list[float] = []
@@ -286,14 +314,18 @@ class HarnessSection(_Open):
     unit: str | None = None
     peak_memory_bytes: int | None = None
     seconds: dict[str, float] = {}  # build, warm-up, timed and profiled steps
+    warmup: int | None = None  # warm-up steps before the timed ones; a counter pass repeats them
+    peak_reserved_bytes: int | None = None
+    final_loss: float | None = None
+    cuda_graphs: GraphedSteps | None = None
 
 
-class HarnessCollector(_Open):
+class HarnessCollector(_RunSection):
     wall_s: float = float("nan")
     host_launch_us: float | None = None  # the host's cost of a tiny launch (`profiler.harness`)
 
 
-class TimingPass(_Open):
+class TimingPass(_RunSection):
     """run.json `collectors.timeline.timing`: the pipelined iterations timed under CUDA activity alone
     (`profiler.timeline.timed_table`): each one's kernel span, the one whose times the kernel table holds
     (`kept`, the median span), the detail pass's own span (host ops recorded: the old traced iteration), and
@@ -306,21 +338,23 @@ class TimingPass(_Open):
     joined: str = ""
 
 
-class TimelineCollector(_Open):
+class TimelineCollector(_RunSection):
     tool: str | None = None
     wall_s: float | None = None
+    ranks: int | None = None  # multi-rank runs: the ranks whose timelines were recorded
     timing: TimingPass | None = None  # absent in runs written before the timing pass
 
 
-class PassReplay(_Open):
+class PassReplay(_RunSection):
     """One Nsight Compute pass's replays: launches profiled, median replay passes and GiB restored per pass."""
 
     launches: int
     passes_median: float
     gib_per_pass_median: float
+    gib_per_pass_max: float | None = None
 
 
-class NotProfiled(_Open):
+class NotProfiled(_RunSection):
     """Launches a counter pass left out by rule: `functions` under `min_share` of the kernel time each (or, for
     the second pass, problems under it), and the share of kernel time they hold together."""
 
@@ -330,13 +364,16 @@ class NotProfiled(_Open):
     time_fraction: float = 0.0
 
 
-class StallPass(_Open):
+class StallPass(_RunSection):
     """run.json `collectors.counters.stalls`: the warp-stall pass (`profiler.counters.stall_targets`)."""
 
     profiled_not_placed: list[str] = []
+    functions: list[str] = []
+    launches_profiled: int | None = None
+    time_fraction: float | None = None
 
 
-class CountersCollector(_Open):
+class CountersCollector(_RunSection):
     """run.json `collectors.counters`: how Nsight Compute was run and what it could not do. `profiled_not_placed`:
     the launch configurations profiled whose counters found no launch of the timeline to sit on, a defect of
     the join (or a kernel the child ran differently) that the report names."""
@@ -351,22 +388,41 @@ class CountersCollector(_Open):
     too_small_for_pass_2: NotProfiled | None = None
     profiled_not_placed: list[str] = []
     stalls: StallPass | None = None
+    chip: str | None = None  # Nsight Compute's metric set (`profiler.ncu.chip_for`)
+    metrics: list[str] = []
+    stall_metrics: list[str] = []
+    columns_not_collected: dict[str, str] = {}  # column -> why
+    columns_not_on_chip: list[str] = []
+    configurations: int | None = None  # launch configurations of the timeline
+    ambiguous_configurations: list[str] = []
+    launches_profiled: int | None = None
+    kernels_profiled: int | None = None
+    profiled_not_on_timeline: list[str] = []
+    targeted_invocations: dict[str, list[int]] = {}  # function -> the invocations a targeted pass profiled
+    focus_kernels: list[str] = []  # --counters focus
+    pass_gpus: int | None = None
+    pass_work: dict[str, Any] | None = None  # each pass's training losses, checked alike (`check_same_work`)
+    replay_mode: str | None = None  # kernel or application
+    replay_through_host: bool | None = None
+    report_bytes: int | None = None
+    rank: int | None = None  # multi-rank runs: the first rank profiled
+    ranks: list[int] = []  # multi-rank runs: the ranks profiled
 
 
-class CollectorsSection(_Open):
+class CollectorsSection(_RunSection):
     harness: HarnessCollector = HarnessCollector()
     timeline: TimelineCollector = TimelineCollector()
     counters: CountersCollector = CountersCollector()
 
 
-class CoverageSection(_Open):
+class CoverageSection(_RunSection):
     launches: int
     phase_time_fraction: float
     counter_time_fraction: float
     kernel_time_ns: int | None = None
 
 
-class RejectedGroup(_Open):
+class RejectedGroup(_RunSection):
     """A row of `checks.rejected`: the launches of one kernel and phase whose counters one self-check removed.
     For the GEMM FLOPs check, the evidence (medians over the launches; None for other checks and in runs
     written before them): measured tensor FLOPs / 2MNK and the upper bound they were held to (see
@@ -382,21 +438,31 @@ class RejectedGroup(_Open):
     gemm_ratio_max: float | None = None
 
 
-class ChecksSection(_Open):
+class ChecksSection(_RunSection):
     """run.json `checks` (schema 2): the counter self-checks' summary (`analysis.checks.check_counters`)."""
 
     rejected: list[RejectedGroup] = []
     status_time_fraction: dict[str, float] = {}  # counter_status -> share of kernel time
+    status_launches: dict[str, int] = {}  # counter_status -> launches
+    max_fraction_of_peak: dict[str, float] = {}  # unit -> the largest measured fraction of its datasheet peak
+    hit_rates_clipped: int | None = None
+    duration_tolerance: dict[str, float] | None = None
+    gemm_ratio_band: dict[str, Any] | None = None
+    gemm_flops: dict[str, Any] = {}  # phase -> measured and analytic GEMM FLOPs
+    stalls: dict[str, Any] | None = None  # the warp-stall self-check's tolerance and what it rejected
 
 
-class Link(_Open):
-    """The datasheet link between a multi-GPU run's GPUs (`profiler.links`)."""
+class Link(_RunSection):
+    """The datasheet link between a multi-GPU run's GPUs (`hardware.link_for`)."""
 
     name: str = "link not known"
     gb_s: int | float | None = None  # a direction
+    key: str | None = None
+    latency_us: float | None = None
+    source: str | None = None
 
 
-class ParallelSection(_Open):
+class ParallelSection(_RunSection):
     """run.json `parallel` (multi-rank runs only): the split, each rank's harness numbers (`ranks`: one dict
     per rank with `rank`), the link, and the rank Nsight Compute profiled (None: none did)."""
 
@@ -408,9 +474,13 @@ class ParallelSection(_Open):
     ranks: list[dict[str, Any]] = []
     link: Link | None = None
     nccl_version: str | None = None
+    backend: str | None = None  # nccl or gloo
+    nnodes: int = 1
+    counters_ranks: list[int] = []
+    topology: str | None = None  # `nvidia-smi topo -m` as printed
 
 
-class ClockReading(_Open):
+class ClockReading(_RunSection):
     """A clock sampled while the timed steps ran (MHz): median, min, max, and how many samples."""
 
     median: float
@@ -419,7 +489,7 @@ class ClockReading(_Open):
     samples: int = 0
 
 
-class GpuSharingSection(_Open):
+class GpuSharingSection(_RunSection):
     """run.json `gpu_sharing`: whether other processes held the GPU while the timed steps ran (sampled through
     NVML, `profiler.nvml.SharingMonitor`); `shared` None where it could not be read. Absent in older runs."""
 
@@ -434,7 +504,7 @@ class GpuSharingSection(_Open):
     note: str | None = None
 
 
-class RunInfo(_Open):
+class RunInfo(_RunSection):
     """run.json as every reader takes it: validated on every write and read, and passed on typed. Sections
     and keys a reader relies on are typed here; optional ones have the default a missing key means."""
 
@@ -533,12 +603,18 @@ def _first(items: list[str], shown: int, sep: str = ", ") -> str:
     return sep.join(items[:shown]) + more
 
 
-def write_run(path: Path, info: dict, kernels: pd.DataFrame, overwrite: bool = False,
+def new_run_info(sections: dict[str, Any]) -> RunInfo:
+    """A run.json about to be written, typed: the sections a writer built, stamped with this schema's version and
+    the complete status; a defect (a missing or unknown key, a wrong value) is one `SchemaError` line."""
+    return check_info({**sections, "schema_version": SCHEMA_VERSION, "status": "complete"})
+
+
+def write_run(path: Path, info: RunInfo, kernels: pd.DataFrame, overwrite: bool = False,
               extra_files: dict[str, Path] | None = None) -> Path:
-    """Write a complete run directory atomically (with `extra_files` copied in by name); returns its path."""
+    """Write a complete run directory atomically (with `extra_files` copied in by name); returns its path. run.json
+    holds the keys the writer set (`new_run_info`), not every default of `RunInfo`."""
     path = Path(path)
-    info = {**info, "schema_version": SCHEMA_VERSION, "status": "complete"}
-    check_info(info)
+    document = info.model_dump(mode="json", exclude_unset=True)
     table = conform_kernels(kernels)
     if path.exists() and not overwrite:
         raise SsmprofError(f"{path} exists already (choose another --out, or remove it)")
@@ -550,7 +626,7 @@ def write_run(path: Path, info: dict, kernels: pd.DataFrame, overwrite: bool = F
         table.to_parquet(staging / KERNELS_PARQUET, index=False)
         for name, source in (extra_files or {}).items():
             shutil.copyfile(source, staging / name)
-        (staging / RUN_JSON).write_text(json.dumps(info, indent=2, default=str))
+        (staging / RUN_JSON).write_text(json.dumps(document, indent=2, default=str))
         if path.exists():
             shutil.rmtree(path)
         os.replace(staging, path)
@@ -845,6 +921,17 @@ class RankJob(_Versioned):
         return self.tp * self.dp
 
 
+class RankRun(_Open):
+    """A rank's harness result (`harness.RunResult` as a dict): the keys the merge of the ranks reads, typed; the
+    rest kept as the harness wrote them."""
+
+    step_times_ms: list[float]
+    final_loss: float | None = None
+    peak_memory_bytes: int | None = None
+    gpu: dict[str, Any] = {}
+    gpu_sharing: dict[str, Any] | None = None  # `nvml.SharingMonitor.summary`; None off the GPU
+
+
 class RankResult(_Versioned):
     """What one rank wrote at its end (`rank-<r>.json`): who it was, its harness result (`harness.RunResult`
     as a dict) or its numerics check, its Triton choices, or the one line it failed with."""
@@ -857,7 +944,7 @@ class RankResult(_Versioned):
     node_rank: int = 0  # its torchrun agent's number (GROUP_RANK): which node of the job
     tp_rank: int | None = None
     dp_rank: int | None = None
-    result: dict[str, Any] | None = None
+    result: RankRun | None = None
     numerics: dict[str, Any] | None = None
     triton_autotune: dict[str, Any] = {}
     timing: TimingPass | None = None  # timeline mode on the GPU: the rank's timing pass (`timeline.timed_table`)

@@ -44,8 +44,8 @@ def test_compare_matches_kernels_and_reports_the_unmatched():
 def test_compare_cli_and_workload_mismatch(tmp_path, monkeypatch):
     from ssmprof.cli import app
 
-    a = schema.write_run(tmp_path / "a", run_info(), kernels())
-    b = schema.write_run(tmp_path / "b", run_info(gpu="NVIDIA H200"), jittered(1))
+    a = schema.write_run(tmp_path / "a", schema.new_run_info(run_info()), kernels())
+    b = schema.write_run(tmp_path / "b", schema.new_run_info(run_info(gpu="NVIDIA H200")), jittered(1))
     result = runner.invoke(app, ["compare", str(a), str(b)])
     assert result.exit_code == 0, result.output
     assert "GPUs: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in result.output and "## By category" in result.output
@@ -53,7 +53,7 @@ def test_compare_cli_and_workload_mismatch(tmp_path, monkeypatch):
     html = runner.invoke(app, ["compare", str(a), str(b), "--format", "html"])
     assert html.exit_code == 0 and "written: compare.html" in html.output
     assert "Roofline: both runs, each on its own GPU" in Path("compare.html").read_text()
-    other = schema.write_run(tmp_path / "c", run_info(workload="hybrid"), kernels())
+    other = schema.write_run(tmp_path / "c", schema.new_run_info(run_info(workload="hybrid")), kernels())
     result = runner.invoke(app, ["compare", str(a), str(other)])
     assert result.exit_code == 1 and "different workloads (mamba2-lm vs hybrid)" in result.output
     assert "Traceback" not in result.output
@@ -63,7 +63,7 @@ def test_compare_cli_and_workload_mismatch(tmp_path, monkeypatch):
 def baseline_file(tmp_path):
     from ssmprof.cli import app
 
-    runs = [schema.write_run(tmp_path / f"base{i}", run_info(), jittered(i)) for i in range(3)]
+    runs = [schema.write_run(tmp_path / f"base{i}", schema.new_run_info(run_info()), jittered(i)) for i in range(3)]
     path = tmp_path / "baseline.json"
     result = runner.invoke(app, ["baseline", *map(str, runs), "-o", str(path)])
     assert result.exit_code == 0, result.output
@@ -74,7 +74,7 @@ def test_no_false_alarms_on_reruns(tmp_path, baseline_file):
     from ssmprof.cli import app
 
     for seed in range(10, 15):  # five reruns of the same configuration
-        run = schema.write_run(tmp_path / f"rerun{seed}", run_info(), jittered(seed))
+        run = schema.write_run(tmp_path / f"rerun{seed}", schema.new_run_info(run_info()), jittered(seed))
         result = runner.invoke(app, ["regress", str(run), "--baseline", str(baseline_file)])
         assert result.exit_code == 0, result.output
         assert "PASS" in result.output
@@ -83,7 +83,8 @@ def test_no_false_alarms_on_reruns(tmp_path, baseline_file):
 def test_planted_regression_is_caught(tmp_path, baseline_file):
     from ssmprof.cli import app
 
-    run = schema.write_run(tmp_path / "slow", run_info(), jittered(20, {"_chunk_scan_fwd_kernel": 1.3}))
+    slow = jittered(20, {"_chunk_scan_fwd_kernel": 1.3})
+    run = schema.write_run(tmp_path / "slow", schema.new_run_info(run_info()), slow)
     junit = tmp_path / "gate.xml"
     result = runner.invoke(app, ["regress", str(run), "--baseline", str(baseline_file), "--junit", str(junit)])
     assert result.exit_code == 1
@@ -111,7 +112,7 @@ def test_planted_regression_is_caught(tmp_path, baseline_file):
 def test_corrupt_baseline_is_one_line(tmp_path, content, message):
     from ssmprof.cli import app
 
-    run = schema.write_run(tmp_path / "run", run_info(), kernels())
+    run = schema.write_run(tmp_path / "run", schema.new_run_info(run_info()), kernels())
     bad = tmp_path / "baseline.json"
     bad.write_text(content)
     result = runner.invoke(app, ["regress", str(run), "--baseline", str(bad)])
@@ -122,7 +123,7 @@ def test_corrupt_baseline_is_one_line(tmp_path, content, message):
 def test_baseline_needs_repeats(tmp_path):
     from ssmprof.cli import app
 
-    run = schema.write_run(tmp_path / "run", run_info(), kernels())
+    run = schema.write_run(tmp_path / "run", schema.new_run_info(run_info()), kernels())
     result = runner.invoke(app, ["baseline", str(run), "-o", str(tmp_path / "b.json")])
     assert result.exit_code == 1 and "at least 2 runs" in result.output
 

@@ -74,7 +74,7 @@ def built(tmp_path_factory):
         for plant in infos:
             info = plant(info)
         info["created"] = f"2026-01-01T00:{position:02d}:00+00:00"
-        run = schema.write_run(root / f"run-{position:02d}", info, frame)
+        run = schema.write_run(root / f"run-{position:02d}", schema.new_run_info(info), frame)
         history.append([run], folder, commit=f"{position:02d}" + "ab" * 19)
     return folder, root
 
@@ -138,7 +138,8 @@ def test_rolling_baseline_gates_like_a_baseline_file(built):
     }
     failed = {}
     for name, (info, kernels) in cases.items():
-        table = gate.regress([schema.write_run(root / name, info, kernels)], None, history=folder, last=5).table
+        run = schema.write_run(root / name, schema.new_run_info(info), kernels)
+        table = gate.regress([run], None, history=folder, last=5).table
         failed[name] = table[table["regressed"]]
     assert FWD in set(failed["kernel-slower"]["kernel_name"]) and "step" not in set(failed["kernel-slower"]["check"])
     assert set(failed["host-slower"]["check"]) == {"step"}

@@ -1,7 +1,10 @@
 """Nsight Compute's rule results beside ssmprof's verdicts: the argv, the details-page parser on a hand-written
 fixture, and the agreement on four SSD kernels of the bundled H100 mamba2-lm run."""
 
+import json
 import lzma
+import os
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -11,8 +14,10 @@ from ssmprof import bundled
 from ssmprof.analysis.limiters import agreement, limiters, ncu_verdicts, verdict_class
 from ssmprof.errors import SsmprofError
 from ssmprof.pipeline.loading import load_run
+from ssmprof.profiler.counters import PASS_WARMUP
 from ssmprof.profiler.ncu import RULE_SECTIONS, details_argv, rules_argv
 from ssmprof.profiler.ncu_extract import parse_details
+from ssmprof.schema import read_run
 
 DETAILS = Path(__file__).parent / "data" / "ncu-rules-details-hand-written" / "details.csv"
 # The fixture's launch IDs, in order: (kernel, phase) of the bundled run's launches they stand for.
@@ -111,3 +116,76 @@ def test_agreement_with_nsight_computes_rules_recorded_on_an_h100(tmp_path):
     assert table.groupby("same_config")["agree"].value_counts().to_dict() == {
         (False, "yes"): 5, (False, "runner-up"): 2, (True, "yes"): 7, (True, "runner-up"): 1}
     assert "launch overhead" not in set(table["limiter"])
+
+
+FAKE_NCU = """#!{python}
+import json, shutil, sys
+from pathlib import Path
+argv = sys.argv[1:]
+with open({calls!r}, "a") as calls:
+    calls.write(json.dumps(argv) + "\\n")
+if "--export" in argv:
+    shutil.copy({report!r}, argv[argv.index("--export") + 1])
+elif "--import" in argv:
+    sys.stdout.write(Path({details!r}).read_text())
+"""
+
+
+@pytest.fixture
+def ncu_rules_script(tmp_path, monkeypatch):
+    """scripts/ncu_rules.py with a fake `ncu` first on PATH: profiling copies the committed rules report to the
+    asked path, `--import` prints the hand-written details page; each call's argv is kept in `calls.jsonl`.
+    That report holds the rule sections alone, so the verdicts' counters come from the bundled run's launches
+    the details page stands for."""
+    import importlib.util
+
+    report = tmp_path / "committed.ncu-rep"
+    with lzma.open(Path(__file__).parent / "data" / "ncu-rules-mamba2-lm-h100" / "ssd-rules.ncu-rep.xz") as packed:
+        report.write_bytes(packed.read())
+    ncu = tmp_path / "bin" / "ncu"
+    ncu.parent.mkdir()
+    ncu.write_text(FAKE_NCU.format(python=sys.executable, calls=str(tmp_path / "calls.jsonl"), report=str(report),
+                                   details=str(DETAILS)))
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{ncu.parent}{os.pathsep}{os.environ['PATH']}")
+    spec = importlib.util.spec_from_file_location("ncu_rules", Path(__file__).parents[1] / "scripts" / "ncu_rules.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernels = load_run(bundled.REFERENCE / "h100-sxm" / "mamba2-lm").kernels
+    first = pd.DataFrame([kernels[(kernels["kernel_name"] == name) & (kernels["phase"] == phase)].iloc[0]
+                          for name, phase in H100_LAUNCHES]).reset_index(drop=True)
+    monkeypatch.setattr(module, "read_verdict_inputs", lambda path, chip: first.rename_axis("launch_id").reset_index())
+    return module, report
+
+
+@pytest.mark.parametrize("from_report", [False, True])
+def test_ncu_rules_runs_on_a_bundled_run_with_a_fake_ncu(ncu_rules_script, tmp_path, from_report):
+    """`--run DIR` profiles the run's own workload and warm-up with its chip's metrics and its SSD kernels;
+    `--from-report` reads a report already written. Both read run.json through `RunInfo` and write the four
+    tables."""
+    module, report = ncu_rules_script
+    out = tmp_path / "out"
+    run_dir = bundled.REFERENCE / "h100-sxm" / "mamba2-lm"
+    assert module.main([str(out), "--run", str(run_dir), *(["--from-report", str(report)] if from_report else [])]) == 0
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert calls[-1] == ["--import", str(report if from_report else out / "rules.ncu-rep"), "--page", "details",
+                             "--csv"]
+    assert len(calls) == (1 if from_report else 2)
+    if not from_report:
+        profiled = calls[0]
+        child = profiled[profiled.index("ssmprof.profiler.child") + 1:]
+        assert child[:2] == ["mamba2-lm", "paper"] and child[3] == str(min(3, PASS_WARMUP))  # the run's, capped
+        assert "dram__bytes_read.sum" in profiled[profiled.index("--metrics") + 1]  # gh100's metric set
+        assert "_chunk_scan_fwd_kernel" in profiled[profiled.index("--kernel-name") + 1]
+        assert json.loads((out / "autotune.json").read_text()) == read_run(run_dir).info.triton_autotune
+    table = pd.read_csv(out / "agreement.csv").set_index("kernel_name")
+    assert table["agree"].to_dict() == {"_chunk_state_fwd_kernel": "yes", "_chunk_scan_fwd_kernel": "yes",
+                                        "_bmm_chunk_fwd_kernel": "runner-up", "_chunk_cumsum_fwd_kernel": "runner-up"}
+    assert {"details.csv", "rules.csv", "verdicts.csv"} <= {p.name for p in out.iterdir()}
+
+
+def test_ncu_rules_without_ncu_on_path_is_one_clear_error(ncu_rules_script, tmp_path, monkeypatch, capsys):
+    module, _ = ncu_rules_script
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert module.main([str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == "error: Nsight Compute (ncu) is not on PATH\n"

@@ -88,7 +88,7 @@ def test_gpu_sharing_goes_through_the_contract(tmp_path):
     source = schema.read_run(Path(__file__).parent / "data" / "regress-reruns-h100" / "rerun-1")
     sharing = nvml.sharing_summary([(1, 100, 60)] * 3, {77})
     info = {**source.info.model_dump(), "gpu_sharing": sharing}
-    run = schema.read_run(schema.write_run(tmp_path / "run", info, source.kernels))
+    run = schema.read_run(schema.write_run(tmp_path / "run", schema.new_run_info(info), source.kernels))
     assert run.info.gpu_sharing.shared is True
     with pytest.raises(schema.SchemaError, match="gpu_sharing"):
         schema.check_info({**source.info.model_dump(), "gpu_sharing": {"shared": "maybe", "samples": 3}})

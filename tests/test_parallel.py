@@ -135,8 +135,8 @@ def test_a_finished_node_waits_for_the_other_nodes_results(monkeypatch, tmp_path
             return 0
 
     def write(rank):
-        schema.write_document(make_document(schema.RankResult, rank=rank, node="n", node_rank=rank, result={}),
-                              distributed.result_file(tmp_path, "train", rank))
+        result = make_document(schema.RankResult, rank=rank, node="n", node_rank=rank, result={"step_times_ms": [1.0]})
+        schema.write_document(result, distributed.result_file(tmp_path, "train", rank))
 
     monkeypatch.setattr(distributed.subprocess, "Popen", Agent)
     where = Launch(nnodes=2, node_rank=1, endpoint="127.0.0.1:29400")

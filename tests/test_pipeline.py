@@ -149,24 +149,24 @@ def test_gate_refuses_another_gpu_or_config_unless_told(tmp_path):
             base["workload"]["config"] = changes.pop("config")
         return base
 
-    runs = [schema.write_run(tmp_path / f"base{i}", info(), kernels()) for i in range(2)]
+    runs = [schema.write_run(tmp_path / f"base{i}", schema.new_run_info(info()), kernels()) for i in range(2)]
     made = gate.baseline(runs, tmp_path / "baseline.json")
     source = schema.read_document(schema.Baseline, made.path).source
     assert (source.gpu, source.driver, source.host, source.versions["torch"]) == \
         ("NVIDIA H100 80GB HBM3", "580.95.05", {"cpu": "Intel Xeon Platinum 8480+"}, "2.11.0")
-    other_gpu = schema.write_run(tmp_path / "gpu", info(gpu="NVIDIA H200"), kernels())
+    other_gpu = schema.write_run(tmp_path / "gpu", schema.new_run_info(info(gpu="NVIDIA H200")), kernels())
     with pytest.raises(gate.IncomparableBaseline, match="ran on NVIDIA H200, the baseline on NVIDIA H100 80GB "
                                                         "HBM3: .* or pass --allow-different-gpu"):
         gate.regress([other_gpu], made.path)
     allowed = gate.regress([other_gpu], made.path, allow_different_gpu=True)
     assert "gated across GPUs (NVIDIA H100 80GB HBM3 -> NVIDIA H200), explicitly allowed by " \
            "--allow-different-gpu" in allowed.summary
-    other_config = schema.write_run(tmp_path / "config", info(config={"seq_len": 4096}), kernels())
+    other_config = schema.write_run(tmp_path / "config", schema.new_run_info(info(config={"seq_len": 4096})), kernels())
     with pytest.raises(gate.IncomparableBaseline, match=r"another config than the baseline \(seq_len 2048 -> "
                                                         r"4096\)"):
         gate.regress([other_config], made.path)
-    moved = schema.write_run(tmp_path / "moved", info(driver="590.1", cpu="AMD EPYC 9654", torch="2.12.0"),
-                             kernels())
+    moved_info = schema.new_run_info(info(driver="590.1", cpu="AMD EPYC 9654", torch="2.12.0"))
+    moved = schema.write_run(tmp_path / "moved", moved_info, kernels())
     result = gate.regress([moved], made.path)
     assert not result.regressed
     for note in ("driver 580.95.05 -> 590.1", "another host (CPU Intel Xeon Platinum 8480+ -> AMD EPYC 9654)",

@@ -38,7 +38,7 @@ def test_projection_error_against_a_measured_target():
 def test_project_cli(tmp_path):
     from ssmprof.cli import app
 
-    run = schema.write_run(tmp_path / "run", run_info(counter_fraction=0.9), kernels())
+    run = schema.write_run(tmp_path / "run", schema.new_run_info(run_info(counter_fraction=0.9)), kernels())
     result = CliRunner().invoke(app, ["project", str(run), "--to", "h200"])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("# PROJECTION (not a measurement)") and "| memory |" in unpadded(result.output)

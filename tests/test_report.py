@@ -20,7 +20,7 @@ def write_run(folder, gemm_name="nvjet_hsh_256x128", counter_fraction=0.95):
     config = {"batch_size": 4, "seq_len": 2048, "d_model": 1024, "expand": 2, "headdim": 64, "d_state": 128,
               "ngroups": 1, "chunk_size": 256, "dtype": "bf16"}
     info = run_info(config=config, counter_fraction=counter_fraction)
-    return schema.write_run(folder, info, kernels(gemm_name))
+    return schema.write_run(folder, schema.new_run_info(info), kernels(gemm_name))
 
 
 def test_html_report_is_self_contained_with_charts(tmp_path):

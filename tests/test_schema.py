@@ -12,8 +12,6 @@ from ssmprof import bundled, schema
 from ssmprof.analysis.frame import analysis_frame
 from ssmprof.errors import CorruptFile, CorruptRun, SsmprofError
 
-GH100_METRICS = Path(__file__).resolve().parents[2] / "shared" / "ncu" / "gh100-metrics-ncu2025.3.1.txt.gz"
-
 
 def kernel_rows():
     # Names as they appear in our H100 mamba2-lm iterations (gpu-facts.md).
@@ -44,7 +42,7 @@ def run_info(**changes):
 
 
 def test_round_trip_keeps_contract_columns_and_dtypes(tmp_path):
-    path = schema.write_run(tmp_path / "run", run_info(), kernel_rows())
+    path = schema.write_run(tmp_path / "run", schema.new_run_info(run_info()), kernel_rows())
     run = schema.read_run(path)
     assert list(run.kernels.columns) == list(schema.ALL_COLUMNS)
     assert run.kernels["kernel_name"].tolist() == kernel_rows()["kernel_name"].tolist()
@@ -66,11 +64,11 @@ def test_a_table_already_in_contract_form_is_kept_as_it_is():
 
 
 def test_existing_run_is_not_overwritten_by_accident(tmp_path):
-    schema.write_run(tmp_path / "run", run_info(), kernel_rows())
+    schema.write_run(tmp_path / "run", schema.new_run_info(run_info()), kernel_rows())
     with pytest.raises(SsmprofError, match="exists already"):
-        schema.write_run(tmp_path / "run", run_info(), kernel_rows())
-    schema.write_run(tmp_path / "run", run_info(harness={"step_ms": 1.0, "throughput": 2.0}), kernel_rows(),
-                     overwrite=True)
+        schema.write_run(tmp_path / "run", schema.new_run_info(run_info()), kernel_rows())
+    changed = schema.new_run_info(run_info(harness={"step_ms": 1.0, "throughput": 2.0}))
+    schema.write_run(tmp_path / "run", changed, kernel_rows(), overwrite=True)
     assert schema.read_run(tmp_path / "run").info.harness.step_ms == 1.0
 
 
@@ -80,7 +78,7 @@ def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pd.DataFrame, "to_parquet", disk_full)
     with pytest.raises(SsmprofError, match="No space left on device"):
-        schema.write_run(tmp_path / "run", run_info(), kernel_rows())
+        schema.write_run(tmp_path / "run", schema.new_run_info(run_info()), kernel_rows())
     assert list(tmp_path.iterdir()) == []
 
 
@@ -95,7 +93,7 @@ def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
 )
 def test_bad_kernel_tables_are_refused(tmp_path, frame_change, message):
     with pytest.raises(schema.SchemaError, match=message):
-        schema.write_run(tmp_path / "run", run_info(), frame_change(kernel_rows()))
+        schema.write_run(tmp_path / "run", schema.new_run_info(run_info()), frame_change(kernel_rows()))
 
 
 def damage(path: Path, how: str) -> None:
@@ -134,17 +132,17 @@ def damage(path: Path, how: str) -> None:
     ],
 )
 def test_damaged_runs_give_one_clear_error(tmp_path, how, message):
-    path = schema.write_run(tmp_path / "run", run_info(), kernel_rows())
+    path = schema.write_run(tmp_path / "run", schema.new_run_info(run_info()), kernel_rows())
     damage(path, how)
     with pytest.raises(CorruptRun, match=message.replace("(", r"\(").replace(")", r"\)")):
         schema.read_run(path)
 
 
-@pytest.mark.skipif(not GH100_METRICS.exists(), reason="shared/ncu metric list not beside the checkout")
-def test_run_json_keeps_keys_it_does_not_know(tmp_path):
-    """run.json grows sections (e.g. `checks`) without a schema version bump; readers keep them."""
-    path = schema.write_run(tmp_path / "run", run_info(checks={"timeline_vs_ncu": "passed"}), kernel_rows())
-    assert schema.read_run(path).info.checks.model_dump(exclude_unset=True) == {"timeline_vs_ncu": "passed"}
+def test_run_json_refuses_keys_it_does_not_declare():
+    """A key run.json does not declare is refused before anything is written (a writer's typo, or a key added
+    without its declaration in `schema.RunInfo`), in one line naming it."""
+    with pytest.raises(schema.SchemaError, match=r"checks\.timeline_vs_ncu"):
+        schema.new_run_info(run_info(checks={"timeline_vs_ncu": "passed"}))
 
 
 def test_run_json_checks_rejected_rows_validate_with_and_without_gemm_evidence(tmp_path):
@@ -153,15 +151,15 @@ def test_run_json_checks_rejected_rows_validate_with_and_without_gemm_evidence(t
             {"kernel_name": "reduce_kernel", "phase": "backward", "check": "duration", "launches": 5,
              "time_ns": 50977, "gemm_ratio": None, "gemm_ratio_max": None},
             {"kernel_name": "Kernel", "phase": "backward", "check": "duration", "launches": 1, "time_ns": 11648}]
-    path = schema.write_run(tmp_path / "run", run_info(checks={"rejected": rows}), kernel_rows())
+    path = schema.write_run(tmp_path / "run", schema.new_run_info(run_info(checks={"rejected": rows})), kernel_rows())
     assert [row.model_dump(exclude_unset=True) for row in schema.read_run(path).info.checks.rejected] == rows
     rows[0]["gemm_ratio"] = "high"
     with pytest.raises(schema.SchemaError, match=r"run.json checks.rejected.0.gemm_ratio: Input should be a valid"):
-        schema.write_run(tmp_path / "other", run_info(checks={"rejected": rows}), kernel_rows())
+        schema.write_run(tmp_path / "other", schema.new_run_info(run_info(checks={"rejected": rows})), kernel_rows())
 
 
 def test_run_json_with_a_wrong_type_is_one_line(tmp_path):
-    path = schema.write_run(tmp_path / "run", run_info(), kernel_rows())
+    path = schema.write_run(tmp_path / "run", schema.new_run_info(run_info()), kernel_rows())
     info = json.loads((path / schema.RUN_JSON).read_text())
     info["coverage"]["launches"] = "many"
     (path / schema.RUN_JSON).write_text(json.dumps(info))

@@ -79,8 +79,9 @@ def cpu_profile(request, progress=None):
                           progress=progress)
     reference = schema.read_run(bundled.REFERENCE / "h100-sxm" / options.workload)
     recorded = reference.info.model_dump(exclude_unset=True)
-    info = collect.run_info(result, ready.overrides, recorded["collectors"], reference.kernels, {})
-    info.update(gpu=recorded["gpu"], checks=recorded.get("checks", {}))
+    result.gpu = {key: value for key, value in recorded["gpu"].items() if key != "clocks"}
+    info = collect.run_info(result, ready.overrides, recorded["collectors"], reference.kernels, {},
+                            checks=recorded.get("checks", {}))
     return schema.write_run(settings.out / settings.name, info, reference.kernels)
 
 

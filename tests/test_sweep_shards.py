@@ -30,7 +30,7 @@ def reference_profile(request, progress=None):
     settings = {key: getattr(ready.cfg, key) for key, _, _ in (s.partition("=") for s in options.sets)}
     info = reference.info.model_dump()
     info["workload"]["config"].update(settings)
-    return schema.write_run(request.settings.out / request.settings.name, info, reference.kernels)
+    return schema.write_run(request.settings.out / request.settings.name, schema.new_run_info(info), reference.kernels)
 
 
 def install(patch=None) -> None:

@@ -55,13 +55,13 @@ def reference_mixer(mixer: MambaVisionMixer, u: torch.Tensor) -> torch.Tensor:
     x, z = mixer.in_proj(u).chunk(2, dim=-1)  # (b, l, half)
     pad = mixer.conv_ssm.kernel_size[0] // 2
     x = F.silu(F.conv1d(x.transpose(1, 2), mixer.conv_ssm.weight, mixer.conv_ssm.bias, padding=pad,
-                        groups=mixer.half)).transpose(1, 2)
+                        groups=mixer.half_width)).transpose(1, 2)
     z = F.silu(F.conv1d(z.transpose(1, 2), mixer.conv_sym.weight, mixer.conv_sym.bias, padding=pad,
-                        groups=mixer.half)).transpose(1, 2)
+                        groups=mixer.half_width)).transpose(1, 2)
     dt, B, C = mixer.x_proj(x).split([mixer.dt_rank, mixer.d_state, mixer.d_state], dim=-1)
     dt = F.softplus(mixer.dt_proj(dt))  # (b, l, half)
     A = -torch.exp(mixer.A_log)  # (half, n)
-    h = torch.zeros(u.shape[0], mixer.half, mixer.d_state)
+    h = torch.zeros(u.shape[0], mixer.half_width, mixer.d_state)
     ys = []
     for t in range(u.shape[1]):
         h = torch.exp(dt[:, t, :, None] * A) * h + (dt[:, t] * x[:, t])[..., None] * B[:, t, None, :]

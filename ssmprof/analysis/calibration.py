@@ -40,7 +40,8 @@ def combined_ceilings(counted: dict[str, tuple[float, str]], timed: dict) -> tup
     """(ceilings, which probe set each): the faster of the two collectors for DRAM, tensor and fp32, whose units
     agree; L2 and L1 from the counters alone, since the event-timed L2 read counts the bytes L1 asks for, more
     than the L2 slices count where Hopper coalesces requests."""
-    ceilings, set_by = {"source": "measured by ssmprof calibrate"}, {}
+    ceilings: dict[str, str | float | None] = {"source": "measured by ssmprof calibrate"}
+    set_by: dict[str, str] = {}
     for field in CEILING_RATES:
         counter_rate, kernel = counted.get(field, (None, ""))
         event_rate = timed.get(field) if field in ("dram_gb_s", "bf16_tensor_tflops", "fp32_tflops") else None

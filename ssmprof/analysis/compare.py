@@ -55,7 +55,7 @@ def check_comparable(info_a: RunInfo, info_b: RunInfo) -> list[str]:
         notes.append(f"different hosts (CPU {hosts[0]} vs {hosts[1]}): the part of each step the GPU waits for "
                      "the host is not comparable")
     launch = [info.collectors.harness.host_launch_us for info in (info_a, info_b)]
-    if None not in launch and abs(launch[1] / launch[0] - 1) > HOST_LAUNCH_TOLERANCE:
+    if launch[0] is not None and launch[1] is not None and abs(launch[1] / launch[0] - 1) > HOST_LAUNCH_TOLERANCE:
         notes.append(f"the hosts launch kernels at different rates ({launch[0]:.1f} vs {launch[1]:.1f} us per tiny "
                      "launch): the part of each step the GPU waits for the host is not comparable")
     versions = changed_entries(info_a.versions, info_b.versions)
@@ -233,7 +233,7 @@ def compare_categories_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame
                   "share_a", "share_b"]]
 
 
-def iteration_notes(runs: dict[str, tuple[dict, pd.DataFrame]]) -> list[str]:
+def iteration_notes(runs: dict[str, tuple[RunInfo, pd.DataFrame]]) -> list[str]:
     """A note for each run (label -> (run.json, kernels)) whose profiled iteration is not one of its timed steps
     (`noise.iteration_check`: its span or busy time outside the steps' spread), else whose profiled iteration kept
     the GPU busy longer than its median step allows (`host.slow_iteration`): its kernel times or its gaps describe

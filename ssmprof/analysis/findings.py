@@ -224,7 +224,7 @@ def _iteration(tables: dict[str, pd.DataFrame]) -> list[dict]:
     """Where the profiled iteration is not one of the timed steps (`noise.iteration_check`): what of it stands."""
     check = tables.get("profiled_iteration")
     note = iteration_note(check) if check is not None else None
-    if note is None:
+    if check is None or note is None:
         return []
     row = check.iloc[0]
     return [{"topic": "profiled iteration", "finding": note[0].upper() + note[1:] + ".",
@@ -234,7 +234,7 @@ def _iteration(tables: dict[str, pd.DataFrame]) -> list[dict]:
 def autotuned_rows(info: RunInfo) -> dict[str, int]:
     """Kernel function -> the rows of the tile its Triton autotuner chose (`BLOCK_SIZE_M`), from run.json's
     `triton_autotune` (the first choice where a kernel was tuned for several keys)."""
-    rows = {}
+    rows: dict[str, int] = {}
     for name, entries in info.triton_autotune.items():
         for _, _, config in entries:
             if "BLOCK_SIZE_M: " in config:
@@ -561,10 +561,10 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, run
         rows.append({"topic": "SSM kernels", "value": _span(low['ssm_time_pct'], high['ssm_time_pct']),
                      "finding": text, "anchor": "ssm_kernels"})
     host = {w: f for w, f in runs.items() if (f["topic"] == "host").any()}
-    bound = [w for w, f in host.items() if f.loc[f["topic"] == "host", "finding"].iloc[0].startswith("Host-bound")]
+    host_bound = [w for w, f in host.items() if f.loc[f["topic"] == "host", "finding"].iloc[0].startswith("Host-bound")]
     busy = {w: f.loc[f["topic"] == "host", "value"].iloc[0] for w, f in host.items()}
-    rows.append({"topic": "host", "value": f"{len(bound)} host-bound",
-                 "finding": ("Host-bound: " + ", ".join(bound) + ". " if bound else "No run is host-bound. ")
+    rows.append({"topic": "host", "value": f"{len(host_bound)} host-bound",
+                 "finding": ("Host-bound: " + ", ".join(host_bound) + ". " if host_bound else "No run is host-bound. ")
                  + "GPU busy share of the step: "
                  + ", ".join(f"{w} {v.removesuffix(' busy').replace('busy all step', 'all of it')}"
                              for w, v in busy.items())

@@ -159,7 +159,7 @@ def detect(values: np.ndarray, half_widths: np.ndarray, floor: float, sigmas: fl
         band = max(sigmas * spread, floor * abs(b), np.nan_to_num(own))
         if abs(a - b) > band:
             candidates.append((abs(after.mean() - before.mean()), i, float(a - b), float(band)))
-    chosen = []
+    chosen: list[tuple[int, float, float]] = []
     for _, i, shift, band in sorted(candidates, key=lambda c: -c[0]):
         if all(abs(i - j) >= window for j, _, _ in chosen):
             chosen.append((i, shift, band))

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -147,9 +148,10 @@ def _without_counters(frame: pd.DataFrame, short: np.ndarray, verdicts: dict[str
     """The verdicts with their margin and confidence, those of launches without counters (short kernel or no
     counters, alone), and the names in words."""
     none = np.isnan(_column(frame, "ncu_duration_ns"))
-    alone = {"limiter": np.where(short, words.index(SHORT), words.index(NO_COUNTERS)), "limiter_score": 1.0,
-             "limiter_pct": np.nan, "runner_up": words.index(""), "runner_up_score": 0.0, "runner_up_pct": np.nan,
-             "top_unit": words.index(""), "top_unit_pct": np.nan}
+    alone: dict[str, Any] = {
+        "limiter": np.where(short, words.index(SHORT), words.index(NO_COUNTERS)), "limiter_score": 1.0,
+        "limiter_pct": np.nan, "runner_up": words.index(""), "runner_up_score": 0.0, "runner_up_pct": np.nan,
+        "top_unit": words.index(""), "top_unit_pct": np.nan}
     verdicts = {name: np.where(none, alone[name], values) for name, values in verdicts.items()}
     verdicts["margin"] = verdicts["limiter_score"] - verdicts["runner_up_score"]
     verdicts["confidence"] = np.select([verdicts["margin"] >= floor for floor, _ in CONFIDENCE],

@@ -83,9 +83,9 @@ def kept_steps(info: RunInfo) -> list[float]:
     return info.harness.step_times_ms or [info.harness.step_ms]
 
 
-def pooled_steps(infos: list[dict]) -> np.ndarray:
+def pooled_steps(infos: list[RunInfo]) -> np.ndarray:
     """The kept timed steps (ms) of one or several runs of one configuration (their run.json), as one sample."""
-    return np.concatenate([np.asarray(kept_steps(info), dtype=float) for info in infos])
+    return np.concatenate([np.asarray(kept_steps(info), dtype=np.float64) for info in infos])
 
 
 def step_interval(times_ms) -> Interval:
@@ -160,9 +160,9 @@ def rerun_key(info: RunInfo) -> tuple:
     return (info.gpu.name, info.workload.name, repr(sorted(info.workload.config.items())), split)
 
 
-def reruns(infos: list[dict]) -> dict[tuple, list[dict]]:
+def reruns(infos: list[RunInfo]) -> dict[tuple, list[RunInfo]]:
     """The runs (run.json) grouped by `rerun_key`: each group's steps pool into one sample (`pooled_steps`)."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[RunInfo]] = {}
     for info in infos:
         groups.setdefault(rerun_key(info), []).append(info)
     return groups
@@ -183,7 +183,7 @@ def iteration_check(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     (CUDA activity alone over pipelined steps, run.json `collectors.timeline.timing`), with the span the detail
     pass alone had (`detail_span_ms`, host ops recorded: what every traced iteration was before the timing pass),
     or the traced iteration itself."""
-    steps = np.asarray(kept_steps(info), dtype=float)
+    steps = np.asarray(kept_steps(info), dtype=np.float64)
     median, spread = float(np.median(steps)), float(steps.max() - steps.min())
     from ssmprof.analysis.communication import transfer_split  # communication's intervals come from here
 

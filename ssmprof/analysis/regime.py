@@ -84,7 +84,7 @@ def per_item(runs: list[SweepRun]) -> pd.DataFrame:
     """One row per point: items (tokens) per step, step time, and step, kernel and SSM-kernel time per item."""
     rows = []
     for run in runs:
-        harness, items = run.info.harness, run.info.harness.items_per_step
+        harness, items = run.info.harness, run.info.harness.items_per_step or math.nan  # none: no rate
         kernels = run.kernels
         # where the profiled iteration was slower than the timed steps, its kernel times describe a slower step
         busy_ms = busy_ns(kernels) / 1e6
@@ -179,8 +179,8 @@ def crossover(frame: pd.DataFrame, axis: str, metric: str = STEP_METRIC, by: lis
             curve = curves[0].sub(curves[1]).dropna().sort_index()
             row = {**labels, "workload_a": a, "workload_b": b, **_crossing(curve, a, b, axis)}
             if samples is not None:
-                ratios = {x: _ratio(curves[0][x], curves[1][x], samples[(a, *values, x)], samples[(b, *values, x)])
-                          for x in curve.index}
+                ratios = {x: _ratio(curves[0][x], curves[1][x], samples[(a, *values) + (x,)],
+                                    samples[(b, *values) + (x,)]) for x in curve.index}
                 row.update(_noise_bracket(ratios, a, b))
             rows.append(row)
     return pd.DataFrame(rows)
@@ -225,7 +225,7 @@ def _crossing(diff: pd.Series, a: str, b: str, axis: str) -> dict:
         out["faster_below"] = out["faster_above"] = faster(d[0])
         return out
     if d[0] == 0:  # equal at the first point
-        at, below, above = x[0], "", nonzero[0]
+        at, above = x[0], nonzero[0]
     else:
         below = 0
         while d[below + 1] != 0 and np.sign(d[below + 1]) == np.sign(d[below]):
@@ -259,8 +259,8 @@ def best_value(frame: pd.DataFrame, axis: str, metric: str = STEP_METRIC, by: li
                "runner_up_slower_pct": 100 * (ranked.at[1, metric] / ranked.at[0, metric] - 1)
                if len(ranked) > 1 else math.nan}
         if samples is not None and len(ranked) > 1:
-            best = samples[(*values, ranked.at[0, axis])]
-            ratios = [_ratio(ranked.at[i, metric], ranked.at[0, metric], samples[(*values, ranked.at[i, axis])],
+            best = samples[values + (ranked.at[0, axis],)]
+            ratios = [_ratio(ranked.at[i, metric], ranked.at[0, metric], samples[values + (ranked.at[i, axis],)],
                              best) for i in range(1, len(ranked))]
             tied = [ranked.at[i, axis] for i, ratio in enumerate(ratios, 1)
                     if speedup_verdict(ratio) == WITHIN_NOISE]

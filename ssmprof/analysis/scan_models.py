@@ -90,7 +90,7 @@ class Mamba3Shape(SsdShape):
     angles: int = field(kw_only=True)  # rotary angle pairs: a quarter of d_state (mamba-ssm's rope_fraction 0.5)
 
     @classmethod
-    def from_config(cls, config: dict, chunk: int) -> Mamba3Shape:
+    def from_config(cls, config: dict, chunk: int) -> Mamba3Shape:  # type: ignore[override]  # needs its chunk
         ssd = replace(SsdShape.from_config(config), chunk=chunk)
         return cls(**asdict(ssd), angles=ssd.dstate // 4)
 
@@ -124,7 +124,7 @@ class Mamba3MimoShape(Mamba3Shape):
     rank: int = field(kw_only=True)  # mimo_rank R
 
     @classmethod
-    def from_config(cls, config: dict, chunk: int) -> Mamba3MimoShape:
+    def from_config(cls, config: dict, chunk: int) -> Mamba3MimoShape:  # type: ignore[override]  # needs its chunk
         """`chunk`: steps per chunk, `mamba3_steps` of the layer's chunk_size."""
         return cls(**asdict(Mamba3Shape.from_config(config, chunk)), rank=config["mimo_rank"])
 

@@ -183,7 +183,7 @@ def fusion_estimate(flow: pd.DataFrame, config: dict, ceilings: Ceilings, layers
         roofs_ms = {"DRAM": min_dram / (ceilings.dram_gb_s * 1e9) * 1e3,
                     "tensor": chain["flops_tensor"].sum() / (ceilings.bf16_tensor_tflops * 1e12) * 1e3,
                     "fp32": chain["flops_vector"].sum() / (ceilings.fp32_tflops * 1e12) * 1e3}
-        lower_roof = max(roofs_ms, key=roofs_ms.get)
+        lower_roof = max(roofs_ms, key=lambda roof: roofs_ms[roof])
         upper_ms = time_ms * remaining_l2 / l2
         l2_floor_ms = remaining_l2 / (ceilings.l2_gb_s * 1e9) * 1e3 if ceilings.l2_gb_s else float("nan")
         rows.append({"phase": phase, "layers": layers, "chain_time_ms": time_ms,

@@ -4,6 +4,8 @@ Every function takes the runs' `analysis_frame`s by workload."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from ssmprof.analysis.caches import cache_summary
@@ -107,7 +109,7 @@ def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], i
     rows = []
     for workload in [w for w in runs_a if w in runs_b]:
         a, b = runs_a[workload], runs_b[workload]
-        row = {"workload": workload, "step_ms_a": infos_a[workload].harness.step_ms,
+        row: dict[str, Any] = {"workload": workload, "step_ms_a": infos_a[workload].harness.step_ms,
                "step_ms_b": infos_b[workload].harness.step_ms}
         row["step_speedup"] = row["step_ms_a"] / row["step_ms_b"]
         # the step split into time the GPU runs kernels and time it waits for the host

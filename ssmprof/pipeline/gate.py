@@ -187,8 +187,10 @@ def regress(runs: list[Path], baseline_file: Path | None, junit: Path | None = N
         raise InvalidConfig(f"--last must be >= 2: a rolling baseline needs at least 2 runs, got {last}")
     loaded = [(Path(path), load_run(path)) for path in runs]
     if baseline_file is not None:
-        documents, origins = [read_document(Baseline, baseline_file)] * len(loaded), [[]] * len(loaded)
+        documents = [read_document(Baseline, baseline_file)] * len(loaded)
+        origins: list[list[str]] = [[] for _ in loaded]
     else:
+        assert history is not None  # refused above without a baseline file
         made = [history_document(history, run.info, last) for _, run in loaded]
         documents, origins = [d for d, _ in made], [[origin] for _, origin in made]
     notes = [origin + provenance_notes(document, run.info, path, allow_different_gpu, allow_different_config)

@@ -50,7 +50,8 @@ def commit_of(given: str | None = None) -> str:
 
 
 def _shared(info: RunInfo) -> str:
-    return {True: "yes", False: "no"}.get(info.gpu_sharing.shared if info.gpu_sharing else None, "unknown")
+    shared = info.gpu_sharing.shared if info.gpu_sharing else None
+    return "unknown" if shared is None else "yes" if shared else "no"
 
 
 def entry(run: Run, commit: str) -> pd.DataFrame:

@@ -84,7 +84,7 @@ class ProfileRequest:
 def parse_sets(pairs: list[str]) -> dict[str, str]:
     """`--set KEY=VALUE` pairs as a dict; a key given twice is refused, since which value ran would otherwise
     depend on the order of the flags and the run would not say so."""
-    parsed = {}
+    parsed: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
@@ -246,13 +246,14 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
     reporting of each workload's profile. `gpus` other than 1: that many identical GPUs of the host (0: all)
     profile one workload each at once (`profiles_on_gpus`). `history`, where the runs are appended afterwards, is
     checked with `out`, before any profile."""
-    chosen = [get_workload(name) for name in workloads] if workloads else list(SUITE)
+    chosen: list[Workload[Any]] = [get_workload(name) for name in workloads] if workloads else list(SUITE)
     check_counters_mode(counters)
     check_folder(out, "--out")
     check_folder(history, "--history")
     if resolve_device("auto") != "cuda":
         raise NoGpu("the suite profiles GPU kernels: no CUDA GPU is visible")
-    opened = progress_for or (lambda name: contextlib.nullcontext(None))
+    opened: Callable[[str], AbstractContextManager[Progress | None]] = \
+        progress_for or (lambda name: contextlib.nullcontext(None))
     started, paths = time.perf_counter(), []
     devices = identical_gpus(gpus)
     if len(devices) > 1:
@@ -260,7 +261,9 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
     for workload in chosen if len(devices) < 2 else []:
         with opened(workload.name) as tell:
             request = ProfileRequest(WorkloadOptions(workload.spec, preset), ProfileSettings(out, steps, counters))
-            paths.append(profile(request, tell))
+            path = profile(request, tell)
+            assert path is not None  # a suite profiles on one node, which writes the run
+            paths.append(path)
     report = out / "suite-report.html"
     reporting.report(paths, "html", report, csv=out / "suite-csv")
     wall_s = time.perf_counter() - started
@@ -281,7 +284,8 @@ def profiles_on_gpus(workloads: list[str], preset: str, out: Path, counters: str
     `workloads` order. A failed profile fails the suite once all have ended (its message is above)."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     names = {workload: f"{get_workload(workload).name}-{preset}-{stamp}" for workload in workloads}
-    waiting, running, failed = list(workloads), {}, []
+    waiting, failed = list(workloads), []
+    running: dict[str, tuple] = {}
     while waiting or running:
         for device in [d for d in devices if d not in running][:len(waiting)]:
             workload = waiting.pop(0)

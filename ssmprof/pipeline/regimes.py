@@ -15,7 +15,7 @@ from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.reports.render import write_csv
 from ssmprof.reports.sweep import render_sweep
-from ssmprof.schema import FAILED, SWEEP_MANIFEST, SweepManifest, read_sweep
+from ssmprof.schema import FAILED, SWEEP_MANIFEST, SweepManifest, SweepPoint, read_sweep
 
 SWEEP_REPORT = "sweep-report.html"
 CROSSOVER_AXIS = "seq_len"  # workloads cross over in sequence length (attention's cost per token grows with it)
@@ -42,8 +42,9 @@ def analyze(folders: list[Path], device_profile: Path | None = None) -> SweepAna
         raise InvalidConfig("these sweeps vary different settings "
                             f"({' vs '.join(', '.join(m.axes) for m in manifests)}): report them separately")
     points = [(Path(folder), point) for folder, m in zip(folders, manifests, strict=True) for point in m.points]
-    complete = [(folder, point) for folder, point in points if point.complete]
-    loaded = {index: load_run(folder / point.run) for index, (folder, point) in enumerate(complete)}
+    complete = [(folder, point) for folder, point in points if point.complete and point.run is not None]
+    loaded = {index: load_run(folder / point.run) for index, (folder, point) in enumerate(complete)
+              if point.run is not None}
     profile = read_device_profile(device_profile)
     runs = [regime.SweepRun(point.settings, run.info, run.kernels,
                             run_ceilings(run.info.gpu.name, run.path, profile)[0])
@@ -51,7 +52,7 @@ def analyze(folders: list[Path], device_profile: Path | None = None) -> SweepAna
     return SweepAnalysis(manifests, axes, tables(runs, axes, points_table(points)))
 
 
-def points_table(points: list[tuple[Path, object]]) -> pd.DataFrame:
+def points_table(points: list[tuple[Path, SweepPoint]]) -> pd.DataFrame:
     """Every point of the sweeps, run or not: sweep folder, workload, settings, result, run directory, wall."""
     return pd.DataFrame([{"sweep": folder.name, "workload": p.workload, **p.settings, "result": p.status,
                           "run": p.run or "", "wall_s": p.wall_s} for folder, p in points])

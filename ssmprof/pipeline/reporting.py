@@ -200,8 +200,8 @@ def another_host_note(loaded: dict[int, tuple[Run, Ceilings | None, list[str]]],
         if here.parallel is None and name in suite_steps:
             there = suite_steps[name]
             return (f"The single-GPU runs here were measured on the host of the multi-GPU runs "
-                    f"({here.host.cpu_count} CPU cores, {here.created[:10]}), not the suite page's "
-                    f"(suite-{gpu}.html, {there.host.cpu_count} CPU cores, {there.created[:10]}): their step "
+                    f"({here.host.cpu_count} CPU cores, {(here.created or '')[:10]}), not the suite page's "
+                    f"(suite-{gpu}.html, {there.host.cpu_count} CPU cores, {(there.created or '')[:10]}): their step "
                     f"times differ (e.g. {name} {here.harness.step_ms:.2f} ms here, "
                     f"{there.harness.step_ms:.2f} ms there). Each speedup on this page is over the same "
                     "host's single-GPU run.")
@@ -217,7 +217,7 @@ def results(readme: Path | None = None) -> str:
     loaded = {gpu: {path.name: load_run(path) for path in bundled.runs(gpu)} for gpu in bundled.GPUS}
     kernels = {gpu: {w: run.kernels for w, run in loaded[gpu].items()} for gpu in loaded}
     infos = {gpu: {w: run.info for w, run in loaded[gpu].items()} for gpu in loaded}
-    measured = {w: ceilings_of(run)[0] for w, run in loaded[first].items()}
+    measured = {w: limits for w, run in loaded[first].items() if (limits := ceilings_of(run)[0]) is not None}
     # the projection sets each GPU model's ceilings against the other's, as `ssmprof project` does
     ceilings = {gpu: model_ceilings(gpu) for gpu in bundled.GPUS}
     steps = pd.concat([suite.step_times(infos[gpu]).assign(gpu=bundled.GPUS[gpu]) for gpu in bundled.GPUS],
@@ -299,7 +299,8 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
     steps = step_split_table({"A": (a.info, a.kernels), "B": (b.info, b.kernels)})
     speedup = step_speedup(a.info, b.info)
     categories = compare_categories_launches(a.kernels, b.kernels, ratio_interval(*step_samples(a, b)))
-    kernels = compare_launches(a.kernels, b.kernels, tuple(step_interval(times) for times in step_samples(a, b)))
+    samples_a, samples_b = step_samples(a, b)
+    kernels = compare_launches(a.kernels, b.kernels, (step_interval(samples_a), step_interval(samples_b)))
     notes += [f"{label}: {note}" for label, run in (("A", a), ("B", b)) for note in roofline_notes(run)]
     text = render_compare(a.info, b.info, categories, kernels, notes, fmt, rooflines=rooflines(a, b), steps=steps,
                           provenance=(provenance(a.info, origin(run_a)), provenance(b.info, origin(run_b))),
@@ -330,8 +331,8 @@ def origin(path: Path) -> str:
 def rooflines(*runs: Run) -> tuple[pd.DataFrame, ...] | None:
     """Each run's (from `load_run`) per-kernel roofline on its own GPU's ceilings (`ceilings_of`, as its report
     has them); None unless all have counters and ceilings."""
-    ceilings = [ceilings_of(run)[0] for run in runs]
-    if None in ceilings or not all(has_counters(run.kernels) for run in runs):
+    ceilings = [limits for run in runs if (limits := ceilings_of(run)[0]) is not None]
+    if len(ceilings) < len(runs) or not all(has_counters(run.kernels) for run in runs):
         return None
     return tuple(roofline_points(roofline(run.kernels, limits)) for run, limits in zip(runs, ceilings, strict=True))
 
@@ -365,7 +366,7 @@ def project(run: Path, to: str, check: Path | None = None) -> str:
     table = project_categories(project_kernels(measured.kernels, source, target_ceilings))
     checked = None if target is None else (target.info, projection_error(table, target.kernels))
     return render_projection(measured.info, SPECS[to].name, table, checked, (source.source, target_ceilings.source),
-                             projection_limits(spec_for(measured.info.gpu.name).key, to, check is not None))
+                             projection_limits(_spec_key(measured.info.gpu.name), to, check is not None))
 
 
 def _check_run(check: Path | None, measured: RunInfo, to: str) -> Run | None:
@@ -388,6 +389,12 @@ ARCHITECTURES = {"a100": "Ampere", "h100": "Hopper", "h200": "Hopper", "l40": "A
                  "b200": "Blackwell", "gb200": "Blackwell"}
 # Pairs of GPUs whose projections the bundled runs check (`ssmprof results`' projection check): the H100 and H200.
 CHECKED_PAIRS = {frozenset(bundled.GPUS)}
+
+
+def _spec_key(device_name: str) -> str:
+    """The datasheet key of a GPU (its device name where the datasheet has none: an architecture not known)."""
+    spec = spec_for(device_name)
+    return device_name if spec is None else spec.key
 
 
 def projection_limits(source: str, target: str, checked_here: bool) -> list[str]:

@@ -322,6 +322,7 @@ def _run_point(planned: PlannedPoint, request: SweepRequest, tell: Progress | No
                                        name=run_name(planned.point))
     try:
         path = measure.profile(measure.ProfileRequest(planned.options, settings), tell)
+        assert path is not None  # a sweep profiles on one node, which writes the run
         return COMPLETE, path.name
     except (SsmprofError, torch.OutOfMemoryError) as exc:
         return f"{FAILED}: {type(exc).__name__}: {_one_line(exc)}", None

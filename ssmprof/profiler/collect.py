@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 import torch
@@ -112,9 +112,11 @@ def coverage(kernels: pd.DataFrame) -> dict:
     }
 
 
-def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.DataFrame,
-             triton_choices: dict) -> dict:
-    return {
+def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.DataFrame, triton_choices: dict,
+             checks: dict | None = None, parallel: dict | None = None) -> schema.RunInfo:
+    """run.json of a profiled run, typed: the harness result, this host's environment, the collectors' notes,
+    the counter self-checks' summary and (multi-rank runs) the split."""
+    return schema.new_run_info({
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "workload": {"name": result.workload, "preset": result.preset, "config": result.config,
                      "overrides": overrides, **({"source": result.workload_source} if result.workload_source else {})},
@@ -141,7 +143,9 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
         "gpu_sharing": result.gpu_sharing,
         "collectors": collectors,
         "coverage": coverage(kernels),
-    }
+        **({"checks": checks} if checks is not None else {}),
+        **({"parallel": parallel} if parallel is not None else {}),
+    })
 
 
 def host_info() -> dict:
@@ -202,6 +206,11 @@ def replay_cost(rows: pd.DataFrame) -> dict:
             "gib_per_pass_median": float(restored.median()), "gib_per_pass_max": float(restored.max())}
 
 
+def _pass_progress(tell: Callable[[str, int, int], None], label: str, total: int) -> Callable[[int], None]:
+    """`tell` for one pass: its label and launch count fixed, given the launches profiled so far."""
+    return lambda done: tell(label, done, total)
+
+
 def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, start_pass: StartPass,
                      check: CounterCheck, tell: Callable[[str, int, int], None], held_bytes: float,
                      lanes: int = 1, replay: str = "kernel") -> tuple[pd.DataFrame, dict, dict, list[Path]]:
@@ -222,7 +231,8 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     # (metric group, mode, targeted invocations): the counters of every launch configuration (of the focus
     # kernels only in focus mode), of each further problem, then the warp stalls of the kernels that hold the
     # time (not in focus mode: a sweep point pays for one pass)
-    passes = [("counters", "all" if counters == "all" else "sampled", None)]
+    passes: list[tuple[str, str, dict[str, list[int]] | None]] = [
+        ("counters", "all" if counters == "all" else "sampled", None)]
     if counters == "sampled" and plan.targets:
         passes.append(("counters", "sampled", plan.targets))
     if counters != "focus":
@@ -230,7 +240,7 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     # each pass also with the function names it asks for (the counter passes only) and its report
     planned = [(group, mode, targets, names if group == "counters" else None, scratch / f"{group}-{number}.ncu-rep")
                for number, (group, mode, targets) in enumerate(passes, start=1)]
-    reports: dict[str, list] = {group: [] for group in METRIC_GROUPS}
+    reports: dict[str, list[tuple[pd.DataFrame, pd.Index]]] = {group: [] for group in METRIC_GROUPS}
     walls, replays = [], []
     through_host = replay == "kernel" and replay_through_host(held_bytes, gpu["memory_bytes"])
     slow = f", replay through the host: {held_bytes / 2**30:.0f} of {gpu['memory_bytes'] / 2**30:.0f} GiB held" \
@@ -252,7 +262,7 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
         label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number}{slow})"
         current = started.popleft()
         try:  # passes waiting for a turn that will not come are stopped, not left behind
-            walls.append(current.finish(lambda done, label=label, t=len(expected): tell(label, done, t)))
+            walls.append(current.finish(_pass_progress(tell, label, len(expected))))
             rows = read_report(path, chip, group)
         except BaseException:
             for waiting in started:
@@ -360,7 +370,7 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
     timed, timing = capture.table()
     kernels = schema.conform_kernels(timed)
     triton_choices = autotune.snapshot()
-    collectors = {
+    collectors: dict[str, dict[str, Any]] = {
         "harness": {"wall_s": time.perf_counter() - started, "host_launch_us": host_launch_us()},
         "timeline": {"tool": "torch.profiler", "wall_s": capture.wall_s, "timing": timing or None},
         "counters": {"mode": settings.counters},
@@ -369,7 +379,8 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
     gc.collect()
     torch.cuda.empty_cache()
     with tempfile.TemporaryDirectory() as scratch:
-        extra, checks = {}, {}
+        extra: dict[str, Path] = {}
+        checks: dict[str, Any] = {}
         if settings.keep_report:  # the raw inputs of the join, for inspection and as test fixtures
             extra["trace.json.gz"] = Path(scratch) / "trace.json.gz"
             schema.write_trace(capture.trace, extra["trace.json.gz"])
@@ -382,7 +393,7 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
             passes = ChildPasses(child, settings.ncu_timeout_s, identical_gpus(settings.pass_gpus), chosen)
             kernels, notes, checks, reports = collect_counters(kernels, settings.counters, result.gpu,
                                                                Path(scratch), passes.start, check, tell,
-                                                               result.peak_memory_bytes,
+                                                               result.peak_memory_bytes or 0,
                                                                lanes=len(passes.devices) or 1, replay=chosen)
             notes["pass_work"] = check_same_work(passes.works)
             collectors["counters"].update(notes, pass_seconds=passes.phases)
@@ -390,6 +401,5 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
                 extra.update({report.name: report for report in reports})
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = Path(settings.out) / (settings.name or f"{ready.workload.name}-{ready.preset}-{stamp}")
-        info = run_info(result, ready.overrides, collectors, kernels, triton_choices)
-        info["checks"] = checks
+        info = run_info(result, ready.overrides, collectors, kernels, triton_choices, checks)
         return schema.write_run(path, info, kernels, extra_files=extra)

@@ -129,6 +129,7 @@ class NcuPass:
         self.reader.start()
 
     def _read(self) -> None:
+        assert self.child.stdout is not None  # opened with stdout=PIPE
         for line in self.child.stdout:
             self.tail.append(line.rstrip())
             if "ERR_NVGPUCTRPERM" in line:

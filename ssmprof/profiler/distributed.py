@@ -41,7 +41,7 @@ from collections import deque
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
@@ -50,7 +50,7 @@ from ssmprof import schema
 from ssmprof.errors import InvalidConfig, NoGpu, SsmprofError
 from ssmprof.hardware import link_for, spec_for
 from ssmprof.profiler.harness import RunResult
-from ssmprof.schema import RankJob, RankResult
+from ssmprof.schema import RankJob, RankResult, RankRun
 
 if TYPE_CHECKING:  # collect is imported where it is used: a rank process never needs it
     from ssmprof.profiler.collect import ProfileSettings
@@ -239,7 +239,9 @@ def launch(job: RankJob, name: str, timeout_s: float, where: Launch = Launch()) 
     tail: deque[str] = deque(maxlen=40)
     agent = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                              env={**os.environ, **NO_MULTICAST_ENV})
-    reader = threading.Thread(target=lambda: tail.extend(line.rstrip() for line in agent.stdout), daemon=True)
+    output = agent.stdout
+    assert output is not None  # opened with stdout=PIPE
+    reader = threading.Thread(target=lambda: tail.extend(line.rstrip() for line in output), daemon=True)
     reader.start()
     try:
         code = agent.wait(timeout=timeout_s)
@@ -257,7 +259,7 @@ def launch(job: RankJob, name: str, timeout_s: float, where: Launch = Launch()) 
     missing = [rank for rank, r in results.items() if r is None]
     if code != 0 or missing:
         raise RankFailed(f"rank {missing[0] if missing else '?'} wrote no result: {_last_line(tail)}")
-    return [results[rank] for rank in range(job.world_size)]
+    return [result for rank in range(job.world_size) if (result := results[rank]) is not None]
 
 
 def _results(job: RankJob, name: str, wait_s: float) -> dict[int, RankResult | None]:
@@ -279,21 +281,28 @@ def _last_line(lines) -> str:
     return (errors or kept or ["no output"])[-1].removeprefix("error: ")
 
 
+def harness_of(result: RankResult) -> RankRun:
+    """A rank's harness result; a rank that wrote none (a numerics check, or a failure) is one clear error."""
+    if result.result is None:
+        raise RankFailed(f"rank {result.rank} wrote no harness result{': ' + result.error if result.error else ''}")
+    return result.result
+
+
 def check_same_gpus(results: list[RankResult]) -> None:
     """Refuse a run whose ranks computed on different GPU models: one rank's kernel times would describe
     another GPU than the others', and the late rank would be the slower chip."""
-    first = results[0].result["gpu"].get("name")
-    other = next((r for r in results if r.result["gpu"].get("name") != first), None)
+    first = harness_of(results[0]).gpu.get("name")
+    other = next((r for r in results if harness_of(r).gpu.get("name") != first), None)
     if other is not None:
-        raise RankFailed(f"rank {other.rank} ran on {other.result['gpu'].get('name')}, rank {results[0].rank} on "
+        raise RankFailed(f"rank {other.rank} ran on {harness_of(other).gpu.get('name')}, rank {results[0].rank} on "
                          f"{first}: the ranks of one run must use one GPU model")
 
 
 def merged_result(results: list[RankResult]) -> RunResult:
     """One result for the run: rank 0's, with each step as long as its slowest rank (a TP step waits for all)."""
     fields = {f.name for f in dataclasses.fields(RunResult)}
-    result = RunResult(**{k: v for k, v in results[0].result.items() if k in fields})
-    result.step_times_ms = [max(steps) for steps in zip(*(r.result["step_times_ms"] for r in results), strict=True)]
+    result = RunResult(**{k: v for k, v in harness_of(results[0]).model_dump().items() if k in fields})
+    result.step_times_ms = [max(steps) for steps in zip(*(harness_of(r).step_times_ms for r in results), strict=True)]
     return result
 
 
@@ -305,11 +314,11 @@ def parallel_section(job: RankJob, results: list[RankResult], ncu_ranks: list[in
         "backend": "nccl" if job.device == "cuda" else "gloo", "nnodes": nnodes,
         "counters_rank": ncu_ranks[0] if ncu_ranks else None, "counters_ranks": ncu_ranks,
         "ranks": [{"rank": r.rank, "node": r.node, "node_rank": r.node_rank, "tp_rank": r.tp_rank, "dp_rank": r.dp_rank,
-                   "step_ms": statistics.median(r.result["step_times_ms"]), "final_loss": r.result["final_loss"],
-                   "peak_memory_bytes": r.result["peak_memory_bytes"], "gpu": r.result["gpu"].get("name"),
-                   "gpu_sharing": r.result.get("gpu_sharing")} for r in results],
+                   "step_ms": statistics.median(harness_of(r).step_times_ms), "final_loss": harness_of(r).final_loss,
+                   "peak_memory_bytes": harness_of(r).peak_memory_bytes, "gpu": harness_of(r).gpu.get("name"),
+                   "gpu_sharing": harness_of(r).gpu_sharing} for r in results],
         "topology": (topo := topology() if job.device == "cuda" else None),
-        "link": _link(results[0].result["gpu"].get("name"), topo),
+        "link": _link(harness_of(results[0]).gpu.get("name"), topo),
         "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if job.device == "cuda" else None,
     }
 
@@ -337,8 +346,8 @@ def ranks_folder(out: Path | None, where: Launch):
     has said it is done with it (a `node-<n>.done` file; at most `OTHER_NODES_WAIT_S`): the other nodes read all
     ranks' files after their own agent ends, which can be after node 0 merged the run."""
     if where.nnodes == 1:
-        with tempfile.TemporaryDirectory() as folder:
-            yield Path(folder)
+        with tempfile.TemporaryDirectory() as temporary:
+            yield Path(temporary)
         return
     folder = schema.make_folder(Path(out or ".") / f".ranks-{where.job_id}")
     try:
@@ -372,7 +381,7 @@ def check_numerics(job: RankJob, timeout_s: float = 1800) -> list[dict]:
     check_devices(job.device, job.world_size)
     with ranks_folder(None, Launch()) as scratch:
         results = launch(job.model_copy(update={"mode": "numerics", "scratch": str(scratch)}), "numerics", timeout_s)
-    return [{**r.numerics, "rank": r.rank} for r in results]
+    return [{**(r.numerics or {}), "rank": r.rank} for r in results]
 
 
 @dataclasses.dataclass
@@ -426,7 +435,9 @@ def rank_counters(job: RankJob, where: Launch, tables: dict[int, pd.DataFrame], 
     run)."""
     from ssmprof.profiler.collect import collect_counters
 
-    notes, checks, reports = {}, {}, {}
+    notes: dict[str, Any] = {}
+    checks: dict[str, Any] = {}
+    reports: dict[str, Path] = {}
     ncu_ranks = list(settings.ncu_ranks)
     for rank in ncu_ranks:
         folder = schema.make_folder(Path(job.scratch) / f"counters-rank{rank}")
@@ -434,8 +445,8 @@ def rank_counters(job: RankJob, where: Launch, tables: dict[int, pd.DataFrame], 
         pinned = job.model_copy(update={"autotune": str(schema.write_document(pins, folder / "autotune.json"))})
         passes = RankPasses(pinned, where, rank, settings.ncu_timeout_s)
         tables[rank], found, checked, written = collect_counters(
-            schema.conform_kernels(tables[rank]), settings.counters, results[rank].result["gpu"], folder,
-            passes.start, check, lambda stage, done, total: None, results[rank].result["peak_memory_bytes"] or 0.0)
+            schema.conform_kernels(tables[rank]), settings.counters, harness_of(results[rank]).gpu, folder,
+            passes.start, check, lambda stage, done, total: None, harness_of(results[rank]).peak_memory_bytes or 0.0)
         notes = notes or {**found, "rank": rank, "ranks": ncu_ranks}
         checks = checks or checked
         reports.update({f"rank{rank}-{path.name}": path for path in written})
@@ -465,10 +476,12 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
         check_same_gpus(results)
         tables = {rank: schema.read_frame(table_file(scratch, "timeline", rank)) for rank in range(job.world_size)}
         result = merged_result(results)
-        collectors = {"harness": {"wall_s": time.perf_counter() - started},
+        collectors: dict[str, dict[str, Any]] = {"harness": {"wall_s": time.perf_counter() - started},
                       "timeline": {"tool": "torch.profiler", "ranks": job.world_size},
                       "counters": {"mode": counters if job.device == "cuda" else "none"}}
-        checks, reports, profiled = {}, {}, []
+        checks: dict[str, Any] = {}
+        reports: dict[str, Path] = {}
+        profiled: list[int] = []
         if job.device == "cuda" and counters != "none" and ncu_ranks:
             notes, checks, reports = rank_counters(job, where, tables, results, settings, check)
             collectors["counters"].update(notes)
@@ -482,9 +495,7 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
         parallel = parallel_section(job, results, profiled, where.nnodes)
         # coverage of the rank the kernel analyses describe (the first with counters, else rank 0)
         described = kernels[kernels["rank"] == (profiled[0] if profiled else 0)]
-        info = run_info(result, job.overrides, collectors, described, results[0].triton_autotune)
-        info["checks"] = checks
-        info["parallel"] = parallel
+        info = run_info(result, job.overrides, collectors, described, results[0].triton_autotune, checks, parallel)
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         name = f"{job.workload}-{job.preset}-tp{job.tp}" + (f"-dp{job.dp}" if job.dp > 1 else "") + f"-{stamp}"
         extra = {}

@@ -30,6 +30,8 @@ from ssmprof.profiler.nvml import SharingMonitor
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER
 from ssmprof.workloads.base import CommonConfig, Workload
 from ssmprof.workloads.user import failure_in_user_code
+from ssmprof.workloads.lm import LanguageModelWorkload
+from ssmprof.workloads.parallel import ParallelCausalLM
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -133,25 +135,29 @@ class Trainer:
         torch.manual_seed(seed)
         generator = torch.Generator().manual_seed(seed)
         # Build straight on the device: a paper-preset model is billions of fp32 parameters.
+        self.parallel: ParallelCausalLM | None = None
         with self.device:
-            self.model = workload.build(cfg, plan) if groups is None else workload.build_parallel(cfg, plan, groups)
+            if groups is not None:
+                assert isinstance(workload, LanguageModelWorkload)  # `measure` refuses the others first
+                self.parallel = workload.build_parallel(cfg, plan, groups)
+            self.model = workload.build(cfg, plan) if self.parallel is None else self.parallel
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, weight_decay=0.1,
                                            fused=self.device.type == "cuda", capturable=capturable)
         self.batch = workload.batch(cfg, self.device, generator)
-        if groups is not None:
-            self.batch = self.model.local_batch(self.batch)
-        self.parallel = groups is not None
+        if self.parallel is not None:
+            self.batch = self.parallel.local_batch(self.batch)
         self.autocast = torch.autocast(self.device.type, dtype=cfg.autocast_dtype(),
                                        enabled=cfg.dtype != "fp32", cache_enabled=not capturable)
 
     def step(self) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)  # no kernels; grads stay readable after the step
         with self.marker.phase(FORWARD), self.autocast:
-            loss = self.model.loss(self.batch) if self.parallel else self.workload.loss(self.model, self.batch)
+            loss = self.parallel.loss(self.batch) if self.parallel is not None \
+                else self.workload.loss(self.model, self.batch)
         with self.marker.phase(BACKWARD):
             loss.backward()
-            if self.parallel:
-                self.model.finish_gradients()
+            if self.parallel is not None:
+                self.parallel.finish_gradients()
         with self.marker.phase(OPTIMIZER):
             self.optimizer.step()
         return loss.detach()
@@ -268,7 +274,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         harness_seconds=seconds,
         profiled_ms=[elapsed_ms],
         graphed_step_times_ms=graphed,
-        gpu_sharing=sharing.summary() if cuda else None,
+        gpu_sharing=sharing.summary() if sharing is not None else None,
         workload_source=workload.source,
     )
 

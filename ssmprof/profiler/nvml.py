@@ -40,9 +40,10 @@ def current_device() -> CudaDevice:
     uuid = getattr(props, "uuid", None)
     uuid = None if uuid is None else (str(uuid) if str(uuid).startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
     bus = None
-    if getattr(props, "pci_bus_id", None) is not None:
+    bus_id = getattr(props, "pci_bus_id", None)  # not in every torch
+    if bus_id is not None:
         domain, slot = getattr(props, "pci_domain_id", 0), getattr(props, "pci_device_id", 0)
-        bus = f"{domain:04x}:{props.pci_bus_id:02x}:{slot:02x}.0"
+        bus = f"{domain:04x}:{bus_id:02x}:{slot:02x}.0"
     return CudaDevice(index, uuid, bus)
 
 

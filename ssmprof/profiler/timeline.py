@@ -284,7 +284,7 @@ def kernel_table(trace: dict) -> pd.DataFrame:
            if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
     layers = layer_ranges(events)
     kernels = sorted((e for e in events if e.get("cat") == "kernel"),
-                     key=lambda e: (launches.get(e["args"].get("correlation"), e)["ts"], e["ts"]))
+                     key=lambda e: ((launches.get(e["args"].get("correlation")) or e)["ts"], e["ts"]))
     rows = []
     first_start = min((k["ts"] for k in kernels), default=0.0)
     for index, kernel in enumerate(kernels):

@@ -8,6 +8,7 @@ library, and still opens offline."""
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -303,9 +304,9 @@ def _navigation(labels: list[str], infos: list[RunInfo]) -> str:
     return f'<nav class="runs"><p>{"<br>".join(lines)}</p></nav>'
 
 
-def render_html(runs: list[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
+def render_html(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
                 overview: dict[str, pd.DataFrame] | None = None, labels: list[str] | None = None,
-                notes: list[str] = ()) -> str:
+                notes: Sequence[str] = ()) -> str:
     """One page for all runs: a suite's first screen answers (findings linked to their evidence, kernel time per
     category, the SSM roofline) and each run follows collapsed under a line saying what it is; a single run's
     page opens with its findings, breakdown and roofline. `labels` tell the runs apart (default: workload names);
@@ -377,8 +378,8 @@ def render_compare(info_a: RunInfo, info_b: RunInfo, categories: pd.DataFrame, k
 
 
 def render_projection(info: RunInfo, target_gpu: str, categories: pd.DataFrame,
-                      checked: tuple[dict, pd.DataFrame] | None = None, sources: tuple[str, str] = ("", ""),
-                      limits: list[str] = ()) -> str:
+                      checked: tuple[RunInfo, pd.DataFrame] | None = None, sources: tuple[str, str] = ("", ""),
+                      limits: Sequence[str] = ()) -> str:
     """Markdown of a projection, headed as one, with where each side's ceilings come from (`sources`: measured
     GPU, target) and what it cannot know (`limits`) before its numbers; with the error against a run measured on
     the target."""
@@ -401,7 +402,7 @@ def overview_markdown(overview: dict[str, pd.DataFrame], level: str = "##") -> l
     return lines
 
 
-def render_markdown(runs: list[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
+def render_markdown(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
                     overview: dict[str, pd.DataFrame] | None = None) -> str:
     """The report as markdown (for CI summaries): per run, provenance, findings, warnings, then the tables."""
     lines = ["# ssmprof report"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
 from torch import nn
@@ -34,18 +34,23 @@ def check(condition: bool, message: str) -> None:
         raise InvalidConfig(message)
 
 
-class Workload(ABC):
+ConfigT = TypeVar("ConfigT", bound=CommonConfig)
+
+
+class Workload(ABC, Generic[ConfigT]):
+    """A workload over its own config dataclass `ConfigT`: its methods take the config its presets hold."""
+
     name: ClassVar[str]
     description: ClassVar[str]
     unit: ClassVar[str]  # what throughput counts: "tokens" or "samples"
     ops: ClassVar[tuple[str, ...]]  # kernel ops the model needs (see ssmprof.kernels.OPS)
-    presets: ClassVar[dict[str, CommonConfig]]
+    presets: dict[str, ConfigT]  # a class attribute of each workload
     preset_notes: ClassVar[dict[str, str]] = {}
     # why a training step cannot be captured as a CUDA graph (`harness.capture_refusal`); None: it can be tried
     capture_blocker: ClassVar[str | None] = None
 
     # ---- configuration -------------------------------------------------------------------------
-    def config(self, preset: str, overrides: dict[str, Any] | None = None) -> CommonConfig:
+    def config(self, preset: str, overrides: dict[str, Any] | None = None) -> ConfigT:
         """The preset with overrides applied (values may be strings, as typed on the command line)."""
         if preset not in self.presets:
             raise UnknownPreset(f"unknown preset '{preset}' for {self.name}; choose from: {', '.join(self.presets)}")
@@ -61,7 +66,7 @@ class Workload(ABC):
         self.validate(cfg)
         return cfg
 
-    def validate(self, cfg: CommonConfig) -> None:
+    def validate(self, cfg: ConfigT) -> None:
         check(cfg.batch_size >= 1, f"batch size must be >= 1, got {cfg.batch_size}")
         check(cfg.seq_len >= 1, f"sequence length must be >= 1, got {cfg.seq_len}")
         check(cfg.layers >= 1, f"layers must be >= 1, got {cfg.layers}")
@@ -78,23 +83,23 @@ class Workload(ABC):
         """Where a workload outside the suite was loaded from (run.json `workload.source`); None: the suite's."""
         return None
 
-    def kernel_ops(self, cfg: CommonConfig) -> tuple[str, ...]:
+    def kernel_ops(self, cfg: ConfigT) -> tuple[str, ...]:
         """The kernel ops a run with these settings needs (`ops`: those of the default settings); a setting
         that swaps a layer's kernels (the hybrid's SSM layer, Mamba-3 MIMO) overrides this."""
         return self.ops
 
     # ---- the training iteration ----------------------------------------------------------------
     @abstractmethod
-    def build(self, cfg: CommonConfig, plan: KernelPlan) -> nn.Module: ...
+    def build(self, cfg: ConfigT, plan: KernelPlan) -> nn.Module: ...
 
     @abstractmethod
-    def batch(self, cfg: CommonConfig, device: torch.device, generator: torch.Generator) -> dict: ...
+    def batch(self, cfg: ConfigT, device: torch.device, generator: torch.Generator) -> dict: ...
 
     @abstractmethod
     def loss(self, model: nn.Module, batch: dict) -> torch.Tensor: ...
 
     @abstractmethod
-    def items_per_step(self, cfg: CommonConfig) -> int: ...
+    def items_per_step(self, cfg: ConfigT) -> int: ...
 
 
 def _coerce(key: str, value: Any, field: dataclasses.Field, owner: type) -> Any:
@@ -117,7 +122,7 @@ def _coerce(key: str, value: Any, field: dataclasses.Field, owner: type) -> Any:
     return value
 
 
-def training_step_flops(workload: Workload, cfg: CommonConfig, plan: KernelPlan) -> float:
+def training_step_flops(workload: Workload[ConfigT], cfg: ConfigT, plan: KernelPlan) -> float:
     """About the FLOPs of one training step (3x the forward's matmul and convolution FLOPs, as torch's
     FlopCounterMode counts them), from a build on the meta device: no memory, no compute, about a second. A workload
     whose forward reads tensor values (a mixture of experts routing tokens) cannot run there and gives its own

@@ -105,11 +105,11 @@ def _unique_pairs(src: torch.Tensor, dst: torch.Tensor, n: int) -> tuple[torch.T
 def graph_batch(cfg: GraphConfig, generator: torch.Generator) -> dict:
     """A batch of random Peptides-func-like graphs (CPU tensors, see the module docstring)."""
     sizes = graph_sizes(cfg, generator)
-    bonds, offset = [], 0
+    parts, offset = [], 0
     for n in sizes.tolist():
-        bonds.append(random_bonds(n, cfg.avg_degree, generator) + offset)
+        parts.append(random_bonds(n, cfg.avg_degree, generator) + offset)
         offset += n
-    bonds = torch.cat(bonds, dim=1)
+    bonds = torch.cat(parts, dim=1)
     bond_attr = torch.randint(0, cfg.categories, (bonds.size(1), cfg.edge_features), generator=generator)
     # Both directions of every bond, same features, sorted by (source, target).
     src, dst = torch.cat([bonds[0], bonds[1]]), torch.cat([bonds[1], bonds[0]])
@@ -228,6 +228,8 @@ class GPSMambaLayer(nn.Module):
 class CategoricalEncoder(nn.Module):
     """Sum of one embedding per categorical column (OGB's AtomEncoder / BondEncoder), one table."""
 
+    offsets: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, columns: int, categories: int, dim: int):
         super().__init__()
         self.categories = categories
@@ -259,7 +261,7 @@ class GraphMambaNet(nn.Module):
         return self.head(self._pool(h, batch["batch"], size=batch["num_graphs"]))
 
 
-class GraphMamba(Workload):
+class GraphMamba(Workload[GraphConfig]):
     name = "graph-mamba"
     description = "Graph-Mamba: GPS layers of GINE message passing + bidirectional Mamba-1 over degree-sorted nodes"
     capture_blocker = ("every training batch is another set of molecular graphs, so its node and edge counts (the "

@@ -9,6 +9,8 @@ kernels. `tests/test_layers_gpu.py` checks the two against each other on a GPU.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -52,7 +54,7 @@ def ssd_ref(x, dt, A, B, C, D, dt_bias, chunk_size):
     return (y[:, :seqlen].to(compute) + x * D.unsqueeze(-1)).to(x_in.dtype)
 
 
-def mamba2_mixer_ref(mixer: nn.Module, u: torch.Tensor, seqlen: int | None = None) -> torch.Tensor:
+def mamba2_mixer_ref(mixer: Any, u: torch.Tensor, seqlen: int | None = None) -> torch.Tensor:
     """Pure-torch forward of a mamba_ssm `Mamba2` module (the composition its fused path computes).
 
     `seqlen` given: `u` is flattened to (batch * seqlen, d_model) as `Mamba2.forward(u, seqlen=)` takes it
@@ -126,7 +128,7 @@ def selective_scan(plan: KernelPlan, u, delta, A, B, C, D=None, z=None, delta_bi
     return scan(u, delta, A, B, C, D, z=z, delta_bias=delta_bias, delta_softplus=delta_softplus)
 
 
-def mamba1_mixer_ref(mixer: nn.Module, u: torch.Tensor, plan: KernelPlan, seqlen: int | None = None,
+def mamba1_mixer_ref(mixer: Any, u: torch.Tensor, plan: KernelPlan, seqlen: int | None = None,
                      reduce_x_dbl=None, conv=None) -> torch.Tensor:
     """Forward of a mamba_ssm `Mamba` (Mamba-1) module without its fused `mamba_inner_fn`: torch conv1d,
     projections, then the selective scan the plan picks (mamba-ssm's slow path, step for step).
@@ -266,7 +268,7 @@ class PreNormBlock(nn.Module):
 class CausalLM(nn.Module):
     """Token embedding, a stack of pre-norm blocks, final norm, tied LM head."""
 
-    def __init__(self, vocab_size: int, d_model: int, mixers: list[nn.Module], plan: KernelPlan):
+    def __init__(self, vocab_size: int, d_model: int, mixers: Sequence[nn.Module], plan: KernelPlan):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.layers = nn.ModuleList(PreNormBlock(d_model, mixer, plan) for mixer in mixers)
@@ -275,6 +277,10 @@ class CausalLM(nn.Module):
         self.lm_head.weight = self.embedding.weight
         _init_weights(self, len(mixers))
 
+    def blocks(self) -> list[PreNormBlock]:
+        """The layers, typed (an nn.ModuleList yields them as plain modules)."""
+        return [cast(PreNormBlock, layer) for layer in self.layers]
+
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         hidden, residual = self.embedding(input_ids), None
         for layer in self.layers:
@@ -282,7 +288,7 @@ class CausalLM(nn.Module):
         return self.lm_head(self.norm_f(hidden, residual, prenorm=False))
 
 
-def _init_weights(model: nn.Module, n_layers: int) -> None:
+def _init_weights(model: CausalLM, n_layers: int) -> None:
     """GPT-2 style init with output projections scaled by depth (what mamba-ssm's LM does)."""
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear) and module.weight is not model.embedding.weight:

@@ -16,6 +16,8 @@ does not dwarf the SSM kernels; override with `--set vocab_size=...`.
 from __future__ import annotations
 
 import dataclasses
+from abc import abstractmethod
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -186,10 +188,16 @@ def check_attention(cfg: HybridConfig | TransformerConfig | GdnHybridConfig) -> 
     check(cfg.mlp_ratio >= 1, f"mlp_ratio must be >= 1, got {cfg.mlp_ratio}")
 
 
-class LanguageModelWorkload(Workload):
+LMConfigT = TypeVar("LMConfigT", bound=LMConfig)
+
+
+class LanguageModelWorkload(Workload[LMConfigT]):
     unit = "tokens"
 
-    def validate(self, cfg: LMConfig) -> None:
+    @abstractmethod
+    def build(self, cfg: LMConfigT, plan: KernelPlan) -> CausalLM: ...
+
+    def validate(self, cfg: LMConfigT) -> None:
         super().validate(cfg)
         check(cfg.d_model >= 1, f"d_model must be >= 1, got {cfg.d_model}")
         check(cfg.vocab_size >= 2, f"vocab_size must be >= 2, got {cfg.vocab_size}")
@@ -215,19 +223,19 @@ class LanguageModelWorkload(Workload):
             return SelfAttention(cfg.d_model, cfg.n_heads, cfg.n_kv_heads, plan)
         return MLP(cfg.d_model, cfg.mlp_ratio * cfg.d_model)
 
-    def layer_kinds(self, cfg: LMConfig) -> list[str]:
+    def layer_kinds(self, cfg: LMConfigT) -> list[str]:
         """Each layer's mixer kind (`parallel.MAMBA2`, ...), in order; refused in one line where the model has no
         tensor-parallel form (Mamba-3 and Gated DeltaNet layers: none is built yet)."""
         raise InvalidConfig(f"{self.name} has no tensor-parallel model (--tp/--dp): mamba2-lm, hybrid "
                             "(ssm_layer=mamba2), mamba1-lm and transformer have")
 
-    def build_parallel(self, cfg: LMConfig, plan: KernelPlan, groups: RankGroups) -> ParallelCausalLM:
+    def build_parallel(self, cfg: LMConfigT, plan: KernelPlan, groups: RankGroups) -> ParallelCausalLM:
         """This rank's part of the model under tensor parallelism (see `workloads.parallel`); with data
         parallelism alone, the single-GPU model's layers."""
-        single = [layer.mixer for layer in self.build(cfg, plan).layers] if groups.parallelism.tp == 1 else None
+        single = [block.mixer for block in self.build(cfg, plan).blocks()] if groups.parallelism.tp == 1 else None
         return ParallelCausalLM(cfg, self.layer_kinds(cfg), plan, groups, single)
 
-    def validate_parallel(self, cfg: LMConfig, parallelism: Parallelism) -> None:
+    def validate_parallel(self, cfg: LMConfigT, parallelism: Parallelism) -> None:
         """Refuse, in one line, a split the model's shapes do not allow (before anything starts)."""
         tp, dp = parallelism.tp, parallelism.dp
         check(tp >= 1 and dp >= 1, f"--tp and --dp must be >= 1, got {tp} and {dp}")
@@ -237,33 +245,33 @@ class LanguageModelWorkload(Workload):
             check(tokens % tp == 0, f"sequence parallelism needs batch x seq_len per replica ({tokens}) divisible "
                   f"by --tp {tp}")
         kinds = set(self.layer_kinds(cfg))
-        if MAMBA2 in kinds:
+        if MAMBA2 in kinds and isinstance(cfg, Mamba2Config):
             nheads = cfg.expand * cfg.d_model // cfg.headdim
             check(cfg.ngroups % tp == 0 and nheads % tp == 0,
                   f"{self.name}: ngroups ({cfg.ngroups}) and SSM heads ({nheads}) must be divisible by --tp {tp} "
                   f"(each rank holds whole groups; try --set ngroups={tp * max(1, cfg.ngroups // tp)})")
-        if MAMBA1 in kinds:
+        if MAMBA1 in kinds and isinstance(cfg, Mamba1Config):
             check(cfg.expand * cfg.d_model % tp == 0,
                   f"{self.name}: d_inner ({cfg.expand * cfg.d_model}) must be divisible by --tp {tp}")
-        if ATTENTION in kinds:
+        if ATTENTION in kinds and isinstance(cfg, HybridConfig | TransformerConfig):
             check(cfg.n_heads % tp == 0 and cfg.n_kv_heads % tp == 0,
                   f"{self.name}: n_heads ({cfg.n_heads}) and n_kv_heads ({cfg.n_kv_heads}) must be divisible by "
                   f"--tp {tp}")
-        if MLP_KIND in kinds:
+        if MLP_KIND in kinds and isinstance(cfg, HybridConfig | TransformerConfig):
             check(cfg.mlp_ratio * cfg.d_model % tp == 0, f"{self.name}: MLP width must be divisible by --tp {tp}")
 
-    def batch(self, cfg: LMConfig, device: torch.device, generator: torch.Generator) -> dict:
+    def batch(self, cfg: LMConfigT, device: torch.device, generator: torch.Generator) -> dict:
         return token_batch(cfg.batch_size, cfg.seq_len, cfg.vocab_size, device, generator, cfg.text_file)
 
     def loss(self, model: nn.Module, batch: dict) -> torch.Tensor:
         logits = model(batch["input_ids"])
         return F.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten())
 
-    def items_per_step(self, cfg: LMConfig) -> int:
+    def items_per_step(self, cfg: LMConfigT) -> int:
         return cfg.batch_size * cfg.seq_len
 
 
-class Mamba2LM(LanguageModelWorkload):
+class Mamba2LM(LanguageModelWorkload[Mamba2Config]):
     name = "mamba2-lm"
     description = "Homogeneous Mamba-2 language model (mamba-ssm Mamba2 blocks, fused SSD path)"
     ops = ("ssd", "conv1d", "norm")
@@ -286,7 +294,7 @@ class Mamba2LM(LanguageModelWorkload):
     def layer_kinds(self, cfg: Mamba2Config) -> list[str]:
         return [MAMBA2] * cfg.layers
 
-    def build(self, cfg: Mamba2Config, plan: KernelPlan) -> nn.Module:
+    def build(self, cfg: Mamba2Config, plan: KernelPlan) -> CausalLM:
         mixers = [self.mamba2(cfg, plan, i) for i in range(cfg.layers)]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
 
@@ -318,7 +326,7 @@ def ssm_chunk(cfg: HybridConfig) -> int:
     return cfg.chunk_size
 
 
-class HybridLM(LanguageModelWorkload):
+class HybridLM(LanguageModelWorkload[HybridConfig]):
     name = "hybrid"
     description = ("Mamba-2-Hybrid LM: Mamba-2 / self-attention / MLP layers in a 43/7/50 % mix "
                    "(--set ssm_layer=mamba3|gdn swaps the SSM layer)")
@@ -372,13 +380,13 @@ class HybridLM(LanguageModelWorkload):
             return super().layer_kinds(cfg)
         return [_KINDS[kind] for kind in hybrid_pattern(cfg.layers)]
 
-    def build(self, cfg: HybridConfig, plan: KernelPlan) -> nn.Module:
+    def build(self, cfg: HybridConfig, plan: KernelPlan) -> CausalLM:
         mixers = [self.ssm(cfg, plan, i) if kind == "M" else self.attention_mlp(cfg, plan, kind)
                   for i, kind in enumerate(hybrid_pattern(cfg.layers))]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
 
 
-class TransformerLM(LanguageModelWorkload):
+class TransformerLM(LanguageModelWorkload[TransformerConfig]):
     """Baseline: quadratic attention where mamba2-lm has the linear-time SSD scan."""
 
     name = "transformer"
@@ -404,13 +412,13 @@ class TransformerLM(LanguageModelWorkload):
     def layer_kinds(self, cfg: TransformerConfig) -> list[str]:
         return [ATTENTION, MLP_KIND] * cfg.layers
 
-    def build(self, cfg: TransformerConfig, plan: KernelPlan) -> nn.Module:
+    def build(self, cfg: TransformerConfig, plan: KernelPlan) -> CausalLM:
         # Attention and MLP as separate pre-norm blocks: the layout the hybrid uses.
         mixers = [self.attention_mlp(cfg, plan, kind) for _ in range(cfg.layers) for kind in "AF"]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
 
 
-class Mamba1LM(LanguageModelWorkload):
+class Mamba1LM(LanguageModelWorkload[Mamba1Config]):
     """Baseline: one fused selective-scan kernel per layer where Mamba-2 runs the SSD chain."""
 
     name = "mamba1-lm"
@@ -434,12 +442,12 @@ class Mamba1LM(LanguageModelWorkload):
     def layer_kinds(self, cfg: Mamba1Config) -> list[str]:
         return [MAMBA1] * cfg.layers
 
-    def build(self, cfg: Mamba1Config, plan: KernelPlan) -> nn.Module:
+    def build(self, cfg: Mamba1Config, plan: KernelPlan) -> CausalLM:
         mixers = [Mamba1Mixer(cfg.d_model, cfg.d_state, cfg.expand, plan, i) for i in range(cfg.layers)]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
 
 
-class Mamba3LM(LanguageModelWorkload):
+class Mamba3LM(LanguageModelWorkload[Mamba3Config]):
     """Mamba-3 at mamba2-lm's shapes (width, state, head size, depth, batch, sequence): the SSD chain's
     successor, one fused chunked kernel per direction (SISO) where Mamba-2 runs five."""
 
@@ -465,12 +473,12 @@ class Mamba3LM(LanguageModelWorkload):
     def kernel_ops(self, cfg: Mamba3Config) -> tuple[str, ...]:
         return mamba3_ops(cfg.mimo)
 
-    def build(self, cfg: Mamba3Config, plan: KernelPlan) -> nn.Module:
+    def build(self, cfg: Mamba3Config, plan: KernelPlan) -> CausalLM:
         mixers = [self.mamba3(cfg, plan, i, cfg.chunk_size) for i in range(cfg.layers)]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
 
 
-class GdnLM(LanguageModelWorkload):
+class GdnLM(LanguageModelWorkload[GdnConfig]):
     """Gated DeltaNet at mamba2-lm's width: values expand*d_model wide in heads of 128, q/k heads of 128 shared by
     two value heads (Qwen3-Next's layout), so each layer holds as much state as a Mamba-2 layer of the same
     preset (paper: 64 heads x 128 x 128 = 128 heads x 64 x 128). The contrast: chunked linear attention with a
@@ -495,7 +503,7 @@ class GdnLM(LanguageModelWorkload):
         super().validate(cfg)
         check_gdn(cfg.d_model, cfg.expand, cfg.head_dim, cfg.v_heads_per_qk_head, cfg.chunk_size)
 
-    def build(self, cfg: GdnConfig, plan: KernelPlan) -> nn.Module:
+    def build(self, cfg: GdnConfig, plan: KernelPlan) -> CausalLM:
         mixers = [self.gdn(cfg.d_model, cfg.expand, cfg.head_dim, cfg.v_heads_per_qk_head, cfg.chunk_size, plan)
                   for _ in range(cfg.layers)]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)
@@ -514,7 +522,7 @@ def gdn_hybrid_pattern(layers: int) -> str:
     return GDN_HYBRID_GROUP * (layers // len(GDN_HYBRID_GROUP))
 
 
-class GdnHybridLM(LanguageModelWorkload):
+class GdnHybridLM(LanguageModelWorkload[GdnHybridConfig]):
     """Qwen3-Next-style hybrid: 3 Gated DeltaNet layers to 1 attention layer (the ratio Qwen3-Next and Kimi Linear
     chose: linear layers carry the sequence, every fourth layer recalls exactly), each followed by an MLP."""
 
@@ -543,7 +551,7 @@ class GdnHybridLM(LanguageModelWorkload):
         except ValueError as exc:
             check(False, str(exc))
 
-    def build(self, cfg: GdnHybridConfig, plan: KernelPlan) -> nn.Module:
+    def build(self, cfg: GdnHybridConfig, plan: KernelPlan) -> CausalLM:
         mixers = [self.gdn(cfg.d_model, cfg.expand, cfg.head_dim, cfg.v_heads_per_qk_head, cfg.chunk_size, plan)
                   if kind == "G" else self.attention_mlp(cfg, plan, kind) for kind in gdn_hybrid_pattern(cfg.layers)]
         return CausalLM(cfg.vocab_size, cfg.d_model, mixers, plan)

@@ -21,6 +21,7 @@ diagonal weighted g_t alone. Tests check the two agree, and on a GPU that mamba-
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -138,7 +139,7 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
     return (x32 * torch.rsqrt(x32.square().mean(-1, keepdim=True) + eps) * weight).to(x.dtype)
 
 
-def mamba3_mixer_ref(mixer: nn.Module, u: torch.Tensor) -> torch.Tensor:
+def mamba3_mixer_ref(mixer: Any, u: torch.Tensor) -> torch.Tensor:
     """Forward of a mamba_ssm `Mamba3` module (default settings: no out-projection norm) on our chunked scan."""
     rank = mixer.mimo_rank
     bc = mixer.d_state * mixer.num_bc_heads * rank
@@ -150,10 +151,10 @@ def mamba3_mixer_ref(mixer: nn.Module, u: torch.Tensor) -> torch.Tensor:
     B, C = (rearrange(t, "b l (r g n) -> b l r g n", r=rank, g=mixer.num_bc_heads) for t in (B, C))
     B, C = _rms_norm(B, mixer.B_norm.weight, mixer.B_norm.eps), _rms_norm(C, mixer.C_norm.weight, mixer.C_norm.eps)
     headed = "b l (h p) -> b l h p"
-    mimo = (mixer.mimo_x, mixer.mimo_z, mixer.mimo_o) if mixer.is_mimo else (None, None, None)
+    mimo_x, mimo_z, mimo_o = (mixer.mimo_x, mixer.mimo_z, mixer.mimo_o) if mixer.is_mimo else (None, None, None)
     y = mamba3_scan_chunked(C, B, rearrange(x, headed, p=mixer.headdim), A * dt, dt, trap, mixer.C_bias,
-                            mixer.B_bias, angles, mixer.D, rearrange(z, headed, p=mixer.headdim), *mimo,
-                            halves=mixer.is_mimo, chunk_size=mixer.chunk_size)
+                            mixer.B_bias, angles, mixer.D, rearrange(z, headed, p=mixer.headdim), mimo_x,
+                            mimo_z, mimo_o, halves=mixer.is_mimo, chunk_size=mixer.chunk_size)
     return mixer.out_proj(rearrange(y, "b l h p -> b l (h p)").to(x.dtype))
 
 

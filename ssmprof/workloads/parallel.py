@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from typing import Protocol, cast
 
 import torch
 import torch.distributed as dist
@@ -157,6 +158,12 @@ class _OnBackward(torch.autograd.Function):
     def backward(ctx, grad):
         ctx.action()
         return grad, None
+
+
+class ShardedMixer(Protocol):
+    """A tensor-parallel mixer: which of its single-GPU tensors it holds a part of (dim, part sizes)."""
+
+    def shard_rules(self, cfg) -> dict[str, tuple[int, list[int]]]: ...
 
 
 class ParallelMamba2(nn.Module):
@@ -314,6 +321,8 @@ class ParallelCausalLM(CausalLM):
                  single_mixers: list[nn.Module] | None = None):
         self.groups, self.cfg = groups, cfg
         if groups.parallelism.tp == 1:
+            if single_mixers is None:
+                raise ValueError("data parallelism alone runs the single-GPU model's mixers: pass them")
             mixers = single_mixers
         else:
             mixers = [build_mixer(kind, cfg, plan, groups, i) for i, kind in enumerate(kinds)]
@@ -336,7 +345,7 @@ class ParallelCausalLM(CausalLM):
         hidden, residual = self.embedding(input_ids), None
         if seqlen is not None:
             hidden = self.local_tokens(rearrange(hidden, "b l d -> (b l) d"))
-        for layer, span in zip(self.layers, self.spans, strict=True):
+        for layer, span in zip(self.blocks(), self.spans, strict=True):
             hidden, residual = layer.norm(hidden, residual, prenorm=True)
             hidden = _OnBackward.apply(hidden, span.close)
             if self.planted_delay_s:
@@ -374,12 +383,13 @@ class ParallelCausalLM(CausalLM):
         saw only this rank's tokens, so their gradients are summed over the TP group; with DP every
         gradient is summed over the DP group. One coalesced all-reduce each."""
         if self.sequence_parallel and self.groups.parallelism.tp > 1:
-            _all_reduce_coalesced([p.grad for p in self.replicated_parameters()], self.groups.tp_group)
+            _all_reduce_coalesced([p.grad for p in self.replicated_parameters() if p.grad is not None],
+                                  self.groups.tp_group)
         if self.groups.parallelism.dp > 1:
             _all_reduce_coalesced([p.grad for p in self.parameters() if p.grad is not None], self.groups.dp_group)
 
     def replicated_parameters(self) -> list[nn.Parameter]:
-        sharded = {id(p) for layer in self.layers for p in layer.mixer.parameters()}
+        sharded = {id(p) for block in self.blocks() for p in block.mixer.parameters()}
         return [p for p in self.parameters() if id(p) not in sharded and p.grad is not None]
 
     def local_part(self, single: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -387,8 +397,8 @@ class ParallelCausalLM(CausalLM):
         tp, rank = self.groups.parallelism.tp, self.groups.tp_rank
         if tp == 1:
             return dict(single)
-        rules = {f"layers.{i}.mixer.{name}": rule for i, layer in enumerate(self.layers)
-                 for name, rule in layer.mixer.shard_rules(self.cfg).items()}
+        rules = {f"layers.{i}.mixer.{name}": rule for i, block in enumerate(self.blocks())
+                 for name, rule in cast(ShardedMixer, block.mixer).shard_rules(self.cfg).items()}
         return {name: shard(tensor, *rules[name], rank, tp) if name in rules else tensor
                 for name, tensor in single.items()}
 
@@ -457,11 +467,11 @@ def numerics(workload, cfg, plan: KernelPlan, groups: RankGroups, device: torch.
     model.finish_gradients()
     grads = dict(model.named_parameters())
     errors = {name: relative_error(p.grad, expected[name]) for name, p in grads.items()}
-    worst = max(errors, key=errors.get)
+    worst = max(errors, key=lambda name: errors[name])
     parallel_exact = {name: relative_error(p.grad, exact[name]) for name, p in grads.items()}
     single_exact = {name: relative_error(expected[name], exact[name]) for name in grads}
     excess = {name: parallel_exact[name] / max(single_exact[name], FP32_ARBITER_FLOOR) for name in grads}
-    arbitrated = max(excess, key=excess.get)
+    arbitrated = max(excess, key=lambda name: excess[name])
     return {"single_loss": single_loss, "parallel_loss": float(loss.detach()), "grad_rel_err": errors[worst],
             "grad_worst_parameter": worst,
             "grad_repeat_rel_err": max(relative_error(repeated[name], expected[name]) for name in expected),

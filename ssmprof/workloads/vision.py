@@ -91,23 +91,24 @@ class MambaVisionMixer(nn.Module):
         if d_inner % 2:
             raise ValueError(f"expand * d_model ({d_inner}) must be even to split into two halves")
         self.plan = plan
-        self.half = d_inner // 2
+        self.half_width = d_inner // 2
         self.d_state = d_state
         self.dt_rank = math.ceil(d_model / 16)
         self.in_proj = nn.Linear(d_model, d_inner, bias=False)
         # Non-causal depthwise convs: each token sees its neighbours on both sides.
-        self.conv_ssm = nn.Conv1d(self.half, self.half, d_conv, padding="same", groups=self.half)
-        self.conv_sym = nn.Conv1d(self.half, self.half, d_conv, padding="same", groups=self.half)
-        self.x_proj = nn.Linear(self.half, self.dt_rank + 2 * d_state, bias=False)
-        self.dt_proj = nn.Linear(self.dt_rank, self.half, bias=True)  # its bias is the scan's delta_bias
+        self.conv_ssm = nn.Conv1d(self.half_width, self.half_width, d_conv, padding="same", groups=self.half_width)
+        self.conv_sym = nn.Conv1d(self.half_width, self.half_width, d_conv, padding="same", groups=self.half_width)
+        self.x_proj = nn.Linear(self.half_width, self.dt_rank + 2 * d_state, bias=False)
+        self.dt_proj = nn.Linear(self.dt_rank, self.half_width, bias=True)  # its bias is the scan's delta_bias
         self.out_proj = nn.Linear(d_inner, d_model, bias=False)
         # S4D-real A (A = -[1..n] per channel), unit skip D, Mamba's dt initialisation.
-        self.A_log = nn.Parameter(torch.log(torch.arange(1, d_state + 1, dtype=torch.float32)).repeat(self.half, 1))
-        self.D = nn.Parameter(torch.ones(self.half))
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, d_state + 1, dtype=torch.float32))
+                                  .repeat(self.half_width, 1))
+        self.D = nn.Parameter(torch.ones(self.half_width))
         with torch.no_grad():
             bound = self.dt_rank**-0.5
             self.dt_proj.weight.uniform_(-bound, bound)
-            dt = torch.exp(torch.rand(self.half) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+            dt = torch.exp(torch.rand(self.half_width) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
             dt = dt.clamp(min=dt_floor)
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1(dt)
 
@@ -145,7 +146,8 @@ class TokenStage(nn.Module):
     def __init__(self, dim: int, depth: int, heads: int, cfg: VisionConfig, plan: KernelPlan):
         super().__init__()
         n_mamba, n_attn = split_depth(depth)
-        mixers = [MambaVisionMixer(dim, plan, cfg.d_state, cfg.expand, cfg.d_conv) for _ in range(n_mamba)]
+        mixers: list[nn.Module] = [MambaVisionMixer(dim, plan, cfg.d_state, cfg.expand, cfg.d_conv)
+                                   for _ in range(n_mamba)]
         mixers += [SelfAttention(dim, heads, heads, plan, causal=False) for _ in range(n_attn)]
         self.blocks = nn.ModuleList(TokenBlock(dim, mixer, cfg.mlp_ratio) for mixer in mixers)
 
@@ -212,7 +214,7 @@ class MambaVisionNet(nn.Module):
         return self.head(x.mean(dim=(2, 3)))
 
 
-class MambaVision(Workload):
+class MambaVision(Workload[VisionConfig]):
     name = "mamba-vision"
     description = "MambaVision hybrid image classifier: conv stages, then selective-scan mixer + attention stages"
     unit = "samples"
