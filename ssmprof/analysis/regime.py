@@ -143,7 +143,7 @@ def ssm_kernels(runs: list[SweepRun]) -> pd.DataFrame:
         ssm = run.kernels[run.kernels["category"] == SSM]
         if ssm.empty:
             continue
-        judged = limiters(ssm)
+        judged = limiters(ssm, ceilings=run.ceilings)
         if run.ceilings is not None and has_counters(ssm):
             judged = judged.join(roofline(ssm, run.ceilings)[["verdict", "pct_of_roof"]])
         items = run.info.harness.items_per_step

@@ -50,7 +50,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         tables["gemm_work"] = work
     counted = has_counters(kernels)
     if counted:
-        tables.update(_limiter_tables(kernels, run.info))
+        tables.update(_limiter_tables(kernels, run.info, ceilings))
     if counted and ceilings is not None:
         tables.update(_roofline_tables(kernels, run.info, ceilings))
     if counted:
@@ -61,10 +61,11 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
     return tables
 
 
-def _limiter_tables(kernels: pd.DataFrame, info: RunInfo) -> dict[str, pd.DataFrame]:
-    """What limits the kernels, their instruction-level bounds and their stalls. The per-launch verdicts are let
-    go on return: at a million launches they are hundreds of megabytes the tables do not need."""
-    limited = limiters(kernels, evidence=False)  # the summaries word the launches they show
+def _limiter_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
+    """What limits the kernels (DRAM and L2 against the roofline's ceilings), their instruction-level bounds and
+    their stalls. The per-launch verdicts are let go on return: at a million launches they are hundreds of
+    megabytes the tables do not need."""
+    limited = limiters(kernels, evidence=False, ceilings=ceilings)  # the summaries word the launches they show
     tables = {"limiters": limiter_summary(limited), "limiters_ssm": limiter_summary(limited, category="SSM scan"),
               "instruction_bounds": instruction_bounds(kernels, info.gpu.model_dump())}
     if kernels["stall_warps_per_issue"].notna().any():

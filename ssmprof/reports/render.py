@@ -69,8 +69,10 @@ TABLE_TITLES = {
 }
 # Columns a table does not show: one DRAM figure per page (Nsight Compute's throughput, in the cache table),
 # not a second one beside it from the roofline; the stall table's twenty reason shares (its chart draws them,
-# the CSV keeps them; the page shows the top three waits).
-HIDDEN = {"roofline_summary": ("pct_of_dram_peak",), "stalls": tuple(f"{reason}_share" for reason in STALL_REASONS)}
+# the CSV keeps them; the page shows the top three waits); a limiter table's verdict without its number (what
+# the headline adds up by; the limiter column says it).
+HIDDEN = {"roofline_summary": ("pct_of_dram_peak",), "limiters": ("limiter_name",),
+          "limiters_ssm": ("limiter_name",), "stalls": tuple(f"{reason}_share" for reason in STALL_REASONS)}
 NOWRAP = {"phase", "category", "counter_status", "verdict", "class", "gpu", "workload"}
 
 STYLE = """
