@@ -21,7 +21,17 @@ from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_dataflow import FLOW_COLUMNS, fusion_estimate, ssd_dataflow, ssd_layers
 from ssmprof.analysis.ssd_model import analytic_vs_measured
-from ssmprof.analysis.tensor_vector import class_summary, class_thresholds, classify, instruction_summary, table_ii
+from ssmprof.analysis.suite import dram_beside_study
+from ssmprof.analysis.tensor_vector import (
+    STUDY_WORKLOAD,
+    class_summary,
+    class_thresholds,
+    classify,
+    instruction_summary,
+    table_ii,
+    table_ii_beside_study,
+    table_ii_causes,
+)
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import Run, RunInfo
 
@@ -99,7 +109,8 @@ def _roofline_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings) -
 
 
 def _class_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
-    """Tensor vs vector classes, Table II, tensor instructions, and the SSD forward kernels against their model."""
+    """Tensor vs vector classes, Table II (beside the study's, with the causes of the difference and the SSM DRAM
+    use, for the study's model), tensor instructions, and the SSD forward kernels against their model."""
     tables = {}
     classified = classify(kernels, ceilings)
     tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",
@@ -107,8 +118,13 @@ def _class_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings | Non
                                           "flops_tensor", "flops_vector", "duration_ns"]]
     tables["tensor_vector_ssm"] = class_summary(classified)
     if (classified["category"] == "SSM scan").any():
-        tables["table_ii"] = table_ii(classified)
+        study = info.workload.name == STUDY_WORKLOAD
+        tables["table_ii"] = table_ii_beside_study(classified) if study else table_ii(classified)
         tables["tensor_vector_thresholds"] = class_thresholds(classified)
+        if study:
+            tables["table_ii_causes"] = table_ii_causes(classified, info.workload.config, info.versions)
+        if study and ceilings is not None:
+            tables["dram_beside_study"] = dram_beside_study(kernels[kernels["category"] == "SSM scan"], ceilings)
     instructions = instruction_summary(classified)
     if len(instructions):  # Hopper only: other chips do not split their tensor ops by instruction
         tables["tensor_instructions"] = instructions

@@ -29,6 +29,7 @@ from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline
 from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.summary import analyze, warnings_for
+from ssmprof.analysis.tensor_vector import STUDY_WORKLOAD
 from ssmprof.errors import InvalidConfig
 from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings, spec_for
 from ssmprof.pipeline import regimes
@@ -225,7 +226,9 @@ def results(readme: Path | None = None) -> str:
         suite.category_shares(kernels[first]),
         suite.ssm_kernels(kernels[first], measured),
         suite.gpu_pair(kernels[first], kernels[second], infos[first], infos[second]),
-        suite.projection_errors(kernels[first], kernels[second], ceilings[first], ceilings[second]))
+        suite.projection_errors(kernels[first], kernels[second], ceilings[first], ceilings[second]),
+        suite.beside_study(loaded[first][STUDY_WORKLOAD].kernels, loaded[first][STUDY_WORKLOAD].info,
+                           measured[STUDY_WORKLOAD]))
     extra = sweep_headlines() + parallel_results()
     if extra:
         text = text.replace(RESULTS_END, extra + RESULTS_END)

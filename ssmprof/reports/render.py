@@ -28,8 +28,11 @@ TABLE_TITLES = {
                            "the ceiling's calibration fell short)",
     "caches": "Cache hit rates and DRAM throughput (time-weighted, Nsight Compute)",
     "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
-    "table_ii": "Table II in the study's form: SSM kernels per class, forward, backward and the forward kernels "
-                "recomputed in backward apart. " + CLASS_RULE,
+    "table_ii": "Table II in the study's form and order: SSM kernels per class, forward, backward and the forward "
+                "kernels recomputed in backward apart (for mamba2-lm, the study's rows beside ssmprof's). "
+                + CLASS_RULE,
+    "table_ii_causes": "Why Table II differs from the study's: each cause with its number",
+    "dram_beside_study": "SSM kernels' DRAM use beside the study's 57.5 %, each against the ceiling it is taken of",
     "tensor_vector_thresholds": "Tensor vs vector: the tolerance (% of FLOPs off the kernel's main pipe) at which "
                                 "each SSM kernel changes class; today's is 1 %",
     "tensor_instructions": "Tensor instructions (Hopper): wgmma or mma.sync, per category (bf16 tensor work)",
@@ -473,9 +476,12 @@ RESULTS_START, RESULTS_END = "<!-- results:start -->", "<!-- results:end -->"
 
 
 def render_results(labels: tuple[str, str], step_times: pd.DataFrame, cost: pd.DataFrame, shares: pd.DataFrame,
-                   ssm: pd.DataFrame, pair: pd.DataFrame, errors: pd.DataFrame) -> str:
+                   ssm: pd.DataFrame, pair: pd.DataFrame, errors: pd.DataFrame,
+                   study: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> str:
     """The Results section of docs/results.md (markdown between RESULTS_START and RESULTS_END), from the bundled
-    runs."""
+    runs; `study`: the first GPU's mamba2-lm Table II beside the study's, its causes and its SSM DRAM use beside
+    the study's (`tensor_vector.table_ii_beside_study`, `table_ii_causes`, `suite.dram_beside_study`)."""
+    table_ii, causes, dram = study
     a, b = labels
     rounded = {name: frame.round(1) for name, frame in
                (("steps", step_times.astype({"throughput": "int64"})), ("shares", shares), ("ssm", ssm),
@@ -498,6 +504,12 @@ def render_results(labels: tuple[str, str], step_times: pd.DataFrame, cost: pd.D
         "the share of forward / backward SSM time in each tensor/vector class, defined on compute time at the GPU's "
         f"peaks ({TENSOR_ONLY}: >= {100 * TENSOR_ONLY_SHARE:.0f} % of it on the tensor path; {VECTOR_ONLY}: <= "
         f"{100 * VECTOR_ONLY_SHARE:.0f} %).", "", markdown_table(rounded["ssm"]),
+        "", f"**Table II beside the study's** (mamba2-lm on the {a}; seeds/001's Table II, Mamba2 on an H100): SSM "
+        "kernels per class on FLOPs, as the study counts them, in its order; the forward kernels mamba-ssm launches "
+        "again in backward are a row of their own.", "", markdown_table(table_ii),
+        "", "Why the two differ, each cause with its number:", "", markdown_table(causes),
+        "", f"**SSM DRAM use beside the study's** (mamba2-lm on the {a}), each against the ceiling it is taken of:",
+        "", markdown_table(dram.round(1)),
         "", f"**{a} vs {b}** (A = {a}, B = {b}): speedup = A's time over B's; `slow_iteration`: a run whose profiled "
         "iteration kept the GPU busy longer than its median step, by how much (its kernel times describe a slower "
         "step than the timed ones).", "", markdown_table(rounded["pair"]),
