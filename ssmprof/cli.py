@@ -176,6 +176,8 @@ def profile(
     replay: Annotated[str, typer.Option(help="Nsight Compute replay: kernel, application (the child rerun once "
                                         "per metric pass) or auto (application where the live tensors exceed "
                                         "half the GPU)")] = "auto",
+    ncu_cache: Annotated[str, typer.Option(help="flush (default) or keep caches per ncu pass",
+                                           show_default=False)] = "flush",
     cuda_graphs: GraphsOpt = False,
     history: HistoryOpt = None,
     commit: CommitOpt = None,
@@ -185,7 +187,7 @@ def profile(
 
     options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
                                       allow_fallback, tp, dp, sequence_parallel)
-    settings = measure.ProfileSettings(out=out, steps=steps, counters=counters, replay=replay,
+    settings = measure.ProfileSettings(out=out, steps=steps, counters=counters, replay=replay, ncu_cache=ncu_cache,
                                        ncu_timeout_s=ncu_timeout, ncu_ranks=tuple(ncu_rank or [0]),
                                        pass_gpus=pass_gpus, cuda_graphs=cuda_graphs, keep_report=keep_report,
                                        name=name)

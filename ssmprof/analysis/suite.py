@@ -12,6 +12,7 @@ from ssmprof.analysis.frame import has_counters, profiled_with_counters, time_we
 from ssmprof.analysis.host import busy_ns, slow_iteration
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.roofline import roofline, roofline_summary
+from ssmprof.analysis.ssd_dataflow import FLUSHED, KEPT, dataflow_by_cache, ssd_dataflow
 from ssmprof.analysis.tensor_vector import (
     BOTH,
     FLOP_CLASSES,
@@ -182,3 +183,21 @@ def beside_study(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings) -> tu
     classified = classify(kernels, ceilings)
     return (table_ii_beside_study(classified), table_ii_causes(classified, info.workload.config, info.versions),
             dram_beside_study(kernels[kernels["category"] == SSM], ceilings))
+
+
+def ssd_dataflow_by_cache(runs: dict[str, pd.DataFrame], infos: dict[str, RunInfo]) -> pd.DataFrame | None:
+    """The SSD chain's data flow of one workload measured with the caches flushed and kept
+    (`ssd_dataflow.dataflow_by_cache`), for the first workload, preset and GPU given in both modes, with which
+    runs (`flushed`, `kept`); None where no workload was given in both."""
+    by_mode: dict[tuple, dict[str, str]] = {}
+    for label, info in infos.items():
+        mode = info.collectors.counters.cache or FLUSHED
+        by_mode.setdefault((info.workload.name, info.workload.preset, info.gpu.name), {}).setdefault(mode, label)
+    for modes in by_mode.values():
+        if {FLUSHED, KEPT} <= set(modes):
+            flows = {mode: ssd_dataflow(runs[modes[mode]], infos[modes[mode]].workload.config)
+                     for mode in (FLUSHED, KEPT)}
+            if all(flow is not None for flow in flows.values()):
+                return dataflow_by_cache(flows[FLUSHED], flows[KEPT]).assign(flushed=modes[FLUSHED],
+                                                                             kept=modes[KEPT])
+    return None

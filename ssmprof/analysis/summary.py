@@ -16,7 +16,7 @@ from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.instruction_bounds import instruction_bounds
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.noise import iteration_check, iteration_note
-from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, roofline, roofline_summary
+from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, l2_peak_gb_s, roofline, roofline_summary
 from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_dataflow import FLOW_COLUMNS, fusion_estimate, ssd_dataflow, ssd_layers
@@ -102,7 +102,7 @@ def _roofline_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings) -
     flow = ssd_dataflow(kernels, info.workload.config)
     if flow is not None:  # the Mamba-2 SSD chain's inter-kernel bytes and the fused chain's what-if
         tables["ssd_dataflow"] = flow[FLOW_COLUMNS]
-        fusion = fusion_estimate(flow, info.workload.config, ceilings, ssd_layers(kernels))
+        fusion = fusion_estimate(flow, info.workload.config, ceilings, ssd_layers(kernels), l2_peak_gb_s(kernels))
         if len(fusion):
             tables["ssd_fusion"] = fusion
     return tables

@@ -101,6 +101,9 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
                 "ssm_kernels": suite.ssm_kernels({k: kernels[k] for k in roofs}, roofs),
                 "ssm_roofline": roofline_points(suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs),
                                                 by=("workload",))}
+    by_cache = suite.ssd_dataflow_by_cache(kernels, infos)
+    if by_cache is not None:  # one workload's counters with the caches flushed and kept: side by side
+        overview["ssd_dataflow_by_cache"] = by_cache
     if any(info.parallel is not None for info in infos.values()):
         overview["scaling"] = scaling(infos)
         overview["parallel"] = parallel_overview(runs)

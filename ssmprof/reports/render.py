@@ -248,6 +248,9 @@ OVERVIEW_TITLES = {
     "step_times": "Runs: step time, throughput, memory, profiling cost",
     "category_shares": "Where the time goes: % of kernel time per category",
     "ssm_kernels": "SSM kernels: share of time, DRAM % of peak, hit rates, tensor/vector classes (% of SSM time)",
+    "ssd_dataflow_by_cache": "SSD chain data movement per layer with the caches flushed before each Nsight Compute "
+                             "pass (its default: cold L2) and kept (what the kernels before left in L2), side by "
+                             "side: chain bytes read from DRAM in each, and what L2 serves once kept",
     "scaling": "Scaling: step time from 1 to N GPUs (speedup and efficiency over the single-GPU run)",
     "parallel": "Communication per multi-GPU run: collectives per layer (as the structure predicts?), exposed transfer "
                 "and wait per step, bus bandwidth of the layers' largest collectives",
