@@ -306,6 +306,8 @@ def calibrate(
     for key, value in result.profile.measured.model_dump(exclude={"source"}, exclude_none=True).items():
         share = f" ({value / datasheet[key]:.0%} of datasheet)" if key in datasheet else ""
         console.print(f"{key}: {value:,.1f}{share}, set by {result.profile.set_by.get(key, 'CUDA events')}")
+    if result.profile.note:
+        console.print(f"note: {result.profile.note}")
     console.print(f"device profile: {result.path}")
     if result.failed:
         raise SsmprofError(f"calibration checks failed: {', '.join(result.failed)}")
