@@ -48,7 +48,7 @@ from ssmprof.schema import RunInfo
 
 # What a limiter (`analysis.limiters`) means on a regime map: bandwidth (a memory level's bytes, shared memory
 # included), compute, or latency (every limiter that is neither: latency by elimination, too few blocks, capped
-# occupancy, instruction issue or issue slots, short kernels).
+# occupancy, instruction issue or issue slots).
 BANDWIDTH, COMPUTE, LATENCY, NO_COUNTERS = "bandwidth", "compute", "latency", "no counters"
 REGIMES = {"DRAM bandwidth": BANDWIDTH, "L2 bandwidth": BANDWIDTH, "shared memory": BANDWIDTH,
            "tensor pipe": COMPUTE, "FMA pipe": COMPUTE, "no counters": NO_COUNTERS}
