@@ -38,6 +38,7 @@ import pandas as pd
 from ssmprof import bundled
 from ssmprof.analysis.limiters import VERDICT_COLUMNS, agreement, limiters
 from ssmprof.errors import SsmprofError
+from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 from ssmprof.profiler.counters import PROFILED_CHILD_ENV, child_command
 from ssmprof.profiler.ncu import chip_for, details_argv, rules_argv
@@ -92,7 +93,8 @@ def recorded_agreement(report: Path, run_dir: Path) -> pd.DataFrame:
     metrics, rules = read_rule_results(report)
     launches = read_report(report, columns=()).reset_index(names="launch_id")[["launch_id", *LAUNCH_CONFIG]]
     run = load_run(run_dir)
-    first = limiters(run.kernels).drop_duplicates(["kernel_name", "phase"])
+    ceilings, _ = run_ceilings(run.info.gpu.name, run.path)
+    first = limiters(run.kernels, ceilings=ceilings).drop_duplicates(["kernel_name", "phase"])
     joined = launches.merge(first, on=["kernel_name", "phase"], how="left", suffixes=("", "_run"))
     table = agreement(joined, rules, metrics)
     same = (joined[LAUNCH_CONFIG[2:]].to_numpy() == joined[[f"{c}_run" for c in LAUNCH_CONFIG[2:]]].to_numpy())

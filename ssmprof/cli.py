@@ -179,6 +179,8 @@ def profile(
     replay: Annotated[str, typer.Option(help="Nsight Compute replay: kernel, application (the child rerun once "
                                         "per metric pass) or auto (application where the live tensors exceed "
                                         "half the GPU)")] = "auto",
+    ncu_cache: Annotated[str, typer.Option(help="flush (default) or keep caches per ncu pass",
+                                           show_default=False)] = "flush",
     cuda_graphs: GraphsOpt = False,
     history: HistoryOpt = None,
     commit: CommitOpt = None,
@@ -192,7 +194,7 @@ def profile(
                                                "--cuda-graphs": cuda_graphs})
     options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
                                       allow_fallback, tp, dp, sequence_parallel)
-    settings = measure.ProfileSettings(out=out, steps=steps, counters=counters, replay=replay,
+    settings = measure.ProfileSettings(out=out, steps=steps, counters=counters, replay=replay, ncu_cache=ncu_cache,
                                        ncu_timeout_s=ncu_timeout, ncu_ranks=tuple(ncu_rank or [0]),
                                        pass_gpus=pass_gpus, cuda_graphs=cuda_graphs, keep_report=keep_report,
                                        name=name)
@@ -326,6 +328,8 @@ def calibrate(
     for key, value in result.profile.measured.model_dump(exclude={"source"}, exclude_none=True).items():
         share = f" ({value / datasheet[key]:.0%} of datasheet)" if key in datasheet else ""
         console.print(f"{key}: {value:,.1f}{share}, set by {result.profile.set_by.get(key, 'CUDA events')}")
+    if result.profile.note:
+        console.print(f"note: {result.profile.note}")
     console.print(f"device profile: {result.path}")
     if result.failed:
         raise SsmprofError(f"calibration checks failed: {', '.join(result.failed)}")

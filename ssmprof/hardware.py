@@ -75,6 +75,24 @@ _NAME_PATTERNS = (
 )
 
 
+# How far a device's memory may sit from its datasheet row's and still be that part: the driver reports the
+# usable bytes (an H100 80GB 85.0e9, an H200 141GB 150.1e9, each 6 % over the datasheet's decimal GB), so a row
+# off by more than 10 % is another part with a name the table matched wrongly.
+MEMORY_TOLERANCE = 0.10
+
+
+def identity_note(device_name: str, memory_bytes: float | None) -> str | None:
+    """Why the datasheet row `spec_for` picks for `device_name` is not the GPU the host has, judged by its memory
+    (MEMORY_TOLERANCE; an H100 read as an H200 would have 80 of 141 GB); None where they agree or nothing tells."""
+    spec = spec_for(device_name)
+    if spec is None or not memory_bytes:
+        return None
+    if abs(memory_bytes / 1e9 / spec.memory_gb - 1) <= MEMORY_TOLERANCE:
+        return None
+    return (f"{device_name} reports {memory_bytes / 1e9:.1f} GB, its datasheet row ({spec.name}) {spec.memory_gb:g} "
+            "GB: the host's GPU is not the part its name matched")
+
+
 def spec_for(device_name: str) -> GpuSpec | None:
     """The datasheet entry for a CUDA device name, or None for a GPU not in the table."""
     for pattern, key in _NAME_PATTERNS:

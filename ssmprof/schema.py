@@ -379,6 +379,9 @@ class CountersCollector(_RunSection):
     the join (or a kernel the child ran differently) that the report names."""
 
     mode: str = "none"  # none, sampled, focus, ... (`--counters`)
+    # the caches before each replayed pass (`--ncu-cache`, `profiler.ncu.CACHE_CONTROL`): "flush", Nsight Compute's
+    # default, or "keep"; None in runs recorded before the option, which all flushed
+    cache: str | None = None
     tool: str | None = None
     wall_s: float = 0.0
     pass_wall_s: list[float] = []

@@ -323,3 +323,21 @@ def test_counters_finding_names_profiled_launches_that_found_no_timeline_launch(
     placed = typed_run_info(checks={"rejected": []}, collectors={"counters": {"mode": "sampled", "tool": "ncu"}})
     text = analyze(schema.Run(placed, analyzed()), None)["findings"].set_index("topic").loc["counters", "finding"]
     assert "found no timeline launch" not in text
+
+
+def test_the_ssm_limiter_headline_adds_up_by_unit_not_by_unit_and_percent():
+    """Shared memory at three % of peak is one unit: 50 % of the time, ahead of DRAM's 27 % (it ranked first while
+    each % was a bucket of its own)."""
+    from ssmprof.analysis.findings import _ssm
+
+    limits = pd.DataFrame({"limiter": ["shared memory at 90.1 % of peak", "shared memory at 80.0 % of peak",
+                                       "shared memory at 70.0 % of peak", "DRAM bandwidth", "tensor pipe"],
+                           "limiter_name": ["shared memory"] * 3 + ["DRAM bandwidth", "tensor pipe"],
+                           "time_ms": [20.0, 15.0, 15.0, 27.0, 23.0]})
+    tables = {"by_category": pd.DataFrame({"category": ["SSM scan"], "share": [0.2], "time_ms": [100.0]}),
+              "caches": pd.DataFrame({"category": ["SSM scan"], "dram_throughput_pct": [float("nan")],
+                                      "l2_hit_rate_pct": [60.0]}),
+              "limiters_ssm": limits}
+    finding = _ssm(tables)[0]["finding"]
+    assert "what limits them (share of the time of the 5 largest): 50 % shared memory, 27 % DRAM bandwidth, " \
+           "23 % tensor pipe" in finding

@@ -11,6 +11,7 @@ from ssmprof.hardware import (
     DEVICE_PROFILE,
     SPECS,
     Ceilings,
+    identity_note,
     read_device_profile,
     run_ceilings,
     spec_for,
@@ -112,3 +113,16 @@ def test_bundled_runs_find_their_gpus_profile_beside_them():
             info = schema.read_run(path).info
             ceilings, said = run_ceilings(info.gpu.name, path)
             assert (ceilings.dram_gb_s, said) == (measured, []), path
+
+
+@pytest.mark.parametrize(("gpu", "named_as", "mismatch"), [("h100-sxm", None, False), ("h200", None, False),
+                                                          ("h100-sxm", "NVIDIA H200", True),
+                                                          ("h200", "NVIDIA H100 80GB HBM3", True)])
+def test_a_gpu_whose_memory_is_not_its_datasheet_rows_is_named(gpu, named_as, mismatch):
+    """The bundled device profiles' GPUs as their hosts reported them agree with their datasheet rows; an H100
+    calling itself an H200 (or the reverse) is a note `calibrate` writes into the profile."""
+    found = read_device_profile(bundled.device_profile(gpu)).gpu
+    note = identity_note(named_as or found.name, found.memory_bytes)
+    assert (note is not None) == mismatch
+    if mismatch:
+        assert "the host's GPU is not the part its name matched" in note

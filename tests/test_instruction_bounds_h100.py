@@ -43,12 +43,13 @@ def test_mamba3_paper_has_checked_counters_on_the_h100_by_application_replay():
 
 
 # The selective scans' verdicts: the bound that holds them, with its number, as the limiter where it is busy
-# past half its peak, else as the runner-up of the occupancy that explains the rest of the time.
+# past half its peak, with the second unit busy past half its own as the runner-up (shared memory, the load/store
+# pipe), else as the runner-up of the occupancy that explains the rest of the time.
 FORWARD, BACKWARD = ("selective_scan_fwd_kernel", "forward"), ("selective_scan_bwd_kernel", "backward")
 SELECTIVE_SCAN_VERDICTS = {
-    "mamba1-lm": {FORWARD: ("issue slots at 59.5 % of peak", "occupancy (registers)"),
+    "mamba1-lm": {FORWARD: ("issue slots at 59.5 % of peak", "shared memory at 53.1 % of peak"),
                   BACKWARD: ("occupancy (registers, shared memory)", "issue slots at 42.8 % of peak")},
-    "mamba-vision": {FORWARD: ("issue slots at 67.5 % of peak", "occupancy (registers)"),
+    "mamba-vision": {FORWARD: ("issue slots at 67.5 % of peak", "load/store pipe at 53.9 % of peak"),
                      BACKWARD: ("occupancy (registers)", "issue slots at 44.0 % of peak")},
 }
 
@@ -72,5 +73,4 @@ def test_the_report_names_the_selective_scans_bound_with_its_number(workload):
     assert result.exit_code == 0, result.output
     for limiter, runner_up in SELECTIVE_SCAN_VERDICTS[workload].values():
         assert f"| {limiter} " in result.output and f"| {runner_up} " in result.output  # the limiter tables
-    forward = SELECTIVE_SCAN_VERDICTS[workload][FORWARD][0]
-    assert f"% {forward}" in result.output  # the SSM finding: its share of the time, then the verdict
+    assert "% issue slots" in result.output  # the SSM finding: its share of the time, then the unit

@@ -17,6 +17,7 @@ from ssmprof.analysis.limiters import (
     stall_summary,
     verdict_ref,
 )
+from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 from ssmprof.reports.figures import stall_bars
 from ssmprof.schema import STALL_REASONS
@@ -39,11 +40,15 @@ MEMORY_WAIT = {"stall_warps_per_issue": 10.0, "stall_long_scoreboard": 6.0, "sta
     [
         ("nothing busy, enough blocks, half occupancy", {}, "occupancy (registers, shared memory)",
          "DRAM bandwidth"),
-        ("a 6 us kernel: its own GPU time, not launch overhead", {"duration_ns": 6_000}, "short kernel (< 10 us)",
-         "occupancy (registers, shared memory)"),
+        ("a 6 us kernel is judged by its counters, not by its duration", {"duration_ns": 6_000},
+         "occupancy (registers, shared memory)", "DRAM bandwidth"),
+        ("a 6 us kernel on 0.3 waves: too few thread blocks", {"duration_ns": 6_000, "waves_per_sm": 0.3},
+         "too few thread blocks", "DRAM bandwidth"),
+        ("DRAM at 85 %, L2 at 70 %: the second busy unit is the runner-up",
+         {"dram_throughput_pct": 85.0, "l2_throughput_pct": 70.0}, "DRAM bandwidth", "L2 bandwidth"),
         ("DRAM at 85 %", {"dram_throughput_pct": 85.0}, "DRAM bandwidth", "occupancy (registers, shared memory)"),
         ("L2 busier than DRAM", {"dram_throughput_pct": 61.0, "l2_throughput_pct": 70.0}, "L2 bandwidth",
-         "occupancy (registers, shared memory)"),
+         "DRAM bandwidth"),
         ("tensor pipe at 80 %", {"tensor_pipe_pct": 80.0}, "tensor pipe", "occupancy (registers, shared memory)"),
         ("grid under one wave", {"waves_per_sm": 0.6}, "too few thread blocks", "DRAM bandwidth"),
         ("246 registers: 2 blocks of 4 warps per SM", {"occupancy_limit_registers": 2.0}, "occupancy (registers)",
@@ -145,7 +150,7 @@ H100_MAMBA2_SSD = {
     ("_chunk_scan_bwd_ddAcs_stable_kernel", "backward"): ("instruction issue", "occupancy (registers, shared memory)",
                                                          "likely"),
     ("_chunk_scan_fwd_kernel", "forward"): ("occupancy (registers, shared memory)", "L2 bandwidth", "close call"),
-    ("_chunk_scan_bwd_dcb_kernel", "backward"): ("instruction issue", "occupancy (registers)", "clear"),
+    ("_chunk_scan_bwd_dcb_kernel", "backward"): ("instruction issue", "L2 bandwidth", "likely"),
     ("_chunk_scan_bwd_dc_kernel", "backward"): ("occupancy (registers)", "DRAM bandwidth", "close call"),
     ("_chunk_state_bwd_db_kernel", "backward"): ("occupancy (registers)", "DRAM bandwidth", "close call"),
     ("_chunk_state_fwd_kernel", "backward"): ("DRAM bandwidth", "occupancy (registers, shared memory)", "likely"),
@@ -154,20 +159,23 @@ H100_MAMBA2_SSD = {
     ("_chunk_scan_bwd_dstates_kernel", "backward"): ("DRAM bandwidth", "occupancy (registers, shared memory)",
                                                     "clear"),
     ("_bmm_chunk_bwd_kernel", "backward"): ("DRAM bandwidth", "occupancy (registers)", "clear"),
-    ("_state_passing_fwd_kernel", "backward"): ("DRAM bandwidth", "too few thread blocks", "clear"),
+    ("_state_passing_fwd_kernel", "backward"): ("DRAM bandwidth", "too few thread blocks (0.65 waves)", "clear"),
     ("_state_passing_fwd_kernel", "forward"): ("DRAM bandwidth", "latency: long scoreboard", "clear"),
     ("_bmm_chunk_fwd_kernel", "backward"): ("DRAM bandwidth", "occupancy (registers, shared memory)", "likely"),
     ("_bmm_chunk_fwd_kernel", "forward"): ("DRAM bandwidth", "occupancy (registers, shared memory)", "likely"),
-    ("_chunk_cumsum_bwd_kernel", "backward"): ("too few thread blocks", "latency: long scoreboard", "likely"),
-    ("_chunk_cumsum_fwd_kernel", "forward"): ("short kernel (< 10 us)", "too few thread blocks", "clear"),
-    ("_chunk_cumsum_fwd_kernel", "backward"): ("short kernel (< 10 us)", "too few thread blocks", "clear"),
+    ("_chunk_cumsum_bwd_kernel", "backward"): ("too few thread blocks (0.65 waves)", "latency: long scoreboard",
+                                              "likely"),
+    ("_chunk_cumsum_fwd_kernel", "forward"): ("too few thread blocks (0.32 waves)", "instruction issue", "clear"),
+    ("_chunk_cumsum_fwd_kernel", "backward"): ("too few thread blocks (0.32 waves)", "instruction issue", "clear"),
 }
 
 
 @pytest.fixture(scope="module")
 def h100_mamba2_ssd():
     run = load_run(bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
-    return limiter_summary(limiters(run.kernels), category="SSM scan").set_index(["kernel_name", "phase"])
+    ceilings, _ = run_ceilings(run.info.gpu.name, run.path)  # as the report judges it
+    summary = limiter_summary(limiters(run.kernels, ceilings=ceilings), category="SSM scan")
+    return summary.set_index(["kernel_name", "phase"])
 
 
 def test_the_bundled_h100_mamba2_ssd_kernels_verdicts(h100_mamba2_ssd):
@@ -221,7 +229,8 @@ def test_every_ssm_kernel_of_every_bundled_run_with_counters_has_a_verdict():
             if frame["ncu_duration_ns"].notna().any() and len(ssm):
                 verdicts[(gpu, path.name)] = limiter_summary(ssm).set_index(["kernel_name", "phase"])["limiter"]
     assert len(verdicts) == 13 and not [key for key, limiter in verdicts.items() if (limiter == "no counters").any()]
-    assert verdicts[("h200", "mamba2-lm")][("_chunk_cumsum_bwd_kernel", "backward")] == "too few thread blocks"
+    assert verdicts[("h200", "mamba2-lm")][("_chunk_cumsum_bwd_kernel", "backward")] == \
+        "too few thread blocks (0.55 waves)"
 
 
 def tied_launches() -> pd.DataFrame:
@@ -264,3 +273,26 @@ def test_every_launch_at_once_judges_as_one_at_a_time(launches):
     assert verdicts["top_stall"].tolist() == stalls
     assert limiters(kernels, evidence=False).drop(columns="evidence", errors="ignore").equals(
         verdicts.drop(columns="evidence"))
+
+
+@pytest.mark.parametrize(("tensor_pct", "shared_pct", "limiter", "runner_up", "confidence"),
+                         [(98.6, 97.4, "tensor pipe", "shared memory", "tie"),
+                          (97.4, 98.6, "shared memory", "tensor pipe", "tie"),
+                          (98.6, 80.0, "tensor pipe", "shared memory", "likely"),
+                          (98.6, 40.0, "tensor pipe", "occupancy (registers, shared memory)", "clear")])
+def test_two_busy_units_within_the_tie_margin_are_a_tie(tensor_pct, shared_pct, limiter, runner_up, confidence):
+    """A GEMM whose tensor pipe runs at 98.6 % and its shared memory at 97.4 % is limited by both: a tie, not
+    "shared memory, clear"; a second unit under half its peak leaves the runner-up to the explanations."""
+    row = limiters(pd.DataFrame([{**BASE, **INSTRUCTION_LEVEL, "tensor_pipe_pct": tensor_pct,
+                                  "shared_pipe_pct": shared_pct}])).iloc[0]
+    assert (row["limiter"], row["runner_up"], row["confidence"]) == (limiter, runner_up, confidence)
+
+
+def test_no_verdict_changes_at_a_duration():
+    """No cliff at 10 us: `_chunk_cumsum_bwd` is 9.4 us on one timeline and 11.1 us under ncu; the same counters
+    give the same verdict at any duration."""
+    launches = pd.DataFrame([{**BASE, "waves_per_sm": 0.65, "duration_ns": ns} for ns in (9_400, 11_100, 400_000)])
+    verdicts = limiters(launches)
+    assert verdicts["limiter"].nunique() == 1 and verdicts["limiter"].iloc[0] == "too few thread blocks"
+    assert limiter_summary(verdicts.assign(kernel_name="k", phase="backward", category="c")).iloc[0]["limiter"] == \
+        "too few thread blocks (0.65 waves)"

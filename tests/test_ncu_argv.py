@@ -131,3 +131,21 @@ def test_unknown_chip_and_unknown_metric_are_one_line_errors():
     with pytest.raises(UnknownMetric, match="dram__bytes_sideways.sum on gh100"):
         check_metrics(["dram__bytes_read.sum", "dram__bytes_sideways.sum", "launch__grid_dim_x"],
                       {"dram__bytes_read"}, "gh100")
+
+
+@pytest.mark.parametrize(("cache", "control"), [("flush", "all"), ("keep", "none")])
+def test_the_cache_mode_is_nsight_computes_cache_control(tmp_path, cache, control):
+    """Nsight Compute flushes every cache before each replayed pass unless told to keep them (`--ncu-cache keep`)."""
+    assert option(ncu_argv(TARGET, tmp_path / "r", "sampled", cache=cache), "--cache-control") == control
+    assert option(ncu_argv(TARGET, tmp_path / "r", "sampled"), "--cache-control") == "all"  # ncu's default
+    with pytest.raises(ValueError, match="cache must be one of"):
+        ncu_argv(TARGET, tmp_path / "r", "sampled", cache="warm")
+
+
+def test_a_bad_cache_mode_is_one_line_before_any_work():
+    from ssmprof.errors import InvalidConfig
+    from ssmprof.profiler.collect import ProfileSettings
+
+    with pytest.raises(InvalidConfig, match="--ncu-cache must be flush or keep, got 'warm'"):
+        ProfileSettings(ncu_cache="warm")
+    assert ProfileSettings(ncu_cache="keep").ncu_cache == "keep"

@@ -71,8 +71,7 @@ def test_ncu_verdicts_read_the_bottleneck_and_the_top_advising_rule():
 @pytest.mark.parametrize(("limiter", "cls"), [("DRAM bandwidth", "memory"), ("instruction issue", "compute"),
                                                ("occupancy (registers, shared memory)", "latency"),
                                                ("latency: long scoreboard", "latency"),
-                                               ("too few thread blocks", "latency"),
-                                               ("short kernel (< 10 us)", "short")])
+                                               ("too few thread blocks", "latency")])
 def test_verdict_classes(limiter, cls):
     assert verdict_class(limiter) == cls
 
@@ -91,18 +90,19 @@ def test_agreement_on_the_bundled_launches():
     metrics, rules = parse_details(DETAILS.read_text())
     table = agreement(verdicts, rules, metrics).set_index("kernel_name")
     assert table["agree"].to_dict() == {"_chunk_state_fwd_kernel": "yes", "_chunk_scan_fwd_kernel": "yes",
-                                        "_bmm_chunk_fwd_kernel": "runner-up", "_chunk_cumsum_fwd_kernel": "runner-up"}
+                                        "_bmm_chunk_fwd_kernel": "runner-up", "_chunk_cumsum_fwd_kernel": "yes"}
     assert table.loc["_bmm_chunk_fwd_kernel", "why"].startswith(
         "DRAM bandwidth at 59 % of peak: ncu calls both throughputs under 60 % latency")
-    assert "under 10 us" in table.loc["_chunk_cumsum_fwd_kernel", "why"]
+    assert table.loc["_chunk_cumsum_fwd_kernel", "limiter"] == "too few thread blocks"  # 0.32 waves, as ncu says
     assert table.loc["_chunk_state_fwd_kernel", "why"] == ""
 
 
 def test_agreement_with_nsight_computes_rules_recorded_on_an_h100(tmp_path):
     """Nsight Compute's guided analysis of mamba2-lm paper's 15 SSD launch configurations on an H100
-    (tests/data/ncu-rules-mamba2-lm-h100) beside ssmprof's verdicts of the bundled H100 run: 12 agree, 3 on
-    ssmprof's runner-up, none apart. Its child autotuned for itself: 7 of the 15 launches had another grid or block
-    than the bundled run's, and agree as often (5 and 2)."""
+    (tests/data/ncu-rules-mamba2-lm-h100) beside ssmprof's verdicts of the bundled H100 run, judged on the run's
+    ceilings as its report is: 13 agree, 2 on ssmprof's runner-up, none apart (12 and 3 while a launch under
+    10 us was a "short kernel"). Its child autotuned for itself: 7 of the 15 launches had another grid or block
+    than the bundled run's, and agree as often (6 and 1)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
@@ -112,9 +112,9 @@ def test_agreement_with_nsight_computes_rules_recorded_on_an_h100(tmp_path):
     with lzma.open(Path(__file__).parent / "data" / "ncu-rules-mamba2-lm-h100" / "ssd-rules.ncu-rep.xz") as packed:
         report.write_bytes(packed.read())
     table = recorded_agreement(report, bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
-    assert table["agree"].value_counts().to_dict() == {"yes": 12, "runner-up": 3}
+    assert table["agree"].value_counts().to_dict() == {"yes": 13, "runner-up": 2}
     assert table.groupby("same_config")["agree"].value_counts().to_dict() == {
-        (False, "yes"): 5, (False, "runner-up"): 2, (True, "yes"): 7, (True, "runner-up"): 1}
+        (False, "yes"): 6, (False, "runner-up"): 1, (True, "yes"): 7, (True, "runner-up"): 1}
     assert "launch overhead" not in set(table["limiter"])
 
 

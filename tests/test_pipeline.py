@@ -253,11 +253,18 @@ def test_calibrate_writes_a_device_profile_its_readers_accept(tmp_path, monkeypa
     ceilings = {"dram_gb_s": 2960.0, "l2_gb_s": 4718.0, "l1_gb_s": 3425.0, "bf16_tensor_tflops": 771.7,
                 "fp32_tflops": 25.0, "source": MEASURED}
     monkeypatch.setattr(calibrate, "run_calibration", lambda timeout, keep: (report, ceilings, 11.0))
-    monkeypatch.setattr(harness, "gpu_info", lambda: {"name": "NVIDIA H100 80GB HBM3", "l2_bytes": None})
+    # an H100's memory under an H200's name: the profile says the host's GPU is not the part its name matched
+    monkeypatch.setattr(harness, "gpu_info", lambda: {"name": "NVIDIA H200", "l2_bytes": None,
+                                                      "memory_bytes": 85017493504})
+    wrong = measure.calibrate(tmp_path / "x.json").profile.note
+    assert "reports 85.0 GB, its datasheet row (NVIDIA H200 SXM 141GB) 141 GB" in wrong
+    monkeypatch.setattr(harness, "gpu_info", lambda: {"name": "NVIDIA H100 80GB HBM3", "l2_bytes": None,
+                                                      "memory_bytes": 85017493504})
     result = measure.calibrate(tmp_path / "device.json")
     assert result.failed == ["DRAM bytes (copy kernel)"]
     profile = read_device_profile(result.path)
     assert profile == result.profile and profile.datasheet["dram_gb_s"] == 3350.0
     assert profile.measured.l1_gb_s is None and "not above the L2 ceiling" in profile.note
+    assert "not the part" not in profile.note and "clocks" in profile.gpu.model_dump()  # as the host has it
     run = schema.read_run(H100_RUN)
     assert run_ceilings(run.info.gpu.name, H100_RUN, profile)[0].dram_gb_s == 2960.0

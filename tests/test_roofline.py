@@ -19,6 +19,15 @@ from ssmprof.analysis.tensor_vector import class_summary, classify, tensor_instr
 from ssmprof.hardware import SPECS, Ceilings
 
 H100 = Ceilings.from_datasheet(SPECS["h100-sxm"])
+# The known scan's compute roof from its own mix: 5e9 tensor FLOPs at 989.4 and 1e9 vector at 67 TFLOP/s
+SCAN_MIX_PEAK = 6e9 / (5e9 / 989.4e12 + 1e9 / 67e12)
+
+
+def with_l2_peak(frame, l2_bytes: float, l2_peak_gb_s: float):
+    """`frame` with `l2_bytes` a launch and the L2 counter's % of peak that puts the slices' peak at
+    `l2_peak_gb_s` (what Nsight Compute reports beside the bytes)."""
+    seconds = frame["ncu_duration_ns"] / 1e9
+    return frame.assign(l2_bytes=l2_bytes, l2_throughput_pct=100 * l2_bytes / seconds / (l2_peak_gb_s * 1e9))
 
 
 def test_roofline_verdicts_and_rates():
@@ -29,9 +38,12 @@ def test_roofline_verdicts_and_rates():
     assert gemm["flop_per_s"] == pytest.approx(GEMM_FLOPS / 200e-6)
     assert gemm["pct_of_roof"] == pytest.approx(100 * GEMM_FLOPS / 200e-6 / 989.4e12)
     scan = frame.loc["_chunk_scan_fwd_kernel"]
-    assert scan["ai_dram"] == pytest.approx((5e9 + 1e9) / 5e7)  # 120 FLOP/B: under the 295 ridge
-    assert scan["verdict"] == "memory-bound"
-    assert scan["roof_flop_per_s"] == pytest.approx(120 * 3.35e12)
+    assert scan["ai_dram"] == pytest.approx((5e9 + 1e9) / 5e7)  # 120 FLOP/B: under the tensor path's 295 ridge,
+    assert scan["path"] == "tensor" and scan["peak_flop_per_s"] == 989.4e12
+    # but its own mix's roof (300 TFLOP/s) is under the DRAM roof at 120 FLOP/B (402 TFLOP/s)
+    assert scan["mix_peak_flop_per_s"] == pytest.approx(SCAN_MIX_PEAK)
+    assert scan["verdict"] == "compute-bound" and scan["roof_flop_per_s"] == pytest.approx(SCAN_MIX_PEAK)
+    assert gemm["mix_peak_flop_per_s"] == pytest.approx(989.4e12)  # tensor only: the tensor peak
     copy = frame.loc["vectorized_elementwise_kernel"]
     assert copy["verdict"] == "memory-bound" and math.isnan(copy["pct_of_roof"])
     assert copy["pct_of_dram_peak"] == pytest.approx(100 * 2 * 2**30 / 1e-3 / 3.35e12)
@@ -50,7 +62,8 @@ def test_roofline_summary_is_time_weighted():
     summary = roofline_summary(roofline(analyzed(), H100)).set_index("category")
     ssm = summary.loc["SSM scan"]
     assert ssm["time_ms"] == pytest.approx(0.45)
-    assert ssm["memory_bound_share"] == pytest.approx(0.4 / 0.45)  # the no-counter launch is neither
+    assert ssm["memory_bound_share"] == pytest.approx(0.3 / 0.45)  # the no-counter launch is neither
+    assert ssm["compute_bound_share"] == pytest.approx(0.1 / 0.45)  # the scan, under its mix's roof
     assert summary.loc["GEMM", "compute_bound_share"] == 1.0
 
 
@@ -91,20 +104,22 @@ def test_a_launch_above_a_ceiling_is_a_calibration_defect_and_the_roof_stays():
 
 
 @pytest.mark.parametrize(
-    ("scenario", "l2_gb_s", "l1_gb_s", "limiter", "gemm_limiter"),
+    ("scenario", "l2_peak_gb_s", "l1_gb_s", "limiter", "gemm_limiter"),
     [
-        ("no L2 ceiling: DRAM bounds the scan", None, None, "DRAM", "compute"),
+        ("no L2 counter: DRAM bounds the scan", None, None, "DRAM", "compute"),
         ("a slow L2 bounds both below DRAM and compute", 100.0, None, "L2", "L2"),
         ("a fast L2 leaves DRAM the bound", 1e6, None, "DRAM", "compute"),
         ("a slow L1 bounds both below L2, DRAM and compute", 1e6, 50.0, "L1", "L1"),
         ("a fast L1 leaves DRAM the bound", 1e6, 1e7, "DRAM", "compute"),
     ],
 )
-def test_hierarchical_roof_names_its_limiter(scenario, l2_gb_s, l1_gb_s, limiter, gemm_limiter):
-    ceilings = Ceilings(3350.0, l2_gb_s, 989.4, 67.0, "test", l1_gb_s)
-    # 30 FLOP per L2 byte for the scan (4x its DRAM bytes), 15 per L1 byte
-    l2_traffic = kernels().assign(l2_bytes=2e8, l1_bytes=4e8)
-    frame = roofline(analysis_frame(l2_traffic), ceilings).set_index("kernel_name")
+def test_hierarchical_roof_names_its_limiter(scenario, l2_peak_gb_s, l1_gb_s, limiter, gemm_limiter):
+    """The L2 level's peak is the L2 counter's own (`l2_throughput_pct`); the scan does 30 FLOP per DRAM byte
+    (a 100 TFLOP/s DRAM roof, under its mix's 300), 15 per L2 byte and 7.5 per L1 byte."""
+    ceilings = Ceilings(3350.0, None, 989.4, 67.0, "test", l1_gb_s)
+    traffic = kernels().assign(dram_read_bytes=1e8, dram_write_bytes=1e8, l1_bytes=8e8)
+    traffic = with_l2_peak(traffic, 4e8, l2_peak_gb_s) if l2_peak_gb_s else traffic.assign(l2_bytes=4e8)
+    frame = roofline(analysis_frame(traffic), ceilings).set_index("kernel_name")
     assert frame.loc["_chunk_scan_fwd_kernel", "roof_limiter"] == limiter, scenario
     assert frame.loc["nvjet_hsh_256x128", "roof_limiter"] == gemm_limiter
     assert frame.loc["_chunk_state_fwd_kernel", "roof_limiter"] == ""  # no counters
@@ -143,8 +158,8 @@ def test_backward_classes_also_without_the_recomputed_forward_kernels():
 
 def test_headroom_is_the_time_above_the_roof_sorted_by_what_is_reachable():
     saved = headroom(roofline(analyzed(), H100), H100.dram_gb_s).set_index("kernel_name")
-    scan = saved.loc["_chunk_scan_fwd_kernel"]  # 6e9 FLOPs at 120 FLOP/B under a 402 TFLOP/s DRAM roof
-    assert scan["roof_ms"] == pytest.approx(6e9 / (120 * 3.35e12) * 1e3)
+    scan = saved.loc["_chunk_scan_fwd_kernel"]  # 6e9 FLOPs under its mix's 300 TFLOP/s roof
+    assert scan["roof_ms"] == pytest.approx(6e9 / SCAN_MIX_PEAK * 1e3)
     assert scan["saved_at_roof_ms"] == pytest.approx(0.1 - scan["roof_ms"])
     copy = saved.loc["vectorized_elementwise_kernel"]  # no FLOPs: 2 GiB at DRAM bandwidth
     assert copy["roof_ms"] == pytest.approx(2 * 2**30 / 3.35e12 * 1e3)
@@ -153,11 +168,11 @@ def test_headroom_is_the_time_above_the_roof_sorted_by_what_is_reachable():
     assert summary["saved_reachable_ms"].is_monotonic_decreasing
 
 
-def test_the_roofline_figure_draws_the_l2_level_where_an_l2_ceiling_is_known():
+def test_the_roofline_figure_draws_the_l2_level_where_the_l2_counter_was_collected():
     from ssmprof.reports.figures import roofline_scatter
 
     measured = Ceilings(3000.0, 7000.0, 800.0, 50.0, "measured")
-    with_l2 = roofline_scatter(roofline(analysis_frame(kernels().assign(l2_bytes=2e8)), measured), "")
+    with_l2 = roofline_scatter(roofline(analysis_frame(with_l2_peak(kernels(), 2e8, 7000.0)), measured), "")
     names = [trace.name for trace in with_l2.data]
     assert "the same kernels at L2 intensity" in names and any(", L2 (measured)" in name for name in names)
     labels = [note.text for note in with_l2.layout.annotations]  # each ceiling's value on the chart itself

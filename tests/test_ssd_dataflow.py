@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 import ssmprof
+from ssmprof.analysis.roofline import l2_peak_gb_s
 from ssmprof.analysis.ssd_dataflow import (
     CHAINS,
     chain_bytes,
@@ -81,7 +82,8 @@ def test_h100_mamba2_fused_what_if(mamba2):
     assert ssd_layers(run.kernels) == 14
     assert len(flow) == len(CHAINS["forward"]) + len(CHAINS["backward"])
     assert (flow["launches"] == [14] * 15 + [28, 14, 14]).all()  # _bmm_chunk_bwd: twice a layer
-    fused = fusion_estimate(flow, run.info.workload.config, ceilings, 14).set_index("phase").round(3)
+    fused = fusion_estimate(flow, run.info.workload.config, ceilings, 14, l2_peak_gb_s(run.kernels))
+    fused = fused.set_index("phase").round(3)
     forward, backward = fused.loc["forward"], fused.loc["backward"]
     assert (forward["chain_time_ms"], forward["lower_ms"], forward["upper_ms"]) == (0.657, 0.093, 0.555)
     assert (forward["lower_roof"], forward["speedup_low"], forward["speedup_high"]) == ("DRAM", 1.183, 7.077)
@@ -97,3 +99,24 @@ def test_h100_mamba2_fused_what_if(mamba2):
 def test_runs_without_the_ssd_chain_have_no_dataflow():
     run = load_run(H100 / "mamba1-lm")
     assert ssd_dataflow(run.kernels, run.info.workload.config) is None
+
+
+def test_the_data_flow_with_caches_kept_sits_beside_the_flushed_one(mamba2):
+    """Two runs of one workload, the second's counters with the caches kept (`--ncu-cache keep`): the overview
+    pairs them, and the chain bytes a warm L2 serves are what the flushed run's DRAM reads lose. The kept run
+    here is the bundled one with `_chunk_scan_fwd`'s DRAM reads cut by 100 MB a launch (a stand-in until the
+    H100 pair is recorded)."""
+    from ssmprof.analysis.suite import ssd_dataflow_by_cache
+
+    run, _, _ = mamba2
+    kept_info = run.info.model_copy(deep=True)
+    kept_info.collectors.counters.cache = "keep"
+    scan = run.kernels["kernel_name"].str.startswith("_chunk_scan_fwd_kernel")
+    kept_kernels = run.kernels.assign(dram_read_bytes=run.kernels["dram_read_bytes"] - scan * 100 * MB)
+    table = ssd_dataflow_by_cache({"flushed": run.kernels, "kept": kept_kernels},
+                                  {"flushed": run.info, "kept": kept_info})
+    assert set(table["flushed"]) == {"flushed"} and set(table["kept"]) == {"kept"}
+    row = table.set_index(["phase", "kernel"]).loc[("forward", "_chunk_scan_fwd")]
+    assert row["dram_read_bytes_flush"] - row["dram_read_bytes_keep"] == pytest.approx(100 * MB)
+    assert 0 < row["l2_kept_bytes"] <= 100 * MB
+    assert ssd_dataflow_by_cache({"a": run.kernels, "b": run.kernels}, {"a": run.info, "b": run.info}) is None

@@ -5,7 +5,16 @@ Tensor+Vector, its backward row without the forward kernels recomputed in backwa
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis.tensor_vector import class_thresholds, classify, table_ii
+from ssmprof.analysis.suite import dram_beside_study
+from ssmprof.analysis.tensor_vector import (
+    STUDY,
+    class_thresholds,
+    classify,
+    table_ii,
+    table_ii_beside_study,
+    table_ii_causes,
+)
+from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 
 
@@ -52,3 +61,39 @@ def test_the_studys_counts_follow_at_a_tolerance_between_two_kernels_thresholds(
     table = table_ii(h100_mamba2, tolerance=0.005).set_index("row")
     counts = table[["TensorOnly", "VectorOnly", "Tensor+Vector"]].apply(lambda c: c.str.split(" ").str[0].astype(int))
     assert counts.loc["forward"].tolist() == [1, 2, 2] and counts.loc["backward"].tolist() == [1, 2, 6]
+
+
+def test_table_ii_sits_beside_the_studys_in_its_order(h100_mamba2):
+    """The study's columns in its order (TensorOnly | VectorOnly | Tensor+Vector) and its numbers (seeds/001:
+    forward 2.40 / 8.55 / 89.03 %, backward 1.26 / 6.86 / 91.87 %) on the row after ssmprof's."""
+    table = table_ii_beside_study(h100_mamba2)
+    assert list(table.columns) == ["row", "source", "kernels", "TensorOnly", "VectorOnly", "Tensor+Vector"]
+    assert list(zip(table["row"], table["source"], strict=True)) == [
+        ("forward", "ssmprof"), ("forward", STUDY), ("backward", "ssmprof"), ("backward", STUDY),
+        ("recomputed in backward", "ssmprof")]
+    study = table[table["source"] == STUDY].set_index("row")
+    assert study.loc["forward", ["TensorOnly", "VectorOnly", "Tensor+Vector"]].tolist() == [
+        "1 kernel, 2.40 %", "2 kernels, 8.55 %", "2 kernels, 89.03 %"]
+    assert study.loc["backward", ["TensorOnly", "VectorOnly", "Tensor+Vector"]].tolist() == [
+        "1 kernel, 1.26 %", "2 kernels, 6.86 %", "6 kernels, 91.87 %"]
+    ours = table[table["source"] == "ssmprof"].set_index("row")
+    assert ours.loc["forward", "TensorOnly"] == "1 kernel, 6.45 %"
+
+
+def test_the_causes_of_the_difference_carry_their_numbers():
+    run = load_run(bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
+    causes = table_ii_causes(classify(run.kernels), run.info.workload.config, run.info.versions)
+    evidence = " | ".join(causes["evidence"])
+    assert "_chunk_scan_bwd_dstates_kernel (backward): 99.35 % tensor FLOPs, TensorOnly at 1 %" in evidence
+    assert "at 0.5 % the backward row counts 1 kernel / 2 kernels / 6 kernels" in evidence  # the study's counts
+    assert "this run 8; mamba-ssm's default 1" in evidence and "mamba_ssm 2.3.2.post1, Triton 3.6.0" in evidence
+
+
+def test_the_ssm_dram_use_sits_beside_the_studys_with_its_ceiling():
+    """47.2 % time-weighted of Nsight Compute's peak and of the datasheet's 3350 GB/s, 48.2 % of the measured
+    ceiling, 53.5 % unweighted over launches, beside the study's 57.5 % (of 3350 GB/s)."""
+    run = load_run(bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
+    ceilings, _ = run_ceilings(run.info.gpu.name, run.path)
+    table = dram_beside_study(run.kernels[run.kernels["category"] == "SSM scan"], ceilings)
+    assert table["dram_pct"].round(1).tolist() == [47.2, 48.2, 47.2, 53.5, 57.5]
+    assert table["ceiling_gb_s"].round().tolist()[1:] == [3275, 3350, 3350, 3350]

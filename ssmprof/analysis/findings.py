@@ -119,7 +119,7 @@ def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
                 f"{row['l2_hit_rate_pct'].iloc[0]:.0f} %"
     if "limiters_ssm" in tables and len(tables["limiters_ssm"]):
         limits = tables["limiters_ssm"]
-        by_limiter = limits.groupby("limiter")["time_ms"].sum().sort_values(ascending=False)
+        by_limiter = limits.groupby("limiter_name")["time_ms"].sum().sort_values(ascending=False)  # by unit
         text += f"; what limits them (share of the time of the {len(limits)} largest): " + ", ".join(
             f"{100 * value / by_limiter.sum():.0f} % {name}" for name, value in by_limiter.head(3).items()
             if value >= 0.01 * by_limiter.sum())

@@ -2,15 +2,19 @@
 
 1. The units, ranked by speed of light: DRAM, L2, the pipes (tensor, FMA, ALU, XU special functions,
    load/store) and the warp schedulers' issue slots, each as a % of its peak (the counters in
-   `schema.COUNTER_METRICS`; L1/TEX throughput is not collected, the load/store pipe stands for it). Where a
-   launch has the instruction-level counters (`analysis.instruction_bounds`), the issue slots are counted by
-   the instructions executed ("issue slots", `inst_issue_pct`, in place of the issue-active cycles of
-   "instruction issue") and shared memory joins the units (its wavefronts against the data pipe's peak). A unit
+   `schema.COUNTER_METRICS`; L1/TEX throughput is not collected, the load/store pipe stands for it). DRAM and L2
+   are % of the run's ceilings where they are given (`roofline.memory_pct_of_peak`, the same number the roofline
+   shows), else of Nsight Compute's peaks. Where a launch has the instruction-level counters
+   (`analysis.instruction_bounds`), the issue slots are counted by the instructions executed ("issue slots",
+   `inst_issue_pct`, in place of the issue-active cycles of "instruction issue") and shared memory joins the
+   units (its wavefronts against the data pipe's peak). A unit
    busy a fraction f of its peak accounts for f of the kernel's time at that peak; what it leaves, 1 - f, is
    time the other explanations must account for. So the busiest unit scores f and the best explanation
    of a low unit scores 1 - f: the verdict is the unit while it is busy at least half the time, with a
    margin that shrinks to 0 at 50 % (no cliff at Nsight Compute's 60 % rule of thumb: 59 % and 63 % of
-   DRAM peak are both "DRAM bandwidth", with margins 0.19 and 0.26).
+   DRAM peak are both "DRAM bandwidth", with margins 0.19 and 0.26). A second unit busy at least half the time
+   (BUSY) is a candidate too, scoring its f: where two units run near their peaks neither alone limits the
+   kernel, and within TIE_MARGIN of each other the confidence is "tie".
 2. A low top unit is explained by what keeps warps from issuing, each weighted (0-1) by how strongly its
    counters say so; the best one takes 1 - f, the others their weight's share of it:
    - too few thread blocks: the grid fills under one wave of the SMs (weight 1 - waves);
@@ -25,9 +29,10 @@
      schedulers did NOT issue: a stall explains a kernel only when it is large and the kernel is mostly not
      issuing;
    - latency (by elimination): nothing else, a small fixed weight.
-3. Under SHORT_NS the verdict is "short kernel (< 10 us)": its rates are dominated by the ramp-up and the
-   tail of one wave (its time is its own GPU time, not launch overhead); the counters' verdict is its
-   runner-up.
+3. A kernel's duration alone is never a verdict: a short kernel is judged by its counters like any other, and
+   what keeps its rates low is named with its number (too few thread blocks or a tail effect, with the waves).
+   Launch latency is not one of the causes: the timeline's duration is the kernel's own GPU time, and the gaps
+   between kernels are the host analysis's (`analysis.host`).
 
 Every verdict carries its `limiter_score`, the `runner_up` and its score, the `margin` between them and a
 word for it (`confidence`), and the `evidence`: the ranked units, waves, occupancy with its limits, and
@@ -48,17 +53,25 @@ import numpy as np
 import pandas as pd
 
 from ssmprof.analysis.instruction_bounds import PIPES
+from ssmprof.analysis.roofline import memory_pct_of_peak
+from ssmprof.hardware import Ceilings
 from ssmprof.schema import STALL_REASONS
 
-SHORT_NS = 10_000
-SHORT = "short kernel (< 10 us)"
 NO_COUNTERS = "no counters"
 BY_ELIMINATION = "latency (by elimination)"
 ELIMINATION_WEIGHT = 0.05
 MAX_WARPS = 64  # resident warps per SM on A100, H100, H200 and B200
 # Margin (verdict score - runner-up score) -> the word said for it, first match.
 CONFIDENCE = ((0.3, "clear"), (0.1, "likely"), (0.0, "close call"))
-UNITS = {"DRAM bandwidth": "dram_throughput_pct", "L2 bandwidth": "l2_throughput_pct", **PIPES,
+# Two busy units closer than this (fraction of peak) are a tie: one unit's % of peak varies by up to 10 points
+# (DRAM) and 8 (L2) between launches of one configuration in the bundled H100 mamba2-lm run.
+TIE_MARGIN = 0.05
+TIE = "tie"
+BUSY = 0.5  # a unit busy at least half the time accounts for most of it: a candidate of its own
+# DRAM and L2 as % of the run's ceilings (`roofline.memory_pct_of_peak`), else of Nsight Compute's peaks
+MEMORY_UNITS = {"DRAM bandwidth": "pct_of_dram_peak", "L2 bandwidth": "pct_of_l2_peak"}
+WAVE_EXPLANATIONS = ("too few thread blocks", "tail effect")  # said with the launch's waves (`limiter_summary`)
+UNITS = {**MEMORY_UNITS, **PIPES,
          "instruction issue": "issue_active_pct"}
 # The instruction-level counters' units (`analysis.instruction_bounds` names them the same), and the units an
 # instruction-level bound is one of: the pipes, the issue slots and shared memory.
@@ -86,12 +99,15 @@ def theoretical_occupancy(kernels: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return occupancy, names.where(blocks.notna(), "")
 
 
-def limiters(kernels: pd.DataFrame, evidence: bool = True) -> pd.DataFrame:
-    """The analysis frame with `theoretical_occupancy_pct` and the VERDICT_COLUMNS added, per launch (the rule:
-    the module's docstring; `verdict_ref` states it for one launch). `kernels`: an analysis frame. `evidence`:
-    whether each launch gets its evidence, a string built per launch (seconds at a million launches; the
-    summaries build it for the launches they show), else the column is left out."""
+def limiters(kernels: pd.DataFrame, evidence: bool = True, ceilings: Ceilings | None = None) -> pd.DataFrame:
+    """The analysis frame with `theoretical_occupancy_pct`, DRAM and L2 as % of peak (`MEMORY_UNITS`: of
+    `ceilings`, the run's, where given) and the VERDICT_COLUMNS added, per launch (the rule: the module's
+    docstring; `verdict_ref` states it for one launch). `kernels`: an analysis frame. `evidence`: whether each
+    launch gets its evidence, a string built per launch (seconds at a million launches; the summaries build it for
+    the launches they show), else the column is left out."""
     frame = kernels.copy(deep=False)  # copy-on-write: the columns added here stay out of `kernels`
+    for column, pct in memory_pct_of_peak(frame, ceilings).items():
+        frame[column] = pct
     occupancy, limits = theoretical_occupancy(frame)
     frame["theoretical_occupancy_pct"] = 100 * occupancy
     frame["occupancy_limits"] = limits
@@ -112,70 +128,75 @@ def _column(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 def _verdicts(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     """`verdict_ref` of every launch at once, all but the evidence: the candidates in the order `verdict_ref` lists
-    them (short kernel, top unit, the explanations in their dictionary's order, latency by elimination) and the
-    best two by score, ties to the one listed first among the short kernel and the top unit, else to the larger
-    weight, else to the one listed first. Names are codes into one list of words until the end."""
-    words = [SHORT, NO_COUNTERS, "", BY_ELIMINATION, *FIXED_EXPLANATIONS, *UNITS, *INSTRUCTION_UNITS]
-    short = _column(frame, "duration_ns") < SHORT_NS
-    top, top_pct, bound_pct = _top_units(frame, words)
-    busy = np.minimum(top_pct / 100, 1.0)
+    them (top unit, second unit where busy, the explanations in their dictionary's order, latency by elimination)
+    and the best two by score, ties to the units in their order, else to the larger weight, else to the one
+    listed first. Names are codes into one list of words until the end."""
+    words = [NO_COUNTERS, "", BY_ELIMINATION, *FIXED_EXPLANATIONS, *UNITS, *INSTRUCTION_UNITS]
+    (top, second_unit), (top_pct, second_pct), bound_pcts = _top_units(frame, words)
+    busy, second_busy = np.minimum(top_pct / 100, 1.0), np.minimum(second_pct / 100, 1.0)
     names, weights = _explanation_weights(frame, words)
     valid = ~np.isnan(weights) & (weights > 0)
     eliminated = ~valid.any(axis=1)
     weights = np.column_stack([np.where(valid, weights, -np.inf), np.where(eliminated, ELIMINATION_WEIGHT, -np.inf)])
     best = weights.max(axis=1, keepdims=True)
     with np.errstate(invalid="ignore"):
-        scores = np.column_stack([np.where(short, 1.0, -np.inf), busy,
+        scores = np.column_stack([busy, np.where(second_busy >= BUSY, second_busy, -np.inf),
                                   np.where(weights > -np.inf, (1 - busy)[:, None] * weights / best, -np.inf)])
     listed = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
-    ties = np.column_stack([np.full((len(frame), 2), -np.inf), -weights])  # short kernel, top unit, then weight
+    ties = np.column_stack([np.full((len(frame), 2), -np.inf), -weights])  # the units, then the weight
     order = np.lexsort((listed, ties, -scores), axis=1)[:, :2]
-    first, second = (np.choose(order[:, i], [words.index(SHORT), top, *names, words.index(BY_ELIMINATION)])
-                     for i in (0, 1))
+    first, second = (np.choose(order[:, i], [top, second_unit, *names, words.index(BY_ELIMINATION)]) for i in (0, 1))
     score, second_score = (np.take_along_axis(scores, order[:, [i]], axis=1)[:, 0] for i in (0, 1))
-    verdicts = {"limiter": first, "limiter_score": score, "limiter_pct": np.where(first == top, bound_pct, np.nan),
-                "runner_up": second, "runner_up_score": second_score,
-                "runner_up_pct": np.where(second == top, bound_pct, np.nan), "top_unit": top, "top_unit_pct": top_pct}
-    return _without_counters(frame, short, verdicts, words)
+    pct_of = {i: np.select([order[:, i] == 0, order[:, i] == 1], bound_pcts, np.nan) for i in (0, 1)}
+    verdicts = {"limiter": first, "limiter_score": score, "limiter_pct": pct_of[0], "runner_up": second,
+                "runner_up_score": second_score, "runner_up_pct": pct_of[1], "top_unit": top, "top_unit_pct": top_pct}
+    two_units = np.isin(order, [0, 1]).all(axis=1)
+    return _without_counters(frame, two_units, verdicts, words)
 
 
 # The explanations whose name is the same for every launch, in the order `_explanations` lists them
 FIXED_EXPLANATIONS = ("too few thread blocks", "tail effect", "occupancy (achieved under theoretical)")
 
 
-def _without_counters(frame: pd.DataFrame, short: np.ndarray, verdicts: dict[str, np.ndarray],
+def _without_counters(frame: pd.DataFrame, two_units: np.ndarray, verdicts: dict[str, np.ndarray],
                       words: list[str]) -> dict:
-    """The verdicts with their margin and confidence, those of launches without counters (short kernel or no
-    counters, alone), and the names in words."""
+    """The verdicts with their margin and confidence ("tie" where the best two are units within TIE_MARGIN),
+    those of launches without counters (no counters, alone), and the names in words."""
     none = np.isnan(_column(frame, "ncu_duration_ns"))
-    alone: dict[str, Any] = {
-        "limiter": np.where(short, words.index(SHORT), words.index(NO_COUNTERS)), "limiter_score": 1.0,
-        "limiter_pct": np.nan, "runner_up": words.index(""), "runner_up_score": 0.0, "runner_up_pct": np.nan,
-        "top_unit": words.index(""), "top_unit_pct": np.nan}
+    alone: dict[str, Any] = {"limiter": words.index(NO_COUNTERS), "limiter_score": 1.0,
+             "limiter_pct": np.nan, "runner_up": words.index(""), "runner_up_score": 0.0, "runner_up_pct": np.nan,
+             "top_unit": words.index(""), "top_unit_pct": np.nan}
     verdicts = {name: np.where(none, alone[name], values) for name, values in verdicts.items()}
     verdicts["margin"] = verdicts["limiter_score"] - verdicts["runner_up_score"]
-    verdicts["confidence"] = np.select([verdicts["margin"] >= floor for floor, _ in CONFIDENCE],
-                                       [word for _, word in CONFIDENCE], "").astype(object)
+    verdicts["confidence"] = np.select([two_units & ~none & (verdicts["margin"] < TIE_MARGIN),
+                                        *(verdicts["margin"] >= floor for floor, _ in CONFIDENCE)],
+                                       [TIE, *(word for _, word in CONFIDENCE)], "").astype(object)
     spelled = np.array(words, dtype=object)
     return {name: spelled[values] if name in ("limiter", "runner_up", "top_unit") else values
             for name, values in verdicts.items()}
 
 
-def _top_units(frame: pd.DataFrame, words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per launch the busiest unit (`_units`, as its code in `words`; the first listed among equals; "" where none
-    was measured), its % of peak (0 where none) and that % where it is an instruction-level bound of a launch with
-    those counters."""
+def _top_units(frame: pd.DataFrame, words: list[str]) -> tuple[tuple, tuple, list[np.ndarray]]:
+    """Per launch the busiest two units (`_units`, as their codes in `words`; the first listed among equals; ""
+    where none was measured), their % of peak (0 where none) and that % where it is an instruction-level bound
+    of a launch with those counters (NaN otherwise)."""
     issue_slots = _column(frame, INSTRUCTION_UNITS["issue slots"])
     pcts = {name: _column(frame, column) for name, column in {**UNITS, **INSTRUCTION_UNITS}.items()}
     pcts["instruction issue"] = np.where(np.isnan(issue_slots), pcts["instruction issue"], np.nan)
     matrix = np.column_stack(list(pcts.values()))
-    top_pct = np.fmax.reduce(matrix, axis=1)  # NaN where no unit was measured
-    busiest = np.argmax(matrix == top_pct[:, None], axis=1)
-    measured = ~np.isnan(top_pct)
-    top = np.where(measured, np.array([words.index(name) for name in pcts])[busiest], words.index(""))
+    ranked = np.argsort(-np.where(np.isnan(matrix), -np.inf, matrix), axis=1, kind="stable")[:, :2]
+    codes = np.array([words.index(name) for name in pcts])
     instruction_level = ~np.isnan(np.column_stack([_column(frame, c) for c in INSTRUCTION_UNITS.values()])).all(axis=1)
-    bound = np.isin(top, [words.index(name) for name in BOUNDS]) & instruction_level
-    return top, np.where(measured, top_pct, 0.0), np.where(bound, top_pct, np.nan)
+    units, unit_pcts, bound_pcts = [], [], []
+    for i in (0, 1):
+        pct = np.take_along_axis(matrix, ranked[:, [i]], axis=1)[:, 0]
+        measured = ~np.isnan(pct)
+        unit = np.where(measured, codes[ranked[:, i]], words.index(""))
+        bound = np.isin(unit, [words.index(name) for name in BOUNDS]) & instruction_level
+        units.append(unit)
+        unit_pcts.append(np.where(measured, pct, 0.0))
+        bound_pcts.append(np.where(bound, pct, np.nan))
+    return tuple(units), tuple(unit_pcts), bound_pcts
 
 
 def _explanation_weights(frame: pd.DataFrame, words: list[str]) -> tuple[list, np.ndarray]:
@@ -214,10 +235,9 @@ def _coded(values: pd.Series, word: Callable[[str], str], words: list[str]) -> n
 
 def verdict_ref(row) -> dict:
     """One launch's verdict, stated for one launch (the test oracle of `limiters`, which judges every launch at
-    once): the ranked candidates (unit and explanations), the best two, the evidence."""
-    short = row.duration_ns < SHORT_NS
+    once): the ranked candidates (units and explanations), the best two, the evidence."""
     if math.isnan(row.ncu_duration_ns):
-        return _pick([(SHORT if short else NO_COUNTERS, 1.0)], "", math.nan, _evidence(row))
+        return _pick([(NO_COUNTERS, 1.0)], {}, ("", math.nan), _evidence(row))
     units = _ranked_units(row)
     top_pct, top = units[0] if units else (0.0, "")
     busy = min(top_pct / 100, 1.0)
@@ -226,11 +246,11 @@ def verdict_ref(row) -> dict:
     if not explanations:
         explanations = [(ELIMINATION_WEIGHT, BY_ELIMINATION)]
     best = explanations[0][0]
-    candidates = [(top, busy), *((name, (1 - busy) * w / best) for w, name in explanations)]
-    if short:
-        candidates = [(SHORT, 1.0), *candidates]
-    bound_pct = top_pct if top in BOUNDS and _has_instruction_counters(row) else math.nan
-    return _pick(candidates, top, top_pct, _evidence(row), bound_pct)
+    busy_units = [(name, min(pct / 100, 1.0)) for pct, name in units[1:2] if pct / 100 >= BUSY]
+    candidates = [(top, busy), *busy_units, *((name, (1 - busy) * w / best) for w, name in explanations)]
+    bounds = {name: pct for pct, name in units[:2] if name in BOUNDS and _has_instruction_counters(row)}
+    units = frozenset([top, *(name for name, _ in busy_units)])
+    return _pick(candidates, bounds, (top, top_pct), _evidence(row), units)
 
 
 def _ranked_units(row) -> list[tuple[float, str]]:
@@ -252,18 +272,19 @@ def _has_instruction_counters(row) -> bool:
     return any(not math.isnan(getattr(row, column, math.nan)) for column in INSTRUCTION_UNITS.values())
 
 
-def _pick(candidates: list[tuple[str, float]], top: str, top_pct: float, evidence: str,
-          bound_pct: float = math.nan) -> dict:
-    """The best two candidates, graded; `bound_pct`: the top unit's % of peak where it is an instruction-level
-    bound the verdict names with its number (NaN otherwise)."""
+def _pick(candidates: list[tuple[str, float]], bounds: dict[str, float], top: tuple[str, float],
+          evidence: str, units: frozenset[str] = frozenset()) -> dict:
+    """The best two candidates, graded ("tie" where both are `units` within TIE_MARGIN); `bounds`: the % of peak
+    of the units that are instruction-level bounds the verdict names with their number; `top`: the busiest unit
+    and its % of peak."""
     ranked = sorted(candidates, key=lambda candidate: candidate[1], reverse=True)  # stable: ties keep their order
     (name, score), (second, second_score) = ranked[0], ranked[1] if len(ranked) > 1 else ("", 0.0)
     margin = score - second_score
-    word = next(word for floor, word in CONFIDENCE if margin >= floor)
-    return {"limiter": name, "limiter_score": score, "limiter_pct": bound_pct if name == top else math.nan,
-            "runner_up": second, "runner_up_score": second_score,
-            "runner_up_pct": bound_pct if second == top else math.nan, "margin": margin, "confidence": word,
-            "top_unit": top, "top_unit_pct": top_pct, "evidence": evidence}
+    word = (TIE if {name, second} <= units and margin < TIE_MARGIN
+            else next(word for floor, word in CONFIDENCE if margin >= floor))
+    return {"limiter": name, "limiter_score": score, "limiter_pct": bounds.get(name, math.nan),
+            "runner_up": second, "runner_up_score": second_score, "runner_up_pct": bounds.get(second, math.nan),
+            "margin": margin, "confidence": word, "top_unit": top[0], "top_unit_pct": top[1], "evidence": evidence}
 
 
 def _explanations(row) -> dict[str, float]:
@@ -326,7 +347,8 @@ def limiter_summary(frame: pd.DataFrame, category: str | None = None, top: int =
     largest time first: launches, time, the limiter of most of its time, and the runner-up, margin, confidence
     and evidence of its longest launch with that limiter. An instruction-level bound is said with its % of peak
     (`said`): the limiter's time-weighted over the launches it holds, as `analysis.instruction_bounds` weighs a
-    kernel's bound, the runner-up's that of the longest launch."""
+    kernel's bound, the runner-up's that of the longest launch; too few thread blocks and a tail effect with the
+    longest launch's waves. `limiter_name` is the limiter without its number: what a headline adds up by."""
     chosen = frame["category"] == category if category is not None else slice(None)
     narrow = frame.loc[chosen, ["kernel_name", "phase", "limiter", "limiter_pct", "duration_ns"]]  # not every column
     codes, names = pd.factorize(narrow["limiter"], sort=True)  # ties to the first name, as a sorted groupby
@@ -338,12 +360,13 @@ def limiter_summary(frame: pd.DataFrame, category: str | None = None, top: int =
         measured = held[~np.isnan(pcts[held])]
         pct = (np.average(pcts[measured], weights=durations[measured])
                if len(measured) and durations[measured].sum() > 0 else math.nan)
+        limiter, waves = names[codes[held[0]]], longest.waves_per_sm
         rows.append({"kernel_name": name, "phase": phase, "launches": len(at),
-                     "time_ms": durations[at].sum() / 1e6, "limiter": said(names[codes[held[0]]], pct),
-                     "runner_up": said(longest.runner_up, longest.runner_up_pct), "margin": longest.margin,
-                     "confidence": longest.confidence, "evidence": _evidence(longest)})
+                     "time_ms": durations[at].sum() / 1e6, "limiter": said(limiter, pct, waves),
+                     "runner_up": said(longest.runner_up, longest.runner_up_pct, waves), "margin": longest.margin,
+                     "confidence": longest.confidence, "evidence": _evidence(longest), "limiter_name": limiter})
     columns = ["kernel_name", "phase", "launches", "time_ms", "limiter", "runner_up", "margin", "confidence",
-               "evidence"]
+               "evidence", "limiter_name"]
     table = pd.DataFrame(rows, columns=columns)
     return table.sort_values("time_ms", ascending=False, ignore_index=True).head(top)
 
@@ -354,8 +377,11 @@ def _most_time(codes: np.ndarray, durations: np.ndarray, count: int) -> int:
     return int(np.argmax(np.where(np.bincount(codes, minlength=count) > 0, time, -np.inf)))
 
 
-def said(name: str, pct: float) -> str:
-    """A verdict in words: the name, and where it is an instruction-level bound, its % of peak."""
+def said(name: str, pct: float, waves: float = math.nan) -> str:
+    """A verdict in words: the name, and where it is an instruction-level bound, its % of peak; where it is too
+    few thread blocks or a tail effect, the grid's waves."""
+    if name in WAVE_EXPLANATIONS and not math.isnan(waves):
+        return f"{name} ({waves:.2f} waves)"
     return name if math.isnan(pct) else f"{name} at {pct:.1f} % of peak"
 
 
@@ -386,8 +412,7 @@ VERDICT_CLASSES = {"DRAM bandwidth": "memory", "L2 bandwidth": "memory", "load/s
                    "tensor pipe": "compute", "FMA pipe": "compute", "ALU pipe": "compute",
                    "XU pipe (special functions)": "compute", "instruction issue": "compute",
                    "issue slots": "compute", "shared memory": "memory",
-                   "too few thread blocks": "latency", "tail effect": "latency", SHORT: "short",
-                   NO_COUNTERS: "no counters"}
+                   "too few thread blocks": "latency", "tail effect": "latency", NO_COUNTERS: "no counters"}
 # Nsight Compute's rule results -> the class of what they point at, first match on "section rule".
 RULE_CLASSES = (("occupancy", "latency"), ("launch", "latency"), ("wave", "latency"), ("tail", "latency"),
                 ("stall", "latency"), ("warp state", "latency"), ("issue", "compute"), ("scheduler", "compute"),
@@ -402,7 +427,7 @@ ADVICE_TYPES = ("OPT", "WRN")  # rule results that advise (INF informs, ERR fail
 
 
 def verdict_class(limiter: str) -> str:
-    """memory, compute, latency (a low unit explained by occupancy, waves or stalls), short or no counters."""
+    """memory, compute, latency (a low unit explained by occupancy, waves or stalls) or no counters."""
     if limiter.startswith(("occupancy", "latency")):
         return "latency"
     return VERDICT_CLASSES.get(limiter, "")
@@ -485,8 +510,6 @@ def _why(row) -> str:
         return "Nsight Compute reported no rule results for this launch"
     ours = verdict_class(row.limiter)
     memory, compute = row.ncu_memory_pct, row.ncu_compute_pct
-    if ours == "short":
-        return "ssmprof does not judge a launch under 10 us by its rates (ramp-up and tail of one wave)"
     if row.ncu_bottleneck == "latency" and ours in ("memory", "compute"):
         return (f"{row.top_unit} at {row.top_unit_pct:.0f} % of peak: ncu calls both throughputs under 60 % latency; "
                 "ssmprof calls a unit busy past half its peak the limiter (it accounts for most of the time)")

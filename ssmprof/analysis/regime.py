@@ -48,7 +48,7 @@ from ssmprof.schema import RunInfo
 
 # What a limiter (`analysis.limiters`) means on a regime map: bandwidth (a memory level's bytes, shared memory
 # included), compute, or latency (every limiter that is neither: latency by elimination, too few blocks, capped
-# occupancy, instruction issue or issue slots, short kernels).
+# occupancy, instruction issue or issue slots).
 BANDWIDTH, COMPUTE, LATENCY, NO_COUNTERS = "bandwidth", "compute", "latency", "no counters"
 REGIMES = {"DRAM bandwidth": BANDWIDTH, "L2 bandwidth": BANDWIDTH, "shared memory": BANDWIDTH,
            "tensor pipe": COMPUTE, "FMA pipe": COMPUTE, "no counters": NO_COUNTERS}
@@ -143,7 +143,7 @@ def ssm_kernels(runs: list[SweepRun]) -> pd.DataFrame:
         ssm = run.kernels[run.kernels["category"] == SSM]
         if ssm.empty:
             continue
-        judged = limiters(ssm)
+        judged = limiters(ssm, ceilings=run.ceilings)
         if run.ceilings is not None and has_counters(ssm):
             judged = judged.join(roofline(ssm, run.ceilings)[["verdict", "pct_of_roof"]])
         items = run.info.harness.items_per_step

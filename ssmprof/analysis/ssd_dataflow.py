@@ -165,11 +165,13 @@ def ssd_dataflow(kernels: pd.DataFrame, config: dict) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True)
 
 
-def fusion_estimate(flow: pd.DataFrame, config: dict, ceilings: Ceilings, layers: int) -> pd.DataFrame:
+def fusion_estimate(flow: pd.DataFrame, config: dict, ceilings: Ceilings, layers: int,
+                    l2_peak_gb_s: float) -> pd.DataFrame:
     """Per phase (per layer): the unfused chain's measured time, DRAM and L2 bytes; the fused chain's minimum DRAM
     bytes; its time bounded below by the roofs and estimated above as L2-bound (the module's docstring); the
     speed-up range those give, the step time it would save over the `layers`, and whether the fused chain's
-    minimum L2 time exceeds its DRAM time (L2-bound). A phase whose L2 bytes were not counted gets no row: the
+    minimum L2 time (at the run's L2 peak, `roofline.l2_peak_gb_s`, the roofline's) exceeds its DRAM time
+    (L2-bound). A phase whose L2 bytes were not counted gets no row: the
     upper estimate scales its time by the L2 bytes fusion removes, which needs them measured."""
     shape = SsdShape.from_config(config)
     rows = []
@@ -185,7 +187,7 @@ def fusion_estimate(flow: pd.DataFrame, config: dict, ceilings: Ceilings, layers
                     "fp32": chain["flops_vector"].sum() / (ceilings.fp32_tflops * 1e12) * 1e3}
         lower_roof = max(roofs_ms, key=lambda roof: roofs_ms[roof])
         upper_ms = time_ms * remaining_l2 / l2
-        l2_floor_ms = remaining_l2 / (ceilings.l2_gb_s * 1e9) * 1e3 if ceilings.l2_gb_s else float("nan")
+        l2_floor_ms = remaining_l2 / (l2_peak_gb_s * 1e9) * 1e3
         rows.append({"phase": phase, "layers": layers, "chain_time_ms": time_ms,
                      "chain_dram_bytes": (chain["dram_read_bytes"] + chain["dram_write_bytes"]).sum(),
                      "chain_l2_bytes": l2, "intermediate_bytes": chain["intermediate_bytes"].sum(),
@@ -196,3 +198,21 @@ def fusion_estimate(flow: pd.DataFrame, config: dict, ceilings: Ceilings, layers
                      "saved_per_step_ms_high": layers * (time_ms - roofs_ms[lower_roof]),
                      "fused_l2_bound": bool(l2_floor_ms > roofs_ms["DRAM"])})
     return pd.DataFrame(rows)
+
+
+# The counters' cache modes (`profiler.ncu.CACHE_CONTROL`; run.json `collectors.counters.cache`, None: flushed)
+FLUSHED, KEPT = "flush", "keep"
+BY_CACHE = ["dram_read_bytes", "l2_hit_rate_pct", "chain_from_dram_bytes", "chain_reads_from"]
+
+
+def dataflow_by_cache(flushed: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+    """Two `ssd_dataflow`s of one workload, its counters taken with the caches flushed before each replay pass and
+    kept, side by side per phase and kernel: the modelled chain reads, and per mode the DRAM reads, L2 hit rate,
+    chain bytes attributed to DRAM and where they came from; `l2_kept_bytes`: the chain bytes the flushed counters
+    put in DRAM that the kept ones do not (what the inter-kernel L2 reuse serves, which a flush erases; negative:
+    the kept run read more, within the two runs' noise or a sign they ran different tiles)."""
+    key = ["phase", "kernel"]
+    joined = flushed[[*key, "chain_reads", "chain_read_bytes", *BY_CACHE]].merge(
+        kept[[*key, *BY_CACHE]], on=key, suffixes=(f"_{FLUSHED}", f"_{KEPT}"))
+    joined["l2_kept_bytes"] = joined[f"chain_from_dram_bytes_{FLUSHED}"] - joined[f"chain_from_dram_bytes_{KEPT}"]
+    return joined

@@ -10,11 +10,24 @@ import pandas as pd
 
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.categories import CATEGORIES
-from ssmprof.analysis.frame import has_counters, profiled_with_counters
+from ssmprof.analysis.frame import has_counters, profiled_with_counters, time_weighted
 from ssmprof.analysis.host import busy_ns, slow_iteration
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.roofline import roofline, roofline_summary
-from ssmprof.analysis.tensor_vector import BOTH, FLOP_CLASSES, MMA_SYNC, class_summary, classify, tensor_instruction
+from ssmprof.analysis.ssd_dataflow import FLUSHED, KEPT, dataflow_by_cache, ssd_dataflow
+from ssmprof.analysis.tensor_vector import (
+    BOTH,
+    FLOP_CLASSES,
+    MMA_SYNC,
+    STUDY,
+    STUDY_DRAM_GB_S,
+    STUDY_SSM_DRAM_PCT,
+    class_summary,
+    classify,
+    table_ii_beside_study,
+    table_ii_causes,
+    tensor_instruction,
+)
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import CHECKED_STATUSES, PHASES, RunInfo
 
@@ -145,3 +158,48 @@ def projection_errors(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.Data
 
 def _max_error(errors: pd.DataFrame, source: pd.DataFrame) -> float:
     return errors["error_pct"].abs().max() if has_counters(source) else float("nan")
+
+
+def dram_beside_study(ssm: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
+    """The SSM kernels' DRAM use beside the study's 57.5 % (STUDY_SSM_DRAM_PCT, a mean against the datasheet's
+    3350 GB/s), each with the ceiling it is taken against: time-weighted of Nsight Compute's DRAM peak (the
+    results table's), of the run's DRAM ceiling (the roofline's) and of the study's 3350 GB/s, and unweighted
+    over the checked launches of the study's 3350 GB/s. `ssm`: the SSM launches of an analysis frame."""
+    checked = ssm[ssm["counter_status"].isin(CHECKED_STATUSES)]
+    rate, weight = checked["dram_bytes_per_s"], checked["duration_ns"]
+    rows = [("ssmprof, time-weighted", "Nsight Compute's DRAM peak (dram__throughput)", float("nan"),
+             time_weighted(checked["dram_throughput_pct"], weight)),
+            ("ssmprof, time-weighted", f"the run's DRAM ceiling ({ceilings.source})", ceilings.dram_gb_s,
+             time_weighted(100 * rate / (ceilings.dram_gb_s * 1e9), weight)),
+            ("ssmprof, time-weighted", "the datasheet (the study's)", STUDY_DRAM_GB_S,
+             time_weighted(100 * rate / (STUDY_DRAM_GB_S * 1e9), weight)),
+            ("ssmprof, mean over launches", "the datasheet (the study's)", STUDY_DRAM_GB_S,
+             float((100 * rate / (STUDY_DRAM_GB_S * 1e9)).mean())),
+            (STUDY, "the datasheet", STUDY_DRAM_GB_S, STUDY_SSM_DRAM_PCT)]
+    return pd.DataFrame(rows, columns=["measure", "ceiling", "ceiling_gb_s", "dram_pct"])
+
+
+def beside_study(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings) -> tuple[pd.DataFrame, ...]:
+    """A run of the study's model beside the study: its Table II and the study's (`table_ii_beside_study`), why
+    they differ (`table_ii_causes`) and its SSM DRAM use beside the study's (`dram_beside_study`)."""
+    classified = classify(kernels, ceilings)
+    return (table_ii_beside_study(classified), table_ii_causes(classified, info.workload.config, info.versions),
+            dram_beside_study(kernels[kernels["category"] == SSM], ceilings))
+
+
+def ssd_dataflow_by_cache(runs: dict[str, pd.DataFrame], infos: dict[str, RunInfo]) -> pd.DataFrame | None:
+    """The SSD chain's data flow of one workload measured with the caches flushed and kept
+    (`ssd_dataflow.dataflow_by_cache`), for the first workload, preset and GPU given in both modes, with which
+    runs (`flushed`, `kept`); None where no workload was given in both."""
+    by_mode: dict[tuple, dict[str, str]] = {}
+    for label, info in infos.items():
+        mode = info.collectors.counters.cache or FLUSHED
+        by_mode.setdefault((info.workload.name, info.workload.preset, info.gpu.name), {}).setdefault(mode, label)
+    for modes in by_mode.values():
+        if {FLUSHED, KEPT} <= set(modes):
+            flows = {mode: ssd_dataflow(runs[modes[mode]], infos[modes[mode]].workload.config)
+                     for mode in (FLUSHED, KEPT)}
+            if all(flow is not None for flow in flows.values()):
+                return dataflow_by_cache(flows[FLUSHED], flows[KEPT]).assign(flushed=modes[FLUSHED],
+                                                                             kept=modes[KEPT])
+    return None

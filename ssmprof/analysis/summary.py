@@ -18,12 +18,22 @@ from ssmprof.analysis.kernel_evidence import provenance_mismatches
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.noise import iteration_check, iteration_note
 from ssmprof.analysis.ranks import collective_split, late_rank, rank_busy, rank_host, scaling_efficiency
-from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, roofline, roofline_summary
+from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, l2_peak_gb_s, roofline, roofline_summary
 from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_dataflow import FLOW_COLUMNS, fusion_estimate, ssd_dataflow, ssd_layers
 from ssmprof.analysis.ssd_model import analytic_vs_measured
-from ssmprof.analysis.tensor_vector import class_summary, class_thresholds, classify, instruction_summary, table_ii
+from ssmprof.analysis.suite import dram_beside_study
+from ssmprof.analysis.tensor_vector import (
+    STUDY_WORKLOAD,
+    class_summary,
+    class_thresholds,
+    classify,
+    instruction_summary,
+    table_ii,
+    table_ii_beside_study,
+    table_ii_causes,
+)
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import Run, RunInfo
 
@@ -53,7 +63,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         tables["gemm_work"] = work
     counted = has_counters(kernels)
     if counted:
-        tables.update(_limiter_tables(kernels, run.info))
+        tables.update(_limiter_tables(kernels, run.info, ceilings))
     if counted and ceilings is not None:
         tables.update(_roofline_tables(kernels, run.info, ceilings))
     if counted:
@@ -66,10 +76,11 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
     return tables
 
 
-def _limiter_tables(kernels: pd.DataFrame, info: RunInfo) -> dict[str, pd.DataFrame]:
-    """What limits the kernels, their instruction-level bounds and their stalls. The per-launch verdicts are let
-    go on return: at a million launches they are hundreds of megabytes the tables do not need."""
-    limited = limiters(kernels, evidence=False)  # the summaries word the launches they show
+def _limiter_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
+    """What limits the kernels (DRAM and L2 against the roofline's ceilings), their instruction-level bounds and
+    their stalls. The per-launch verdicts are let go on return: at a million launches they are hundreds of
+    megabytes the tables do not need."""
+    limited = limiters(kernels, evidence=False, ceilings=ceilings)  # the summaries word the launches they show
     tables = {"limiters": limiter_summary(limited), "limiters_ssm": limiter_summary(limited, category="SSM scan"),
               "instruction_bounds": instruction_bounds(kernels, info.gpu.model_dump())}
     if kernels["stall_warps_per_issue"].notna().any():
@@ -96,14 +107,15 @@ def _roofline_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings) -
     flow = ssd_dataflow(kernels, info.workload.config)
     if flow is not None:  # the Mamba-2 SSD chain's inter-kernel bytes and the fused chain's what-if
         tables["ssd_dataflow"] = flow[FLOW_COLUMNS]
-        fusion = fusion_estimate(flow, info.workload.config, ceilings, ssd_layers(kernels))
+        fusion = fusion_estimate(flow, info.workload.config, ceilings, ssd_layers(kernels), l2_peak_gb_s(kernels))
         if len(fusion):
             tables["ssd_fusion"] = fusion
     return tables
 
 
 def _class_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings | None) -> dict[str, pd.DataFrame]:
-    """Tensor vs vector classes, Table II, tensor instructions, and the SSD forward kernels against their model."""
+    """Tensor vs vector classes, Table II (beside the study's, with the causes of the difference and the SSM DRAM
+    use, for the study's model), tensor instructions, and the SSD forward kernels against their model."""
     tables = {}
     classified = classify(kernels, ceilings)
     tables["tensor_vector"] = classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class",
@@ -111,8 +123,13 @@ def _class_tables(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings | Non
                                           "flops_tensor", "flops_vector", "duration_ns"]]
     tables["tensor_vector_ssm"] = class_summary(classified)
     if (classified["category"] == "SSM scan").any():
-        tables["table_ii"] = table_ii(classified)
+        study = info.workload.name == STUDY_WORKLOAD
+        tables["table_ii"] = table_ii_beside_study(classified) if study else table_ii(classified)
         tables["tensor_vector_thresholds"] = class_thresholds(classified)
+        if study:
+            tables["table_ii_causes"] = table_ii_causes(classified, info.workload.config, info.versions)
+        if study and ceilings is not None:
+            tables["dram_beside_study"] = dram_beside_study(kernels[kernels["category"] == "SSM scan"], ceilings)
     instructions = instruction_summary(classified)
     if len(instructions):  # Hopper only: other chips do not split their tensor ops by instruction
         tables["tensor_instructions"] = instructions

@@ -61,8 +61,8 @@ def entry(run: Run, commit: str) -> pd.DataFrame:
     kernels = one_rank(run.kernels, info)
     roof, limiter = None, None
     if has_counters(kernels):
-        limiter = limiters(kernels, evidence=False)["limiter"]
         ceilings, _ = run_ceilings(info.gpu.name, run.path)
+        limiter = limiters(kernels, evidence=False, ceilings=ceilings)["limiter"]
         roof = roofline(kernels, ceilings)["pct_of_roof"] if ceilings is not None else None
     rows = run_rows(kernels, info, roof, limiter)
     created = info.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ssmprof.analysis.checks import check_counters
 from ssmprof.errors import InvalidConfig, NoGpu, SsmprofError
-from ssmprof.hardware import DEVICE_PROFILE, datasheet_peaks, spec_for
+from ssmprof.hardware import DEVICE_PROFILE, datasheet_peaks, identity_note, spec_for
 from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
@@ -317,10 +317,13 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
               ) -> CalibrationResult:
     """`ssmprof calibrate`: check the counter formulas on kernels of known work, measure this GPU's ceilings,
     and write both as its device profile (`out`, default runs/device-profile.json: beside the run directories
-    `profile` writes into runs/, whose reports take their ceilings from it), failed checks included."""
+    `profile` writes into runs/, whose reports take their ceilings from it), failed checks included. The profile
+    records the GPU as the host has it (name, memory, SMs, clocks and driver as found), and a note where its
+    memory is not its datasheet row's (`hardware.identity_note`): a profile applies to runs of its GPU's name."""
     from ssmprof.analysis.calibration import combined_ceilings, counter_ceilings, evaluate, ordered_ceilings
     from ssmprof.profiler.calibrate import KNOWN_WORK, run_calibration
     from ssmprof.profiler.harness import gpu_info
+    from ssmprof.profiler.nvml import gpu_clocks
 
     check_file(out, "--out")
     check_file(keep_report, "--keep-report")
@@ -329,7 +332,10 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
     ceilings, set_by = combined_ceilings(counted, timed)
     ceilings, note = ordered_ceilings(ceilings)
     checks = evaluate(measured, KNOWN_WORK)
-    gpu = gpu_info()
+    gpu = {**gpu_info(), "clocks": gpu_clocks()}  # the GPU as the host has it: name, memory, SMs, clocks, driver
+    identity = identity_note(gpu["name"], gpu.get("memory_bytes"))
+    if identity is not None:
+        note = f"{note}; {identity}" if note else identity
     spec = spec_for(gpu["name"])
     datasheet = {"dram_gb_s": spec.dram_tb_s * 1e3, "bf16_tensor_tflops": spec.bf16_tflops,
                  "fp32_tflops": spec.fp32_tflops} if spec else {}

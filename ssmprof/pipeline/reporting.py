@@ -30,6 +30,7 @@ from ssmprof.analysis.ranks import single_gpu_twin
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline
 from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.summary import analyze, warnings_for
+from ssmprof.analysis.tensor_vector import STUDY_WORKLOAD
 from ssmprof.errors import InvalidConfig
 from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings, spec_for
 from ssmprof.pipeline import regimes
@@ -102,6 +103,9 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
                 "ssm_kernels": suite.ssm_kernels({k: kernels[k] for k in roofs}, roofs),
                 "ssm_roofline": roofline_points(suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs),
                                                 by=("workload",))}
+    by_cache = suite.ssd_dataflow_by_cache(kernels, infos)
+    if by_cache is not None:  # one workload's counters with the caches flushed and kept: side by side
+        overview["ssd_dataflow_by_cache"] = by_cache
     if any(info.parallel is not None for info in infos.values()):
         overview["scaling"] = scaling(infos)
         overview["parallel"] = parallel_overview(runs)
@@ -227,7 +231,9 @@ def results(readme: Path | None = None) -> str:
         suite.category_shares(kernels[first]),
         suite.ssm_kernels(kernels[first], measured),
         suite.gpu_pair(kernels[first], kernels[second], infos[first], infos[second]),
-        suite.projection_errors(kernels[first], kernels[second], ceilings[first], ceilings[second]))
+        suite.projection_errors(kernels[first], kernels[second], ceilings[first], ceilings[second]),
+        suite.beside_study(loaded[first][STUDY_WORKLOAD].kernels, loaded[first][STUDY_WORKLOAD].info,
+                           measured[STUDY_WORKLOAD]))
     extra = sweep_headlines() + parallel_results()
     if extra:
         text = text.replace(RESULTS_END, extra + RESULTS_END)

@@ -50,7 +50,16 @@ from ssmprof.profiler.counters import (
 )
 from ssmprof.profiler.harness import Prepared, Progress, RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
-from ssmprof.profiler.ncu import METRIC_GROUPS, NOT_ASKED, check_metrics, chip_for, column_metrics, counter_metrics
+from ssmprof.profiler.ncu import (
+    CACHE_CONTROL,
+    FLUSH,
+    METRIC_GROUPS,
+    NOT_ASKED,
+    check_metrics,
+    chip_for,
+    column_metrics,
+    counter_metrics,
+)
 from ssmprof.profiler.ncu_extract import read_report
 from ssmprof.profiler.nvml import gpu_clocks
 from ssmprof.profiler.timeline import TimelineCapture
@@ -76,6 +85,7 @@ class ProfileSettings:
     steps: int = 10
     counters: str = "sampled"
     replay: str = "auto"
+    ncu_cache: str = FLUSH
     ncu_timeout_s: float = 1800
     ncu_ranks: tuple[int, ...] = (0,)
     pass_gpus: int = 1
@@ -85,6 +95,8 @@ class ProfileSettings:
 
     def __post_init__(self) -> None:
         check_counters_mode(self.counters)
+        if self.ncu_cache not in CACHE_CONTROL:
+            raise InvalidConfig(f"--ncu-cache must be {' or '.join(CACHE_CONTROL)}, got '{self.ncu_cache}'")
         if self.replay not in REPLAY_CHOICES:
             raise InvalidConfig(f"--replay must be {', '.join(REPLAY_CHOICES[:-1])} or {REPLAY_CHOICES[-1]}, "
                                 f"got '{self.replay}'")
@@ -292,11 +304,11 @@ class ChildPass:
     process sees), its timings and work read back once it ends."""
 
     def __init__(self, child: list[str], report: Path, mode: str, metrics: list[str], targets, names,
-                 ahead: bool, device: str | None, replay: str = "kernel"):
+                 ahead: bool, device: str | None, replay: str = "kernel", cache: str = FLUSH):
         self.record = report.with_suffix(".timings.json")
         env = {"CUDA_VISIBLE_DEVICES": device} if device is not None else {}
         self.ncu = NcuPass([*child, "--timings", str(self.record)], report, mode, metrics, targets, names, ahead,
-                           env=env, replay=replay)
+                           env=env, replay=replay, cache=cache)
 
     def finish(self, timeout_s: float, on_kernel) -> tuple[float, schema.PassRecord]:
         """(the wall time the pass added, what its child wrote)."""
@@ -310,8 +322,9 @@ class ChildPasses:
     `devices` is empty, with Nsight Compute's `replay`. Keeps each pass's stages (`pass_seconds`) and work
     (`child.pass_work`)."""
 
-    def __init__(self, child: list[str], timeout_s: float, devices: list[str], replay: str = "kernel"):
-        self.child, self.timeout_s, self.devices, self.replay = child, timeout_s, devices, replay
+    def __init__(self, child: list[str], timeout_s: float, devices: list[str], replay: str = "kernel",
+                 cache: str = FLUSH):
+        self.child, self.timeout_s, self.devices, self.replay, self.cache = child, timeout_s, devices, replay, cache
         self.started = 0
         self.phases: list[dict] = []
         self.works: list[dict] = []
@@ -320,7 +333,7 @@ class ChildPasses:
         device = self.devices[self.started % len(self.devices)] if self.devices else None
         self.started += 1
         return _Started(self, ChildPass(self.child, report, mode, metrics, targets, names, ahead, device,
-                                        self.replay))
+                                        self.replay, self.cache))
 
 
 @dataclass
@@ -373,7 +386,7 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
     collectors: dict[str, dict[str, Any]] = {
         "harness": {"wall_s": time.perf_counter() - started, "host_launch_us": host_launch_us()},
         "timeline": {"tool": "torch.profiler", "wall_s": capture.wall_s, "timing": timing or None},
-        "counters": {"mode": settings.counters},
+        "counters": {"mode": settings.counters, "cache": settings.ncu_cache},
     }
     # The child needs the GPU memory this process used for the model.
     gc.collect()
@@ -390,7 +403,8 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
                                                  Path(scratch) / "autotune.json")
             child = child_command(ready.workload.spec, ready.preset, ready.overrides, ready.warmup,
                                   ready.allow_fallback, choices_path)
-            passes = ChildPasses(child, settings.ncu_timeout_s, identical_gpus(settings.pass_gpus), chosen)
+            passes = ChildPasses(child, settings.ncu_timeout_s, identical_gpus(settings.pass_gpus), chosen,
+                                 settings.ncu_cache)
             kernels, notes, checks, reports = collect_counters(kernels, settings.counters, result.gpu,
                                                                Path(scratch), passes.start, check, tell,
                                                                result.peak_memory_bytes or 0,

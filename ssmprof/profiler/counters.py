@@ -28,7 +28,7 @@ import pandas as pd
 
 from ssmprof.errors import SsmprofError
 from ssmprof.kernels import is_fused_kernel
-from ssmprof.profiler.ncu import REPLAYS, ncu_argv, parse_query_metrics
+from ssmprof.profiler.ncu import FLUSH, REPLAYS, ncu_argv, parse_query_metrics
 from ssmprof.schema import COUNTER_COLUMNS, STALL_COLUMNS, signal_file
 
 
@@ -108,7 +108,7 @@ class NcuPass:
 
     def __init__(self, target: list[str], report: Path, mode: str, metrics: list[str] | None = None,
                  targets: dict[str, list[int]] | None = None, names: list[str] | None = None, ahead: bool = False,
-                 env: dict[str, str] | None = None, replay: str = "kernel"):
+                 env: dict[str, str] | None = None, replay: str = "kernel", cache: str = FLUSH):
         self.report, self.go = report, report.with_suffix(".go") if ahead else None
         self.launched = time.time()
         # application replay saves nothing, so the child keeps its caching allocator
@@ -116,7 +116,7 @@ class NcuPass:
         env = {**os.environ, **unsaved, **(env or {}), **({GO_ENV: str(self.go)} if self.go else {})}
         try:
             self.child = subprocess.Popen(ncu_argv(target, report, mode, metrics, ncu=_ncu(), targets=targets,
-                                                   names=names, replay=replay),
+                                                   names=names, replay=replay, cache=cache),
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                           errors="replace", env=env)
         except OSError as exc:

@@ -458,7 +458,8 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
                      where: Launch = Launch()) -> Path | None:
     """`ssmprof profile --tp N`: every rank's timeline, Nsight Compute on the ranks `settings.ncu_ranks` (GPU,
     counters not "none"), merged into one run directory under `settings.out` by node 0 (None on the other
-    nodes), named for its split (`settings.name`, `pass_gpus` and `replay` apply to single-GPU runs only).
+    nodes), named for its split (`settings.name`; `pass_gpus`, `replay` and `ncu_cache` apply to single-GPU runs
+    only: a rank's passes flush the caches, as Nsight Compute does by default).
     Nothing is written if any rank or collector fails."""
     from ssmprof.profiler.collect import run_info
 

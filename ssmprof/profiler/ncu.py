@@ -5,6 +5,11 @@ What every invocation needs, each learnt on our H100 (gpu-facts.md):
   profiled; warm-up and Triton autotuning (hundreds of benchmark launches) stay out.
 - `--nvtx`: without it ncu records no NVTX state, and phases cannot be read back from the report.
 - `--clock-control none`: measure the GPU at the clocks it runs training at; never lock or change them.
+- `--cache-control`: Nsight Compute flushes every cache before each replayed pass by default ("flush", ncu's
+  `all`), so a kernel's DRAM reads are those of a cold L2, and what an earlier kernel left in L2 (the SSD chain's
+  intermediates) is read from DRAM; "keep" (ncu's `none`) leaves the caches as the pass before left them, which
+  for the first pass of a launch is as the iteration left them. The mode is recorded in run.json
+  (`collectors.counters.cache`), and the SSD data-flow table shows a run of each beside the other.
 - `--metrics` with a curated list, not `--set full`: each section adds replay passes.
 - NCCL kernels are never replayed (replaying a collective deadlocks or corrupts it).
 
@@ -36,6 +41,9 @@ MODES = ("sampled", "all")
 # harness's iteration is deterministic: the same kernels, launch configurations and order in every process), so
 # nothing is saved or restored: the way for a process holding more than half the GPU.
 REPLAYS = ("kernel", "application")
+# `--ncu-cache` -> Nsight Compute's --cache-control (the module's docstring says what each measures)
+CACHE_CONTROL = {"flush": "all", "keep": "none"}
+FLUSH = "flush"
 # Launch attributes read back for the join; ncu records them for every profiled kernel at no extra pass.
 LAUNCH_METRICS = ("launch__grid_dim_x", "launch__grid_dim_y", "launch__grid_dim_z", "launch__block_dim_x",
                   "launch__block_dim_y", "launch__block_dim_z", "launch__shared_mem_per_block_static",
@@ -117,24 +125,28 @@ def parse_query_metrics(text: str) -> set[str]:
 
 def ncu_argv(target: Sequence[str], report: Path, mode: str = "sampled", metrics: Iterable[str] | None = None,
              ncu: str = "ncu", targets: dict[str, list[int]] | None = None,
-             names: Iterable[str] | None = None, replay: str = "kernel") -> list[str]:
+             names: Iterable[str] | None = None, replay: str = "kernel", cache: str = FLUSH) -> list[str]:
     """argv that profiles the cudaProfilerStart/Stop-bracketed iteration of `target` into `report`, replaying
     each profiled launch in place or the whole `target` once per metric pass (`replay`, REPLAYS).
 
     mode "sampled": the first launch of each launch configuration; "all": every launch of the iteration.
     `targets` (function name -> 1-based invocation numbers of that function) turns it into
     the second, targeted pass of sampled mode. `names` (function names) profiles only those kernels (the
-    `focus` counters of a sweep: the SSM kernels and the longest ones).
+    `focus` counters of a sweep: the SSM kernels and the longest ones). `cache`: what happens to the caches
+    before each replayed pass (CACHE_CONTROL).
     """
     if mode not in MODES:
         raise ValueError(f"counter mode must be one of {MODES}, got {mode!r}")
     if replay not in REPLAYS:
         raise ValueError(f"replay must be one of {REPLAYS}, got {replay!r}")
+    if cache not in CACHE_CONTROL:
+        raise ValueError(f"cache must be one of {tuple(CACHE_CONTROL)}, got {cache!r}")
     argv = [
         ncu,
         "--profile-from-start", "off",
         "--nvtx",
         "--clock-control", "none",
+        "--cache-control", CACHE_CONTROL[cache],
         "--import-sass", "no",
         "--metrics", ",".join(metrics if metrics is not None else counter_metrics()),
         "--export", str(report),

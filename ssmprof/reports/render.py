@@ -29,8 +29,11 @@ TABLE_TITLES = {
                            "the ceiling's calibration fell short)",
     "caches": "Cache hit rates and DRAM throughput (time-weighted, Nsight Compute)",
     "tensor_vector_ssm": "SSM kernels: tensor vs vector classes",
-    "table_ii": "Table II in the study's form: SSM kernels per class, forward, backward and the forward kernels "
-                "recomputed in backward apart. " + CLASS_RULE,
+    "table_ii": "Table II in the study's form and order: SSM kernels per class, forward, backward and the forward "
+                "kernels recomputed in backward apart (for mamba2-lm, the study's rows beside ssmprof's). "
+                + CLASS_RULE,
+    "table_ii_causes": "Why Table II differs from the study's: each cause with its number",
+    "dram_beside_study": "SSM kernels' DRAM use beside the study's 57.5 %, each against the ceiling it is taken of",
     "tensor_vector_thresholds": "Tensor vs vector: the tolerance (% of FLOPs off the kernel's main pipe) at which "
                                 "each SSM kernel changes class; today's is 1 %",
     "tensor_instructions": "Tensor instructions (Hopper): wgmma or mma.sync, per category (bf16 tensor work)",
@@ -78,8 +81,10 @@ TABLE_TITLES = {
 }
 # Columns a table does not show: one DRAM figure per page (Nsight Compute's throughput, in the cache table),
 # not a second one beside it from the roofline; the stall table's twenty reason shares (its chart draws them,
-# the CSV keeps them; the page shows the top three waits).
-HIDDEN = {"roofline_summary": ("pct_of_dram_peak",), "stalls": tuple(f"{reason}_share" for reason in STALL_REASONS)}
+# the CSV keeps them; the page shows the top three waits); a limiter table's verdict without its number (what
+# the headline adds up by; the limiter column says it).
+HIDDEN = {"roofline_summary": ("pct_of_dram_peak",), "limiters": ("limiter_name",),
+          "limiters_ssm": ("limiter_name",), "stalls": tuple(f"{reason}_share" for reason in STALL_REASONS)}
 NOWRAP = {"phase", "category", "counter_status", "verdict", "class", "gpu", "workload"}
 
 STYLE = """
@@ -252,6 +257,9 @@ OVERVIEW_TITLES = {
     "step_times": "Runs: step time, throughput, memory, profiling cost",
     "category_shares": "Where the time goes: % of kernel time per category",
     "ssm_kernels": "SSM kernels: share of time, DRAM % of peak, hit rates, tensor/vector classes (% of SSM time)",
+    "ssd_dataflow_by_cache": "SSD chain data movement per layer with the caches flushed before each Nsight Compute "
+                             "pass (its default: cold L2) and kept (what the kernels before left in L2), side by "
+                             "side: chain bytes read from DRAM in each, and what L2 serves once kept",
     "scaling": "Scaling: step time from 1 to N GPUs (speedup and efficiency over the single-GPU run)",
     "parallel": "Communication per multi-GPU run: collectives per layer (as the structure predicts?), exposed transfer "
                 "and wait per step, bus bandwidth of the layers' largest collectives",
@@ -480,9 +488,12 @@ RESULTS_START, RESULTS_END = "<!-- results:start -->", "<!-- results:end -->"
 
 
 def render_results(labels: tuple[str, str], step_times: pd.DataFrame, cost: pd.DataFrame, shares: pd.DataFrame,
-                   ssm: pd.DataFrame, pair: pd.DataFrame, errors: pd.DataFrame) -> str:
+                   ssm: pd.DataFrame, pair: pd.DataFrame, errors: pd.DataFrame,
+                   study: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> str:
     """The Results section of docs/results.md (markdown between RESULTS_START and RESULTS_END), from the bundled
-    runs."""
+    runs; `study`: the first GPU's mamba2-lm Table II beside the study's, its causes and its SSM DRAM use beside
+    the study's (`tensor_vector.table_ii_beside_study`, `table_ii_causes`, `suite.dram_beside_study`)."""
+    table_ii, causes, dram = study
     a, b = labels
     rounded = {name: frame.round(1) for name, frame in
                (("steps", step_times.astype({"throughput": "int64"})), ("shares", shares), ("ssm", ssm),
@@ -505,6 +516,12 @@ def render_results(labels: tuple[str, str], step_times: pd.DataFrame, cost: pd.D
         "the share of forward / backward SSM time in each tensor/vector class, defined on compute time at the GPU's "
         f"peaks ({TENSOR_ONLY}: >= {100 * TENSOR_ONLY_SHARE:.0f} % of it on the tensor path; {VECTOR_ONLY}: <= "
         f"{100 * VECTOR_ONLY_SHARE:.0f} %).", "", markdown_table(rounded["ssm"]),
+        "", f"**Table II beside the study's** (mamba2-lm on the {a}; seeds/001's Table II, Mamba2 on an H100): SSM "
+        "kernels per class on FLOPs, as the study counts them, in its order; the forward kernels mamba-ssm launches "
+        "again in backward are a row of their own.", "", markdown_table(table_ii),
+        "", "Why the two differ, each cause with its number:", "", markdown_table(causes),
+        "", f"**SSM DRAM use beside the study's** (mamba2-lm on the {a}), each against the ceiling it is taken of:",
+        "", markdown_table(dram.round(1)),
         "", f"**{a} vs {b}** (A = {a}, B = {b}): speedup = A's time over B's; `slow_iteration`: a run whose profiled "
         "iteration kept the GPU busy longer than its median step, by how much (its kernel times describe a slower "
         "step than the timed ones).", "", markdown_table(rounded["pair"]),
