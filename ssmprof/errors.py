@@ -50,3 +50,8 @@ class CorruptRun(SsmprofError):
 class CorruptFile(SsmprofError):
     """A device profile, baseline or suite manifest that is missing, unreadable, of another version, or not of
     the data contract."""
+
+
+class DuplicateRun(SsmprofError):
+    """The same run (same run directory content, `schema.run_identity`) given twice where each run must count
+    once: a baseline or history would count one measurement as two and understate the noise."""

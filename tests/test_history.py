@@ -180,7 +180,10 @@ def test_regress_cli_against_the_history_writes_bencher_metrics_and_appends(buil
     result = runner.invoke(app, ["regress", str(root / "run-25"), "--history", str(copy), "--last", "5",
                                  "--metrics", str(metrics), "--junit", str(tmp_path / "gate.xml")])
     assert result.exit_code == 0, result.output
-    assert "appended 1 run(s) to history" in result.output and len(list(copy.glob("*.parquet"))) == RUNS + 1
+    # run-25 is in the history already: its baseline leaves it out (commits 20-24), and it is not appended again
+    assert "commits 20abababab to 24abababab" in result.output
+    assert "already: not appended again" in " ".join(result.output.split())
+    assert len(list(copy.glob("*.parquet"))) == RUNS
     document = json.loads(metrics.read_text())
     step = document["run-25/step"]
     assert set(step) == {"step-time", "host-wait"}
@@ -191,3 +194,29 @@ def test_regress_cli_against_the_history_writes_bencher_metrics_and_appends(buil
     # no baseline and no history: one line, exit 1
     refused = runner.invoke(app, ["regress", str(root / "run-25")])
     assert refused.exit_code == 1 and "needs --baseline FILE or --history DIR" in refused.output
+
+
+def test_one_run_counts_once_and_nothing_is_written_unasked(tmp_path, monkeypatch):
+    """A run given twice (its path repeated, or a copy of its directory) is refused by `history --add` and
+    `baseline` (one line, nothing written); a run the history holds already is not appended again; `history`
+    without --out writes no page into the working folder."""
+    import shutil
+
+    from ssmprof.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    run, copy, folder = H100 / "rerun-1", tmp_path / "copy-of-rerun-1", tmp_path / "history"
+    shutil.copytree(run, copy)
+    for args in (["history", str(folder), "--add", str(run), "--add", str(run)],
+                 ["history", str(folder), "--add", str(run), "--add", str(copy)],
+                 ["baseline", str(run), str(copy), "-o", str(tmp_path / "baseline.json")]):
+        refused = runner.invoke(app, args)
+        assert refused.exit_code == 1 and "is the same run as" in refused.output, refused.output
+        assert len(refused.output.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy-of-rerun-1"]
+    first = runner.invoke(app, ["history", str(folder), "--add", str(run)])
+    again = runner.invoke(app, ["history", str(folder), "--add", str(copy)])
+    assert first.exit_code == again.exit_code == 0, again.output
+    assert "not appended again" in again.output and "1 runs, 0 change points" in again.output
+    assert len(list(folder.glob("*.parquet"))) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy-of-rerun-1", "history"]
