@@ -3,6 +3,7 @@ reruns, tests/data/regress-reruns-h100) with regressions planted at known runs; 
 at its run, none on the clean stretch; the trend page renders; a rolling baseline gates as a baseline file does."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -106,14 +107,36 @@ def test_every_planted_change_point_found_at_its_run_and_none_elsewhere(built):
 
 
 def test_history_command_renders_the_trend_page(built, tmp_path):
+    """The page names runs by commit and date, gives change points as a table (not markdown), and draws no chart
+    for a configuration with fewer runs than a change point needs (an H200 run beside the H100 history)."""
     from ssmprof.cli import app
 
-    folder, _ = built
-    result = runner.invoke(app, ["history", str(folder), "--out", str(tmp_path)])
+    folder, root = built
+    mixed = tmp_path / "history"
+    shutil.copytree(folder, mixed)
+    history.append([Path(__file__).parent / "data" / "regress-reruns-h200" / "rerun-1"], mixed, commit="ff" * 20)
+    result = runner.invoke(app, ["history", str(mixed), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     page, markdown = (tmp_path / "history.html").read_text(), (tmp_path / "history.md").read_text()
-    assert "mamba2-lm --preset small on NVIDIA H100 80GB HBM3" in page and "Step time and host wait" in page
-    assert "26 runs" in markdown and "| 14 | 13abababab -> 14abababab | step | step_ms |" in markdown
+    assert "mamba2-lm --preset small on NVIDIA H100 80GB HBM3" in page and "<pre>" not in page
+    assert '<table class="data">' in page and '"title":{"text":"ms"}' in page  # a table; units on the axes
+    assert "12ababa\\u003cbr\\u003e2026-01-01" in page  # the x axis: commit and date
+    assert "26 runs, 00ababa 2026-01-01 to 25ababa 2026-01-01; 3 change points." in markdown
+    assert "| 14ababa 2026-01-01 | 13ababa 2026-01-01 | host wait: " in markdown
+    h200 = page[page.index("on NVIDIA H200"):]
+    assert "A change point needs 5 runs" in h200 and "Plotly.newPlot" not in h200
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (installed by .ci/run)")
+def test_history_page_in_headless_chromium(built, tmp_path):
+    """The page as a reader sees it at 1600 px: no script error, every chart drawn, nothing wider than the page."""
+    from test_report import browse
+
+    folder, _ = built
+    page = history.history_report(folder, tmp_path).html
+    shot, check, log = browse(page, tmp_path, "history-checked")
+    assert shot.stat().st_size > 50_000 and check["errors"] == [] and "Uncaught" not in log, check
+    assert check["plots"] == 3 and check["empty"] == [] and check["wide"] == [] and check["over"] == [], check
 
 
 def test_rolling_baseline_gates_like_a_baseline_file(built):

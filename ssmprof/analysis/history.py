@@ -52,6 +52,7 @@ from ssmprof.schema import RunInfo
 
 WINDOW = 3  # fewest runs a change is judged against; runs after it its shift is taken over
 LASTING = 2  # runs in a row that must all lie beyond the band: one is a spike, not a change
+FEWEST_RUNS = WINDOW + LASTING  # runs a history needs before it can hold a change point
 LONGEST_SEGMENT = 10  # runs before a position it is judged against, at most (the gate's --last)
 Z95 = 1.959964
 SERIES_KEY = ["scope", "kernel_name", "phase", "launch_op", "category", *CONFIG, "metric"]
