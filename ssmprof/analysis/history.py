@@ -2,11 +2,11 @@
 
 `run_rows(kernels, info, ceilings)`: the long rows one run appends (`schema.HISTORY_ROW_COLUMNS`): the gate's
 measurements at every scope (`regress.measure`: total, phases, categories, sites, kernels with launches, time
-per launch and efficiency), with a 95 % interval on each kernel's time per launch (mean +- 1.96 standard
-errors over its launches); per kernel also % of roof, achieved occupancy and the limiter of most of its time
-where counters were collected; and the step: median step time with its distribution-free 95 % interval over
-the timed steps (order statistics), the host wait (step time minus the profiled iteration's GPU busy time), the
-busy time, and the host's launch cost.
+per launch and efficiency), with a 95 % interval on each kernel's time per launch (from its own launches,
+problem by problem: `noise.launch_intervals`); per kernel also % of roof, achieved occupancy and the limiter of
+most of its time where counters were collected; and the step: median step time with its distribution-free 95 %
+interval over the timed steps (order statistics), the host wait (step time minus the profiled iteration's GPU
+busy time), the busy time, and the host's launch cost.
 
 `change_points(rows, runs)`: a noise-aware step detector, run on each series (one value per run, in run order).
 The runs since the last change point (the segment, at least `WINDOW`, at most `LONGEST_SEGMENT` of the latest)
@@ -32,6 +32,7 @@ import pandas as pd
 
 from ssmprof.analysis.frame import WEIGHT, time_weighted_by
 from ssmprof.analysis.host import busy_ns
+from ssmprof.analysis.noise import Interval, launch_intervals
 from ssmprof.analysis.regress import (
     CONFIG,
     GATE_KEY,
@@ -71,12 +72,16 @@ def median_interval(values: list[float]) -> tuple[float, float, float]:
 
 
 def _kernel_intervals(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per kernel (`GATE_KEY`): the 95 % interval of its mean time per launch."""
+    """Per kernel (`GATE_KEY`): the 95 % interval of its mean time per launch, from its own launches problem by
+    problem (`noise.launch_intervals`, the model compare uses); NaN for a kernel whose every problem is launched
+    once (no spread of its own: the step's is not lent, it would widen the change-point band tenfold)."""
     frame = kernels.assign(launch_op=kernels["launch_op"].fillna("").astype(str))
-    grouped = frame.groupby(GATE_KEY)["duration_ns"]
-    stats = grouped.agg(["mean", "std", "size"]).reset_index()
-    half = Z95 * stats["std"].fillna(0) / np.sqrt(stats["size"])
-    return stats.assign(low=stats["mean"] - half, high=stats["mean"] + half)[GATE_KEY + ["low", "high"]]
+    none = Interval(1.0, np.nan, np.nan, 1)
+    table = launch_intervals(frame, GATE_KEY, none)
+    launches = frame.groupby(GATE_KEY).size().rename("launches").reset_index()
+    table = table.merge(launches, on=GATE_KEY)
+    return table.assign(low=table["time_ns_low"] / table["launches"],
+                        high=table["time_ns_high"] / table["launches"])[GATE_KEY + ["low", "high"]]
 
 
 def _efficiency_rows(kernels: pd.DataFrame, per_launch_roof: pd.DataFrame | None,
@@ -157,9 +162,9 @@ def detect(values: np.ndarray, half_widths: np.ndarray, floor: float, sigmas: fl
             continue
         center = float(np.median(segment))
         spread = MAD_TO_SIGMA * float(np.median(np.abs(segment - center)))
-        own = np.nanmedian(half_widths[max(start, i - LONGEST_SEGMENT):i + window]) \
-            if not np.isnan(half_widths).all() else 0.0
-        band = max(sigmas * spread, floor * abs(center), float(np.nan_to_num(own)))
+        halves = half_widths[max(start, i - LONGEST_SEGMENT):i + window]
+        own = float(np.nanmedian(halves)) if not np.isnan(halves).all() else 0.0
+        band = max(sigmas * spread, floor * abs(center), own)
         lead = after[:LASTING] - center
         shift = float(np.nanmedian(after)) - center
         if (np.all(lead > band) or np.all(lead < -band)) and abs(shift) > band and np.sign(shift) == np.sign(lead[0]):
