@@ -141,6 +141,17 @@ def _configuration_draws(durations: np.ndarray, shapes: np.ndarray, rng: np.rand
     return deviations[rng.integers(0, len(deviations), (LAUNCH_RESAMPLES, len(durations)))] @ means
 
 
+def difference_words(speedup: Interval, verdict: str) -> str:
+    """B against A as a sentence states it, from the verdict the tables give (`speedup_verdict`, `said_why`):
+    "6 % faster (1.06x, 95 % interval 1.06-1.07x)", or "7 % apart, within noise (...)". Prose that states a
+    difference takes its words from here, so that it never calls faster what its table calls noise."""
+    size = f"{100 * abs(speedup.value - 1):.0f} %"
+    interval = f"({speedup.value:.2f}x, 95 % interval {speedup.low:.2f}-{speedup.high:.2f}x)"
+    if verdict in (FASTER, SLOWER):
+        return f"{size} {verdict} {interval}"
+    return f"{size} apart, {verdict} {interval}"
+
+
 def launch_intervals(kernels: pd.DataFrame, key: list[str], steps: Interval) -> pd.DataFrame:
     """Per group of `key` (e.g. `frame.LAUNCH_KEY`): launches, total time and its interval (`time_ns_low`,
     `time_ns_high`) and the interval's `basis`: "launches" (`_configuration_draws`: its own launches' spread,
