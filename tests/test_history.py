@@ -243,3 +243,14 @@ def test_one_run_counts_once_and_nothing_is_written_unasked(tmp_path, monkeypatc
     assert "not appended again" in again.output and "1 runs, 0 change points" in again.output
     assert len(list(folder.glob("*.parquet"))) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy-of-rerun-1", "history"]
+
+
+def test_a_run_on_a_shared_gpu_before_any_baseline_is_named(tmp_path):
+    """Gated against a new history, a run that shared its GPU passes (no baseline yet) but says its times measure
+    another process too; it is appended, and no rolling baseline takes it (`recent_runs`)."""
+    from ssmprof.pipeline import gate
+
+    shared = Path(__file__).parent / "data" / "gate-planted-h100" / "shared-gpu"
+    result = gate.regress([shared], None, history=tmp_path / "history")
+    assert not result.regressed and "no baseline yet: history" in result.summary
+    assert "run on a shared GPU: 1 other process(es) used it" in result.summary

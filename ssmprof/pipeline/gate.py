@@ -23,7 +23,7 @@ from ssmprof.pipeline.history import recent_runs, refuse_repeated, rolling_basel
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.reports.gate import RunVerdict, bencher_metrics, gate_junit, gate_markdown
-from ssmprof.schema import Baseline, BaselineSource, RunInfo, make_document, read_document, write_document
+from ssmprof.schema import Baseline, BaselineSource, Run, RunInfo, make_document, read_document, write_document
 
 
 class IncomparableBaseline(SsmprofError):
@@ -161,7 +161,7 @@ def shared_gpu_check(judged: pd.DataFrame, note: str) -> pd.DataFrame:
 BOOTSTRAP = 3  # runs of a configuration the history must hold before the gate judges the next one
 
 
-def history_document(folder: Path, run, last: int, bootstrap: int = BOOTSTRAP) -> tuple[Baseline | None, str]:
+def history_document(folder: Path, run: Run, last: int, bootstrap: int = BOOTSTRAP) -> tuple[Baseline | None, str]:
     """A baseline of the last `last` runs of `run`'s configuration in the history (`Baseline`), and the note
     saying which runs. Where the history holds fewer than `bootstrap` such runs (a new history, a new
     configuration) there is no baseline yet (None) and the note says from which run the gate judges: the first
@@ -185,13 +185,15 @@ def _ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-def _verdict(document: Baseline | None, note: str, path: Path, run, thresholds: Thresholds,
+def _verdict(document: Baseline | None, note: str, path: Path, run: Run, thresholds: Thresholds,
              allow_different_gpu: bool, allow_different_config: bool) -> RunVerdict:
     """One run's verdict: every check against `document`; without one (no baseline yet), no checks and the
-    note saying why."""
+    note saying why (and, for a run on a shared GPU, that its times measure another process too: it is
+    appended, but no rolling baseline will take it)."""
     if document is None:
+        shared = shared_gpu_note(run.info)
         return RunVerdict(path.name, pd.DataFrame(columns=["run", "check", "regressed", "judged"]).astype(
-            {"regressed": bool, "judged": bool}), [note])
+            {"regressed": bool, "judged": bool}), [note] + ([shared] if shared else []))
     notes = ([note] if note else []) + provenance_notes(document, run.info, path, allow_different_gpu,
                                                         allow_different_config)
     return RunVerdict(path.name, gate_run(document.table(), run, thresholds, path.name), notes)

@@ -162,21 +162,20 @@ def _by_category(row, index: int) -> str:
 
 def _figures(trend) -> list[go.Figure]:
     rows = trend.rows
-    palette, by_category = _palette, _by_category
     top = _top_kernels(trend)
     figures = [
         _trend_figure(trend, rows[(rows["scope"] == "step") & rows["metric"].isin(["step_ms", "host_wait_ms"])],
-                      _of, palette, "Step time and host wait (median of the timed steps, 95 % interval)", "ms"),
+                      _of, _palette, "Step time and host wait (median of the timed steps, 95 % interval)", "ms"),
         _trend_figure(trend, rows[rows["scope"].isin(["total", "category"]) & (rows["metric"] == TIME)], _of,
-                      by_category, "Kernel time: total and per category", "ms", log=True),
-        _trend_figure(trend, rows[top & (rows["metric"] == PER_LAUNCH)], _of, by_category,
+                      _by_category, "Kernel time: total and per category", "ms", log=True),
+        _trend_figure(trend, rows[top & (rows["metric"] == PER_LAUNCH)], _of, _by_category,
                       f"Time per launch: the {TOP_KERNELS} kernels with the most time (95 % interval)",
                       "us per launch", log=True),
     ]
     efficiency = rows[top & rows["metric"].isin(list(EFFICIENCY))]
     if len(efficiency):
         figures.append(_trend_figure(trend, efficiency, lambda r: f"{_of(r)} {EFFICIENCY[r['metric']]}",
-                                     by_category, "Efficiency of those kernels", "%"))
+                                     _by_category, "Efficiency of those kernels", "%"))
     return figures
 
 
