@@ -457,6 +457,9 @@ def regress(
                                                      "cost [default: 0.0002]")] = None,
     history: HistoryOpt = None,
     last: Annotated[int, typer.Option(help="runs in the rolling baseline drawn from --history")] = 10,
+    bootstrap: Annotated[int, typer.Option(help="with --history: runs of the configuration it must hold before a "
+                                           "run is gated; until then a run passes, \"no baseline yet\", and is "
+                                           "appended")] = 3,
     append: Annotated[bool, typer.Option(help="append the gated runs to --history after gating")] = True,
     metrics: Annotated[Path | None, typer.Option(help="also write the runs' metrics in Bencher Metric Format "
                                                  "(JSON) here")] = None,
@@ -468,7 +471,7 @@ def regress(
     thresholds = gate.thresholds(min_effect=min_effect, aggregate_effect=aggregate_effect, sigmas=sigmas,
                                  min_time_ns=min_time_ns, min_impact=min_impact)
     result = gate.regress(runs, baseline_file, junit, summary, thresholds, allow_different_gpu,
-                          allow_different_config, history, last, metrics)
+                          allow_different_config, history, last, metrics, bootstrap)
     sys.stdout.write(result.summary)
     if append:
         _append_history(runs, history, commit)
@@ -480,15 +483,18 @@ def _append_history(runs: list[Path], history: Path | None, commit: str | None) 
     from ssmprof.pipeline import history as store
 
     if history is not None:
-        written = store.append(runs, history, commit)
-        console.print(f"appended {len(written)} run(s) to history {history}")
+        appended = store.append(runs, history, commit)
+        console.print(f"appended {len(appended.written)} run(s) to history {history}")
+        for path in appended.present:
+            console.print(f"{path} is in history {history} already: not appended again", highlight=False)
 
 
 @app.command(name="history")
 @error_boundary
 def history_(
     folder: Annotated[Path, typer.Argument(help="the history folder (one parquet file per appended run)")],
-    out: Annotated[Path, typer.Option(help="folder for history.html and history.md")] = Path("."),
+    out: Annotated[Path | None, typer.Option(help="write history.html and history.md into this folder (without "
+                                             "it, only the runs and change points are printed)")] = None,
     add: Annotated[list[Path] | None, typer.Option(help="run directories to append first (repeat it)")] = None,
     commit: CommitOpt = None,
 ) -> None:
@@ -501,7 +507,8 @@ def history_(
     for trend in result.trends:
         console.print(f"{trend.workload} ({trend.preset}, {trend.gpu}): {len(trend.runs)} runs, "
                       f"{len(trend.changes)} change points", highlight=False)
-    console.print(f"written: {result.html}, {result.markdown}")
+    if out is not None:
+        console.print(f"written: {result.html}, {result.markdown}")
 
 
 @app.command()

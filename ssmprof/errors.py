@@ -65,3 +65,8 @@ class UserWorkloadInvalid(SsmprofError):
 class UserCodeFailed(SsmprofError):
     """An exception raised inside a user's workload (its build, batch, loss, config); the message names the
     innermost line of the user's file it passed through."""
+
+
+class DuplicateRun(SsmprofError):
+    """The same run (same run directory content, `schema.run_identity`) given twice where each run must count
+    once: a baseline or history would count one measurement as two and understate the noise."""

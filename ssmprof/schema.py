@@ -22,6 +22,7 @@ unreadable, other-version or malformed file into one `CorruptFile` line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -640,6 +641,19 @@ def write_run(path: Path, info: RunInfo, kernels: pd.DataFrame, overwrite: bool 
     return path
 
 
+def run_identity(path: Path) -> str:
+    """A run directory's identity: a digest of its run.json and kernels.parquet bytes. A copy of a run is the
+    same run (same identity), so a history or baseline can refuse to count one measurement twice; any rerun,
+    even of one configuration, differs in its times and its creation time."""
+    digest = hashlib.sha256()
+    for name in (RUN_JSON, KERNELS_PARQUET):
+        try:
+            digest.update((Path(path) / name).read_bytes())
+        except OSError as exc:
+            raise CorruptRun(f"{Path(path) / name} cannot be read ({exc.strerror or exc})") from None
+    return digest.hexdigest()[:16]
+
+
 def read_run(path: Path) -> Run:
     """Read and validate a run directory; any defect is a `CorruptRun` with one line saying what."""
     path = Path(path)
@@ -1076,7 +1090,7 @@ HISTORY_VERSION = 1
 HISTORY_GLOB = "*.parquet"
 HISTORY_RUN_COLUMNS: dict[str, Column] = {  # the same on every row of one appended run
     "history_version": Column("int64", "", "version of this table's layout (HISTORY_VERSION)"),
-    "run_id": Column("string", "", "unique per appended run: created time, workload and a random suffix"),
+    "run_id": Column("string", "", "unique per run: created time, workload and the run's `run_identity`"),
     "created": Column("string", "", "when the run was profiled (run.json `created`, ISO 8601, UTC)"),
     "commit": Column("string", "", "the commit of the code the run measured (CI: the commit under test)"),
     "workload": Column("string", "", "workload name"),
@@ -1220,7 +1234,8 @@ def query_history(folder: Path, sql: str, parameters: list | None = None) -> pd.
 
     folder = Path(folder)
     if not folder.is_dir() or not any(folder.glob(HISTORY_GLOB)):
-        raise CorruptFile(f"history {folder} holds no runs (append some with --history {folder})")
+        raise CorruptFile(f"history {folder} holds no runs (append runs with `ssmprof history {folder} "
+                          "--add RUN`)")
     connection = duckdb.connect()
     try:
         files = str(folder.resolve() / HISTORY_GLOB).replace("'", "''")  # a SQL string literal

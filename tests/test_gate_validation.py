@@ -322,7 +322,9 @@ def test_not_judged_in_the_summary_and_junit(tmp_path):
     source = schema.read_run(DATA / "mamba2-lm-small-h100")
     info = json.loads((DATA / "mamba2-lm-small-h100" / "run.json").read_text())
     measured = source.kernels.assign(counter_status="measured")
-    runs = [schema.write_run(tmp_path / f"base{i}", schema.new_run_info(info), measured) for i in range(2)]
+    runs = [schema.write_run(
+        tmp_path / f"base{i}", schema.new_run_info(info), measured.assign(  # two reruns: one run twice is refused
+        duration_ns=(measured["duration_ns"] * (1 + i / 1000)).round().astype("int64"))) for i in range(2)]
     rejected = measured.copy()
     rejected.loc[rejected["kernel_name"] == DX, "counter_status"] = "rejected: duration"
     run = schema.write_run(tmp_path / "run", schema.new_run_info(info), rejected)

@@ -3,6 +3,7 @@ reruns, tests/data/regress-reruns-h100) with regressions planted at known runs; 
 at its run, none on the clean stretch; the trend page renders; a rolling baseline gates as a baseline file does."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -106,14 +107,36 @@ def test_every_planted_change_point_found_at_its_run_and_none_elsewhere(built):
 
 
 def test_history_command_renders_the_trend_page(built, tmp_path):
+    """The page names runs by commit and date, gives change points as a table (not markdown), and draws no chart
+    for a configuration with fewer runs than a change point needs (an H200 run beside the H100 history)."""
     from ssmprof.cli import app
 
-    folder, _ = built
-    result = runner.invoke(app, ["history", str(folder), "--out", str(tmp_path)])
+    folder, root = built
+    mixed = tmp_path / "history"
+    shutil.copytree(folder, mixed)
+    history.append([Path(__file__).parent / "data" / "regress-reruns-h200" / "rerun-1"], mixed, commit="ff" * 20)
+    result = runner.invoke(app, ["history", str(mixed), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     page, markdown = (tmp_path / "history.html").read_text(), (tmp_path / "history.md").read_text()
-    assert "mamba2-lm --preset small on NVIDIA H100 80GB HBM3" in page and "Step time and host wait" in page
-    assert "26 runs" in markdown and "| 14 | 13abababab -> 14abababab | step | step_ms |" in markdown
+    assert "mamba2-lm --preset small on NVIDIA H100 80GB HBM3" in page and "<pre>" not in page
+    assert '<table class="data">' in page and '"title":{"text":"ms"}' in page  # a table; units on the axes
+    assert "12ababa\\u003cbr\\u003e2026-01-01" in page  # the x axis: commit and date
+    assert "26 runs, 00ababa 2026-01-01 to 25ababa 2026-01-01; 3 change points." in markdown
+    assert "| 14ababa 2026-01-01 | 13ababa 2026-01-01 | host wait: " in markdown
+    h200 = page[page.index("on NVIDIA H200"):]
+    assert "A change point needs 5 runs" in h200 and "Plotly.newPlot" not in h200
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (installed by .ci/run)")
+def test_history_page_in_headless_chromium(built, tmp_path):
+    """The page as a reader sees it at 1600 px: no script error, every chart drawn, nothing wider than the page."""
+    from test_report import browse
+
+    folder, _ = built
+    page = history.history_report(folder, tmp_path).html
+    shot, check, log = browse(page, tmp_path, "history-checked")
+    assert shot.stat().st_size > 50_000 and check["errors"] == [] and "Uncaught" not in log, check
+    assert check["plots"] == 3 and check["empty"] == [] and check["wide"] == [] and check["over"] == [], check
 
 
 def test_rolling_baseline_gates_like_a_baseline_file(built):
@@ -181,7 +204,10 @@ def test_regress_cli_against_the_history_writes_bencher_metrics_and_appends(buil
     result = runner.invoke(app, ["regress", str(root / "run-25"), "--history", str(copy), "--last", "5",
                                  "--metrics", str(metrics), "--junit", str(tmp_path / "gate.xml")])
     assert result.exit_code == 0, result.output
-    assert "appended 1 run(s) to history" in result.output and len(list(copy.glob("*.parquet"))) == RUNS + 1
+    # run-25 is in the history already: its baseline leaves it out (commits 20-24), and it is not appended again
+    assert "commits 20abababab to 24abababab" in result.output
+    assert "already: not appended again" in " ".join(result.output.split())
+    assert len(list(copy.glob("*.parquet"))) == RUNS
     document = json.loads(metrics.read_text())
     step = document["run-25/step"]
     assert set(step) == {"step-time", "host-wait"}
@@ -192,3 +218,40 @@ def test_regress_cli_against_the_history_writes_bencher_metrics_and_appends(buil
     # no baseline and no history: one line, exit 1
     refused = runner.invoke(app, ["regress", str(root / "run-25")])
     assert refused.exit_code == 1 and "needs --baseline FILE or --history DIR" in refused.output
+
+
+def test_one_run_counts_once_and_nothing_is_written_unasked(tmp_path, monkeypatch):
+    """A run given twice (its path repeated, or a copy of its directory) is refused by `history --add` and
+    `baseline` (one line, nothing written); a run the history holds already is not appended again; `history`
+    without --out writes no page into the working folder."""
+    import shutil
+
+    from ssmprof.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    run, copy, folder = H100 / "rerun-1", tmp_path / "copy-of-rerun-1", tmp_path / "history"
+    shutil.copytree(run, copy)
+    for args in (["history", str(folder), "--add", str(run), "--add", str(run)],
+                 ["history", str(folder), "--add", str(run), "--add", str(copy)],
+                 ["baseline", str(run), str(copy), "-o", str(tmp_path / "baseline.json")]):
+        refused = runner.invoke(app, args)
+        assert refused.exit_code == 1 and "is the same run as" in refused.output, refused.output
+        assert len(refused.output.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy-of-rerun-1"]
+    first = runner.invoke(app, ["history", str(folder), "--add", str(run)])
+    again = runner.invoke(app, ["history", str(folder), "--add", str(copy)])
+    assert first.exit_code == again.exit_code == 0, again.output
+    assert "not appended again" in again.output and "1 runs, 0 change points" in again.output
+    assert len(list(folder.glob("*.parquet"))) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy-of-rerun-1", "history"]
+
+
+def test_a_run_on_a_shared_gpu_before_any_baseline_is_named(tmp_path):
+    """Gated against a new history, a run that shared its GPU passes (no baseline yet) but says its times measure
+    another process too; it is appended, and no rolling baseline takes it (`recent_runs`)."""
+    from ssmprof.pipeline import gate
+
+    shared = Path(__file__).parent / "data" / "gate-planted-h100" / "shared-gpu"
+    result = gate.regress([shared], None, history=tmp_path / "history")
+    assert not result.regressed and "no baseline yet: history" in result.summary
+    assert "run on a shared GPU: 1 other process(es) used it" in result.summary

@@ -179,3 +179,44 @@ def test_the_noise_page_holds_the_tables_generated_from_the_bundled_data():
     page = noise_doc.DOC.read_text()
     for name, table in noise_doc.blocks().items():
         assert f"<!-- noise:{name} -->\n{table}\n<!-- /noise:{name} -->" in page, f"docs/noise.md: {name} is stale"
+
+
+TWO_HOSTS = (Path(__file__).parent / "data" / "regress-reruns-h100" / "rerun-1",  # one H100 host
+             Path(__file__).parent / "data" / "gate-planted-h100" / "clean-4")  # another, the same configuration
+
+
+def test_a_configuration_s_interval_never_pools_its_problem_shapes():
+    """The backward GEMM configuration nvjet ... NNT [grid 2,66,1] holds three problems (the LM head's 1,019 us
+    once, 49 and 95 us four times each): pooled as one sample its interval was 0.15-6.67x; per shape it is the
+    launches' own spread."""
+    from ssmprof.pipeline.loading import load_run
+
+    run = load_run(TWO_HOSTS[0])
+    key = ["kernel_name", "phase", "grid_x"]
+    table = noise.launch_intervals(run.kernels, key, noise.step_interval(run.info.harness.step_times_ms))
+    row = table[(table["kernel_name"] == "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT")
+                & (table["phase"] == "backward")].iloc[0]
+    assert row["basis"] == noise.LAUNCHES and row["time_ns_high"] / row["time_ns_low"] < 1.02
+
+
+def test_compare_on_two_hosts_names_the_systematic_gemm_shift():
+    """Two runs of one configuration on two H100 hosts: most GEMM configurations are 1-3 % faster on B, each
+    outside its own interval; compare names that as one systematic shift (both runs on the bundled H100 profile,
+    which it says), and no kernel or category is "within noise" with an interval excluding 1 unless it says why."""
+    from ssmprof.analysis.compare import compare_categories_launches, compare_launches, systematic_shifts
+    from ssmprof.pipeline import reporting
+    from ssmprof.pipeline.loading import load_run
+
+    text = reporting.compare(*TWO_HOSTS)
+    assert ("systematic: 4 of 5 GEMM configurations 1.5 % faster on B (1.007-1.033x, each outside its own "
+            "interval): the category moved as one") in text
+    assert "both runs stand on the same bf16 tensor peak" in text and "faster (systematic, GEMM)" in text
+    a, b = (load_run(path) for path in TWO_HOSTS)
+    intervals = tuple(noise.step_interval(run.info.harness.step_times_ms) for run in (a, b))
+    kernels, _ = systematic_shifts(compare_launches(a.kernels, b.kernels, intervals), a.kernels, b.kernels)
+    for table in (kernels, compare_categories_launches(a.kernels, b.kernels, intervals)):
+        quiet = table[table["vs_noise"] == noise.WITHIN_NOISE]
+        assert ((quiet["speedup_low"] <= 1) & (quiet["speedup_high"] >= 1)).all()
+    _, notes = systematic_shifts(kernels.assign(vs_noise=kernels["vs_noise"].str.replace(" (systematic, GEMM)", "")),
+                                 a.kernels, b.kernels, (838.5, 814.4))
+    assert notes[0].endswith("B's calibrated bf16 tensor peak is 2.9 % lower (814.4 vs 838.5 TFLOP/s)")

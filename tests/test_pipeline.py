@@ -149,7 +149,9 @@ def test_gate_refuses_another_gpu_or_config_unless_told(tmp_path):
             base["workload"]["config"] = changes.pop("config")
         return base
 
-    runs = [schema.write_run(tmp_path / f"base{i}", schema.new_run_info(info()), kernels()) for i in range(2)]
+    runs = [schema.write_run(tmp_path / f"base{i}",
+                             schema.new_run_info({**info(), "created": f"2026-01-01T00:0{i}:00+00:00"}),
+                             kernels()) for i in range(2)]  # two runs: one run given twice is refused
     made = gate.baseline(runs, tmp_path / "baseline.json")
     source = schema.read_document(schema.Baseline, made.path).source
     assert (source.gpu, source.driver, source.host, source.versions["torch"]) == \

@@ -8,6 +8,10 @@ from ssmprof.analysis.breakdown import by_category
 from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
 from ssmprof.analysis.host import busy_ns, slow_iteration_note
 from ssmprof.analysis.noise import (
+    FASTER,
+    LAUNCHES,
+    SLOWER,
+    STEPS,
     Interval,
     iteration_check,
     iteration_note,
@@ -212,11 +216,12 @@ def step_split_table(runs: dict[str, tuple[RunInfo, pd.DataFrame]]) -> pd.DataFr
 
 
 def compare_categories_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame,
-                                steps: Interval | None = None) -> pd.DataFrame:
+                                steps: tuple[Interval, Interval] | None = None) -> pd.DataFrame:
     """`compare_categories` with the launch counts of each side and `speedup` only where they are equal (a
-    category whose launches differ does different work: split GEMMs, extra reductions). With `steps` (the two
-    runs' step ratio, `noise.ratio_interval`): each speedup's interval, the steps' relative interval lent to it
-    (a category's launches are of many kernels, no sample of one time), and its verdict."""
+    category whose launches differ does different work: split GEMMs, extra reductions). With `steps` (each run's
+    `noise.step_interval`): each speedup's interval from the category's own launches, problem by problem
+    (`noise.launch_intervals`; the steps' interval lent only to a category of single launches), its `basis` and
+    its verdict."""
     table = compare_categories(kernels_a, kernels_b)
     for side in ("a", "b"):
         table[f"launches_{side}"] = table[f"launches_{side}"].fillna(0).astype("int64")
@@ -225,12 +230,62 @@ def compare_categories_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame
     table["speedup"] = table["speedup"].where(same)
     noise = []
     if steps is not None:
-        lent = [steps.scaled(value) for value in table["speedup"]]
-        table["speedup_low"], table["speedup_high"] = [i.low for i in lent], [i.high for i in lent]
-        table["vs_noise"] = [speedup_verdict(i) if i.value == i.value else "" for i in lent]
-        noise = ["speedup_low", "speedup_high", "vs_noise"]
+        sides = [launch_intervals(kernels, ["category"], interval).rename(
+            columns={"time_ns_low": f"time_ns_{side}_low", "time_ns_high": f"time_ns_{side}_high", "basis": side})
+            for side, kernels, interval in (("a", kernels_a, steps[0]), ("b", kernels_b, steps[1]))]
+        joined = table.assign(category=table["category"].astype(str)).merge(sides[0], on="category", how="left") \
+            .merge(sides[1], on="category", how="left")
+        joined["basis"] = joined["a"].where(joined["a"] == joined["b"], STEPS).where(joined["speedup"].notna(), "")
+        for side in ("a", "b"):  # the intervals are of times in ns, the table's times in ms
+            joined[f"time_ns_{side}"] = joined[f"time_ms_{side}"] * 1e6
+        table = kernel_speedups(joined)
+        noise = ["speedup_low", "speedup_high", "vs_noise", "basis"]
     return table[["category", "status", "launches_a", "launches_b", "time_ms_a", "time_ms_b", "speedup", *noise,
                   "share_a", "share_b"]]
+
+
+SYSTEMATIC_FEWEST = 3  # configurations of one category that must move together to call it a systematic shift
+
+
+def systematic_shifts(kernels: pd.DataFrame, kernels_a: pd.DataFrame, kernels_b: pd.DataFrame,
+                      tensor_peaks: tuple[float | None, float | None] = (None, None)) -> tuple[pd.DataFrame, list[str]]:
+    """Shifts of a whole category between A and B, named as such. `kernels`: `compare_launches` with intervals
+    of the runs' analysis frames `kernels_a`, `kernels_b` (which give each row its category). Where at least
+    `SYSTEMATIC_FEWEST` configurations of a category are judged on their own launches, every one whose interval
+    excludes 1 moves the same way and those are at least three quarters of them, the category moved as one: a
+    GPU's clocks, power limit or silicon, or the host, not its kernels one by one. Those rows' verdicts say so,
+    and a note gives the shift's size with, for GEMMs, the two runs' bf16 tensor peaks (`tensor_peaks`: A's and
+    B's ceilings, TFLOP/s). Returns (kernels, notes)."""
+    named = pd.concat([kernels_a, kernels_b]).drop_duplicates(LAUNCH_KEY)[LAUNCH_KEY + ["category"]]
+    table = kernels.merge(named.assign(category=named["category"].astype(str)), on=LAUNCH_KEY, how="left")
+    judged = table[(table["status"] == SAME) & (table["basis"] == LAUNCHES)]
+    notes = []
+    for category, rows in judged.groupby("category", sort=True):
+        moved = rows[rows["vs_noise"].isin([FASTER, SLOWER])]
+        directions = set(moved["vs_noise"])
+        if len(rows) < SYSTEMATIC_FEWEST or len(directions) != 1 or 4 * len(moved) < 3 * len(rows):
+            continue
+        (direction,) = directions
+        pct = 100 * abs(1 / moved["speedup"].median() - 1)
+        note = (f"systematic: {len(moved)} of {len(rows)} {category} configurations {pct:.1f} % {direction} on B "
+                f"({moved['speedup'].min():.3f}-{moved['speedup'].max():.3f}x, each outside its own interval): the "
+                f"category moved as one (clocks, power, the GPU or the host), not kernel by kernel")
+        if category == "GEMM":
+            note += _peak_note(tensor_peaks)
+        notes.append(note)
+        table.loc[moved.index, "vs_noise"] = f"{direction} (systematic, {category})"
+    return table.drop(columns="category"), notes
+
+
+def _peak_note(peaks: tuple[float | None, float | None]) -> str:
+    a, b = peaks
+    if a is None or b is None:
+        return ""
+    if a == b:
+        return f"; both runs stand on the same bf16 tensor peak ({a:.1f} TFLOP/s): no calibration of B's own says why"
+    change = 100 * (b / a - 1)
+    return (f"; B's calibrated bf16 tensor peak is {abs(change):.1f} % {'lower' if change < 0 else 'higher'} "
+            f"({b:.1f} vs {a:.1f} TFLOP/s)")
 
 
 def iteration_notes(runs: dict[str, tuple[RunInfo, pd.DataFrame]]) -> list[str]:

@@ -2,27 +2,27 @@
 
 `run_rows(kernels, info, ceilings)`: the long rows one run appends (`schema.HISTORY_ROW_COLUMNS`): the gate's
 measurements at every scope (`regress.measure`: total, phases, categories, sites, kernels with launches, time
-per launch and efficiency), with a 95 % interval on each kernel's time per launch (mean +- 1.96 standard
-errors over its launches); per kernel also % of roof, achieved occupancy and the limiter of most of its time
-where counters were collected; and the step: median step time with its distribution-free 95 % interval over
-the timed steps (order statistics), the host wait (step time minus the profiled iteration's GPU busy time), the
-busy time, and the host's launch cost.
+per launch and efficiency), with a 95 % interval on each kernel's time per launch (from its own launches,
+problem by problem: `noise.launch_intervals`); per kernel also % of roof, achieved occupancy and the limiter of
+most of its time where counters were collected; and the step: median step time with its distribution-free 95 %
+interval over the timed steps (order statistics), the host wait (step time minus the profiled iteration's GPU
+busy time), the busy time, and the host's launch cost.
 
-`change_points(series)`: a noise-aware step detector, run on each series (one value per run, in run order).
-At every position i with `WINDOW` runs on each side, the runs before and the runs from i on are compared: i is
-a change point when (1) the two windows' value ranges do not overlap (every run after is above every run
-before, or below), and (2) the shift of their medians exceeds the band a change must exceed: max(`sigmas` x
-the pooled robust spread of the runs around their window's median, the relative floor of the series' kind
-(the gate's: `Thresholds` 5 % for kernels and sites, 0.5 % for aggregates, `regress.STEP_EFFECT` for step time
-and host wait, whose run-to-run spread is wide), the runs' own interval half-width). Where neighbouring
-positions qualify (within `WINDOW` runs), the one whose windows' means differ most is the change point (the
-mean, unlike the median, falls off on both sides of the true position). Both conditions are needed: range
-separation alone fires on noise one run in twenty, a shift alone on one outlier run. A change in the last
-`WINDOW - 1` runs is not found until `WINDOW` runs after it exist.
+`change_points(rows, runs)`: a noise-aware step detector, run on each series (one value per run, in run order).
+The runs since the last change point (the segment, at least `WINDOW`, at most `LONGEST_SEGMENT` of the latest)
+are the reference, as a rolling baseline is the gate's: run i is a change point when it and the next run
+(`LASTING`) both lie beyond the band on the same side of the segment's median, and the median of the runs from
+i on (up to `WINDOW`) does too. The band is max(`sigmas` x the segment's robust spread (MAD scaled to a
+standard deviation), the relative floor of the series' kind (the gate's: `Thresholds` 5 % for kernels and
+sites, 0.5 % for aggregates, `regress.STEP_EFFECT` for step time and host wait, whose run-to-run spread is
+wide), the runs' own interval half-width). So a change point is the first run the gate would fail whose next
+run fails too: a one-run spike is not a change, a change in the last 2 runs is found at its run, and a run
+that merely lies at the edge of the noise before a change is not taken for it. After a change point the
+segment starts again at it.
 
-`moved_kernels(history, before, after)`: what moved across a change point, with the gate's launch-configuration
-matching: kernels whose time per launch differs between the windows beyond the kernel band, and sites whose
-launch configurations changed (`regress._shape_change`).
+`moved_sites(rows, before, changed)`: what moved at a change point, site by site (the gate's matching: kernel
+name, phase, launching op, over its launch configurations), in the first changed run against the segment before
+it, with the total kernel time's change beside the sum of what is named.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import pandas as pd
 
 from ssmprof.analysis.frame import WEIGHT, time_weighted_by
 from ssmprof.analysis.host import busy_ns
+from ssmprof.analysis.noise import Interval, launch_intervals
 from ssmprof.analysis.regress import (
     CONFIG,
     GATE_KEY,
@@ -39,18 +40,21 @@ from ssmprof.analysis.regress import (
     MAD_TO_SIGMA,
     PER_LAUNCH,
     ROW_KEY,
+    SITE,
     STEP_EFFECT,
     STEP_METRICS,
     TIME,
     Thresholds,
     _configs,
     _shape_change,
-    config_label,
     measure,
 )
 from ssmprof.schema import RunInfo
 
-WINDOW = 3  # runs on each side of a change point
+WINDOW = 3  # fewest runs a change is judged against; runs after it its shift is taken over
+LASTING = 2  # runs in a row that must all lie beyond the band: one is a spike, not a change
+FEWEST_RUNS = WINDOW + LASTING  # runs a history needs before it can hold a change point
+LONGEST_SEGMENT = 10  # runs before a position it is judged against, at most (the gate's --last)
 Z95 = 1.959964
 SERIES_KEY = ["scope", "kernel_name", "phase", "launch_op", "category", *CONFIG, "metric"]
 
@@ -68,12 +72,16 @@ def median_interval(values: list[float]) -> tuple[float, float, float]:
 
 
 def _kernel_intervals(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per kernel (`GATE_KEY`): the 95 % interval of its mean time per launch."""
+    """Per kernel (`GATE_KEY`): the 95 % interval of its mean time per launch, from its own launches problem by
+    problem (`noise.launch_intervals`, the model compare uses); NaN for a kernel whose every problem is launched
+    once (no spread of its own: the step's is not lent, it would widen the change-point band tenfold)."""
     frame = kernels.assign(launch_op=kernels["launch_op"].fillna("").astype(str))
-    grouped = frame.groupby(GATE_KEY)["duration_ns"]
-    stats = grouped.agg(["mean", "std", "size"]).reset_index()
-    half = Z95 * stats["std"].fillna(0) / np.sqrt(stats["size"])
-    return stats.assign(low=stats["mean"] - half, high=stats["mean"] + half)[GATE_KEY + ["low", "high"]]
+    none = Interval(1.0, np.nan, np.nan, 1)
+    table = launch_intervals(frame, GATE_KEY, none)
+    launches = frame.groupby(GATE_KEY).size().rename("launches").reset_index()
+    table = table.merge(launches, on=GATE_KEY)
+    return table.assign(low=table["time_ns_low"] / table["launches"],
+                        high=table["time_ns_high"] / table["launches"])[GATE_KEY + ["low", "high"]]
 
 
 def _efficiency_rows(kernels: pd.DataFrame, per_launch_roof: pd.DataFrame | None,
@@ -140,38 +148,40 @@ def relative_floor(scope: str, metric: str, thresholds: Thresholds = Thresholds(
 
 
 def detect(values: np.ndarray, half_widths: np.ndarray, floor: float, sigmas: float = 3.0,
-           window: int = WINDOW) -> list[tuple[int, float, float]]:
-    """Change points of one series (NaN: run without the value): [(position, shift, band)]; see the module
-    docstring for the rule."""
-    n = len(values)
-    candidates = []
-    for i in range(window, n - window + 1):
-        before, after = values[i - window:i], values[i:i + window]
-        if np.isnan(before).any() or np.isnan(after).any():
+           window: int = WINDOW) -> list[tuple[int, float, float, int]]:
+    """Change points of one series (NaN: run without the value): [(position, shift, band, segment start)]; see
+    the module docstring for the rule."""
+    n, found = len(values), []
+    start, i = 0, window
+    while i <= n - LASTING:
+        segment = values[max(start, i - LONGEST_SEGMENT):i]
+        segment = segment[~np.isnan(segment)]
+        after = values[i:i + window]
+        if len(segment) < window or np.isnan(after[:LASTING]).any():
+            i += 1
             continue
-        separated = before.max() < after.min() or before.min() > after.max()
-        if not separated:
+        center = float(np.median(segment))
+        spread = MAD_TO_SIGMA * float(np.median(np.abs(segment - center)))
+        halves = half_widths[max(start, i - LONGEST_SEGMENT):i + window]
+        own = float(np.nanmedian(halves)) if not np.isnan(halves).all() else 0.0
+        band = max(sigmas * spread, floor * abs(center), own)
+        lead = after[:LASTING] - center
+        shift = float(np.nanmedian(after)) - center
+        if (np.all(lead > band) or np.all(lead < -band)) and abs(shift) > band and np.sign(shift) == np.sign(lead[0]):
+            found.append((i, shift, band, max(start, i - LONGEST_SEGMENT)))
+            start, i = i, i + window
             continue
-        b, a = np.median(before), np.median(after)
-        residuals = np.concatenate([before - b, after - a])
-        spread = MAD_TO_SIGMA * np.median(np.abs(residuals))
-        own = np.nanmedian(half_widths[i - window:i + window]) if not np.isnan(half_widths).all() else 0.0
-        band = max(sigmas * spread, floor * abs(b), np.nan_to_num(own))
-        if abs(a - b) > band:
-            candidates.append((abs(after.mean() - before.mean()), i, float(a - b), float(band)))
-    chosen: list[tuple[int, float, float]] = []
-    for _, i, shift, band in sorted(candidates, key=lambda c: -c[0]):
-        if all(abs(i - j) >= window for j, _, _ in chosen):
-            chosen.append((i, shift, band))
-    return sorted(chosen)
+        i += 1
+    return found
 
 
 def change_points(rows: pd.DataFrame, runs: pd.DataFrame, thresholds: Thresholds = Thresholds(),
                   window: int = WINDOW) -> pd.DataFrame:
     """Every change point of every series of one configuration. `rows`: history rows (`run_id`, the series key,
     value, low, high); `runs`: the configuration's runs in order (`run_id`, `commit`). One row per change point:
-    the series key, `position` (index of the first run after the change), `run_id`, `commit_before`,
-    `commit_after`, `before`, `after` (window medians), `shift`, `band`; sorted by position."""
+    the series key, `position` (index of the first run that changed), `since` (index of the first run of the
+    segment it was judged against), `run_id`, `commit_before`, `commit_after`, `before` (the segment's median),
+    `after` (the median of the runs from it on, up to `window`), `shift`, `band`; sorted by position."""
     order = {run: i for i, run in enumerate(runs["run_id"])}
     numeric = rows[rows["metric"] != "limiter"]
     out = []
@@ -182,11 +192,11 @@ def change_points(rows: pd.DataFrame, runs: pd.DataFrame, thresholds: Thresholds
         halves = np.full(len(runs), np.nan)
         halves[positions] = ((series["high"] - series["low"]) / 2).to_numpy()
         floor = relative_floor(key[0], key[-1], thresholds)
-        for i, shift, band in detect(values, halves, floor, thresholds.sigmas, window):
-            before, after = values[i - window:i], values[i:i + window]
-            out.append({**dict(zip(SERIES_KEY, key, strict=True)), "position": i, "shift": shift, "band": band,
-                        "before": float(np.median(before)), "after": float(np.median(after))})
-    columns = SERIES_KEY + ["position", "shift", "band", "before", "after"]
+        for i, shift, band, since in detect(values, halves, floor, thresholds.sigmas, window):
+            before = float(np.nanmedian(values[since:i]))
+            out.append({**dict(zip(SERIES_KEY, key, strict=True)), "position": i, "since": since, "shift": shift,
+                        "band": band, "before": before, "after": before + shift})
+    columns = SERIES_KEY + ["position", "since", "shift", "band", "before", "after"]
     found = pd.DataFrame(out, columns=columns)
     found = _impact_floor(found, rows, thresholds)
     found["run_id"] = found["position"].map(lambda i: runs["run_id"].iloc[i])
@@ -196,62 +206,62 @@ def change_points(rows: pd.DataFrame, runs: pd.DataFrame, thresholds: Thresholds
 
 
 def _impact_floor(found: pd.DataFrame, rows: pd.DataFrame, thresholds: Thresholds) -> pd.DataFrame:
-    """Kernel and site time changes costing less than `min_impact` of the kernel time are not change points
-    (the gate's floor: a sub-microsecond kernel's 5 % is noise in the step)."""
+    """Time changes of a kernel, site, phase or category costing less than `min_impact` of the kernel time are
+    not change points (the gate's floor: a sub-microsecond kernel's 5 %, or a category of a few microseconds'
+    0.5 %, is noise in the step)."""
     total = rows[(rows["scope"] == "total") & (rows["metric"] == TIME)]["value"].median()
     launches = rows[(rows["scope"] == "kernel") & (rows["metric"] == LAUNCHES)].groupby(GATE_KEY)["value"].median()
     per_launch = found["metric"] == PER_LAUNCH
     cost = found["shift"].abs().where(~per_launch, found["shift"].abs() * pd.Series(
         [launches.get(tuple(r), 1.0) for r in found[GATE_KEY].itertuples(index=False)], index=found.index))
-    timed = found["metric"].isin([TIME, PER_LAUNCH]) & found["scope"].isin(["site", "kernel"])
+    timed = found["metric"].isin([TIME, PER_LAUNCH]) & found["scope"].isin(["site", "kernel", "phase", "category"])
     keep = ~timed | (cost >= thresholds.min_impact * total)
     return found[keep].reset_index(drop=True)
 
 
-def moved_kernels(rows: pd.DataFrame, before: list[str], after: list[str], band: float = 0.05) -> list[str]:
-    """What moved between two windows of runs (run ids), in words, largest time change first: kernels whose
-    median time per launch changed by more than `band` (and the gate's impact floor), and sites whose launch
-    configurations changed."""
-    kernel = rows[(rows["scope"] == "kernel") & rows["metric"].isin([PER_LAUNCH, LAUNCHES])]
-
-    def medians(ids: list[str]) -> pd.DataFrame:
-        side = kernel[kernel["run_id"].isin(ids)]
-        present = side.groupby(GATE_KEY)["run_id"].nunique()
-        table = side.pivot_table(index=GATE_KEY, columns="metric", values="value", aggfunc="median")
-        return table[present.reindex(table.index) * 2 > len(ids)]  # in most of the window's runs
-
-    old, new = medians(before), medians(after)
-    total = rows[(rows["scope"] == "total") & rows["run_id"].isin(before)]["value"].median()
+def moved_sites(rows: pd.DataFrame, before: list[str], changed: str,
+                thresholds: Thresholds = Thresholds()) -> list[str]:
+    """What moved at a change point, in words, largest first: each site (kernel name, phase, launching op: the
+    gate's matching) whose time in the first changed run (`changed`, a run id) differs from its median over the
+    segment before it (`before`, run ids) by more than the kernel floor and the gate's impact floor, with its
+    launch configurations where they changed (a site absent from a run counts 0 us there); then the total kernel
+    time's change beside the sum of the sites listed, so that what is named can be checked against the change
+    it explains."""
+    sites = rows[(rows["scope"] == "site") & (rows["metric"] == TIME)]
+    table = sites.pivot_table(index=SITE, columns="run_id", values="value", aggfunc="sum")
+    table = table.reindex(columns=[*before, changed]).fillna(0.0)
+    was, now = table[before].median(axis=1), table[changed]
+    change = now - was
+    totals = rows[(rows["scope"] == "total") & (rows["metric"] == TIME)].set_index("run_id")["value"]
+    total_was, total_now = float(totals.reindex(before).median()), float(totals.get(changed, np.nan))
+    moved = change[(change.abs() > thresholds.min_effect * was) & (change.abs() >= thresholds.min_impact * total_was)]
+    if moved.empty:
+        return []
+    shapes = _site_configs(rows, before, changed)
     lines = []
-    both = old.index.intersection(new.index)
-    change = (new.loc[both, PER_LAUNCH] - old.loc[both, PER_LAUNCH])
-    cost = change * old.loc[both, LAUNCHES]
-    moved = change[(change.abs() > band * old.loc[both, PER_LAUNCH]) & (cost.abs() >= Thresholds().min_impact * total)]
-    for key in moved.abs().sort_values(ascending=False).index:
-        name = dict(zip(GATE_KEY, key, strict=True))
-        was, now = old.loc[key, PER_LAUNCH], new.loc[key, PER_LAUNCH]
-        lines.append((abs(cost[key]), f"{name['kernel_name']} [{name['phase']}] {config_label(name)}: {was / 1e3:.1f} "
-                                      f"-> {now / 1e3:.1f} us per launch ({100 * (now - was) / was:+.0f} %)"))
-    lines += _config_changes(old, new)
-    return [text for _, text in sorted(lines, key=lambda line: -line[0])]
-
-
-def _config_changes(old: pd.DataFrame, new: pd.DataFrame) -> list[tuple[float, str]]:
-    """Sites whose launch configurations (with their launch counts) differ between two windows' medians."""
-    def shapes(table: pd.DataFrame) -> dict:
-        frame = table.reset_index()
-        return {site: (_configs(part.rename(columns={LAUNCHES: "launches"})),
-                       float((part[PER_LAUNCH] * part[LAUNCHES]).sum()))
-                for site, part in frame.groupby(["kernel_name", "phase", "launch_op"])}
-
-    was, now = shapes(old), shapes(new)
-    lines = []
-    for site in sorted(set(was) | set(now)):
-        (old_shape, old_time), (new_shape, new_time) = was.get(site, ([], 0.0)), now.get(site, ([], 0.0))
-        if old_shape != new_shape:
-            what = {0: "new kernel", 1: "removed kernel"}.get(0 if not old_shape else 1 if not new_shape else 2,
-                                                               "config changed")
-            lines.append((abs(new_time - old_time), f"{site[0]} [{site[1]}] {what}: "
-                          f"{_shape_change(old_shape, new_shape)}, {(new_time - old_time) / 1e3:+.1f} us"))
+    for site in moved.abs().sort_values(ascending=False).index:
+        old, new = shapes.get(site, ([], []))
+        what = "" if old == new else {0: " new kernel", 1: " removed kernel"}.get(
+            0 if not old else 1 if not new else 2, f" config changed: {_shape_change(old, new)},")
+        percent = f" ({100 * change[site] / was[site]:+.0f} %)" if was[site] else ""
+        lines.append(f"{site[0]} [{site[1]}]{what} {was[site] / 1e3:.1f} -> {now[site] / 1e3:.1f} us{percent}")
+    lines.append(f"total kernel time {total_was / 1e3:.1f} -> {total_now / 1e3:.1f} us "
+                 f"({100 * (total_now - total_was) / total_was:+.1f} %); the sites above: "
+                 f"{moved.sum() / 1e3:+.1f} us")
     return lines
 
+
+def _site_configs(rows: pd.DataFrame, before: list[str], changed: str) -> dict[tuple, tuple[list[str], list[str]]]:
+    """Per site: its launch configurations (with launch counts) in most of the runs before, and in `changed`."""
+    kernel = rows[(rows["scope"] == "kernel") & (rows["metric"] == LAUNCHES)].rename(columns={"value": "launches"})
+
+    def configs(run_id: str) -> dict[tuple, tuple[str, ...]]:
+        return {site: tuple(_configs(part)) for site, part in kernel[kernel["run_id"] == run_id].groupby(SITE)}
+
+    earlier = [configs(run_id) for run_id in before]
+    usual = {}
+    for site in set().union(*earlier):
+        seen = pd.Series([shape.get(site, ()) for shape in earlier]).value_counts()
+        usual[site] = list(seen.index[0])
+    now = configs(changed)
+    return {site: (usual.get(site, []), list(now.get(site, ()))) for site in set(usual) | set(now)}

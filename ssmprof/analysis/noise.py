@@ -13,11 +13,14 @@ of one run cannot show what differs between runs (host, memory layout, autotunin
 are always two runs. Otherwise the difference is "within noise".
 
 Kernel time. A run keeps the kernel times of one profiled iteration only, so no interval over iterations exists.
-Two honest substitutes, each labelled in a `basis` column: a kernel launched several times in the iteration (once
-per layer, as most are) gets the bootstrap interval of its mean launch over those launches ("launches": the spread
-between launches of one iteration, not between iterations); a kernel launched once, and an iteration's total kernel
-time, get the steps' relative interval ("steps": the step's spread lent to its kernels, which overstates it where
-the host adds noise to the step).
+Two honest substitutes, each labelled in a `basis` column: a kernel configuration launched several times for one
+problem shape in the iteration (once per layer, as most are) gets a bootstrap interval from its own launches, each
+launch's deviation from its shape's mean ("launches": the spread between launches of one iteration, never the
+spread between shapes, nor between iterations), and is judged by that interval alone; a kernel whose every shape
+is launched once, and an iteration's total kernel time, get the steps' relative interval and the steps' rerun
+floor ("steps": the step's spread lent to its kernels, which overstates it where the host adds noise to the step).
+Kernels of a category that all move together between two runs are a systematic shift (`analysis.compare`), named
+as such, not a finding about each kernel.
 
 The profiled iteration. Its kernel span (first start to last end) and busy time must lie within the timed steps'
 spread of their median (`iteration_check`); where they do not, waits, exposed communication and the trace describe
@@ -118,19 +121,53 @@ def speedup_verdict(speedup: Interval, floor_pct: float = RERUN_SPREAD_PCT) -> s
     return FASTER if speedup.value > 1 else SLOWER
 
 
+SHAPE = "launch_shapes"  # a launch's problem (the launching op's input shapes): one configuration can hold several
+# What makes launches the same work: the kernel, its launch configuration and phase, and its problem shape
+PROBLEM_KEY = ("kernel_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "phase", SHAPE)
+
+
+def _configuration_draws(durations: np.ndarray, shapes: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+    """Bootstrap draws of the total time of one kernel configuration's launches, each launch its shape's mean time
+    times a relative deviation drawn from the configuration's own launches (each launch over its shape's mean,
+    from the shapes launched more than once). Launches of different shapes (an LM head's GEMM beside the layers'
+    in one configuration, 274 against 2,538 us) are never pooled as one sample: their spread would be the
+    shapes', not the noise's. None where no shape is launched twice (no deviation to draw)."""
+    frame = pd.DataFrame({"time": durations, "shape": shapes})
+    means = frame.groupby("shape")["time"].transform("mean").to_numpy()
+    repeated = frame.groupby("shape")["time"].transform("size").to_numpy() > 1
+    deviations = durations[repeated] / means[repeated]
+    if len(deviations) < 2:
+        return None
+    return deviations[rng.integers(0, len(deviations), (LAUNCH_RESAMPLES, len(durations)))] @ means
+
+
+def difference_words(speedup: Interval, verdict: str) -> str:
+    """B against A as a sentence states it, from the verdict the tables give (`speedup_verdict`, `said_why`):
+    "6 % faster (1.06x, 95 % interval 1.06-1.07x)", or "7 % apart, within noise (...)". Prose that states a
+    difference takes its words from here, so that it never calls faster what its table calls noise."""
+    size = f"{100 * abs(speedup.value - 1):.0f} %"
+    interval = f"({speedup.value:.2f}x, 95 % interval {speedup.low:.2f}-{speedup.high:.2f}x)"
+    if verdict in (FASTER, SLOWER):
+        return f"{size} {verdict} {interval}"
+    return f"{size} apart, {verdict} {interval}"
+
+
 def launch_intervals(kernels: pd.DataFrame, key: list[str], steps: Interval) -> pd.DataFrame:
     """Per group of `key` (e.g. `frame.LAUNCH_KEY`): launches, total time and its interval (`time_ns_low`,
-    `time_ns_high`) and the interval's `basis`: "launches" (bootstrap of the mean launch, times the launches) where
-    the group launches more than once, else "steps" (`steps`: the run's step interval, lent)."""
+    `time_ns_high`) and the interval's `basis`: "launches" (`_configuration_draws`: its own launches' spread,
+    problem by problem: `PROBLEM_KEY`) where a problem of the group is launched more than once, else "steps"
+    (`steps`: the run's step interval, lent). A group of several kernels (a category) draws each launch's
+    deviation from the group's repeated problems alike."""
     rng = np.random.default_rng(SEED)
+    problem = [c for c in PROBLEM_KEY if c in kernels.columns]  # one kernel configuration's one problem shape
+    frame = kernels.assign(**{SHAPE: kernels[problem].astype(str).agg("|".join, axis=1)})
     rows = []
-    for group, durations in kernels.groupby(key, sort=False)["duration_ns"]:
-        values = durations.to_numpy(dtype=float)
+    for group, launches in frame.groupby(key, sort=False):
+        values = launches["duration_ns"].to_numpy(dtype=float)
         total = float(values.sum())
-        if len(values) > 1:
-            means = values[rng.integers(0, len(values), (LAUNCH_RESAMPLES, len(values)))].mean(axis=1)
-            low, high = (len(values) * q for q in _quantiles(means))
-            basis = LAUNCHES
+        draws = _configuration_draws(values, launches[SHAPE].to_numpy(), rng) if len(values) > 1 else None
+        if draws is not None:
+            (low, high), basis = _quantiles(draws), LAUNCHES
         else:
             lent = steps.scaled(total)
             low, high, basis = lent.low, lent.high, STEPS
@@ -140,17 +177,30 @@ def launch_intervals(kernels: pd.DataFrame, key: list[str], steps: Interval) -> 
 
 
 def kernel_speedups(merged: pd.DataFrame) -> pd.DataFrame:
-    """`merged` (A's and B's `launch_intervals` joined: `time_ns_{a,b}`, `time_ns_{a,b}_low/high`, `speedup`) with
-    `speedup_low`, `speedup_high` and `vs_noise`: the interval of A's time over B's bounded by the two intervals
-    (A's low over B's high to A's high over B's low: conservative, as each side's interval holds its own noise)."""
+    """`merged` (A's and B's `launch_intervals` joined: `time_ns_{a,b}`, `time_ns_{a,b}_low/high`, `speedup`,
+    `basis`) with `speedup_low`, `speedup_high` and `vs_noise`: the interval of A's time over B's bounded by the
+    two intervals (A's low over B's high to A's high over B's low: conservative, as each side's interval holds its
+    own noise). A kernel judged on its own launches (basis "launches") is judged by its own interval alone; the
+    step's rerun floor (`RERUN_SPREAD_PCT`) is the step's ruler and applies only where the step's interval was
+    lent (basis "steps")."""
     frame = merged.copy()
     shown = frame["speedup"].notna()
     frame["speedup_low"] = (frame["time_ns_a_low"] / frame["time_ns_b_high"]).where(shown)
     frame["speedup_high"] = (frame["time_ns_a_high"] / frame["time_ns_b_low"]).where(shown)
-    frame["vs_noise"] = [speedup_verdict(Interval(s, low, high, 2)) if s == s else ""
-                         for s, low, high in zip(frame["speedup"], frame["speedup_low"], frame["speedup_high"],
-                                                 strict=True)]
+    frame["vs_noise"] = [
+        said_why(Interval(s, low, high, 2), 0.0 if basis == LAUNCHES else RERUN_SPREAD_PCT) if s == s else ""
+        for s, low, high, basis in zip(frame["speedup"], frame["speedup_low"], frame["speedup_high"], frame["basis"],
+                                       strict=True)]
     return frame
+
+
+def said_why(speedup: Interval, floor_pct: float) -> str:
+    """`speedup_verdict`, saying why where a difference whose interval excludes 1 is within noise: it is under
+    the rerun floor (`floor_pct`), the step's spread between runs."""
+    verdict = speedup_verdict(speedup, floor_pct)
+    if verdict == WITHIN_NOISE and not speedup.spans(1.0):
+        return f"{WITHIN_NOISE}: under the {floor_pct:g} % rerun spread of the step"
+    return verdict
 
 
 def rerun_key(info: RunInfo) -> tuple:

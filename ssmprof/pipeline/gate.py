@@ -20,10 +20,11 @@ from ssmprof.analysis.regress import (
     step_checks,
 )
 from ssmprof.errors import InvalidConfig, SsmprofError
+from ssmprof.pipeline.history import recent_runs, refuse_repeated, rolling_baseline
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.reports.gate import RunVerdict, bencher_metrics, gate_junit, gate_markdown
-from ssmprof.schema import Baseline, BaselineSource, RunInfo, make_document, read_document, write_document
+from ssmprof.schema import Baseline, BaselineSource, Run, RunInfo, make_document, read_document, write_document
 
 
 class IncomparableBaseline(SsmprofError):
@@ -66,6 +67,7 @@ def source_of(info: RunInfo, runs: list[str]) -> BaselineSource:
 def baseline(runs: list[Path], output: Path) -> BaselineResult:
     """`ssmprof baseline`: repeated runs of one workload, config, GPU and software into the baseline file."""
     check_file(output, "--output")
+    refuse_repeated(runs)  # one run twice would be a baseline with zero noise
     loaded = [load_run(path) for path in runs]
     first = loaded[0]
     for path, other in zip(runs[1:], loaded[1:], strict=True):
@@ -152,16 +154,20 @@ def shared_gpu_check(judged: pd.DataFrame, note: str) -> pd.DataFrame:
                                    worse_by=nan)
 
 
-def history_document(folder: Path, info: RunInfo, last: int) -> tuple[Baseline, str]:
-    """A baseline of the last `last` runs of `info`'s configuration in the history (`Baseline`), and the note
-    saying which runs."""
-    from ssmprof.pipeline.history import recent_runs, rolling_baseline
+BOOTSTRAP = 3  # runs of a configuration the history must hold before the gate judges the next one
 
-    recent = recent_runs(folder, info, last)
-    if len(recent) < 2:
-        raise IncomparableBaseline(f"history {folder} holds {len(recent)} runs of {info.workload.name} "
-                                   f"with this config on {info.gpu.name} (GPU not shared): a rolling baseline "
-                                   "needs at least 2")
+
+def history_document(folder: Path, run: Run, last: int, bootstrap: int = BOOTSTRAP) -> tuple[Baseline | None, str]:
+    """A baseline of the last `last` runs of `run`'s configuration in the history (`Baseline`), and the note
+    saying which runs. Where the history holds fewer than `bootstrap` such runs (a new history, a new
+    configuration) there is no baseline yet (None) and the note says from which run the gate judges: the first
+    jobs of a CI history pass and fill it, rather than fail until someone seeds it by hand."""
+    info = run.info
+    recent = recent_runs(folder, run, last)
+    if len(recent) < bootstrap:
+        return None, (f"no baseline yet: history {folder} holds {len(recent)} earlier runs of {info.workload.name} "
+                      f"with this config on {info.gpu.name} (GPU not shared); the gate judges from the "
+                      f"{_ordinal(bootstrap + 1)} run on (--bootstrap {bootstrap})")
     table = rolling_baseline(folder, recent["run_id"].tolist())
     document = make_document(Baseline, workload=info.workload.model_dump(exclude_unset=True),
                              source=source_of(info, recent["run_id"].tolist()),
@@ -171,33 +177,50 @@ def history_document(folder: Path, info: RunInfo, last: int) -> tuple[Baseline, 
                       f"{commits.iloc[-1]} to {commits.iloc[0]})")
 
 
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _verdict(document: Baseline | None, note: str, path: Path, run: Run, thresholds: Thresholds,
+             allow_different_gpu: bool, allow_different_config: bool) -> RunVerdict:
+    """One run's verdict: every check against `document`; without one (no baseline yet), no checks and the
+    note saying why (and, for a run on a shared GPU, that its times measure another process too: it is
+    appended, but no rolling baseline will take it)."""
+    if document is None:
+        shared = shared_gpu_note(run.info)
+        return RunVerdict(path.name, pd.DataFrame(columns=["run", "check", "regressed", "judged"]).astype(
+            {"regressed": bool, "judged": bool}), [note] + ([shared] if shared else []))
+    notes = ([note] if note else []) + provenance_notes(document, run.info, path, allow_different_gpu,
+                                                        allow_different_config)
+    return RunVerdict(path.name, gate_run(document.table(), run, thresholds, path.name), notes)
+
+
 def regress(runs: list[Path], baseline_file: Path | None, junit: Path | None = None, summary: Path | None = None,
             thresholds: Thresholds = Thresholds(), allow_different_gpu: bool = False,
             allow_different_config: bool = False, history: Path | None = None, last: int = 10,
-            metrics: Path | None = None) -> GateResult:
+            metrics: Path | None = None, bootstrap: int = BOOTSTRAP) -> GateResult:
     """`ssmprof regress`: every run against the baseline file, or (`history`, no file) against the last `last`
-    runs of its configuration in the history; the markdown summary, the JUnit XML and the metrics file (Bencher
-    Metric Format) also written where asked. Runs the baseline cannot judge are refused before any is gated."""
+    runs of its configuration in the history (a run with fewer than `bootstrap` before it passes, "no baseline
+    yet"); the markdown summary, the JUnit XML and the metrics file (Bencher Metric Format) also written where
+    asked. Runs the baseline cannot judge are refused before any is gated."""
     for path, option in ((junit, "--junit"), (summary, "--summary"), (metrics, "--metrics")):
         check_file(path, option)
     check_folder(history, "--history")  # the runs are appended there after gating: refused before, not after
     if baseline_file is None and history is None:
         raise IncomparableBaseline("regress needs --baseline FILE or --history DIR to gate against")
-    if baseline_file is None and last < 2:  # the noise of one run is unknown; a negative LIMIT fails in the query
-        raise InvalidConfig(f"--last must be >= 2: a rolling baseline needs at least 2 runs, got {last}")
+    for value, option in ((last, "--last"), (bootstrap, "--bootstrap")):
+        if baseline_file is None and value < 2:  # the noise of one run is unknown; a negative LIMIT fails in SQL
+            raise InvalidConfig(f"{option} must be >= 2: a rolling baseline needs at least 2 runs, got {value}")
+    refuse_repeated(runs)
     loaded = [(Path(path), load_run(path)) for path in runs]
     if baseline_file is not None:
-        documents = [read_document(Baseline, baseline_file)] * len(loaded)
-        origins: list[list[str]] = [[] for _ in loaded]
+        made = [(read_document(Baseline, baseline_file), "")] * len(loaded)
     else:
-        assert history is not None  # refused above without a baseline file
-        made = [history_document(history, run.info, last) for _, run in loaded]
-        documents, origins = [d for d, _ in made], [[origin] for _, origin in made]
-    notes = [origin + provenance_notes(document, run.info, path, allow_different_gpu, allow_different_config)
-             for document, origin, (path, run) in zip(documents, origins, loaded, strict=True)]
-    verdicts = [RunVerdict(path.name, gate_run(document.table(), run, thresholds, path.name), run_notes)
-                for document, (path, run), run_notes in zip(documents, loaded, notes, strict=True)]
-    result = GateResult(gate_markdown(verdicts, documents[0], thresholds),
+        made = [history_document(history, run, last, min(bootstrap, last)) for _, run in loaded]
+    verdicts = [_verdict(document, note, path, run, thresholds, allow_different_gpu, allow_different_config)
+                for (document, note), (path, run) in zip(made, loaded, strict=True)]
+    documents = [document for document, _ in made if document is not None]
+    result = GateResult(gate_markdown(verdicts, documents[0] if documents else None, thresholds),
                         pd.concat([v.checks for v in verdicts], ignore_index=True))
     if summary is not None:
         write_text(summary, result.summary)

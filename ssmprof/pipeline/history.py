@@ -11,7 +11,6 @@ import json
 import os
 import re
 import subprocess
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,15 +18,23 @@ import pandas as pd
 
 from ssmprof.analysis.communication import one_rank
 from ssmprof.analysis.frame import has_counters
-from ssmprof.analysis.history import change_points, moved_kernels, run_rows
+from ssmprof.analysis.history import change_points, moved_sites, run_rows
 from ssmprof.analysis.limiters import limiters
 from ssmprof.analysis.regress import EFFICIENCY, LAUNCHES, MAD_TO_SIGMA, PER_LAUNCH, ROW_KEY, STEP_METRICS, TIME
 from ssmprof.analysis.roofline import roofline
-from ssmprof.errors import SsmprofError
+from ssmprof.errors import DuplicateRun, SsmprofError
 from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_folder, write_text
-from ssmprof.schema import HISTORY_GLOB, HISTORY_VERSION, Run, RunInfo, query_history, write_history_entry
+from ssmprof.schema import (
+    HISTORY_GLOB,
+    HISTORY_VERSION,
+    Run,
+    RunInfo,
+    query_history,
+    run_identity,
+    write_history_entry,
+)
 
 COMMIT_VARIABLES = ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "GIT_COMMIT")  # CI systems' commit under test
 DEFAULT_LAST = 10  # runs in a rolling baseline
@@ -54,6 +61,13 @@ def _shared(info: RunInfo) -> str:
     return "unknown" if shared is None else "yes" if shared else "no"
 
 
+def history_run_id(run: Run) -> str:
+    """The run's id in the history: its creation time and workload (readable, in time order) and its
+    `schema.run_identity`, so that the same run appended twice has one id."""
+    created = run.info.created or ""
+    return re.sub(r"[^0-9A-Za-z_-]", "", f"{created}-{run.info.workload.name}") + f"-{run_identity(run.path)}"
+
+
 def entry(run: Run, commit: str) -> pd.DataFrame:
     """The rows `run` appends: its summary (`analysis.history.run_rows`, with % of roof where its GPU has
     ceilings and the limiters where it has counters) and the run's identity on every row."""
@@ -67,23 +81,46 @@ def entry(run: Run, commit: str) -> pd.DataFrame:
     rows = run_rows(kernels, info, roof, limiter)
     created = info.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     workload = info.workload
-    run_id = re.sub(r"[^0-9A-Za-z_-]", "", f"{created}-{workload.name}") + f"-{uuid.uuid4().hex[:8]}"
     return rows.assign(
-        history_version=HISTORY_VERSION, run_id=run_id, created=created, commit=commit, workload=workload.name,
-        preset=workload.preset, config=json.dumps(workload.config, sort_keys=True), gpu=info.gpu.name,
-        driver=str(info.gpu.clocks.driver or ""),
-        host_cpu=str(info.host.cpu or ""),
+        history_version=HISTORY_VERSION, run_id=history_run_id(run), created=created, commit=commit,
+        workload=workload.name, preset=workload.preset, config=json.dumps(workload.config, sort_keys=True),
+        gpu=info.gpu.name, driver=str(info.gpu.clocks.driver or ""), host_cpu=str(info.host.cpu or ""),
         versions=json.dumps(info.versions or {}, sort_keys=True, default=str), gpu_shared=_shared(info))
 
 
-def append(runs: list[Path], folder: Path, commit: str | None = None) -> list[Path]:
-    """Append each run (a run directory) to the history folder; returns the files written."""
+def refuse_repeated(runs: list[Path]) -> list[str]:
+    """The runs' identities (`schema.run_identity`); the same run given twice (a path repeated, or a copy of a
+    run) is refused: it would count one measurement twice."""
+    identities = [run_identity(path) for path in runs]
+    first: dict[str, Path] = {}
+    for path, identity in zip(runs, identities, strict=True):
+        if identity in first:
+            raise DuplicateRun(f"{path} is the same run as {first[identity]} (same run.json and kernels.parquet): "
+                               "give each run once")
+        first[identity] = path
+    return identities
+
+
+@dataclass(frozen=True)
+class Appended:
+    written: list[Path]  # one history file per run appended
+    present: list[Path]  # runs already in the history, not appended again
+
+
+def append(runs: list[Path], folder: Path, commit: str | None = None) -> Appended:
+    """Append each run (a run directory) to the history folder. A run given twice is refused; a run the history
+    holds already (same identity) is not appended again, so a job that appends the same run twice (`profile
+    --history` then `regress --history`) counts it once."""
     check_folder(folder, "--history")
+    known = set()
     if any(Path(folder).glob(HISTORY_GLOB)):
-        runs_table(folder)  # a history that cannot be read is refused before anything is appended to it
+        known = set(runs_table(folder)["run_id"])  # a history that cannot be read is refused before appending
+    refuse_repeated(runs)
     loaded = [load_run(path) for path in runs]  # every run read before any is appended
+    new = [run for run in loaded if history_run_id(run) not in known]
     sha = commit_of(commit)
-    return [write_history_entry(folder, entry(run, sha)) for run in loaded]
+    return Appended([write_history_entry(folder, entry(run, sha)) for run in new],
+                    [run.path for run in loaded if history_run_id(run) in known])
 
 
 # --- queries
@@ -99,17 +136,18 @@ def runs_table(folder: Path) -> pd.DataFrame:
         FROM history GROUP BY run_id ORDER BY created, run_id""")
 
 
-def recent_runs(folder: Path, info: RunInfo, last: int = DEFAULT_LAST) -> pd.DataFrame:
+def recent_runs(folder: Path, run: Run, last: int = DEFAULT_LAST) -> pd.DataFrame:
     """The last `last` runs (run_id, commit, created; newest first) in the history of the configuration of
-    `info` (workload, config, GPU), leaving out runs on a shared GPU and the run of `info` itself where it was
-    appended already (same `created`)."""
-    workload = info.workload
+    `run` (workload, config, GPU), leaving out runs on a shared GPU and `run` itself where it was appended
+    already (same `history_run_id`). An empty or new history holds none."""
+    if not any(Path(folder).glob(HISTORY_GLOB)):
+        return pd.DataFrame(columns=["run_id", "commit", "created"])
+    workload = run.info.workload
     return query_history(folder, """
         SELECT run_id, any_value("commit") AS "commit", any_value(created) AS created FROM history
-        WHERE workload = ? AND config = ? AND gpu = ? AND gpu_shared <> 'yes' AND created <> ?
+        WHERE workload = ? AND config = ? AND gpu = ? AND gpu_shared <> 'yes' AND run_id <> ?
         GROUP BY run_id ORDER BY created DESC, run_id DESC LIMIT ?""",
-        [workload.name, json.dumps(workload.config, sort_keys=True), info.gpu.name,
-         info.created or "", last])
+        [workload.name, json.dumps(workload.config, sort_keys=True), run.info.gpu.name, history_run_id(run), last])
 
 
 def rolling_baseline(folder: Path, run_ids: list[str]) -> pd.DataFrame:
@@ -160,28 +198,31 @@ def trends(folder: Path) -> list[Trend]:
         group = group.reset_index(drop=True)
         changes = change_points(rows, group)
         ids = group["run_id"].tolist()
-        changes["moved"] = [moved_kernels(rows, ids[max(0, i - 3):i], ids[i:i + 3]) for i in changes["position"]]
+        changes["moved"] = [moved_sites(rows, ids[since:i], ids[i])
+                            for since, i in zip(changes["since"], changes["position"], strict=True)]
         out.append(Trend(workload, preset, config, gpu, group, rows, changes))
     return out
 
 
 @dataclass(frozen=True)
 class HistoryResult:
-    markdown: Path
-    html: Path
+    markdown: Path | None  # None where no folder was asked for
+    html: Path | None
     trends: list[Trend]
 
 
-def history_report(folder: Path, out: Path) -> HistoryResult:
-    """`ssmprof history`: the trend page (HTML) and its markdown, written into `out`."""
+def history_report(folder: Path, out: Path | None) -> HistoryResult:
+    """`ssmprof history`: the history's trends and change points; the trend page (HTML) and its markdown written
+    into `out` where given, nowhere otherwise."""
     from ssmprof.reports.history import history_html, history_markdown
 
     check_folder(out, "--out")
     found = trends(folder)
     if not found:
         raise SsmprofError(f"history {folder} holds no runs")
+    if out is None:
+        return HistoryResult(None, None, found)
     markdown, page = out / "history.md", out / "history.html"
     write_text(markdown, history_markdown(found))
     write_text(page, history_html(found))
     return HistoryResult(markdown, page, found)
-

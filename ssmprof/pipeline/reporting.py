@@ -20,10 +20,11 @@ from ssmprof.analysis.compare import (
     iteration_notes,
     step_speedup,
     step_split_table,
+    systematic_shifts,
 )
 from ssmprof.analysis.findings import compare_findings, provenance, suite_findings
 from ssmprof.analysis.frame import has_counters
-from ssmprof.analysis.noise import kept_steps, ratio_interval, step_interval
+from ssmprof.analysis.noise import kept_steps, step_interval
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.ranks import single_gpu_twin
@@ -304,9 +305,12 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
              + iteration_notes({"A": (a.info, a.kernels), "B": (b.info, b.kernels)}))
     steps = step_split_table({"A": (a.info, a.kernels), "B": (b.info, b.kernels)})
     speedup = step_speedup(a.info, b.info)
-    categories = compare_categories_launches(a.kernels, b.kernels, ratio_interval(*step_samples(a, b)))
-    samples_a, samples_b = step_samples(a, b)
-    kernels = compare_launches(a.kernels, b.kernels, (step_interval(samples_a), step_interval(samples_b)))
+    intervals = tuple(step_interval(times) for times in step_samples(a, b))
+    categories = compare_categories_launches(a.kernels, b.kernels, intervals)
+    peaks = tuple(limits.bf16_tensor_tflops if limits else None for limits, _ in map(ceilings_of, (a, b)))
+    kernels, shifts = systematic_shifts(compare_launches(a.kernels, b.kernels, intervals), a.kernels, b.kernels,
+                                        peaks)
+    notes += shifts
     notes += [f"{label}: {note}" for label, run in (("A", a), ("B", b)) for note in roofline_notes(run)]
     text = render_compare(a.info, b.info, categories, kernels, notes, fmt, rooflines=rooflines(a, b), steps=steps,
                           provenance=(provenance(a.info, origin(run_a)), provenance(b.info, origin(run_b))),

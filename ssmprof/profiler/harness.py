@@ -29,9 +29,9 @@ from ssmprof.profiler.markers import PhaseMarker
 from ssmprof.profiler.nvml import SharingMonitor
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER
 from ssmprof.workloads.base import CommonConfig, Workload
-from ssmprof.workloads.user import failure_in_user_code
 from ssmprof.workloads.lm import LanguageModelWorkload
 from ssmprof.workloads.parallel import ParallelCausalLM
+from ssmprof.workloads.user import failure_in_user_code
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 

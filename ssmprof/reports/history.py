@@ -1,6 +1,9 @@
-"""The history's trend page and markdown: per configuration, step time and host wait, total kernel time, time per
-category, the kernels with the most time (time per launch, with their intervals) and efficiency, over the runs
-in order, each change point marked and named with the commits around it and what moved."""
+"""The history's trend page and markdown: per configuration, one screen: its change points as a table (the
+first run that changed, its commit and date, what changed and what moved), then step time and host wait, total
+and per-category kernel time, the kernels with the most time (time per launch, with their intervals) and their
+efficiency, over the runs in order, each run named by its commit and date. A configuration with fewer runs than
+a change point needs (`analysis.history.FEWEST_RUNS`) gets a sentence and its latest values, not empty charts.
+Look (page, tables, category colours, series palette) from `reports.render` and `reports.style`."""
 
 from __future__ import annotations
 
@@ -9,21 +12,25 @@ import json
 
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
 
+from ssmprof.analysis.history import FEWEST_RUNS, LASTING, WINDOW
 from ssmprof.analysis.regress import PER_LAUNCH, TIME
+from ssmprof.reports import style
+from ssmprof.reports.render import _page, chart, table_html
 
-TOP_KERNELS = 8  # kernels drawn per configuration: those with the most time in the latest run
-SERIES_LABEL = {"step_ms": "step time (ms)", "host_wait_ms": "host wait (ms)", TIME: "time (ms)",
-                PER_LAUNCH: "time per launch (us)", "pct_of_roof": "% of roof", "dram_throughput_pct": "DRAM %",
-                "achieved_occupancy_pct": "achieved occupancy %"}
-SCALE = {"step_ms": 1.0, "host_wait_ms": 1.0, TIME: 1e-6, PER_LAUNCH: 1e-3}
+TOP_KERNELS = 6  # kernels drawn per configuration: those with the most time in the latest run
+EFFICIENCY = {"pct_of_roof": "% of roof", "dram_throughput_pct": "DRAM throughput %",
+              "achieved_occupancy_pct": "achieved occupancy %"}
+SCALE = {"step_ms": 1.0, "host_wait_ms": 1.0, "gpu_busy_ms": 1.0, TIME: 1e-6, PER_LAUNCH: 1e-3}
+UNIT = {"step_ms": "ms", "host_wait_ms": "ms", "gpu_busy_ms": "ms", TIME: "ms", PER_LAUNCH: "us"}
+MOST_TICKS = 7  # commit labels on a chart's x axis: a half-width chart holds this many side by side
+CHANGE_LINE = "#555555"  # a change point's vertical line: grey, no category's colour
 
 
 def _of(row) -> str:
     """What a series or change point is of."""
     if row["scope"] == "step":
-        return row["metric"].replace("_ms", "").replace("_", " ")
+        return {"step_ms": "step time", "host_wait_ms": "host wait"}.get(row["metric"], row["metric"])
     if row["scope"] == "total":
         return "total kernel time"
     if row["scope"] == "category":
@@ -38,104 +45,151 @@ def _of(row) -> str:
 
 
 def _value(metric: str, value: float) -> str:
-    scaled = value * SCALE.get(metric, 1.0)
-    unit = {"step_ms": " ms", "host_wait_ms": " ms", TIME: " ms", PER_LAUNCH: " us"}.get(metric, " %")
-    return f"{scaled:,.3g}{unit}"
+    return f"{value * SCALE.get(metric, 1.0):,.4g} {UNIT.get(metric, '%')}"
 
 
 def _title(trend) -> str:
     config = json.loads(trend.config)
     shown = ", ".join(f"{k} {v}" for k, v in config.items() if k in ("batch_size", "seq_len", "layers", "dtype"))
-    return f"{trend.workload} --preset {trend.preset} on {trend.gpu} ({shown}): {len(trend.runs)} runs"
+    return f"{trend.workload} --preset {trend.preset} on {trend.gpu} ({shown})"
 
 
-def _changes_markdown(trend) -> list[str]:
-    if not len(trend.changes):
-        return ["No change point.", ""]
-    lines = ["| run | commits | of | metric | before | after | change | band | what moved |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for row in trend.changes.to_dict("records"):
-        moved = "; ".join(row["moved"][:4]) + (f" (+{len(row['moved']) - 4} more)" if len(row["moved"]) > 4 else "")
-        lines.append(f"| {row['position']} | {row['commit_before'][:10]} -> {row['commit_after'][:10]} | {_of(row)} | "
-                     f"{row['metric']} | {_value(row['metric'], row['before'])} | {_value(row['metric'], row['after'])}"
-                     f" | {100 * row['shift'] / abs(row['before']):+.1f} % | {_value(row['metric'], row['band'])} | "
-                     f"{moved or '-'} |")
-    return lines + [""]
+def _run_label(trend, position: int) -> str:
+    """A run as a reader names it: its commit (short sha) and its date."""
+    run = trend.runs.iloc[position]
+    return f"{str(run['commit'])[:7]} {str(run['created'])[:10]}"
+
+
+def change_table(trend) -> pd.DataFrame:
+    """One row per change point: the first run that changed (commit, date), the run before it, what changed
+    (each series: before -> after, change) and what moved."""
+    rows = []
+    for position, group in trend.changes.groupby("position", sort=True):
+        changed = [f"{_of(r)}: {_value(r['metric'], r['before'])} -> {_value(r['metric'], r['after'])} "
+                   f"({100 * r['shift'] / abs(r['before']):+.1f} %)" for r in group.to_dict("records")]
+        moved = group["moved"].iloc[0]
+        rows.append({"first_changed_run": _run_label(trend, position), "run_before": _run_label(trend, position - 1),
+                     "what_changed": "; ".join(changed), "what_moved": "; ".join(moved) or "no kernel"})
+    return pd.DataFrame(rows, columns=["first_changed_run", "run_before", "what_changed", "what_moved"])
+
+
+def _summary(trend) -> str:
+    shared = int((trend.runs["gpu_shared"] == "yes").sum())
+    return (f"{len(trend.runs)} runs, {_run_label(trend, 0)} to {_run_label(trend, len(trend.runs) - 1)}; "
+            f"{trend.changes['position'].nunique()} change points"
+            + (f"; {shared} runs on a shared GPU" if shared else "") + ".")
+
+
+def _too_few(trend) -> str:
+    return (f"A change point needs {FEWEST_RUNS} runs ({WINDOW} to judge against, {LASTING} that changed): "
+            f"trends are drawn from then on.")
 
 
 def history_markdown(trends: list) -> str:
-    """Per configuration: its runs, its change points (run, commits around it, series, before/after, what
-    moved)."""
+    """Per configuration: its runs and its change points (first changed run, the run before, what changed and
+    what moved)."""
     lines = ["# ssmprof history", ""]
     for trend in trends:
-        shared = int((trend.runs["gpu_shared"] == "yes").sum())
-        lines += [f"## {_title(trend)}", "",
-                  f"Runs {trend.runs['created'].iloc[0]} to {trend.runs['created'].iloc[-1]}; "
-                  f"{len(trend.changes)} change points"
-                  + (f"; {shared} runs on a shared GPU" if shared else "") + ".", ""]
-        lines += _changes_markdown(trend)
+        lines += [f"## {_title(trend)}", "", _summary(trend), ""]
+        if len(trend.runs) < FEWEST_RUNS:
+            lines += [_too_few(trend), ""]
+            continue
+        table = change_table(trend)
+        if table.empty:
+            lines += ["No change point.", ""]
+            continue
+        lines += ["| first changed run | run before | what changed | what moved |", "|---|---|---|---|"]
+        lines += [f"| {' | '.join(str(v) for v in row)} |" for row in table.itertuples(index=False)] + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _series(trend, mask: pd.Series, label) -> go.Figure:
-    """One line per series of `trend.rows[mask]` over the runs, 95 % intervals as error bars, change points of
-    those series as vertical lines."""
+def _trend_figure(trend, rows: pd.DataFrame, name, color, title: str, y_title: str,
+                  log: bool = False) -> go.Figure:
+    """One line per series of `rows` over the runs (x: commit and date), 95 % intervals as error bars where
+    known, the change points of the configuration as grey dashed lines before their first changed run; `log`: a
+    log y axis, where series of one chart differ by orders of magnitude (categories, kernels)."""
     order = {run: i for i, run in enumerate(trend.runs["run_id"])}
-    commits = dict(zip(trend.runs["run_id"], trend.runs["commit"], strict=True))
     figure = go.Figure()
-    rows = trend.rows[mask]
-    for key, series in rows.groupby(["scope", "kernel_name", "phase", "category", "grid_x", "grid_y", "grid_z",
-                                     "block_x", "block_y", "block_z", "metric"], sort=False):
-        scale = SCALE.get(key[-1], 1.0)
-        x = series["run_id"].map(order)
+    for index, (_, series) in enumerate(rows.groupby(["scope", "kernel_name", "phase", "category", "grid_x",
+                                                      "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                                                      "metric"], sort=False)):
+        first = series.iloc[0]
+        scale = SCALE.get(first["metric"], 1.0)
         has = series["high"].notna()
-        figure.add_trace(go.Scatter(
-            x=x, y=series["value"] * scale, mode="lines+markers", name=label(series.iloc[0]),
-            text=series["run_id"].map(commits).str[:10], hovertemplate="run %{x}, commit %{text}: %{y:.4g}",
-            error_y=dict(type="data", symmetric=False, array=((series["high"] - series["value"]) * scale).where(has),
-                         arrayminus=((series["value"] - series["low"]) * scale).where(has)) if has.any() else None))
+        error = dict(type="data", symmetric=False, array=((series["high"] - series["value"]) * scale).where(has),
+                     arrayminus=((series["value"] - series["low"]) * scale).where(has)) if has.any() else None
+        figure.add_scatter(
+            x=series["run_id"].map(order), y=series["value"] * scale, mode="lines+markers", name=name(first),
+            line={"color": color(first, index), "dash": style.series_dash(index)},
+            marker={"color": color(first, index), "symbol": style.series_symbol(index), "size": 7}, error_y=error,
+            hovertemplate=f"%{{text}}<br>%{{y:.4g}} {y_title}<extra>{html.escape(name(first))}</extra>",
+            text=[_run_label(trend, order[r]) for r in series["run_id"]])
     for position in trend.changes["position"].unique():
-        figure.add_vline(x=position - 0.5, line_dash="dash", line_color="#c0392b")
-    figure.update_layout(height=320, margin=dict(l=40, r=10, t=30, b=30), xaxis_title="run",
-                         legend=dict(font=dict(size=10)))
+        figure.add_vline(x=position - 0.5, line_dash="dash", line_color=CHANGE_LINE)
+    ticks = list(range(len(trend.runs)))
+    step = -(-len(ticks) // MOST_TICKS)  # labels a half-width chart holds without overlapping
+    figure.update_layout(
+        title={"text": title, "font": {"size": 13}, "x": 0.01, "xanchor": "left"}, font={"family": style.FONT},
+        height=300 + 16 * (len(figure.data) // 2), margin={"l": 60, "r": 10, "t": 40, "b": 10},
+        legend={"font": {"size": 10}, "orientation": "h", "yanchor": "top", "y": -0.22, "x": 0},
+        xaxis={"tickangle": 0, "tickvals": ticks[::step],
+               "ticktext": [_run_label(trend, i).replace(" ", "<br>") for i in ticks[::step]]},
+        yaxis={"title": y_title, "type": "log" if log else "linear"})
     return figure
 
 
-def _figures(trend) -> list[tuple[str, go.Figure]]:
+def _top_kernels(trend) -> pd.Series:
+    """Rows of the kernels (launch configurations) with the most time in the latest run."""
     rows = trend.rows
-    latest = rows[rows["run_id"] == trend.runs["run_id"].iloc[-1]]
-    top = latest[(latest["scope"] == "kernel") & (latest["metric"] == "launches")]
-    per_launch = latest[(latest["scope"] == "kernel") & (latest["metric"] == PER_LAUNCH)]
-    ranked = per_launch.assign(time=per_launch["value"].to_numpy() * top["value"].reindex(per_launch.index)
-                               .fillna(1).to_numpy()).nlargest(TOP_KERNELS, "time") if len(per_launch) else per_launch
-    kernel_key = ["kernel_name", "phase", "launch_op", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
-    chosen = rows[kernel_key].merge(ranked[kernel_key].drop_duplicates(), how="left", indicator=True)["_merge"]
-    is_top = pd.Series((chosen == "both").to_numpy(), index=rows.index) & (rows["scope"] == "kernel")
-    charts = [
-        ("Step time and host wait", _series(trend, (rows["scope"] == "step") & rows["metric"].isin(
-            ["step_ms", "host_wait_ms"]), lambda r: _of(r))),
-        ("Kernel time: total and per category", _series(trend, rows["scope"].isin(["total", "category"]) &
-                                                        (rows["metric"] == TIME), lambda r: _of(r))),
-        (f"Time per launch of the {TOP_KERNELS} kernels with the most time", _series(
-            trend, is_top & (rows["metric"] == PER_LAUNCH), lambda r: _of(r))),
+    key = ["kernel_name", "phase", "launch_op", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+    latest = rows[(rows["run_id"] == trend.runs["run_id"].iloc[-1]) & (rows["scope"] == "kernel")]
+    table = latest.pivot_table(index=key, columns="metric", values="value", aggfunc="first")
+    if PER_LAUNCH not in table or "launches" not in table:
+        return pd.Series(False, index=rows.index)
+    ranked = (table[PER_LAUNCH] * table["launches"]).nlargest(TOP_KERNELS).index
+    chosen = pd.MultiIndex.from_frame(rows[key]).isin(ranked)
+    return pd.Series(chosen, index=rows.index) & (rows["scope"] == "kernel")
+
+
+def _palette(row, index: int) -> str:
+    return style.series_color(index)
+
+
+def _by_category(row, index: int) -> str:
+    """A category's or kernel's line in its category's colour (the report's); the total in the series palette."""
+    return style.category_color(row["category"]) if row["scope"] != "total" else style.series_color(0)
+
+
+def _figures(trend) -> list[go.Figure]:
+    rows = trend.rows
+    top = _top_kernels(trend)
+    figures = [
+        _trend_figure(trend, rows[(rows["scope"] == "step") & rows["metric"].isin(["step_ms", "host_wait_ms"])],
+                      _of, _palette, "Step time and host wait (median of the timed steps, 95 % interval)", "ms"),
+        _trend_figure(trend, rows[rows["scope"].isin(["total", "category"]) & (rows["metric"] == TIME)], _of,
+                      _by_category, "Kernel time: total and per category", "ms", log=True),
+        _trend_figure(trend, rows[top & (rows["metric"] == PER_LAUNCH)], _of, _by_category,
+                      f"Time per launch: the {TOP_KERNELS} kernels with the most time (95 % interval)",
+                      "us per launch", log=True),
     ]
-    efficiency = is_top & rows["metric"].isin(["pct_of_roof", "dram_throughput_pct", "achieved_occupancy_pct"])
-    if efficiency.any():
-        charts.append(("Efficiency of those kernels", _series(trend, efficiency,
-                                                               lambda r: f"{_of(r)} {SERIES_LABEL[r['metric']]}")))
-    return charts
+    efficiency = rows[top & rows["metric"].isin(list(EFFICIENCY))]
+    if len(efficiency):
+        figures.append(_trend_figure(trend, efficiency, lambda r: f"{_of(r)} {EFFICIENCY[r['metric']]}",
+                                     _by_category, "Efficiency of those kernels", "%"))
+    return figures
 
 
 def history_html(trends: list) -> str:
-    """One offline page: per configuration, its change points and its trend figures."""
-    body, embed = ["<h1>ssmprof history</h1>"], True
+    """One offline page: per configuration one screen: what it is, its change points, its trend charts."""
+    body = ["<h1>ssmprof history</h1>",
+            '<p class="note">A change point is the first run the gate would fail against the runs since the last '
+            "change, when the next run fails too (docs/ci.md). Dashed grey lines mark them on every chart.</p>"]
     for trend in trends:
-        body.append(f"<h2>{html.escape(_title(trend))}</h2>")
-        table = "\n".join(_changes_markdown(trend))
-        body.append(f"<pre>{html.escape(table)}</pre>")
-        for title, figure in _figures(trend):
-            body.append(f"<h3>{html.escape(title)}</h3>")
-            body.append(pio.to_html(figure, full_html=False, include_plotlyjs=embed))
-            embed = False
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ssmprof history</title></head><body>"
-            f"{''.join(body)}</body></html>")
+        body += [f"<h2>{html.escape(_title(trend))}</h2>", f"<p>{html.escape(_summary(trend))}</p>"]
+        if len(trend.runs) < FEWEST_RUNS:
+            body.append(f'<p class="note">{html.escape(_too_few(trend))}</p>')
+            continue
+        table = change_table(trend)
+        body.append(table_html(table) if len(table) else "<p>No change point.</p>")
+        body.append('<div class="first">' + "".join(f"<div>{chart(f)}</div>" for f in _figures(trend)) + "</div>")
+    return _page("ssmprof history", body)
