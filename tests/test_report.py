@@ -72,7 +72,7 @@ def test_device_profile_of_another_gpu_is_not_applied(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["report", "{missing}"], "is not a run directory"),
+        (["report", "{missing}"], "nope does not exist"),
         (["report", "{run}", "--format", "pdf"], "--format must be html or md"),
         (["report", "{run}", "--device-profile", "{missing}"], "cannot read device profile"),
     ],

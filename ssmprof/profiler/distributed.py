@@ -421,7 +421,7 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
                      where: Launch = Launch()) -> Path | None:
     """`ssmprof profile --tp N`: every rank's timeline, Nsight Compute on the ranks `settings.ncu_ranks` (GPU,
     counters not "none"), merged into one run directory under `settings.out` by node 0 (None on the other
-    nodes), named for its split (`settings.name`, `pass_gpus` and `replay` apply to single-GPU runs only).
+    nodes), named `settings.name`, else for its split (`pass_gpus` and `replay` apply to single-GPU runs only).
     Nothing is written if any rank or collector fails."""
     from ssmprof.profiler.collect import run_info
 
@@ -459,7 +459,8 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
         info["checks"] = checks
         info["parallel"] = parallel
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        name = f"{job.workload}-{job.preset}-tp{job.tp}" + (f"-dp{job.dp}" if job.dp > 1 else "") + f"-{stamp}"
+        name = settings.name or (f"{job.workload}-{job.preset}-tp{job.tp}" + (f"-dp{job.dp}" if job.dp > 1 else "")
+                                 + f"-{stamp}")
         extra = {}
         if keep_report:
             extra = {**reports, **{path.name: path for path in sorted(scratch.glob("trace-rank*.json.gz"))}}
