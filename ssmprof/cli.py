@@ -15,7 +15,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ssmprof import __version__
 from ssmprof.errors import SsmprofError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -37,7 +36,9 @@ def _styled(text: str, style: str) -> Text:
 
 def _version(shown: bool) -> None:
     if shown:
-        _say(f"ssmprof {__version__}")
+        from importlib.metadata import version
+
+        _say(f"ssmprof {version('ssmprof')}")
         raise typer.Exit()
 
 
