@@ -97,7 +97,10 @@ details.more>summary{color:#1f4e79}
 .first{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(560px,100%),1fr));gap:1em;align-items:start}
 .first>div{min-width:0;overflow:hidden}
 nav.runs a{white-space:nowrap} nav.runs b{margin-right:.4em}
+.modebar-container{opacity:0;transition:opacity .2s} .plotly-graph-div:hover .modebar-container{opacity:1}
 """
+# The last rule: plotly's toolbar only while the pointer is on its chart (plotly.js shows it for good where it
+# takes the device for a touch screen, headless browsers included), never over a chart's title.
 # Click a column header to sort the table by it (numbers by value, text alphabetically).
 SORT_SCRIPT = """<script>
 document.querySelectorAll('table.data th').forEach(function(th, col){
