@@ -13,13 +13,41 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from ssmprof.errors import SsmprofError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Characterize how Mamba-based SSMs train on NVIDIA GPUs.")
-console = Console()
-err_console = Console(stderr=True)
+# Markup off: every message holds paths, names and values the user typed ("runs[/]x", "r[bold]66.html"), and a
+# bracket in them is text, never a style tag. Colour comes only from `Text` styles (`_say`, `_styled`).
+console = Console(markup=False, highlight=False)
+err_console = Console(stderr=True, markup=False, highlight=False)
+
+
+def _say(*parts: str | tuple[str, str], err: bool = False) -> None:
+    """One message as one line (never wrapped at the terminal's width): plain strings, or (text, style) pairs."""
+    (err_console if err else console).print(Text.assemble(*parts), soft_wrap=True)
+
+
+def _styled(text: str, style: str) -> Text:
+    return Text(text, style=style)
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import version
+
+        _say(f"ssmprof {version('ssmprof')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="print the version and exit")] = False,
+) -> None:
+    """Characterize how Mamba-based SSMs train on NVIDIA GPUs."""
 
 
 def error_boundary(command):
@@ -30,10 +58,14 @@ def error_boundary(command):
         try:
             return command(*args, **kwargs)
         except SsmprofError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            _say(("error: ", "bold red"), " ".join(str(exc).split()), err=True)
+            raise typer.Exit(1) from None
+        except OSError as exc:  # a path the checks below let through (a name too long, a device gone): one line
+            where = f"{exc.filename}: " if exc.filename else ""
+            _say(("error: ", "bold red"), f"{where}{exc.strerror or exc}", err=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
-            err_console.print("[bold red]interrupted[/]")
+            _say(("interrupted", "bold red"), err=True)
             raise typer.Exit(130) from None
 
     return guarded
@@ -55,8 +87,8 @@ def workloads() -> None:
                           end_section=i == len(workload.presets) - 1)
     console.print(table)
     for workload in WORKLOADS.values():
-        console.print(f"[bold]{workload.name}[/] ({workload.unit}/s; kernels: {', '.join(workload.ops)}): "
-                      f"{workload.description}", highlight=False)
+        _say((workload.name, "bold"), f" ({workload.unit}/s; kernels: {', '.join(workload.ops)}): "
+             f"{workload.description}")
 
 
 @app.command()
@@ -69,17 +101,18 @@ def doctor() -> None:
     have = Availability.probe()
     table = Table(title="ssmprof doctor", show_header=False)
     for name, version in versions.items():
-        table.add_row(name, version or "[yellow]not installed[/]")
+        table.add_row(name, version or _styled("not installed", "yellow"))
     if have.cuda:
         table.add_row("GPU", f"{have.device_name} (compute capability {'.'.join(map(str, have.capability))})")
     # the kernels' rows: bool fields only (the versions are above); without a GPU none runs, and the row says why
     unusable = "" if have.cuda else " (no CUDA GPU here)"
     for name, ok in vars(have).items():
         if isinstance(ok, bool) and name != "cuda":
-            table.add_row(f"usable: {name}", "[green]yes[/]" if ok else f"[yellow]no{unusable}[/]")
+            table.add_row(f"usable: {name}", _styled("yes", "green") if ok else _styled(f"no{unusable}", "yellow"))
     console.print(table)
     if have.cuda and not (have.causal_conv1d and have.selective_scan):
-        console.print("[yellow]fused CUDA extensions missing: run `make kernels`[/]")
+        _say(("fused CUDA extensions missing: run `make kernels` (or `make profile`, which builds them first)",
+              "yellow"))
 
 
 HistoryOpt = Annotated[Path | None, typer.Option(help="append the run(s) to this history folder (see `ssmprof "
@@ -106,7 +139,7 @@ GraphsOpt = Annotated[bool, typer.Option(help="also time the step captured as on
 @app.command()
 @error_boundary
 def run(
-    workload: Annotated[str, typer.Argument(help="workload name (see `ssmprof workloads`)")],
+    workload: Annotated[str, typer.Argument(metavar="WORKLOAD", help="workload name (see `ssmprof workloads`)")],
     preset: PresetOpt = "small",
     device: DeviceOpt = "auto",
     steps: StepsOpt = 10,
@@ -137,7 +170,8 @@ def run(
 @error_boundary
 def profile(
     ctx: typer.Context,
-    workload: Annotated[str | None, typer.Argument(help="workload name (see `ssmprof workloads`)")] = None,
+    workload: Annotated[str | None, typer.Argument(metavar="WORKLOAD",
+                                                   help="workload name (see `ssmprof workloads`)")] = None,
     script: Annotated[Path | None, typer.Option(help="a training script marked with ssmprof.step(), instead: "
                                                 "--script train.py -- ARGS")] = None,
     out: Annotated[Path, typer.Option(help="folder the run directory is created in")] = Path("runs"),
@@ -204,11 +238,11 @@ def profile(
         path = measure.profile(request, report) if script is None else measure.profile_script(
             script, [*([workload] if workload else []), *ctx.args], settings, device, warmup, report_file, report)
     if path is None:
-        console.print(f"node {node_rank}: its ranks are done; node 0 writes the run directory")
+        _say(f"node {node_rank}: its ranks are done; node 0 writes the run directory")
         return
-    console.print(f"run directory: {path}")
+    _say(f"run directory: {path}")
     if report_file is not None:
-        console.print(f"written: {report_file}")
+        _say(f"written: {_listed(report_file)}")
     _append_history([path], history, commit)
 
 
@@ -245,21 +279,21 @@ def suite(
 
     @contextlib.contextmanager
     def announced(workload: str):
-        console.print(f"[bold]{workload}[/] --preset {preset}")
+        _say((workload, "bold"), f" --preset {preset}")
         with _progress() as report:
             yield report
 
     names = [name.strip() for name in workloads_.split(",")] if workloads_ else None
     result = measure.suite(out, preset, names, counters, steps, announced, gpus, history)
-    console.print(f"written: {result.report}")
-    console.print(f"suite of {len(result.runs)} workloads in {result.wall_s:.0f} s (manifest: {result.manifest})")
+    _say(f"written: {_listed(result.report)}")
+    _say(f"suite of {len(result.runs)} workloads in {result.wall_s:.0f} s (manifest: {result.manifest})")
     _append_history(result.runs, history, commit)
 
 
 @app.command()
 @error_boundary
 def sweep(
-    workloads_: Annotated[list[str], typer.Argument(metavar="WORKLOAD...", help="one workload, or several: the "
+    workloads_: Annotated[list[str], typer.Argument(metavar="WORKLOAD", help="one workload, or several: the "
                                                     "report then says where each overtakes the other per token")],
     vary: Annotated[list[str], typer.Option(help="a setting and its values, NAME=V1,V2,...; repeat it for a grid "
                                             "(e.g. --vary d_state=64,128 --vary chunk_size=128,256)")],
@@ -287,21 +321,21 @@ def sweep(
     @contextlib.contextmanager
     def announced(index: int, total: int, point):
         label = f"[{index}/{total}] {sweeping.point_label(point)}"
-        console.print(label, highlight=False)
+        _say(label)
         with _progress() as tell:
             yield tell
         wall = f" ({point.wall_s:.0f} s)" if point.wall_s is not None else ""
-        console.print(f"{label}: {point.status}{wall}", highlight=False, soft_wrap=True)
+        _say(f"{label}: {point.status}{wall}")
 
     spec = sweeping.SweepSpec(workloads_, preset, vary, set_ or [], counters, steps, warmup)
     request = sweeping.SweepRequest(spec, out, resume, report_, sweeping.Shard.parse(shard), gpus)
     result = sweeping.sweep(request, announced)
     points = result.manifest.points
-    console.print(f"sweep of {len(points)} points in {result.manifest.wall_s:.0f} s: "
+    _say(f"sweep of {len(points)} points in {result.manifest.wall_s:.0f} s: "
                   f"{sum(p.complete for p in points)} complete, {len(result.failed)} failed "
                   f"(manifest: {out / 'sweep.json'})")
     if result.report is not None:
-        console.print(f"written: {result.report}")
+        _say(f"written: {_listed(result.report)}")
 
 
 @app.command()
@@ -322,15 +356,15 @@ def calibrate(
         table.add_column(column)
     for row in result.checks.itertuples():
         table.add_row(row.check, row.kernel, f"{row.expected:.4g}", f"{row.measured:.4g}", f"{row.error_pct:.3f}",
-                      "[green]pass[/]" if row.passed else "[red]FAIL[/]")
+                      _styled("pass", "green") if row.passed else _styled("FAIL", "red"))
     console.print(table)
     datasheet = result.profile.datasheet
     for key, value in result.profile.measured.model_dump(exclude={"source"}, exclude_none=True).items():
         share = f" ({value / datasheet[key]:.0%} of datasheet)" if key in datasheet else ""
-        console.print(f"{key}: {value:,.1f}{share}, set by {result.profile.set_by.get(key, 'CUDA events')}")
+        _say(f"{key}: {value:,.1f}{share}, set by {result.profile.set_by.get(key, 'CUDA events')}")
     if result.profile.note:
-        console.print(f"note: {result.profile.note}")
-    console.print(f"device profile: {result.path}")
+        _say(f"note: {result.profile.note}")
+    _say(f"device profile: {result.path}")
     if result.failed:
         raise SsmprofError(f"calibration checks failed: {', '.join(result.failed)}")
 
@@ -338,10 +372,11 @@ def calibrate(
 @app.command()
 @error_boundary
 def report(
-    runs: Annotated[list[Path], typer.Argument(help="run directories written by `ssmprof profile`, or sweep "
-                                                "folders written by `ssmprof sweep` (their regime map)")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: print markdown; "
-                                                "HTML goes to report.html / compare.html]")] = None,
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", help="run directories written by `ssmprof "
+                                                "profile`, or sweep folders written by `ssmprof sweep` (their "
+                                                "regime map)")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: report.html; "
+                                                "with --format md, markdown printed]")] = None,
     format_: Annotated[str | None, typer.Option("--format", help="html or md [default: the output file's suffix, "
                                                 "else html]")] = None,
     csv: Annotated[Path | None, typer.Option(help="also write every table as CSV into this folder")] = None,
@@ -360,7 +395,7 @@ def report(
     output = output or _html_default(format_, "report.html")
     _emit(reporting.report(runs, format_, output, csv, device_profile, trace), output)
     if trace is not None:
-        console.print(f"trace written: {trace} (open in https://ui.perfetto.dev)")
+        _say(f"trace written: {trace} (open in https://ui.perfetto.dev)")
 
 
 @app.command()
@@ -373,15 +408,16 @@ def reference(
     Perfetto trace per GPU (open the trace-*.json files in ui.perfetto.dev). Needs no GPU."""
     from ssmprof import bundled
     from ssmprof.pipeline import reporting
+    from ssmprof.pipeline.outputs import with_library
 
     written = reporting.reference(out)
     first, second = bundled.GPUS.values()
-    console.print(f"These are BUNDLED measurements (paper suite on an {first} and an {second}, shipped in "
-                  f"{bundled.REFERENCE}), not measurements of this machine.")
-    console.print("To profile your own GPU: make install && make kernels && make profile "
-                  "(or: ssmprof suite --preset paper).")
-    for path in written:
-        console.print(f"written: {path}")
+    _say(f"These are BUNDLED measurements (paper suite on an {first} and an {second}, shipped in "
+         f"{bundled.REFERENCE}), not measurements of this machine.")
+    _say("To profile your own GPU: make profile (it installs and builds the kernels first), or: ssmprof suite "
+         "--preset paper.")
+    for path in with_library(written):
+        _say(f"written: {path}")
 
 
 @app.command()
@@ -397,20 +433,20 @@ def results(
     if readme is None:
         sys.stdout.write(text)
     else:
-        console.print(f"results written into {readme}")
+        _say(f"results written into {readme}")
 
 
 @app.command()
 @error_boundary
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="run directory A")],
-    run_b: Annotated[Path, typer.Argument(help="run directory B")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: print markdown; "
-                                                "HTML goes to report.html / compare.html]")] = None,
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="run directory A")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="run directory B")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="file to write [default: markdown printed; "
+                                                "with --format html, compare.html]")] = None,
     format_: Annotated[str | None, typer.Option("--format", help="html or md [default: the output file's suffix, "
                                                 "else md]")] = None,
 ) -> None:
-    """Compare two runs of one workload (e.g. H100 vs H200): categories and kernels matched by launch config."""
+    """Compare two runs of one workload, such as H100 vs H200: categories and kernels matched by launch config."""
     from ssmprof.pipeline import reporting
 
     format_ = reporting.output_format(format_, output, "md")
@@ -421,20 +457,20 @@ def compare(
 @app.command()
 @error_boundary
 def baseline(
-    runs: Annotated[list[Path], typer.Argument(help="repeated runs of one configuration")],
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", help="repeated runs of one configuration")],
     output: Annotated[Path, typer.Option("-o", "--output", help="baseline file to write")] = Path("baseline.json"),
 ) -> None:
     """Build a baseline from repeated runs: totals, phases, categories, kernels and their noise."""
     from ssmprof.pipeline import gate
 
     result = gate.baseline(runs, output)
-    console.print(f"baseline of {result.runs} runs, {result.rows} measurements: {result.path}")
+    _say(f"baseline of {result.runs} runs, {result.rows} measurements: {result.path}")
 
 
 @app.command()
 @error_boundary
 def regress(
-    runs: Annotated[list[Path], typer.Argument(help="run directories to check")],
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", help="run directories to check")],
     baseline_file: Annotated[Path | None, typer.Option(
         "--baseline", help="from `ssmprof baseline`; without it, the last --last runs of the run's configuration "
         "in --history")] = None,
@@ -484,15 +520,16 @@ def _append_history(runs: list[Path], history: Path | None, commit: str | None) 
 
     if history is not None:
         appended = store.append(runs, history, commit)
-        console.print(f"appended {len(appended.written)} run(s) to history {history}")
+        _say(f"appended {len(appended.written)} run(s) to history {history}")
         for path in appended.present:
-            console.print(f"{path} is in history {history} already: not appended again", highlight=False)
+            _say(f"{path} is in history {history} already: not appended again")
 
 
 @app.command(name="history")
 @error_boundary
 def history_(
-    folder: Annotated[Path, typer.Argument(help="the history folder (one parquet file per appended run)")],
+    folder: Annotated[Path, typer.Argument(metavar="HISTORY_DIR", help="the history folder (one parquet file per "
+                                           "appended run)")],
     out: Annotated[Path | None, typer.Option(help="write history.html and history.md into this folder (without "
                                              "it, only the runs and change points are printed)")] = None,
     add: Annotated[list[Path] | None, typer.Option(help="run directories to append first (repeat it)")] = None,
@@ -505,16 +542,16 @@ def history_(
         _append_history(add, folder, commit)
     result = store.history_report(folder, out)
     for trend in result.trends:
-        console.print(f"{trend.workload} ({trend.preset}, {trend.gpu}): {len(trend.runs)} runs, "
-                      f"{len(trend.changes)} change points", highlight=False)
+        _say(f"{trend.workload} ({trend.preset}, {trend.gpu}): {len(trend.runs)} runs, "
+             f"{len(trend.changes)} change points")
     if out is not None:
-        console.print(f"written: {result.html}, {result.markdown}")
+        _say(f"written: {_listed(result.html, result.markdown)}")
 
 
 @app.command()
 @error_boundary
 def project(
-    run: Annotated[Path, typer.Argument(help="a measured run directory")],
+    run: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="a measured run directory")],
     to: Annotated[str, typer.Option(help="target GPU: a key of the datasheet table (h100-sxm, h200, a100-80gb, ...)")],
     check: Annotated[Path | None, typer.Option(help="a run of the same workload measured on the target: "
                                                "report the projection's error per category")] = None,
@@ -523,6 +560,13 @@ def project(
     from ssmprof.pipeline import reporting
 
     sys.stdout.write(reporting.project(run, to, check))
+
+
+def _listed(*paths: Path) -> str:
+    """The files written, as one line: each page with the plotly.js beside it that it loads."""
+    from ssmprof.pipeline.outputs import with_library
+
+    return ", ".join(map(str, with_library(list(paths))))
 
 
 def _html_default(fmt: str, name: str) -> Path | None:
@@ -535,7 +579,7 @@ def _emit(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
     else:
-        console.print(f"written: {output}")
+        _say(f"written: {_listed(output)}")
 
 
 @contextlib.contextmanager
@@ -554,8 +598,7 @@ def _progress():
         state = "done" if done >= total else "started"
         if not terminal and logged.get(stage) != state:
             logged[stage] = state
-            err_console.print(f"[{time.perf_counter() - began:7.1f} s] {stage}: {state} ({done}/{total})",
-                              highlight=False, soft_wrap=True)
+            _say(f"[{time.perf_counter() - began:7.1f} s] {stage}: {state} ({done}/{total})", err=True)
         if stage not in tasks:
             tasks[stage] = bar.add_task(stage, total=total)
         bar.update(tasks[stage], completed=done)

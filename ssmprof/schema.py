@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -590,12 +591,22 @@ def _defects(exc: ValidationError, shown: int = 6) -> str:
     errors = exc.errors()
     missing = [_dotted(e["loc"]) for e in errors if e["type"] == "missing"]
     unknown = [_dotted(e["loc"]) for e in errors if e["type"] == "extra_forbidden"]
-    wrong = [f"{_dotted(e['loc']) or 'document'}: {e['msg']}" for e in errors
-             if e["type"] not in ("missing", "extra_forbidden")]
+    wrong = [_wrong(e) for e in errors if e["type"] not in ("missing", "extra_forbidden")]
     parts = [f"lacks: {_first(missing, shown)}"] if missing else []
     parts += [f"unknown keys: {_first(unknown, shown)}"] if unknown else []
     parts += [_first(wrong, shown, "; ")] if wrong else []
     return "; ".join(parts)
+
+
+def _wrong(error: dict) -> str:
+    """One wrong value in words: the key, what it should be and what the file holds. pydantic's message names
+    our classes ("a valid dictionary or instance of RunGpu"), which mean nothing to the user: a model is "an
+    object" here, as JSON calls it."""
+    expected = re.sub(r"a valid dictionary( or instance of \w+)?", "an object", error["msg"])
+    expected = re.sub(r"(an )?instance of \w+", "an object", expected)
+    given = repr(error.get("input"))
+    given = given if len(given) <= 40 else given[:37] + "..."
+    return f"{_dotted(error['loc']) or 'document'}: {expected}, got {given}"
 
 
 def _dotted(loc: tuple) -> str:
@@ -657,6 +668,8 @@ def run_identity(path: Path) -> str:
 def read_run(path: Path) -> Run:
     """Read and validate a run directory; any defect is a `CorruptRun` with one line saying what."""
     path = Path(path)
+    if not path.exists():
+        raise CorruptRun(f"{path} does not exist (give a run directory written by `ssmprof profile`)")
     if not (path / RUN_JSON).is_file():
         raise CorruptRun(f"{path} is not a run directory (no {RUN_JSON})")
     try:
@@ -1234,8 +1247,10 @@ def query_history(folder: Path, sql: str, parameters: list | None = None) -> pd.
 
     folder = Path(folder)
     if not folder.is_dir() or not any(folder.glob(HISTORY_GLOB)):
-        raise CorruptFile(f"history {folder} holds no runs (append runs with `ssmprof history {folder} "
-                          "--add RUN`)")
+        state = "holds no runs" if folder.is_dir() else "is a file, not a folder" if folder.exists() else \
+            "does not exist"
+        raise CorruptFile(f"history {folder} {state}: append runs with `ssmprof history {folder} --add RUN_DIR`, "
+                          f"or `--history {folder}` on profile, suite or regress")
     connection = duckdb.connect()
     try:
         files = str(folder.resolve() / HISTORY_GLOB).replace("'", "''")  # a SQL string literal

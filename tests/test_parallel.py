@@ -216,10 +216,12 @@ def test_two_rank_profile_merges_into_one_run(tmp_path):
 
 def test_data_parallel_alone_runs_no_collective_inside_a_layer(tmp_path):
     """--dp 2 without --tp: the single-GPU model's layers on each rank; the only collectives are the loss's and
-    the gradients' all-reduces over the DP group, outside every layer."""
-    settings = measure.ProfileSettings(tmp_path, steps=1, counters="none")
+    the gradients' all-reduces over the DP group, outside every layer. --name names its run directory, as it
+    does a single-GPU run's (CI jobs find the run by it)."""
+    settings = measure.ProfileSettings(tmp_path, steps=1, counters="none", name="ci-dp2")
     path = measure.profile(measure.ProfileRequest(measure.WorkloadOptions("mamba2-lm", "tiny", dp=2), settings,
                                                   device="cpu"))
+    assert path == tmp_path / "ci-dp2"
     run = read_run(path)
     parallel = run.info.parallel
     assert (parallel.tp, parallel.dp, parallel.sequence_parallel) == (1, 2, False)

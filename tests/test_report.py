@@ -3,7 +3,9 @@
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
+import browser
 import pandas as pd
 import pytest
 from known_work import kernels, run_info, unpadded
@@ -72,7 +74,7 @@ def test_device_profile_of_another_gpu_is_not_applied(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["report", "{missing}"], "is not a run directory"),
+        (["report", "{missing}"], "nope does not exist"),
         (["report", "{run}", "--format", "pdf"], "--format must be html or md"),
         (["report", "{run}", "--device-profile", "{missing}"], "cannot read device profile"),
     ],
@@ -264,3 +266,44 @@ def test_bundled_pages_in_headless_chromium_at_two_widths(reference_pages, tmp_p
         assert check["page"] <= check["window"], (name, check)  # open tables scroll in their box, not the page
         if name.startswith("suite"):
             assert check["height"] < 10 * SCREEN, check["height"]
+
+
+@pytest.mark.skipif(not browser.READY, reason="needs Debian's chromium (installed by .ci/run) and aiohttp")
+def test_every_bundled_page_reads_cleanly_in_chromium(reference_pages, tmp_path):
+    """Every page `ssmprof reference` writes, every section open, in one headless Chromium at 1280 x 800: no
+    script error, every chart with data, no text clipped by its chart or over other text (measured from the SVG
+    boxes), a tab title of its own, and a screenshot of its first screen."""
+    found = browser.visit(reference_pages, tmp_path / "shots")
+    assert sorted(found) == sorted(page.name for page in reference_pages)
+    for name, seen in found.items():
+        assert seen["errors"] == [], (name, seen["errors"])
+        assert seen["plots"] >= 1 and seen["empty"] == [], (name, seen["empty"])
+        assert seen["clipped"] == [], (name, seen["clipped"][:5])
+        assert seen["overlapping"] == [], (name, seen["overlapping"][:5])
+        assert not seen["no_plotly_said"], name
+        assert (tmp_path / "shots" / f"{Path(name).stem}.png").stat().st_size > 20_000, name
+    titles = [seen["title"] for seen in found.values()]
+    assert len(set(titles)) == len(titles) and not any(title.startswith("ssmprof ") for title in titles), titles
+
+
+@pytest.mark.skipif(not browser.READY, reason="needs Debian's chromium (installed by .ci/run) and aiohttp")
+def test_a_page_moved_without_plotly_says_why_it_has_no_chart(reference_pages, tmp_path):
+    page = next(p for p in reference_pages if p.name.startswith("compare-"))
+    (tmp_path / "alone").mkdir()
+    moved = Path(shutil.copy(page, tmp_path / "alone" / page.name))
+    seen = browser.visit([moved], tmp_path / "shots")[page.name]
+    assert not seen["plotly"] and seen["no_plotly_said"]
+
+
+def test_the_readme_pictures_show_their_pages_as_rendered_now(reference_pages):
+    """docs/img/pictures.json records what each picture shows (scripts/page_pictures.py writes both): a page
+    whose first findings changed since needs its picture taken again (run that script)."""
+    import json
+
+    record = json.loads((Path(__file__).parent.parent / "docs" / "img" / "pictures.json").read_text())
+    pages = {page.name: page for page in reference_pages}
+    assert "suite-h100-sxm.png" in record  # the README's picture
+    for picture, seen in record.items():
+        assert (Path(__file__).parent.parent / "docs" / "img" / picture).stat().st_size > 20_000, picture
+        assert browser.first_findings(pages[seen["page"]].read_text()) == seen["findings"], \
+            f"{picture} shows an older {seen['page']}: run python scripts/page_pictures.py"

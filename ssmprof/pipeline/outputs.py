@@ -23,20 +23,26 @@ def check_file(path: Path | None, option: str) -> None:
     """`path` can be written as a file: not a folder, and its folder exists or can be created."""
     if path is None:
         return
-    if path.is_dir():
-        raise InvalidConfig(f"{option} {path} is a folder: give a file name")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise InvalidConfig(f"{option} {path} is not writable")
-    _check_folder_creatable(path.parent, option, path)
+    try:
+        if path.is_dir():
+            raise InvalidConfig(f"{option} {path} is a folder: give a file name")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise InvalidConfig(f"{option} {path} is not writable")
+        _check_folder_creatable(path.parent, option, path)
+    except OSError as exc:  # a name the file system refuses outright (too long, a component not a folder)
+        raise InvalidConfig(f"cannot write {option} {path}: {exc.strerror or exc}") from None
 
 
 def check_folder(path: Path | None, option: str) -> None:
     """`path` can hold new files: a folder that exists and is writable, or can be created."""
     if path is None:
         return
-    if path.exists() and not path.is_dir():
-        raise InvalidConfig(f"{option} {path} is a file, not a folder")
-    _check_folder_creatable(path, option, path)
+    try:
+        if path.exists() and not path.is_dir():
+            raise InvalidConfig(f"{option} {path} is a file, not a folder")
+        _check_folder_creatable(path, option, path)
+    except OSError as exc:  # a name the file system refuses outright (too long, a component not a folder)
+        raise InvalidConfig(f"cannot write {option} {path}: {exc.strerror or exc}") from None
 
 
 def _check_folder_creatable(folder: Path, option: str, named: Path) -> None:
@@ -75,3 +81,15 @@ def write_plotly_js(folder: Path) -> Path:
     if not target.exists() or target.stat().st_size != len(library.encode()):
         target.write_text(library)
     return target
+
+
+def with_library(paths: list[Path]) -> list[Path]:
+    """The files a command wrote, each page followed by the plotly.js it loads from beside it (written there by
+    `write_text`): a page moved without that file draws no chart, so the user is told it is part of the page."""
+    written: list[Path] = []
+    for path in map(Path, paths):
+        written.append(path)
+        library = path.parent / PLOTLY_JS
+        if path.suffix == ".html" and library.is_file() and library not in written:
+            written.append(library)
+    return written

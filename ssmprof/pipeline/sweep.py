@@ -125,6 +125,8 @@ def plan(spec: SweepSpec, device: str = "auto") -> tuple[dict[str, list], list[P
             label = f"{workload} " + " ".join(f"{k}={v}" for k, v in raw.items())
             try:
                 ready = measure.prepare(options, device)
+            except NoGpu:
+                continue  # prepare checks the settings before the device: the rest of the grid is checked too
             except SsmprofError as exc:
                 raise type(exc)(f"sweep point {label}: {exc}") from None
             settings = {name: getattr(ready.cfg, name) for name in axes}
@@ -210,9 +212,9 @@ def sweep(request: SweepRequest, progress_for: PointProgress | None = None) -> S
         return sweep_on_gpus(request)
     out, shard = request.out, request.shard
     check_folder(out, "--out")
+    axes, planned = plan(request.spec, "cuda")  # an impossible grid is named before a missing GPU
     if resolve_device("auto") != "cuda":
         raise NoGpu("a sweep profiles GPU kernels: no CUDA GPU is visible")
-    axes, planned = plan(request.spec, "cuda")
     manifest = _joined(request, axes, planned)
     opened = progress_for or (lambda index, total, point: contextlib.nullcontext(None))
     lost: str | None = None
@@ -251,6 +253,7 @@ def sweep_on_gpus(request: SweepRequest) -> SweepResult:
     the regime map over all of them. Fewer than two such GPUs: the sweep runs here."""
     from ssmprof.profiler.collect import identical_gpus
 
+    plan(request.spec, "cuda")  # an impossible grid is named before a missing GPU
     if resolve_device("auto") != "cuda":
         raise NoGpu("a sweep profiles GPU kernels: no CUDA GPU is visible")
     devices = identical_gpus(request.gpus)

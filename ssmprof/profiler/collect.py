@@ -65,6 +65,7 @@ from ssmprof.profiler.nvml import gpu_clocks
 from ssmprof.profiler.timeline import TimelineCapture
 
 COUNTER_MODES = ("sampled", "all", "focus", "none")  # what each takes: the module docstring
+NAME_MAX = 255  # bytes of one file or folder name on Linux file systems (ext4, xfs, NFS)
 
 
 def check_counters_mode(counters: str) -> None:
@@ -109,6 +110,9 @@ class ProfileSettings:
         # the run directory is `out`/`name`: a name with a folder in it would write outside `out`
         if self.name is not None and (Path(self.name).name != self.name or self.name in ("", ".", "..")):
             raise InvalidConfig(f"--name must be a folder name, not a path, got '{self.name}'")
+        if self.name is not None and len(self.name.encode()) > NAME_MAX:  # refused now, not after the profile
+            raise InvalidConfig(f"--name must be at most {NAME_MAX} bytes (a folder name), got "
+                                f"{len(self.name.encode())}")
 
 
 def coverage(kernels: pd.DataFrame) -> dict:

@@ -458,8 +458,8 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
                      where: Launch = Launch()) -> Path | None:
     """`ssmprof profile --tp N`: every rank's timeline, Nsight Compute on the ranks `settings.ncu_ranks` (GPU,
     counters not "none"), merged into one run directory under `settings.out` by node 0 (None on the other
-    nodes), named for its split (`settings.name`; `pass_gpus`, `replay` and `ncu_cache` apply to single-GPU runs
-    only: a rank's passes flush the caches, as Nsight Compute does by default).
+    nodes), named `settings.name`, else for its split (`pass_gpus`, `replay` and `ncu_cache` apply to single-GPU
+    runs only: a rank's passes flush the caches, as Nsight Compute does by default).
     Nothing is written if any rank or collector fails."""
     from ssmprof.profiler.collect import run_info
 
@@ -498,7 +498,8 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
         described = kernels[kernels["rank"] == (profiled[0] if profiled else 0)]
         info = run_info(result, job.overrides, collectors, described, results[0].triton_autotune, checks, parallel)
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        name = f"{job.workload}-{job.preset}-tp{job.tp}" + (f"-dp{job.dp}" if job.dp > 1 else "") + f"-{stamp}"
+        name = settings.name or (f"{job.workload}-{job.preset}-tp{job.tp}" + (f"-dp{job.dp}" if job.dp > 1 else "")
+                                 + f"-{stamp}")
         extra = {}
         if keep_report:
             extra = {**reports, **{path.name: path for path in sorted(scratch.glob("trace-rank*.json.gz"))}}

@@ -4,15 +4,23 @@ markers and fonts come from `style` (one colour per category on every chart)."""
 from __future__ import annotations
 
 import math
+import textwrap
 
 import pandas as pd
 import plotly.graph_objects as go
 
 from ssmprof.reports import style
 
+TITLE_CHARS = 64  # characters of a chart title's line: a 560 px chart (the page's narrowest) at plotly's 17 px
+
 
 def _layout(figure: go.Figure, title: str, **layout) -> go.Figure:
-    figure.update_layout(title=title, font={"family": style.FONT}, **style.LAYOUT)
+    """The common look; a title longer than a 560 px chart holds goes on as many lines as it needs (plotly
+    draws a title on one line and cuts it at both ends), the top margin grown to fit them."""
+    lines = textwrap.wrap(title, TITLE_CHARS)
+    figure.update_layout(title=title if len(lines) < 2 else "<br>".join(lines), font={"family": style.FONT},
+                         **style.LAYOUT)
+    figure.update_layout(margin={"t": style.LAYOUT["margin"]["t"] + 18 * (len(lines) - 1)})
     figure.update_layout(**layout)
     return figure
 
@@ -49,16 +57,25 @@ def _add_kernels(figure: go.Figure, roofline: pd.DataFrame, name: str, color: st
         "<br>%{x:.3g} FLOP/byte, %{y:.3s}FLOP/s<extra>" + name + "</extra>")
 
 
+def _short(name: str, most: int = 48) -> str:
+    """A kernel's name as an axis label: cuDNN's run to 150 characters and would push the plot off its chart;
+    the table beside the chart holds the whole name."""
+    return name if len(name) <= most else name[:most - 1] + "\u2026"
+
+
 def _rounded(values: pd.Series) -> list[float]:
     """Four significant digits: what a chart can show, and a page a third the size of full precision's."""
     return [float(f"{v:.4g}") for v in values]
 
 
 def _add_roofs(figure: go.Figure, roofline: pd.DataFrame, x_range: tuple[float, float], prefix: str = "",
-               color: str = style.ROOF_COLORS[0]) -> None:
+               color: str = style.ROOF_COLORS[0], second: bool = False) -> None:
     """The roofs (tensor and/or vector path) the verdicts of `roofline` were made against, grey, dashed by path,
-    across the axis range, each ceiling labelled on the chart with its value."""
+    across the axis range, each ceiling labelled on the chart with its value, once (the paths share their
+    bandwidth slopes). A `second` run's labels keep clear of the first's: bandwidths a decade and a half further
+    right, peaks under their line rather than over it."""
     low, high = 10 ** x_range[0], 10 ** x_range[1]
+    labelled = {annotation.text for annotation in figure.layout.annotations}
     for path, rows in roofline.groupby("path"):
         peak = rows["peak_flop_per_s"].iloc[0]
         source = rows["ceiling_source"].iloc[0]
@@ -70,13 +87,16 @@ def _add_roofs(figure: go.Figure, roofline: pd.DataFrame, x_range: tuple[float, 
             figure.add_scatter(x=xs, y=[min(peak, peak * x / ridge) for x in xs], mode="lines", hoverinfo="name",
                                name=f"{prefix}roof: {path}, {level} ({source})", showlegend=False,
                                line={"dash": style.ROOF_DASH.get(path, "solid"), "color": color, "width": width})
-            slope_x = low * 10 ** 0.15
-            figure.add_annotation(x=math.log10(slope_x), y=math.log10(min(peak, peak * slope_x / ridge)),
-                                  text=f"{prefix}{level} {style.si(peak / ridge, 'B/s')}", **style.ROOF_LABEL,
-                                  textangle=0, xanchor="left", yanchor="bottom", font={"color": color, "size": 11})
-        figure.add_annotation(x=math.log10(high), y=math.log10(peak), xanchor="right", yanchor="bottom",
-                              text=f"{prefix}{path} peak {style.si(peak, 'FLOP/s')}", **style.ROOF_LABEL,
-                              font={"color": color, "size": 11})
+            slope_x = low * 10 ** (1.65 if second else 0.15)
+            text = f"{prefix}{level} {style.si(peak / ridge, 'B/s')}"
+            if text not in labelled:
+                labelled.add(text)
+                figure.add_annotation(x=math.log10(slope_x), y=math.log10(min(peak, peak * slope_x / ridge)),
+                                      text=text, **style.ROOF_LABEL, textangle=0, xanchor="left", yanchor="bottom",
+                                      font={"color": color, "size": 11})
+        figure.add_annotation(x=math.log10(high), y=math.log10(peak), xanchor="right",
+                              yanchor="top" if second else "bottom", text=f"{prefix}{path} peak "
+                              f"{style.si(peak, 'FLOP/s')}", **style.ROOF_LABEL, font={"color": color, "size": 11})
 
 
 def _x_range(*rooflines: pd.DataFrame) -> tuple[float, float]:
@@ -97,14 +117,19 @@ def _y_range(*rooflines: pd.DataFrame) -> list[float]:
     return [math.log10(values.min()) - 0.3, math.log10(values.max()) + 0.3]
 
 
+MOST_DECADES = 8  # ticks on a log axis: more, and their labels run into each other on a 560 px chart
+
+
 def _decades(log_range) -> dict:
-    """Tick every power of ten in a log10 range, labelled 1G, 10G, 100G, 1T, ..."""
-    values = [10.0 ** k for k in range(math.floor(log_range[0]), math.ceil(log_range[1]) + 1)]
+    """Tick the powers of ten of a log10 range (every other one, or fewer, beyond `MOST_DECADES`), labelled 1G,
+    10G, 100G, 1T, ..."""
+    decades = range(math.floor(log_range[0]), math.ceil(log_range[1]) + 1)
+    values = [10.0 ** k for k in decades[::math.ceil(len(decades) / MOST_DECADES)]]
     return {"tickvals": values, "ticktext": [style.decade_label(v) for v in values]}
 
 
 def _log_axes(figure: go.Figure, title: str, x_range, y_range, l2_points: bool = False) -> go.Figure:
-    x_title = "arithmetic intensity at DRAM (FLOP/byte)" + (", at L2 for the open grey markers" if l2_points else "")
+    x_title = "FLOP per DRAM byte" + ("; open grey: per L2 byte" if l2_points else "")  # fits a 560 px chart
     return _layout(figure, title, height=560,
                    xaxis={"type": "log", "title": x_title, "range": list(x_range), **_decades(x_range)},
                    yaxis={"type": "log", "title": "achieved FLOP/s", "range": y_range, **_decades(y_range)})
@@ -113,14 +138,16 @@ def _log_axes(figure: go.Figure, title: str, x_range, y_range, l2_points: bool =
 def roofline_scatter(roofline: pd.DataFrame, title: str, color_by: str = "category") -> go.Figure:
     """Achieved FLOP/s against DRAM arithmetic intensity, log-log, with the roofs the verdicts used. By category:
     the category's colour; by workload (a suite's SSM kernels): a colour and an open shape per workload, from the
-    series palette (never a category's colour)."""
+    series palette (never a category's colour), the workload's own on every page (`style.series_indices`)."""
     figure = go.Figure()
     x_range = _x_range(roofline)
-    for index, (group, rows) in enumerate(roofline.groupby(color_by, sort=False)):
+    places = style.series_indices([str(group) for group in roofline[color_by].unique()])
+    for group, rows in roofline.groupby(color_by, sort=False):
         if color_by == "category":
             _add_kernels(figure, rows, str(group), style.category_color(str(group)))
         else:
-            _add_kernels(figure, rows, str(group), style.series_color(index), style.series_symbol(index), 9)
+            place = places[str(group)]
+            _add_kernels(figure, rows, str(group), style.series_color(place), style.series_symbol(place), 9)
     l2_points = _add_l2_points(figure, roofline)
     _add_roofs(figure, roofline, x_range)
     return _log_axes(figure, title, x_range, _y_range(roofline), l2_points)
@@ -156,7 +183,8 @@ def roofline_overlay(rooflines: dict[str, pd.DataFrame], title: str) -> go.Figur
             _add_kernels(figure, rows, f"{label}: {category}", style.category_color(str(category)),
                          style.RUN_SYMBOLS[index], style.RUN_SIZES[index], group=label, show=False)
             shown.add(str(category))
-        _add_roofs(figure, roofline, x_range, f"{label} ", style.ROOF_COLORS[index % 2])
+        _add_roofs(figure, roofline, x_range, f"{label.split(':')[0]}: ", style.ROOF_COLORS[index % 2],
+                   second=index % 2 == 1)  # "A: " on the chart; the legend says which GPU A is
     for category in [c for c in style.CATEGORY_COLORS if c in shown]:
         figure.add_scatter(x=[None], y=[None], mode="markers", name=category,
                            marker={"color": style.category_color(category), "symbol": "square", "size": 9})
@@ -170,7 +198,8 @@ def rate_bars(caches: pd.DataFrame, title: str) -> go.Figure:
                                              ("dram_throughput_pct", "DRAM throughput, % of peak (Nsight Compute)"))):
         figure.add_bar(name=label, x=caches["category"], y=caches[column], marker_color=style.METRIC_COLORS[index],
                        hovertemplate="%{x}<br>" + label + ": %{y:.1f} %<extra></extra>")
-    return _layout(figure, title, barmode="group", yaxis={"title": "%", "range": [0, 100]})
+    return _layout(figure, title, barmode="group", yaxis={"title": "%", "range": [0, 100]},
+                   xaxis={"tickangle": -30})  # 13 category names side by side overlap at any angle but a slant
 
 
 def class_bars(classes: pd.DataFrame, title: str) -> go.Figure:
@@ -200,7 +229,8 @@ def compare_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Fig
                        legendgroup=group, showlegend=False,
                        hovertemplate="%{x}<br>" + label + ": %{y:.2f} ms<extra></extra>")
         figure.add_bar(name=label, x=[None], y=[None], marker=legend, offsetgroup=group, legendgroup=group)
-    return _layout(figure, "Kernel time by category (A solid, B hatched)", barmode="group", yaxis_title="ms")
+    return _layout(figure, "Kernel time by category (A solid, B hatched)", barmode="group", yaxis_title="ms",
+                   xaxis={"tickangle": -30})
 
 
 def share_bars(shares: pd.DataFrame, title: str) -> go.Figure:
@@ -210,13 +240,14 @@ def share_bars(shares: pd.DataFrame, title: str) -> go.Figure:
         figure.add_bar(name=category, x=shares["workload"], y=shares[category],
                        marker_color=style.category_color(category),
                        hovertemplate="%{x}<br>" + category + ": %{y:.1f} %<extra></extra>")
-    return _layout(figure, title, barmode="stack", yaxis={"title": "% of kernel time", "range": [0, 100]})
+    return _layout(figure, title, barmode="stack", yaxis={"title": "% of kernel time", "range": [0, 100]},
+                   xaxis={"tickangle": -30})
 
 
 def stall_bars(stalls: pd.DataFrame, title: str) -> go.Figure:
     """Horizontal stacked bars, one per kernel and phase (longest on top): what its warps do per issue cycle,
     as shares of the warps resident, one segment per stall reason in its colour."""
-    labels = stalls["kernel_name"] + " (" + stalls["phase"] + ")"
+    labels = stalls["kernel_name"].map(_short) + " (" + stalls["phase"] + ")"
     figure = go.Figure()
     for reason, color in style.STALL_COLORS.items():
         column = f"{reason}_share"
@@ -233,7 +264,7 @@ def stall_bars(stalls: pd.DataFrame, title: str) -> go.Figure:
 def bound_bars(bounds: pd.DataFrame, title: str) -> go.Figure:
     """Horizontal grouped bars, one group per kernel and phase (longest on top): its busiest pipe, issue and
     shared-memory % of peak (`analysis.instruction_bounds`); the largest is the kernel's compute bound."""
-    labels = bounds["kernel_name"] + " (" + bounds["phase"] + ")"
+    labels = bounds["kernel_name"].map(_short) + " (" + bounds["phase"] + ")"
     figure = go.Figure()
     for index, (column, label) in enumerate((("busiest_pipe_pct", "busiest pipe"), ("issue_pct", "issue slots"),
                                              ("shared_pct", "shared memory"))):
@@ -249,12 +280,16 @@ def sweep_lines(frame: pd.DataFrame, x: str, y: str, series: str, title: str, y_
                 text: str | None = None) -> go.Figure:
     """A sweep over one setting: `y` against `x` (log 2 axis: settings are swept in powers of two), a line per
     value of `series` (a workload or a kernel) in the series palette, colour, marker and dash from style; `text`
-    labels each point (a regime). A series without any value is left out (no blank line)."""
+    labels a point where it changes along its line (a regime), above the line on every other series and below on
+    the rest, so two lines' labels do not meet. A series without any value is left out (no blank line)."""
     figure = go.Figure()
-    drawn = frame.sort_values(x).groupby(series, sort=False)
-    for index, (name, rows) in enumerate((name, rows) for name, rows in drawn if rows[y].notna().any()):
+    drawn = [(name, rows) for name, rows in frame.sort_values(x).groupby(series, sort=False) if rows[y].notna().any()]
+    places = style.series_indices([str(name) for name, _ in drawn])
+    for order, (name, rows) in enumerate(drawn):
+        index = places[str(name)]
+        changed = rows[text].where(rows[text] != rows[text].shift(), "") if text else None  # a regime once per run
         figure.add_scatter(x=rows[x], y=rows[y], name=str(name), mode="lines+markers+text" if text else "lines+markers",
-                           text=rows[text] if text else None, textposition="top center",
+                           text=changed, textposition="bottom center" if order % 2 else "top center",
                            marker={"symbol": style.series_symbol(index), "size": 9, "color": style.series_color(index)},
                            line={"color": style.series_color(index), "dash": style.series_dash(index)},
                            hovertemplate=f"{x} %{{x}}<br>{y_title}: %{{y:.3g}}<extra>{name}</extra>")

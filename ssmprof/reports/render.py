@@ -111,7 +111,10 @@ details.more>summary{color:#1f4e79}
 .first{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(560px,100%),1fr));gap:1em;align-items:start}
 .first>div{min-width:0;overflow:hidden}
 nav.runs a{white-space:nowrap} nav.runs b{margin-right:.4em}
+.modebar-container{opacity:0;transition:opacity .2s} .plotly-graph-div:hover .modebar-container{opacity:1}
 """
+# The last rule: plotly's toolbar only while the pointer is on its chart (plotly.js shows it for good where it
+# takes the device for a touch screen, headless browsers included), never over a chart's title.
 # Click a column header to sort the table by it (numbers by value, text alphabetically).
 SORT_SCRIPT = """<script>
 document.querySelectorAll('table.data th').forEach(function(th, col){
@@ -139,10 +142,18 @@ document.addEventListener('toggle', function(ev){
 </script>"""
 
 
+# Shown where plotly.js did not load (the page moved without the file beside it): the charts' absence explained.
+NO_PLOTLY = (f'<p id="no-plotly" class="warning" style="display:none">The charts of this page are not drawn: '
+             f'{PLOTLY_JS} is missing beside it (ssmprof writes it with the page; copy it along, or render the '
+             f'page again).</p><script>if(!window.Plotly){{document.getElementById("no-plotly").style.display='
+             f'"block";}}</script>')
+
+
 def _page(title: str, body: list[str]) -> str:
+    """A page whose browser tab says what it is (`title`), loading plotly.js from beside it."""
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f'<script src="{PLOTLY_JS}"></script><style>{STYLE}</style></head><body>{"".join(body)}{SORT_SCRIPT}'
-            "</body></html>")
+            f'<script src="{PLOTLY_JS}"></script><style>{STYLE}</style></head><body>{NO_PLOTLY}{"".join(body)}'
+            f"{SORT_SCRIPT}</body></html>")
 
 
 def _title(info: RunInfo) -> str:
@@ -161,7 +172,7 @@ def chart(figure) -> str:
     of 54 charts 0.3 MB heavier)."""
     figure.layout.template = style.LAYOUT["template"]
     return pio.to_html(figure, full_html=False, include_plotlyjs=False, default_height=figure.layout.height or 480,
-                       config={"displaylogo": False, "responsive": True})
+                       config={"displaylogo": False, "responsive": True, "displayModeBar": "hover"})
 
 
 def collapsed(summary: str, body: str, ident: str | None = None, kind: str = "more", open_: bool = False) -> str:
@@ -209,11 +220,18 @@ def provenance_html(provenance: pd.DataFrame, other: pd.DataFrame | None = None,
     return f'<table class="provenance">{head}{"".join(rows)}</table>'
 
 
+FIRST_FINDINGS = 5  # findings a first screen shows; the rest one click away, so the first chart stays in view
+
+
 def findings_html(findings: pd.DataFrame, prefix: str) -> str:
-    items = "".join(
-        f'<li><span class="value">{html.escape(str(r.value))}</span> &middot; {html.escape(r.finding)} '
-        f'<a href="#{prefix}-{html.escape(r.anchor)}">evidence</a></li>' for r in findings.itertuples())
-    return f'<div class="findings"><b>Findings</b><ol>{items}</ol></div>'
+    """The findings in their order (most important first): the first `FIRST_FINDINGS` shown, the rest collapsed
+    under one line that says how many more there are."""
+    items = [f'<li><span class="value">{html.escape(str(r.value))}</span> &middot; {html.escape(r.finding)} '
+             f'<a href="#{prefix}-{html.escape(r.anchor)}">evidence</a></li>' for r in findings.itertuples()]
+    rest = items[FIRST_FINDINGS:]
+    more = collapsed(f"{len(rest)} more finding{'s' if len(rest) > 1 else ''}",
+                     f'<ol start="{FIRST_FINDINGS + 1}">{"".join(rest)}</ol>') if rest else ""
+    return f'<div class="findings"><b>Findings</b><ol>{"".join(items[:FIRST_FINDINGS])}</ol>{more}</div>'
 
 
 def _figures(info: RunInfo, tables: dict):
@@ -324,9 +342,10 @@ def render_html(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[str]
         (info, tables, warnings), = runs
         parts = [f"<h1>ssmprof report: {html.escape(_title(info))}</h1>"]
         parts += [f'<p class="note">{html.escape(note)}</p>' for note in notes]
-        return _page("ssmprof report", parts + _run_html(0, info, tables, warnings))
-    gpus = sorted({info.gpu.name for info, _, _ in runs})
-    parts = [f"<h1>ssmprof suite: {len(runs)} runs on {html.escape(', '.join(gpus))}</h1>",
+        return _page(f"{_title(info)} - ssmprof report", parts + _run_html(0, info, tables, warnings))
+    gpus = html.escape(", ".join(sorted({info.gpu.name for info, _, _ in runs})))
+    heading = _suite_heading(len(runs), [info for info, _, _ in runs])
+    parts = [f"<h1>ssmprof {heading} on {gpus}</h1>",
              _navigation(labels, [info for info, _, _ in runs])]
     parts += [f'<p class="note">{html.escape(note)}</p>' for note in notes]
     parts += _overview_html(overview) if overview else []
@@ -334,7 +353,14 @@ def render_html(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[str]
     for index, (info, tables, warnings) in enumerate(runs):
         body = "".join(_run_html(index, info, tables, warnings))
         parts.append(collapsed(_run_summary(labels[index], info), body, f"run{index}", kind="run"))
-    return _page("ssmprof report", parts)
+    return _page(f"{heading} on {', '.join(sorted({info.gpu.name for info, _, _ in runs}))} - ssmprof", parts)
+
+
+def _suite_heading(count: int, infos: list[RunInfo]) -> str:
+    """What a page of several runs is: multi-GPU runs beside their single-GPU baselines, or a suite."""
+    if any(info.parallel for info in infos):
+        return f"multi-GPU scaling: {count} runs"
+    return f"suite: {count} runs"
 
 
 COMPARE_COLUMNS = ["config", "phase", "status", "launches_a", "launches_b", "per_launch_ns_a", "per_launch_ns_b",
@@ -382,7 +408,7 @@ def render_compare(info_a: RunInfo, info_b: RunInfo, categories: pd.DataFrame, k
     parts.append(collapsed("By category (speedup = A's time / B's time, only where the launches are the same)",
                            table_html(categories, "categories", "compare-categories")))
     parts.append(collapsed(html.escape(heading_kernels), table_html(kernels, "kernels", "compare-kernels")))
-    return _page("ssmprof compare", parts)
+    return _page(f"{info_a.workload.name}: {info_a.gpu.name} vs {info_b.gpu.name} - ssmprof compare", parts)
 
 
 def render_projection(info: RunInfo, target_gpu: str, categories: pd.DataFrame,

@@ -46,11 +46,17 @@ RUN_SYMBOLS = ("circle", "diamond-open", "square-open", "x")
 RUN_SIZES = (7, 11, 11, 9)
 # Workloads on one chart (a suite's SSM kernels): a shape per workload, open so overlapping points show.
 WORKLOAD_SYMBOLS = ("circle-open", "diamond-open", "square-open", "triangle-up-open", "x", "star-open",
-                    "cross-open", "hexagon-open")
-# Workloads, GPUs, runs and kernels as series (sweep lines, the suite's SSM roofline), in order of appearance:
-# dark and muted, none of them a category's colour, each with its own marker shape and dash.
-SERIES_COLORS = ("#111111", "#1b7f6b", "#6a51a3", "#b35806", "#5f5f5f", "#8e0152", "#4d6b1f", "#2d4a87")
-SERIES_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "solid", "dash")
+                    "cross-open", "hexagon-open", "pentagon-open")
+# Workloads, GPUs, runs and kernels as series (sweep lines, the suite's SSM roofline): a workload in its own place
+# (`WORKLOAD_ORDER`), any other series in order of appearance; dark and muted, none of them a category's colour,
+# each with its own marker shape and dash.
+SERIES_COLORS = ("#111111", "#1b7f6b", "#6a51a3", "#b35806", "#5f5f5f", "#8e0152", "#4d6b1f", "#2d4a87", "#7f3b08")
+SERIES_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "solid", "dash", "dot")
+# A workload's place in the series palette, the same on every page whichever runs a page holds: the registry's
+# order (`workloads.registry.WORKLOADS`, which this layer may not import; tests/test_report_style.py keeps the two
+# alike). One colour, marker and dash per workload, 9 workloads for 9 styles.
+WORKLOAD_ORDER = ("mamba2-lm", "hybrid", "mamba-vision", "graph-mamba", "transformer", "mamba1-lm", "mamba3-lm",
+                  "gdn-lm", "gdn-hybrid")
 # A ceiling's label on a roofline chart: beside the line, no arrow.
 ROOF_LABEL = {"xref": "x", "yref": "y", "showarrow": False}
 # Heatmaps of a sweep: one sequential scale, low values light.
@@ -81,6 +87,15 @@ FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-ser
 
 def category_color(category: str) -> str:
     return CATEGORY_COLORS.get(category, "#7f7f7f")
+
+
+def series_indices(names: list[str]) -> dict[str, int]:
+    """Each series' place in the palette: a workload's own (or a label's whose first word is one, "mamba2-lm
+    tp2"), so that it looks alike on every page; any other series (a kernel, a GPU) the first place no series of
+    `names` holds, in order of appearance."""
+    fixed = {name: WORKLOAD_ORDER.index(name.split(" ")[0]) for name in names if name.split(" ")[0] in WORKLOAD_ORDER}
+    free = (index for index in range(len(SERIES_COLORS) * 4) if index not in fixed.values())
+    return {name: fixed[name] if name in fixed else next(free) for name in dict.fromkeys(names)}
 
 
 def series_color(index: int) -> str:

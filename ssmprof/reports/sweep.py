@@ -99,4 +99,5 @@ def render_sweep(title: str, tables: dict[str, pd.DataFrame], axes: list[str], f
     if drawn[2:]:
         parts.append(collapsed(f"More charts ({len(drawn) - 2}): per workload, per kernel", "".join(drawn[2:])))
     shown = {key: tables[key] for key in TITLES if key in tables and len(tables[key])}
-    return _page(f"ssmprof sweep: {title}", parts + tables_html(shown, TITLES, "sweep"))
+    gpus = sorted({str(gpu) for table in tables.values() if "gpu" in table for gpu in table["gpu"].dropna()})
+    return _page(f"{title} on {', '.join(gpus)} - ssmprof sweep", parts + tables_html(shown, TITLES, "sweep"))
