@@ -478,7 +478,9 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
         tables = {rank: schema.read_frame(table_file(scratch, "timeline", rank)) for rank in range(job.world_size)}
         result = merged_result(results)
         collectors: dict[str, dict[str, Any]] = {"harness": {"wall_s": time.perf_counter() - started},
-                      "timeline": {"tool": "torch.profiler", "ranks": job.world_size},
+                      # every rank kept the same timing iteration (`agreed_iteration`): rank 0's record stands for all
+                      "timeline": {"tool": "torch.profiler", "ranks": job.world_size,
+                                   "timing": results[0].timing.model_dump() if results[0].timing else None},
                       "counters": {"mode": counters if job.device == "cuda" else "none"}}
         checks: dict[str, Any] = {}
         reports: dict[str, Path] = {}
