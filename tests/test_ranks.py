@@ -137,3 +137,22 @@ def test_a_malformed_planted_delay_is_refused():
 
     with pytest.raises(InvalidConfig, match="RANK:MS"):
         planted_delay_s(1, "one")
+
+
+PLANTED = DATA / "tp4-h100-planted-straggler" / "planted-rank1-5ms"
+PLANTED_MS = 14 * 5.0  # SSMPROF_PLANT_DELAY=1:5 on the paper preset's 14 layers, forward
+
+
+def test_a_straggler_planted_on_four_h100s_is_found_with_its_size():
+    """On a fresh 4 x H100 host rank 1 was late by itself (its host's launch gaps, as on the shared TP=4 run);
+    planting 5 ms before each of its 14 layers' forward on the same host adds the planted 70 ms to its cost. The
+    cost of one iteration moves with the host between iterations (the unplanted run's steps spread 105-222 ms), so
+    the size is checked to within the larger of the two runs' cost noise and 10 % of what was planted."""
+    natural_run = load_run(bundled.REFERENCE / "h100-sxm" / bundled.PARALLEL / "mamba2-lm-tp4")
+    planted_run = load_run(PLANTED)
+    natural = late_rank(natural_run.kernels, natural_run.info).iloc[0]
+    planted = late_rank(planted_run.kernels, planted_run.info).iloc[0]
+    assert natural["late_rank"] == planted["late_rank"] == 1
+    tolerance = max(natural["cost_noise_ms"], planted["cost_noise_ms"], 0.1 * PLANTED_MS)
+    assert abs(planted["cost_ms"] - natural["cost_ms"] - PLANTED_MS) <= tolerance
+    assert round(planted["cost_ms"] - natural["cost_ms"], 1) == 70.3

@@ -45,6 +45,10 @@ def category_shares(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return table
 
 
+# what only counters give: NaN in a row of a run without them, so that a suite of such runs still has the columns
+_COUNTED = ("dram_pct_of_peak", "l1_hit_pct", "l2_hit_pct", "pct_of_roof", "memory_bound_pct")
+
+
 def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) -> pd.DataFrame:
     """One row per workload with SSM kernels: their share of kernel time, time-weighted DRAM % of peak,
     L1/L2 hit rates and % of roof, the share of SSM time in kernels doing their tensor work on mma.sync (Hopper;
@@ -57,7 +61,8 @@ def ssm_kernels(runs: dict[str, pd.DataFrame], ceilings: dict[str, Ceilings]) ->
             continue
         if not has_counters(ssm):  # a run without counters (--counters none): its time share only
             rows.append({"workload": workload, "counters_checked": False,
-                         "ssm_time_pct": 100 * ssm["duration_ns"].sum() / frame["duration_ns"].sum()})
+                         "ssm_time_pct": 100 * ssm["duration_ns"].sum() / frame["duration_ns"].sum(),
+                         **dict.fromkeys(_COUNTED, float("nan"))})
             continue
         caches = cache_summary(ssm).iloc[0]
         roof = roofline_summary(roofline(ssm, ceilings[workload])).iloc[0]
