@@ -31,7 +31,7 @@ from ssmprof.profiler.collect import (
     identical_gpus,
     run_info,
 )
-from ssmprof.profiler.counters import PASS_WARMUP, replay_mode
+from ssmprof.profiler.counters import PASS_WARMUP, check_same_work, replay_mode
 from ssmprof.profiler.harness import Progress, RunResult
 from ssmprof.profiler.script_child import PRESET
 from ssmprof.profiler.timeline import TIMING_ITERATIONS
@@ -110,4 +110,4 @@ def _counters(job: schema.ScriptJob, outcome: schema.ScriptResult, result: RunRe
     kernels, notes, checks, _ = collect_counters(kernels, settings.counters, result.gpu, scratch, passes.start,
                                                  check, tell, result.peak_memory_bytes or 0,
                                                  lanes=len(passes.devices) or 1, replay=chosen)
-    return kernels, {**notes, "pass_seconds": passes.phases, "pass_work": passes.works}, checks
+    return kernels, {**notes, "pass_seconds": passes.phases, "pass_work": check_same_work(passes.works)}, checks
