@@ -109,7 +109,7 @@ endif
 lint: $(BIN)/ssmprof
 	@test -x $(BIN)/ruff || $(BIN)/pip install -q $(PIP_SOURCE) "ruff>=0.6"
 	@test -x $(BIN)/mypy || $(BIN)/pip install -q $(PIP_SOURCE) "mypy>=1.10"
-	$(BIN)/ruff check ssmprof tests benchmarks scripts
+	$(BIN)/ruff check ssmprof tests benchmarks scripts examples
 	$(BIN)/mypy
 
 profile: $(BIN)/ssmprof

@@ -19,6 +19,7 @@ installs its `StepDriver` here before the script starts (`install`), and every m
 from __future__ import annotations
 
 import sys
+from typing import Literal
 
 __all__ = ["phase", "step"]
 
@@ -33,7 +34,7 @@ class _Inactive:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> Literal[False]:
         return False
 
     def __call__(self, function):

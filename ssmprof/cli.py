@@ -223,10 +223,10 @@ def profile(
     (run.json + kernels.parquet)."""
     from ssmprof.pipeline import measure
 
-    _check_target(workload, script, ctx.args, {"--batch-size": batch_size, "--seq-len": seq_len, "--layers": layers,
-                                               "--dtype": dtype, "--set": set_, "--tp": tp != 1, "--dp": dp != 1,
-                                               "--cuda-graphs": cuda_graphs})
-    options = measure.WorkloadOptions(workload, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
+    shaping = {"--batch-size": batch_size, "--seq-len": seq_len, "--layers": layers, "--dtype": dtype, "--set": set_,
+               "--tp": tp != 1, "--dp": dp != 1, "--cuda-graphs": cuda_graphs}
+    target = _check_target(workload, script, ctx.args, shaping)
+    options = measure.WorkloadOptions(target, preset, warmup, batch_size, seq_len, layers, dtype, set_ or [],
                                       allow_fallback, tp, dp, sequence_parallel)
     settings = measure.ProfileSettings(out=out, steps=steps, counters=counters, replay=replay, ncu_cache=ncu_cache,
                                        ncu_timeout_s=ncu_timeout, ncu_ranks=tuple(ncu_rank or [0]),
@@ -246,18 +246,22 @@ def profile(
     _append_history([path], history, commit)
 
 
-def _check_target(workload: str | None, script: Path | None, extra: list[str], shaping: dict) -> None:
+def _check_target(workload: str | None, script: Path | None, extra: list[str], shaping: dict) -> str:
     """One WORKLOAD, or a --script with its arguments (the positional words, after --) and none of the options
-    that shape a suite workload (`shaping`: flag -> given)."""
+    that shape a suite workload (`shaping`: flag -> given). Returns what is profiled: the workload's name, or the
+    script's path."""
     from ssmprof.errors import InvalidConfig
 
-    if script is None and (workload is None or extra):
-        raise InvalidConfig("give one WORKLOAD (see `ssmprof workloads`), or --script train.py -- ARGS" +
-                            (f"; unexpected: {' '.join(extra)}" if extra else ""))
+    if script is None:
+        if workload is None or extra:
+            raise InvalidConfig("give one WORKLOAD (see `ssmprof workloads`), or --script train.py -- ARGS" +
+                                (f"; unexpected: {' '.join(extra)}" if extra else ""))
+        return workload
     given = [flag for flag, value in shaping.items() if value]
-    if script is not None and given:
+    if given:
         raise InvalidConfig(f"--script runs the script as it is: {', '.join(given)} shape a suite workload; give "
                             "the script its own arguments after --")
+    return str(script)
 
 
 @app.command()
@@ -544,7 +548,7 @@ def history_(
     for trend in result.trends:
         _say(f"{trend.workload} ({trend.preset}, {trend.gpu}): {len(trend.runs)} runs, "
              f"{len(trend.changes)} change points")
-    if out is not None:
+    if result.html is not None and result.markdown is not None:  # written where --out was given
         _say(f"written: {_listed(result.html, result.markdown)}")
 
 

@@ -35,6 +35,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 
 from ssmprof.errors import CorruptFile, CorruptRun, SsmprofError
 
@@ -598,7 +599,7 @@ def _defects(exc: ValidationError, shown: int = 6) -> str:
     return "; ".join(parts)
 
 
-def _wrong(error: dict) -> str:
+def _wrong(error: ErrorDetails) -> str:
     """One wrong value in words: the key, what it should be and what the file holds. pydantic's message names
     our classes ("a valid dictionary or instance of RunGpu"), which mean nothing to the user: a model is "an
     object" here, as JSON calls it."""

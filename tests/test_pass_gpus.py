@@ -86,6 +86,14 @@ def test_passes_on_other_hardware_or_with_other_kernels_are_not_joined(field):
         check_same_work([WORK, other, WORK])
 
 
+def test_a_scripts_passes_agree_without_a_loss_and_differ_on_the_gpu():
+    """A user script's passes record no loss (`script_child`): the same GPU and config is the whole check."""
+    script_work = {"gpu": WORK["gpu"], "config": {"script": "train.py", "args": []}}
+    assert check_same_work([script_work, script_work]) == {"passes": 2, "gpu": WORK["gpu"], "same": True}
+    with pytest.raises(CounterCollectionError, match="counter pass 2 ran other work than pass 1 \\(gpu differs"):
+        check_same_work([script_work, {**script_work, "gpu": "NVIDIA A100"}])
+
+
 @pytest.mark.parametrize(("count", "visible", "names", "expected"), [
     (1, "0,1", ["H100", "H100"], []),  # the default: every pass on this process's GPU
     (0, "2,3,5", ["H100", "H100", "A100"], ["2", "3"]),  # all of the first GPU's model

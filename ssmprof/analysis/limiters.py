@@ -150,7 +150,7 @@ def _verdicts(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     pct_of = {i: np.select([order[:, i] == 0, order[:, i] == 1], bound_pcts, np.nan) for i in (0, 1)}
     verdicts = {"limiter": first, "limiter_score": score, "limiter_pct": pct_of[0], "runner_up": second,
                 "runner_up_score": second_score, "runner_up_pct": pct_of[1], "top_unit": top, "top_unit_pct": top_pct}
-    two_units = np.isin(order, [0, 1]).all(axis=1)
+    two_units = np.isin(order[:, 0], [0, 1]) & np.isin(order[:, 1], [0, 1])  # the best two are both units
     return _without_counters(frame, two_units, verdicts, words)
 
 
@@ -249,8 +249,8 @@ def verdict_ref(row) -> dict:
     busy_units = [(name, min(pct / 100, 1.0)) for pct, name in units[1:2] if pct / 100 >= BUSY]
     candidates = [(top, busy), *busy_units, *((name, (1 - busy) * w / best) for w, name in explanations)]
     bounds = {name: pct for pct, name in units[:2] if name in BOUNDS and _has_instruction_counters(row)}
-    units = frozenset([top, *(name for name, _ in busy_units)])
-    return _pick(candidates, bounds, (top, top_pct), _evidence(row), units)
+    busy_names = frozenset([top, *(name for name, _ in busy_units)])
+    return _pick(candidates, bounds, (top, top_pct), _evidence(row), busy_names)
 
 
 def _ranked_units(row) -> list[tuple[float, str]]:

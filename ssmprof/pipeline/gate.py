@@ -213,9 +213,11 @@ def regress(runs: list[Path], baseline_file: Path | None, junit: Path | None = N
             raise InvalidConfig(f"{option} must be >= 2: a rolling baseline needs at least 2 runs, got {value}")
     refuse_repeated(runs)
     loaded = [(Path(path), load_run(path)) for path in runs]
+    made: list[tuple[Baseline | None, str]]
     if baseline_file is not None:
         made = [(read_document(Baseline, baseline_file), "")] * len(loaded)
     else:
+        assert history is not None  # refused above where neither is given
         made = [history_document(history, run, last, min(bootstrap, last)) for _, run in loaded]
     verdicts = [_verdict(document, note, path, run, thresholds, allow_different_gpu, allow_different_config)
                 for (document, note), (path, run) in zip(made, loaded, strict=True)]

@@ -63,7 +63,9 @@ def _shared(info: RunInfo) -> str:
 
 def history_run_id(run: Run) -> str:
     """The run's id in the history: its creation time and workload (readable, in time order) and its
-    `schema.run_identity`, so that the same run appended twice has one id."""
+    `schema.run_identity`, so that the same run appended twice has one id. The run is one read from its
+    directory (a history holds run directories)."""
+    assert run.path is not None  # `append` and `recent_runs` take runs as `load_run` read them
     created = run.info.created or ""
     return re.sub(r"[^0-9A-Za-z_-]", "", f"{created}-{run.info.workload.name}") + f"-{run_identity(run.path)}"
 
@@ -120,7 +122,7 @@ def append(runs: list[Path], folder: Path, commit: str | None = None) -> Appende
     new = [run for run in loaded if history_run_id(run) not in known]
     sha = commit_of(commit)
     return Appended([write_history_entry(folder, entry(run, sha)) for run in new],
-                    [run.path for run in loaded if history_run_id(run) in known])
+                    [path for path, run in zip(runs, loaded, strict=True) if history_run_id(run) in known])
 
 
 # --- queries

@@ -305,9 +305,11 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
              + iteration_notes({"A": (a.info, a.kernels), "B": (b.info, b.kernels)}))
     steps = step_split_table({"A": (a.info, a.kernels), "B": (b.info, b.kernels)})
     speedup = step_speedup(a.info, b.info)
-    intervals = tuple(step_interval(times) for times in step_samples(a, b))
+    interval_a, interval_b = (step_interval(times) for times in step_samples(a, b))
+    intervals = (interval_a, interval_b)
     categories = compare_categories_launches(a.kernels, b.kernels, intervals)
-    peaks = tuple(limits.bf16_tensor_tflops if limits else None for limits, _ in map(ceilings_of, (a, b)))
+    peak_a, peak_b = (limits.bf16_tensor_tflops if limits else None for limits, _ in map(ceilings_of, (a, b)))
+    peaks = (peak_a, peak_b)
     kernels, shifts = systematic_shifts(compare_launches(a.kernels, b.kernels, intervals), a.kernels, b.kernels,
                                         peaks)
     notes += shifts

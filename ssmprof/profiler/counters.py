@@ -235,15 +235,17 @@ PASS_LOSS_TOLERANCE = 1e-3
 
 def check_same_work(works: list[dict]) -> dict:
     """Whether the counter passes of one profile ran the same work (`child.pass_work` of each): the same GPU
-    model, config and kernel plan exactly, and their losses within PASS_LOSS_TOLERANCE. Passes spread over
-    several GPUs are joined as one iteration only if they did; run.json records this as `pass_work`. Raises
-    CounterCollectionError naming what differs."""
+    model, config and kernel plan exactly, and their losses within PASS_LOSS_TOLERANCE where they report one (a
+    user script's passes do not). Passes spread over several GPUs are joined as one iteration only if they did;
+    run.json records this as `pass_work`. Raises CounterCollectionError naming what differs."""
     first = works[0]
     for field in ("gpu", "config", "provenance"):
         differs = [number for number, work in enumerate(works, start=1) if work.get(field) != first.get(field)]
         if differs:
             raise CounterCollectionError(f"counter pass {differs[0]} ran other work than pass 1 ({field} differs): "
                                          "its counters cannot be joined with the others'")
+    if "loss" not in first:  # a user script's passes (`script_child`): its loss is its own, ssmprof never sees it
+        return {"passes": len(works), "gpu": first.get("gpu"), "same": True}
     losses = [float(work["loss"]) for work in works]
     spread = (max(losses) - min(losses)) / max(abs(losses[0]), 1e-12)
     if spread > PASS_LOSS_TOLERANCE:

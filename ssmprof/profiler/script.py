@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from ssmprof import schema
 from ssmprof.errors import InputFileError, ScriptFailed
@@ -30,7 +31,7 @@ from ssmprof.profiler.collect import (
     identical_gpus,
     run_info,
 )
-from ssmprof.profiler.counters import PASS_WARMUP, replay_mode
+from ssmprof.profiler.counters import PASS_WARMUP, check_same_work, replay_mode
 from ssmprof.profiler.harness import Progress, RunResult
 from ssmprof.profiler.script_child import PRESET
 from ssmprof.profiler.timeline import TIMING_ITERATIONS
@@ -60,22 +61,23 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
         tell("timeline (the script runs)", 0, 1)
         outcome = _run_timeline(job, scratch)
         tell("timeline (the script runs)", 1, 1)
+        if outcome.result is None:
+            raise ScriptFailed(f"{script}: the script's process wrote neither a result nor an error")
         result = RunResult(**{f.name: outcome.result[f.name] for f in dataclasses.fields(RunResult)
                               if f.name in outcome.result})
         kernels = schema.conform_kernels(schema.read_frame(Path(job.table)))
-        collectors = {"harness": {"wall_s": time.perf_counter() - started,
-                                  "host_launch_us": host_launch_us() if cuda else None},
-                      "timeline": {"tool": "torch.profiler", "wall_s": result.harness_seconds.get("profiled"),
-                                   "timing": outcome.timing.model_dump() if outcome.timing else None},
-                      "counters": {"mode": settings.counters if cuda else "none"}}
-        checks = {}
+        collectors: dict[str, dict[str, Any]] = {
+            "harness": {"wall_s": time.perf_counter() - started, "host_launch_us": host_launch_us() if cuda else None},
+            "timeline": {"tool": "torch.profiler", "wall_s": result.harness_seconds.get("profiled"),
+                         "timing": outcome.timing.model_dump() if outcome.timing else None},
+            "counters": {"mode": settings.counters if cuda else "none"}}
+        checks: dict[str, Any] = {}
         if cuda and settings.counters != "none":
             kernels, notes, checks = _counters(job, outcome, result, kernels, settings, scratch, check, tell)
             collectors["counters"].update(notes)
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = Path(settings.out) / (settings.name or f"{script.stem}-{PRESET}-{stamp}")
-        info = run_info(result, {}, collectors, kernels, outcome.triton_autotune)
-        info["checks"] = checks
+        info = run_info(result, {}, collectors, kernels, outcome.triton_autotune, checks)
         return schema.write_run(path, info, kernels)
 
 
@@ -106,6 +108,6 @@ def _counters(job: schema.ScriptJob, outcome: schema.ScriptResult, result: RunRe
     passes = ChildPasses(script_command(job_file), settings.ncu_timeout_s, identical_gpus(settings.pass_gpus),
                          chosen)
     kernels, notes, checks, _ = collect_counters(kernels, settings.counters, result.gpu, scratch, passes.start,
-                                                 check, tell, result.peak_memory_bytes,
+                                                 check, tell, result.peak_memory_bytes or 0,
                                                  lanes=len(passes.devices) or 1, replay=chosen)
-    return kernels, {**notes, "pass_seconds": passes.phases, "pass_work": passes.works}, checks
+    return kernels, {**notes, "pass_seconds": passes.phases, "pass_work": check_same_work(passes.works)}, checks

@@ -26,6 +26,7 @@ import runpy
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -143,12 +144,12 @@ class StepDriver:
         self.clock = time.perf_counter()
         self.started = _now(self.cuda) if stage != "warmup" else None
 
-    def end(self, exc_info: tuple) -> None:
-        """Close the iteration (`exc_info`: the exception leaving it, if any); raise ProfileDone once the
-        profiled iteration the job wants is recorded."""
+    def end(self, site: str, exc_info: tuple) -> None:
+        """Close the iteration entered at `site` (`exc_info`: the exception leaving it, if any); raise ProfileDone
+        once the profiled iteration the job wants is recorded."""
         failed = exc_info[0] is not None
         self.failed_in = self.entered if failed else None
-        stage, site = self.stage(self.entered - 1), self.open_at
+        stage = self.stage(self.entered - 1)
         self.leave_phase()
         self.open_at = None
         ended = _now(self.cuda) if self.started is not None else None
@@ -214,8 +215,8 @@ class _Step(contextlib.ContextDecorator):
         self.driver.begin(self.site)
         return self
 
-    def __exit__(self, kind, exc, tb) -> bool:
-        self.driver.end((kind, exc, tb))
+    def __exit__(self, kind, exc, tb) -> Literal[False]:
+        self.driver.end(self.site, (kind, exc, tb))
         return False
 
 

@@ -20,7 +20,7 @@ def _layout(figure: go.Figure, title: str, **layout) -> go.Figure:
     lines = textwrap.wrap(title, TITLE_CHARS)
     figure.update_layout(title=title if len(lines) < 2 else "<br>".join(lines), font={"family": style.FONT},
                          **style.LAYOUT)
-    figure.update_layout(margin={"t": style.LAYOUT["margin"]["t"] + 18 * (len(lines) - 1)})
+    figure.update_layout(margin={"t": style.MARGIN_TOP + 18 * (len(lines) - 1)})
     figure.update_layout(**layout)
     return figure
 

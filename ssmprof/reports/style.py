@@ -76,11 +76,12 @@ STALL_COLORS: dict[str, str] = {
 }
 # The charts' common layout: white, light grid lines, the legend toggles a trace. Small on purpose: plotly's own
 # templates add 7 KB to every chart of a page.
+MARGIN_TOP = 60  # px above a chart with a one-line title
 LAYOUT = {"template": {"layout": {"paper_bgcolor": "white", "plot_bgcolor": "white",
                                   "xaxis": {"gridcolor": "#ebebeb", "zeroline": False, "automargin": True},
                                   "yaxis": {"gridcolor": "#ebebeb", "zeroline": False, "automargin": True},
                                   "hoverlabel": {"align": "left"}}},
-          "legend": {"itemclick": "toggle"}, "margin": {"t": 60, "r": 20}}
+          "legend": {"itemclick": "toggle"}, "margin": {"t": MARGIN_TOP, "r": 20}}
 PLOTLY_JS = "plotly.min.js"  # pages load the library from this file beside them (`pipeline.outputs` writes it)
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import torch
 from torch import nn
@@ -40,14 +40,16 @@ ConfigT = TypeVar("ConfigT", bound=CommonConfig)
 class Workload(ABC, Generic[ConfigT]):
     """A workload over its own config dataclass `ConfigT`: its methods take the config its presets hold."""
 
-    name: ClassVar[str]
-    description: ClassVar[str]
-    unit: ClassVar[str]  # what throughput counts: "tokens" or "samples"
-    ops: ClassVar[tuple[str, ...]]  # kernel ops the model needs (see ssmprof.kernels.OPS)
-    presets: dict[str, ConfigT]  # a class attribute of each workload
-    preset_notes: ClassVar[dict[str, str]] = {}
+    # The contract's attributes: a suite workload sets them on its class; a workload built at run time (a user's,
+    # `workloads.user`; a transformers architecture, `workloads.hf`) on its instance, so none is a ClassVar.
+    name: str
+    description: str
+    unit: str  # what throughput counts: "tokens" or "samples"
+    ops: tuple[str, ...]  # kernel ops the model needs (see ssmprof.kernels.OPS)
+    presets: dict[str, ConfigT]
+    preset_notes: dict[str, str] = {}
     # why a training step cannot be captured as a CUDA graph (`harness.capture_refusal`); None: it can be tried
-    capture_blocker: ClassVar[str | None] = None
+    capture_blocker: str | None = None
 
     # ---- configuration -------------------------------------------------------------------------
     def config(self, preset: str, overrides: dict[str, Any] | None = None) -> ConfigT:

@@ -329,7 +329,7 @@ class HFWorkload(Workload):
 
     def build(self, cfg: HFConfig, plan: KernelPlan) -> nn.Module:
         fused = plan.device == "cuda" and all(plan.choices[op].fused for op, _ in BOUND[self.arch.family])
-        module = modeling_module(self.arch, fused, plan)
+        module = modeling_module(self.arch, plan if fused else None)
         config = self.transformers_config(cfg, module)
         record_kernels(plan, module, self.arch, cfg)
         return getattr(module, self.arch.model_class)(config)
@@ -358,8 +358,8 @@ class HFWorkload(Workload):
         (packed-sequence detection, expert routing), so it cannot be counted on the meta device; the parameters can
         (a build there allocates nothing)."""
         with torch.device("meta"):
-            config = self.transformers_config(cfg, modeling_module(self.arch, False, None))
-            model = getattr(modeling_module(self.arch, False, None), self.arch.model_class)(config)
+            config = self.transformers_config(cfg, modeling_module(self.arch, None))
+            model = getattr(modeling_module(self.arch, None), self.arch.model_class)(config)
         return 6.0 * sum(p.numel() for p in model.parameters()) * self.items_per_step(cfg)
 
 
@@ -379,7 +379,10 @@ def _kernel_packages(visible: bool):
         return
     hidden = {name: module for name, module in sys.modules.items()
               if name.split(".")[0] in KERNEL_PACKAGES}
-    sys.modules.update({name: None for name in (*hidden, *KERNEL_PACKAGES)})
+    # None in sys.modules makes an import of that name fail (ModuleNotFoundError), as the import system documents;
+    # typeshed types sys.modules as modules only.
+    blocked: dict[str, Any] = dict.fromkeys((*hidden, *KERNEL_PACKAGES))
+    sys.modules.update(blocked)
     try:
         yield
     finally:
@@ -390,11 +393,12 @@ def _kernel_packages(visible: bool):
         sys.modules.update(hidden)
 
 
-def modeling_module(arch: Arch, fused: bool, plan: KernelPlan | None):
-    """transformers' modeling module of `arch`, its mixers bound to the fused kernels (`fused`) or to its PyTorch
-    code. transformers binds them when the module is imported, so a module imported earlier with the other binding
-    is imported again. A transformers without the module is one line."""
+def modeling_module(arch: Arch, plan: KernelPlan | None):
+    """transformers' modeling module of `arch`, its mixers bound to the fused kernels `plan` chose or, with no
+    plan, to its PyTorch code. transformers binds them when the module is imported, so a module imported earlier
+    with the other binding is imported again. A transformers without the module is one line."""
     name = f"transformers.models.{arch.module}.modeling_{arch.module}"
+    fused = plan is not None
     try:
         found = importlib.util.find_spec(name) is not None
     except ModuleNotFoundError:
@@ -402,7 +406,7 @@ def modeling_module(arch: Arch, fused: bool, plan: KernelPlan | None):
     if not found:
         raise KernelUnavailable(f"transformers {transformers_version()} has no {arch.model_class} (hf:{arch.name}); "
                                 f"needs >= {TESTED_TRANSFORMERS} (the version ssmprof builds it with)")
-    if fused and arch.family == "gdn":
+    if plan is not None and arch.family == "gdn":
         from ssmprof.kernels import gated_delta_rule_fused
 
         gated_delta_rule_fused(plan.impl("gated_delta"))  # fla's backends as the plan chose them

@@ -143,17 +143,18 @@ def _checked(module: types.ModuleType, attribute: str, spec: str, module_name: s
         missing = ", ".join(sorted(cls.__abstractmethods__))
         raise UserWorkloadInvalid(f"{where}: {attribute} does not define {missing} (the Workload contract, "
                                   f"{GUIDE})")
+    workload: Workload = found
     if inspect.isclass(found):
         try:
-            found = found()
+            workload = cls()
         except Exception as exc:
             raise UserWorkloadInvalid(f"{_line_in(exc, path)}: {_described(exc)} (creating {attribute}())") \
                 from exc
-    problem = _contract_problem(found)
+    problem = _contract_problem(workload)
     if problem:
         raise UserWorkloadInvalid(f"{where}: {attribute}.{problem} (the Workload contract, {GUIDE})")
     origin = Origin(spec, str(path), hashlib.sha256(path.read_bytes()).hexdigest(), module_name)
-    return UserWorkload(found, origin, where)
+    return UserWorkload(workload, origin, where)
 
 
 def _contract_problem(workload: Workload) -> str | None:
@@ -243,7 +244,8 @@ class UserWorkload(Workload):
         """`file:line` of the user's definition of `method` (the class's line where it is inherited)."""
         function = getattr(type(self.inner), method, None)
         try:
-            inside = Path(inspect.getsourcefile(function) or "").resolve() == Path(self.origin.file)
+            inside = (function is not None
+                      and Path(inspect.getsourcefile(function) or "").resolve() == Path(self.origin.file))
         except TypeError:
             inside = False
         line = _defined_at(function) if inside else None
