@@ -117,6 +117,7 @@ def test_mypy_fails_a_planted_string_key_read_in_a_script(tmp_path):
     script = tmp_path / "planted.py"
     script.write_text(PLANTED)
     done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-                           "--follow-imports", "silent", str(script)], cwd=ROOT, capture_output=True, text=True)
+                           "--follow-imports", "silent", "--cache-dir", str(tmp_path / "mypy-cache"), str(script)],
+                          cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 1, done.stdout
     assert f'{script}:6: error: Value of type "RunInfo" is not indexable  [index]' in done.stdout

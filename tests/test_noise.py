@@ -146,7 +146,9 @@ def test_the_sweep_findings_call_the_h200_best_chunk_a_tie_and_name_both_crossin
 
 NOT_REPRESENTATIVE = {"h100-sxm/graph-mamba", "h100-sxm/mamba-vision", "h200/graph-mamba", "h200/mamba-vision",
                       "h200/parallel/hybrid-tp2", "h200/parallel/mamba1-lm-tp2", "h200/parallel/mamba2-lm-tp2",
-                      "h200/parallel/mamba2-lm-tp2-no-sp"}
+                      "h200/parallel/mamba2-lm-tp2-no-sp",
+                      # its ranks' timing pass was not kept in run.json then: 100.8 ms against a 71.5 ms step
+                      "h100-sxm/parallel/hybrid-tp4"}
 
 
 @pytest.mark.parametrize("name", sorted(str(p.parent.relative_to(REF)) for p in REF.rglob("run.json")

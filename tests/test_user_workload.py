@@ -50,8 +50,9 @@ def test_run_a_file_outside_the_repository(model_file, tmp_path, monkeypatch):
 def test_run_json_records_where_the_workload_came_from(model_file):
     result = measure.train(measure.WorkloadOptions(f"{model_file}:CustomHybrid", "tiny", warmup=0, layers=2),
                            "cpu", steps=1)
-    info = run_info(result, {}, {}, pd.DataFrame(columns=["duration_ns", "phase", "ncu_duration_ns"]), {})
-    workload = schema.RunWorkload.model_validate(info["workload"])
+    result.gpu = {"name": "cpu"}  # a run directory's run.json names its GPU; the CPU run says cpu, as sweeps do
+    workload = run_info(result, {}, {}, pd.DataFrame(columns=["duration_ns", "phase", "ncu_duration_ns"]), {}).workload
+    assert workload.source is not None
     assert workload.source.file == str(model_file) and workload.source.module is None
     assert workload.source.sha256 == hashlib.sha256(model_file.read_bytes()).hexdigest()
 
