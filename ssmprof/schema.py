@@ -653,10 +653,16 @@ def write_run(path: Path, info: RunInfo, kernels: pd.DataFrame, overwrite: bool 
     return path
 
 
+def _check_exists(path: Path) -> None:
+    if not path.exists():
+        raise CorruptRun(f"{path} does not exist (give a run directory written by `ssmprof profile`)")
+
+
 def run_identity(path: Path) -> str:
     """A run directory's identity: a digest of its run.json and kernels.parquet bytes. A copy of a run is the
     same run (same identity), so a history or baseline can refuse to count one measurement twice; any rerun,
     even of one configuration, differs in its times and its creation time."""
+    _check_exists(Path(path))
     digest = hashlib.sha256()
     for name in (RUN_JSON, KERNELS_PARQUET):
         try:
@@ -669,8 +675,7 @@ def run_identity(path: Path) -> str:
 def read_run(path: Path) -> Run:
     """Read and validate a run directory; any defect is a `CorruptRun` with one line saying what."""
     path = Path(path)
-    if not path.exists():
-        raise CorruptRun(f"{path} does not exist (give a run directory written by `ssmprof profile`)")
+    _check_exists(path)
     if not (path / RUN_JSON).is_file():
         raise CorruptRun(f"{path} is not a run directory (no {RUN_JSON})")
     try:

@@ -363,7 +363,8 @@ def test_tp2_model_matches_the_single_model_with_both_ranks_on_one_gpu(workload,
 
 
 def test_ranks_on_different_gpu_models_are_refused_naming_the_rank():
-    results = [schema.make_document(schema.RankResult, rank=rank, node="n", result={"gpu": {"name": name}, "step_times_ms": [1.0]})
+    results = [schema.make_document(schema.RankResult, rank=rank, node="n",
+                                    result={"gpu": {"name": name}, "step_times_ms": [1.0]})
                for rank, name in enumerate(["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"])]
     with pytest.raises(RankFailed, match="^rank 2 ran on NVIDIA A100-SXM4-80GB, rank 0 on NVIDIA H100"):
         distributed.check_same_gpus(results)
