@@ -172,8 +172,8 @@ def profile(
     ctx: typer.Context,
     workload: Annotated[str | None, typer.Argument(metavar="WORKLOAD",
                                                    help="workload name (see `ssmprof workloads`)")] = None,
-    script: Annotated[Path | None, typer.Option(help="a training script marked with ssmprof.step(), instead: "
-                                                "--script train.py -- ARGS")] = None,
+    script: Annotated[Path | None, typer.Option(help="a marked training script instead (--script train.py -- "
+                                                "ARGS)")] = None,
     out: Annotated[Path, typer.Option(help="folder the run directory is created in")] = Path("runs"),
     preset: PresetOpt = "small",
     steps: StepsOpt = 10,
@@ -187,8 +187,8 @@ def profile(
     counters: Annotated[str, typer.Option(help="Nsight Compute counters: sampled (one launch per launch "
                                           "configuration), all (every launch), focus (sampled, the SSM kernels "
                                           "and the 5 longest others only) or none (timeline only)")] = "sampled",
-    keep_report: Annotated[bool, typer.Option(help="keep the Nsight Compute reports and the "
-                                                          "timeline's trace in the run directory")] = False,
+    keep_report: Annotated[bool, typer.Option(help="keep the ncu reports and the trace in the run "
+                                                          "directory")] = False,
     ncu_timeout: Annotated[float, typer.Option(help="seconds the Nsight Compute child may take")] = 1800,
     report_file: Annotated[Path | None, typer.Option("--report", help="also write the HTML report here")] = None,
     tp: TpOpt = 1,

@@ -101,15 +101,16 @@ def test_results_are_spliced_into_a_readme(tmp_path):
 
 def test_reference_writes_a_suite_report_per_gpu_a_comparison_per_workload_and_the_sweeps(tmp_path):
     written = reporting.reference(tmp_path)
-    assert [p.name for p in written[:3]] == ["suite-h100-sxm.html", "suite-h200.html", "parallel-h200.html"]
-    parallel = written[2].read_text()  # the TP=2 runs on 2 H200s, with the same host's single-GPU runs
+    assert [p.name for p in written[:4]] == ["suite-h100-sxm.html", "suite-h200.html", "parallel-h100-sxm.html",
+                                             "parallel-h200.html"]
+    parallel = written[3].read_text()  # the TP=2 runs on 2 H200s, with the same host's single-GPU runs
     assert "Scaling: step time from 1 to N GPUs" in parallel and "mamba2-lm tp2x dp1 no-SP" in parallel
     assert "(NVIDIA H200, #" not in parallel  # each run's own label, none told apart by its index
     assert "Communication per multi-GPU run" in parallel and "2 all_reduce" in parallel  # Mamba-1 without SP
     sweeps = [p.name for p in written if p.name.startswith("sweep-")]  # the bundled sweeps' regime maps
     assert sweeps == ["sweep-h100-sxm-d_state-chunk_size.html", "sweep-h100-sxm-seq_len.html",
                       "sweep-h200-d_state-chunk_size.html", "sweep-h200-seq_len.html"]
-    assert len(written) == 3 + len(bundled.runs("h100-sxm")) + len(sweeps) + 2 and all(p.exists() for p in written)
+    assert len(written) == 4 + len(bundled.runs("h100-sxm")) + len(sweeps) + 2 and all(p.exists() for p in written)
     assert [p.name for p in written[-2:]] == ["trace-h100-sxm.json", "trace-h200.json"]
 
 
