@@ -57,6 +57,14 @@ def test_more_ranks_than_gpus_is_refused():
         check_devices("cuda", ranks)
 
 
+def test_gpu_ranks_without_nccl_are_refused_before_any_start(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: False)
+    with pytest.raises(NoGpu, match="^this torch has no NCCL: ranks on GPUs need it"):
+        check_devices("cuda", 2)
+    check_devices("cpu", 2)  # gloo ranks need no NCCL
+
+
 def job(tmp_path, **changes):
     fields = dict(workload="mamba2-lm", preset="tiny", overrides={}, warmup=0, steps=1, tp=2, dp=1,
                   sequence_parallel=True, device="cpu", mode="train", scratch=str(tmp_path))

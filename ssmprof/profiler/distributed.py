@@ -208,9 +208,12 @@ def _under_ncu(job: RankJob, path: Path, rank: int) -> int:
 
 
 def check_devices(device: str, ranks: int) -> None:
-    """Refuse, before anything starts, more ranks on this host than the GPUs it has."""
+    """Refuse, before anything starts, more ranks on this host than the GPUs it has, and GPU ranks where this torch
+    has no NCCL (every rank would fail at its first collective)."""
     if device == "cuda" and torch.cuda.device_count() < ranks:
         raise NoGpu(f"{ranks} ranks (--tp x --dp) need {ranks} GPUs; {torch.cuda.device_count()} visible")
+    if device == "cuda" and not torch.distributed.is_nccl_available():
+        raise NoGpu("this torch has no NCCL: ranks on GPUs need it (gloo ranks run with --device cpu)")
 
 
 def _free_port() -> int:
