@@ -65,6 +65,19 @@ def test_gpu_ranks_without_nccl_are_refused_before_any_start(monkeypatch):
     check_devices("cpu", 2)  # gloo ranks need no NCCL
 
 
+@pytest.mark.parametrize("stages, said", [
+    ({0: "timed steps", 1: "warm-up"}, ": rank 1 stopped at warm-up, the others reached timed steps"),
+    ({0: "warm-up"}, ": rank 1 stopped at its start, the others reached warm-up"),
+    ({0: "timed steps", 1: "timed steps"}, ""),
+])
+def test_a_timeout_names_the_rank_that_stopped_short(tmp_path, stages, said):
+    from ssmprof.profiler.distributed import _behind, _stage_file
+
+    for rank, stage in stages.items():
+        _stage_file(tmp_path, rank).write_text(stage)
+    assert _behind(tmp_path, 2) == said
+
+
 def job(tmp_path, **changes):
     fields = dict(workload="mamba2-lm", preset="tiny", overrides={}, warmup=0, steps=1, tp=2, dp=1,
                   sequence_parallel=True, device="cpu", mode="train", scratch=str(tmp_path))

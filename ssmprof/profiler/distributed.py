@@ -160,8 +160,10 @@ def _run_rank(job: RankJob, name: str, rank: int) -> RankResult:
             return schema.make_document(RankResult, **who, numerics=checked)
         capture = TimelineCapture(cuda) if job.mode == "timeline" else None
         steps = 1 if job.mode == "counters" else job.steps
-        result = run_training(workload, job.preset, cfg, plan, steps, job.warmup, NvtxMarker(), capture=capture,
-                              groups=groups, timing=capture.record_timing if capture is not None and cuda else None)
+        result = run_training(workload, job.preset, cfg, plan, steps, job.warmup, NvtxMarker(),
+                              progress=lambda stage, done, total: _mark_stage(out, rank, stage, done),
+                              capture=capture, groups=groups,
+                              timing=capture.record_timing if capture is not None and cuda else None)
         timing = None
         if capture is not None:
             table, timing = capture.table(agreed_iteration) if cuda else (cpu_table(capture.trace), None)
@@ -249,7 +251,8 @@ def launch(job: RankJob, name: str, timeout_s: float, where: Launch = Launch()) 
     try:
         code = agent.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise RankFailed(f"the ranks did not finish in {timeout_s:.0f} s") from None
+        raise RankFailed(f"the ranks did not finish in {timeout_s:.0f} s{_behind(Path(job.scratch), job.world_size)}") \
+            from None
     finally:
         if agent.poll() is None:
             agent.kill()
@@ -263,6 +266,33 @@ def launch(job: RankJob, name: str, timeout_s: float, where: Launch = Launch()) 
     if code != 0 or missing:
         raise RankFailed(f"rank {missing[0] if missing else '?'} wrote no result: {_last_line(tail)}")
     return [result for rank in range(job.world_size) if (result := results[rank]) is not None]
+
+
+def _stage_file(scratch: Path, rank: int) -> Path:
+    """Where a rank writes the harness stage it last reached (`harness.Progress`), for `_behind`."""
+    return scratch / f"stage-rank{rank}.txt"
+
+
+def _mark_stage(scratch: Path, rank: int, stage: str, done: int) -> None:
+    """Record the stage a rank entered (once, at its first step: a file write in every timed step would be host
+    time inside the steps it times)."""
+    if done == 1:
+        _stage_file(scratch, rank).write_text(stage)
+
+
+def _behind(scratch: Path, world_size: int) -> str:
+    """The ranks that stopped short of the others' harness stage, in words (": rank 1 stopped at warm-up, the
+    others reached timed steps"), "" where every rank reached the same one: a rank that never reaches the marked
+    iteration leaves the others waiting in a collective until the timeout."""
+    order = ("", "warm-up", "timed steps")
+    stages = {rank: path.read_text() if (path := _stage_file(scratch, rank)).exists() else ""
+              for rank in range(world_size)}
+    furthest = max(stages.values(), key=lambda stage: order.index(stage) if stage in order else len(order))
+    late = [rank for rank, stage in stages.items() if stage != furthest]
+    if not late:
+        return ""
+    where = stages[late[0]] or "its start"
+    return f": rank {late[0]} stopped at {where}, the others reached {furthest}"
 
 
 def _results(job: RankJob, name: str, wait_s: float) -> dict[int, RankResult | None]:
