@@ -136,3 +136,17 @@ def test_the_bundled_gpu_bound_paper_runs_wait_under_the_host_limited_share():
     assert f"{100 * min(waits):.1f}-{100 * max(waits):.1f}" == "0.7-4.3" and max(waits) < HOST_LIMITED_SHARE
     assert {key for key, verdict in verdicts.items() if verdict != "GPU-bound"} == {("h100-sxm", "graph-mamba"),
                                                                                   ("h200", "graph-mamba")}
+
+
+@pytest.mark.parametrize("step_range, verdict", [
+    (None, "host-limited"),  # 10 ms of a 100 ms step waiting: past HOST_LIMITED_SHARE
+    ((99.0, 101.0), "host-limited"),  # the low end of the wait, 9 ms, still past it
+    ((92.0, 110.0), "GPU-bound"),  # the steps' own noise reaches down to 2 ms of wait: no finding
+])
+def test_the_host_is_blamed_only_outside_the_steps_noise(step_range, verdict):
+    kernels = pd.DataFrame({"start_ns": [0, 45_000_000], "duration_ns": [45_000_000, 45_000_000]})
+    row = host_summary(kernels, 100.0, None, step_range).iloc[0]
+    assert row["gpu_idle_ms"] == pytest.approx(10.0) and row["verdict"] == verdict
+    if step_range:
+        low, high = step_range
+        assert (row["gpu_idle_low_ms"], row["gpu_idle_high_ms"]) == pytest.approx((low - 90, high - 90))

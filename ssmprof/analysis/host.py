@@ -72,15 +72,18 @@ def slow_iteration_note(busy_ms: float, step_ms: float, whose: str = "the profil
             f"({step_ms:.1f} ms): its kernel times describe a slower step than the timed ones")
 
 
-def host_summary(kernels: pd.DataFrame, step_ms: float, host_launch_us: float | None = None) -> pd.DataFrame:
+def host_summary(kernels: pd.DataFrame, step_ms: float, host_launch_us: float | None = None,
+                 step_range_ms: tuple[float, float] | None = None) -> pd.DataFrame:
     """One row: step and busy time, busy share, the host wait per step (`gpu_idle_ms`: the step less the GPU
     busy time), launches per second at the step rate, share of launches under 10 us, the largest idle gap inside
     the iteration, the host's cost of issuing the step's launches (`launch_cost_ms`: launches x the host's
     measured cost of one tiny launch, `host_launch_us`; NaN where not measured), the verdict and what the host
     costs a step (`host_cost`). Verdict: host-bound where the GPU idles past HOST_BOUND_IDLE_SHARE of the step
     or the host needs longer to launch the kernels than the GPU to run them; host-limited where it waits at
-    least HOST_LIMITED_SHARE of the step; GPU-bound otherwise. A collective's waiting for other ranks
-    (category WAITING) moves nothing and is not busy."""
+    least HOST_LIMITED_SHARE of the step; GPU-bound otherwise. With `step_range_ms` (the 95 % interval of the
+    median step, `noise.step_interval`), the wait has one too (`gpu_idle_low_ms`, `gpu_idle_high_ms`), and the
+    host is blamed only where the low end of it crosses the threshold: a wait inside the steps' own noise is no
+    finding. A collective's waiting for other ranks (category WAITING) moves nothing and is not busy."""
     if "category" in kernels:
         kernels = kernels[kernels["category"] != WAITING]
     gaps, span = _idle_gaps(kernels) if len(kernels) else (np.array([]), 0)
@@ -88,19 +91,23 @@ def host_summary(kernels: pd.DataFrame, step_ms: float, host_launch_us: float | 
     step_ns = step_ms * 1e6
     share = busy / step_ns if step_ns else float("nan")
     wait_ms = max(step_ns - busy, 0) / 1e6
+    low, high = (max(bound - busy / 1e6, 0.0) for bound in step_range_ms) if step_range_ms else (np.nan, np.nan)
+    judged = wait_ms if np.isnan(low) else low
     launch_ms = len(kernels) * host_launch_us / 1e3 if host_launch_us is not None else float("nan")
     return pd.DataFrame([{
         "step_ms": step_ms,
         "gpu_busy_ms": busy / 1e6,
         "gpu_busy_pct": 100 * share,
         "gpu_idle_ms": wait_ms,
+        "gpu_idle_low_ms": low,
+        "gpu_idle_high_ms": high,
         "launches": len(kernels),
         "launches_per_s": len(kernels) / (step_ms / 1e3) if step_ms else float("nan"),
         "short_launch_pct": 100 * float((kernels["duration_ns"] < SHORT_KERNEL_NS).mean()) if len(kernels) else 0.0,
         "largest_gap_us": float(gaps.max()) / 1e3 if len(gaps) and gaps.max() > 0 else 0.0,
         "launch_cost_ms": launch_ms,
-        "verdict": host_verdict(wait_ms, busy / 1e6, step_ms, launch_ms),
-        "host_cost": _host_cost(wait_ms, step_ms, len(kernels), launch_ms),
+        "verdict": host_verdict(judged, busy / 1e6, step_ms, launch_ms),
+        "host_cost": _host_cost(wait_ms, step_ms, len(kernels), launch_ms, (low, high)),
     }])
 
 
@@ -112,9 +119,12 @@ def host_verdict(wait_ms: float, busy_ms: float, step_ms: float, launch_ms: floa
     return "host-limited" if wait_ms / step_ms >= HOST_LIMITED_SHARE else "GPU-bound"
 
 
-def _host_cost(wait_ms: float, step_ms: float, launches: int, launch_ms: float) -> str:
-    """`12.2 ms a step (8.3 %) waiting for the host; launching its 1,051 kernels takes the host 9.7 ms`."""
-    text = f"{wait_ms:.1f} ms a step ({100 * wait_ms / step_ms:.1f} %) waiting for the host" if step_ms else ""
+def _host_cost(wait_ms: float, step_ms: float, launches: int, launch_ms: float,
+               interval: tuple[float, float] = (np.nan, np.nan)) -> str:
+    """`12.2 ms a step (8.3 %; 95 % interval 10.1-13.0 ms) waiting for the host; launching its 1,051 kernels takes
+    the host 9.7 ms`."""
+    within = f"; 95 % interval {interval[0]:.1f}-{interval[1]:.1f} ms" if not np.isnan(interval[0]) else ""
+    text = f"{wait_ms:.1f} ms a step ({100 * wait_ms / step_ms:.1f} %{within}) waiting for the host" if step_ms else ""
     if not np.isnan(launch_ms):
         text += f"; launching its {launches:,} kernels takes the host {launch_ms:.1f} ms"
     return text

@@ -16,7 +16,7 @@ from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.instruction_bounds import instruction_bounds
 from ssmprof.analysis.kernel_evidence import provenance_mismatches
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
-from ssmprof.analysis.noise import iteration_check, iteration_note
+from ssmprof.analysis.noise import iteration_check, iteration_note, kept_steps, step_interval
 from ssmprof.analysis.ranks import collective_split, late_rank, rank_busy, rank_host, scaling_efficiency
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, l2_peak_gb_s, roofline, roofline_summary
 from ssmprof.analysis.roofline_points import roofline_points
@@ -143,7 +143,9 @@ def _host_tables(run: Run) -> dict[str, pd.DataFrame]:
     """The host table; for a multi-rank run read per rank (`ranks.rank_host`), with each rank's busy time
     (`rank_busy`) and the late rank (`late_rank`)."""
     kernels = one_rank(run.kernels, run.info)
-    host = host_summary(kernels, run.info.harness.step_ms, _host_launch_us(run.info))
+    steps = step_interval(kept_steps(run.info)) if run.info.harness.step_times_ms else None
+    host = host_summary(kernels, run.info.harness.step_ms, _host_launch_us(run.info),
+                        (steps.low, steps.high) if steps is not None and steps.samples > 1 else None)
     rank = described_rank(run.info)
     if rank is None:
         return {"host": host}
