@@ -31,6 +31,7 @@ PICTURES = {
     "compare-h100-vs-h200.png": "compare-mamba2-lm-h100-sxm-vs-h200.html",
     "sweep-h200.png": "sweep-h200-d_state-chunk_size.html",
     "parallel-h200.png": "parallel-h200.html",
+    "parallel-h100-sxm.png": "parallel-h100-sxm.html",
 }
 
 

@@ -251,6 +251,24 @@ def test_parallel_page_tells_its_runs_apart(reference_pages):
         assert stale not in page, stale
 
 
+@pytest.mark.parametrize(("name", "scaling", "late"), [
+    ("parallel-h100-sxm.html", "1.32x on 4 GPUs (33 % efficiency)", "rank 1 late: 56 % of an iteration"),
+    ("parallel-h200.html", "1.41-1.75x on 2 GPUs (70-88 % efficiency)", "rank 0 late: 30 % of an iteration"),
+])
+def test_parallel_page_leads_with_scaling_and_communication(reference_pages, name, scaling, late):
+    """A multi-GPU page answers first how well its runs scale and where their communication time goes: its
+    first findings are the speedup with its efficiency, transfer against waiting and the late rank, and its
+    scaling and communication charts and tables come before the suite's category chart."""
+    page = next(p for p in reference_pages if p.name == name).read_text()
+    values = [finding.split(" \u00b7 ")[0] for finding in browser.first_findings(page)]
+    assert values[0] == scaling and values[2] == late and "waiting" in values[1], values
+    assert len(values) <= 5 and not any("workloads" in value for value in values), values
+    order = [page.index(text) for text in ("Speedup over one GPU per run", 'id="suite-scaling"',
+                                           'id="suite-parallel"', 'id="suite-late_ranks"',
+                                           "Where the time goes: % of kernel time per category")]
+    assert order == sorted(order), order
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (installed by .ci/run)")
 @pytest.mark.parametrize("width", [1280, 800])
 def test_bundled_pages_in_headless_chromium_at_two_widths(reference_pages, tmp_path, width):

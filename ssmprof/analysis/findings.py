@@ -29,9 +29,10 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.1f} ms" if ns >= 1e5 else f"{ns / 1e3:.0f} us"
 
 
-def _span(low: float, high: float) -> str:
-    """A range of rounded percentages, `54-61 %`, or one number where both ends round alike: `54 %`."""
-    return f"{low:.0f} %" if f"{low:.0f}" == f"{high:.0f}" else f"{low:.0f}-{high:.0f} %"
+def _span(low: float, high: float, unit: str = " %", form: str = "{:.0f}") -> str:
+    """A range of rounded values, `54-61 %`, or one number where both ends round alike: `54 %`."""
+    low_text, high_text = form.format(low), form.format(high)
+    return f"{low_text}{unit}" if low_text == high_text else f"{low_text}-{high_text}{unit}"
 
 
 def _at_roof(pct: float) -> str:
@@ -585,3 +586,64 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, run
     rows.append({"topic": "counters", "value": f"{len(counters) - len(unchecked)} checked",
                  "finding": text.strip(), "anchor": "step_times"})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def parallel_findings(scaling: pd.DataFrame, parallel: pd.DataFrame, late: pd.DataFrame) -> pd.DataFrame:
+    """What a page of multi-GPU runs answers first (`communication.scaling`, `communication.parallel_overview`,
+    `ranks.late_ranks`): how well each run scales over its single-GPU run (speedup and efficiency with their
+    intervals), where its communication time goes (transfer no compute hides against waiting for the other
+    ranks), which rank the others wait for, and whether the collectives are the ones the model's structure
+    predicts; each headline a number that answers its question."""
+    rows = [_scaling_overview(scaling)]
+    runs = [f"{r.run} {r.exposed_transfer_ms:.1f} ms transfer, {r.wait_ms:.1f} ms waiting"
+            for r in parallel.itertuples()]
+    waiting_more = int((parallel["wait_ms"] > parallel["exposed_transfer_ms"]).sum())
+    rows.append({"topic": "communication", "anchor": "parallel",
+                 "value": f"{_ms_span(parallel['exposed_transfer_ms'])} transfer, "
+                          f"{_ms_span(parallel['wait_ms'])} waiting",
+                 "finding": "Communication per step no compute hides (the larger rank's, forward and backward): "
+                            + "; ".join(runs) + f". Waiting for the other ranks outweighs the transfer in "
+                            f"{waiting_more} of {len(parallel)} runs."})
+    if len(late):
+        worst = late.iloc[0]
+        others = "; ".join(f"{r.run} rank {r.late_rank} ({r.cost_pct:.0f} %)" for r in late.iloc[1:].itertuples())
+        rows.append({"topic": "late rank", "anchor": "late_ranks",
+                     "value": f"rank {worst['late_rank']} late: {worst['cost_pct']:.0f} % of an iteration",
+                     "finding": f"In {worst['run']} the others wait for rank {worst['late_rank']}: "
+                                f"{worst['cost_ms']:.1f} ms of its {worst['iteration_ms']:.1f} ms iteration (noise "
+                                f"{worst['cost_noise_ms']:.1f} ms); what made it late: {worst['cause'].split(';')[0]}."
+                                + (f" Late beyond noise elsewhere: {others}." if others else "")})
+    else:
+        rows.append({"topic": "late rank", "anchor": "parallel", "value": "no rank late",
+                     "finding": "No run has a rank that costs the others more than its noise."})
+    predicted = int(parallel["as_predicted"].sum())
+    rows.append({"topic": "collectives", "anchor": "parallel",
+                 "value": f"{predicted} of {len(parallel)} as predicted",
+                 "finding": f"Collectives per layer as the model's structure predicts in {predicted} of "
+                            f"{len(parallel)} runs; the layers' largest collectives reach "
+                            f"{parallel['busbw_gb_per_s_min'].min():.0f}-{parallel['busbw_gb_per_s_max'].max():.0f}"
+                            " GB/s bus bandwidth."})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _scaling_overview(scaling: pd.DataFrame) -> dict:
+    """The scaling finding: each multi-GPU run's speedup and efficiency over its single-GPU run, with intervals;
+    the runs without a single-GPU run beside them named, as they have no speedup."""
+    multi = scaling[scaling["world_size"] > 1]
+    measured, alone = multi[multi["speedup"].notna()], multi[multi["speedup"].isna()]
+    gpus = _span(multi["world_size"].min(), multi["world_size"].max(), "")
+    runs = [f"{r.run} {r.speedup:.2f}x ({r.speedup_low:.2f}-{r.speedup_high:.2f}x), {r.efficiency_pct:.0f} % "
+            f"efficiency ({r.efficiency_pct_low:.0f}-{r.efficiency_pct_high:.0f} %)" for r in measured.itertuples()]
+    text = (f"Speedup over the same workload's single-GPU run ({100 * CONFIDENCE:.0f} % intervals of the two runs' "
+            "timed steps): " + "; ".join(runs) + "." if runs else "No multi-GPU run has its single-GPU run here.")
+    text += f" No single-GPU run here for {', '.join(alone['run'])}: no speedup." if len(alone) and runs else ""
+    if not runs:
+        return {"topic": "scaling", "anchor": "scaling", "value": "no speedup measured", "finding": text}
+    speedups = _span(measured["speedup"].min(), measured["speedup"].max(), "x", "{:.2f}")
+    efficiency = _span(measured["efficiency_pct"].min(), measured["efficiency_pct"].max())
+    return {"topic": "scaling", "anchor": "scaling", "finding": text,
+            "value": f"{speedups} on {gpus} GPUs ({efficiency} efficiency)"}
+
+
+def _ms_span(values: pd.Series) -> str:
+    return _span(values.min(), values.max(), " ms")

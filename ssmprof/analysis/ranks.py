@@ -203,3 +203,17 @@ def single_gpu_twin(info: RunInfo, candidates: list[RunInfo]) -> RunInfo | None:
             and other.workload.name == info.workload.name and other.workload.preset == info.workload.preset
             and other.workload.config == info.workload.config]
     return same[0] if same else None
+
+
+LATE_RANK_COLUMNS = ["run", "late_rank", "arrived_last", "collectives", "cost_ms", "cost_noise_ms", "cost_pct",
+                     "iteration_ms", "cause"]
+
+
+def late_ranks(by_run: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The late rank of each multi-GPU run (run label -> its `late_rank` row), one row per run whose late rank
+    costs more than its noise (the most any other rank costs), largest share of the iteration first: a rank
+    within its noise is not late, it only arrived last by chance."""
+    rows = [frame.iloc[0].to_dict() | {"run": run} for run, frame in by_run.items()
+            if len(frame) and frame.iloc[0]["cost_ms"] > frame.iloc[0]["cost_noise_ms"]]
+    table = pd.DataFrame(rows, columns=LATE_RANK_COLUMNS)
+    return table.sort_values("cost_pct", ascending=False, ignore_index=True)

@@ -22,12 +22,12 @@ from ssmprof.analysis.compare import (
     step_split_table,
     systematic_shifts,
 )
-from ssmprof.analysis.findings import compare_findings, provenance, suite_findings
+from ssmprof.analysis.findings import compare_findings, parallel_findings, provenance, suite_findings
 from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.noise import kept_steps, step_interval
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
-from ssmprof.analysis.ranks import single_gpu_twin
+from ssmprof.analysis.ranks import late_ranks, single_gpu_twin
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline
 from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.summary import analyze, warnings_for
@@ -110,6 +110,10 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
     if any(info.parallel is not None for info in infos.values()):
         overview["scaling"] = scaling(infos)
         overview["parallel"] = parallel_overview(runs)
+        overview["late_ranks"] = late_ranks({label: run.tables["late_rank"] for label, run in
+                                             zip(kernels, analyzed, strict=True) if "late_rank" in run.tables})
+        overview["parallel_findings"] = parallel_findings(overview["scaling"], overview["parallel"],
+                                                          overview["late_ranks"])
     overview["findings"] = suite_findings(overview["category_shares"], overview["ssm_kernels"],
                                           dict(zip(kernels, (run.tables["findings"] for run in analyzed), strict=True)))
     if csv is not None:

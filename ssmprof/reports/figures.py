@@ -321,3 +321,35 @@ def sweep_category_bars(frame: pd.DataFrame, x: str, title: str, unit: str) -> g
                        hovertemplate=f"{x} %{{x}}<br>{category}: %{{y:.3g}} us per {unit}<extra></extra>")
     return _layout(figure, title, barmode="stack", xaxis={"title": x, "type": "category"},
                    yaxis_title=f"kernel time per {unit} (us)")
+
+
+def scaling_bars(scaling: pd.DataFrame, title: str) -> go.Figure:
+    """Horizontal bars: each multi-GPU run's speedup over its single-GPU run with its interval as error bars,
+    beside a mark at its GPU count (perfect scaling); runs without a single-GPU run are left out."""
+    runs = scaling[(scaling["world_size"] > 1) & scaling["speedup"].notna()].iloc[::-1]
+    figure = go.Figure()
+    figure.add_bar(name="speedup", y=runs["run"], x=runs["speedup"], orientation="h",
+                   marker_color=style.SERIES_COLORS[1],
+                   error_x={"type": "data", "symmetric": False, "array": runs["speedup_high"] - runs["speedup"],
+                            "arrayminus": runs["speedup"] - runs["speedup_low"], "color": "#333333"},
+                   customdata=runs[["efficiency_pct", "efficiency_pct_low", "efficiency_pct_high"]],
+                   hovertemplate="%{y}: %{x:.2f}x<br>efficiency %{customdata[0]:.0f} % "
+                                 "(%{customdata[1]:.0f}-%{customdata[2]:.0f} %)<extra></extra>")
+    figure.add_scatter(name="perfect (GPU count)", y=runs["run"], x=runs["world_size"], mode="markers",
+                       marker={"symbol": "line-ns-open", "size": 18, "color": style.SERIES_COLORS[0]},
+                       hovertemplate="%{y}: %{x} GPUs<extra></extra>")
+    return _layout(figure, title, xaxis={"title": "speedup over one GPU (x)", "rangemode": "tozero"},
+                   yaxis={"automargin": True}, height=max(260, 160 + 40 * len(runs)))
+
+
+def communication_bars(parallel: pd.DataFrame, title: str) -> go.Figure:
+    """Stacked horizontal bars: per multi-GPU run, the transfer no compute hides and the waiting for the other
+    ranks per step (ms)."""
+    runs = parallel.iloc[::-1]
+    figure = go.Figure()
+    for column, name, color in (("exposed_transfer_ms", "exposed transfer", style.SERIES_COLORS[3]),
+                                ("wait_ms", "waiting for the other ranks", style.SERIES_COLORS[4])):
+        figure.add_bar(name=name, y=runs["run"], x=runs[column], orientation="h", marker_color=color,
+                       hovertemplate="%{y}<br>" + name + ": %{x:.1f} ms<extra></extra>")
+    return _layout(figure, title, barmode="stack", xaxis_title="ms per step", yaxis={"automargin": True},
+                   height=max(260, 160 + 40 * len(runs)))

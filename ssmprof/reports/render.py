@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.io as pio
 from tabulate import tabulate
 
+from ssmprof.analysis.noise import CONFIDENCE
 from ssmprof.analysis.tensor_vector import CLASS_RULE, TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
 from ssmprof.reports import figures, style
 from ssmprof.reports.csv_files import write_table
@@ -281,12 +282,37 @@ OVERVIEW_TITLES = {
     "scaling": "Scaling: step time from 1 to N GPUs (speedup and efficiency over the single-GPU run)",
     "parallel": "Communication per multi-GPU run: collectives per layer (as the structure predicts?), exposed transfer "
                 "and wait per step, bus bandwidth of the layers' largest collectives",
+    "late_ranks": "The late rank of each run where one costs the others more than its noise (the most any other "
+                  "rank costs): its cost to the profiled iteration and what made it late",
 }
+
+
+PARALLEL_KEYS = ("scaling", "parallel", "late_ranks")  # a multi-GPU page's first tables, open
+
+
+def _parallel_html(overview: dict[str, pd.DataFrame]) -> list[str]:
+    """A multi-GPU page's first screen: its findings (scaling, communication, the late rank), the speedups with
+    their intervals and the transfer against the waiting per run, then their tables open; the runs as a suite
+    (kernel time by category, the SSM roofline) follow."""
+    parts = [findings_html(overview["parallel_findings"], "suite")]
+    first = [chart(figures.scaling_bars(overview["scaling"], f"Speedup over one GPU per run ({100 * CONFIDENCE:.0f} % "
+                                        "interval), "
+                                        "against perfect scaling")),
+             chart(figures.communication_bars(overview["parallel"], "Communication per step no compute hides: "
+                                              "transfer and waiting for the other ranks"))]
+    parts.append(f'<div class="first">{"".join(first)}</div>')
+    parts += [collapsed(html.escape(OVERVIEW_TITLES[key]), table_html(overview[key], key, f"suite-{key}"), open_=True)
+              for key in PARALLEL_KEYS if key in overview and len(overview[key])]
+    rest = {key: value for key, value in overview.items() if key not in PARALLEL_KEYS + ("parallel_findings",)}
+    return ['<h2 id="scaling">Scaling and communication</h2>', *parts,
+            '<h2 id="suite">The runs as a suite</h2>', *_overview_html(rest)]
 
 
 def _overview_html(overview: dict[str, pd.DataFrame]) -> list[str]:
     """The suite's first screen (findings, kernel time by category per workload, the SSM kernels' roofline), then
-    its tables, collapsed."""
+    its tables, collapsed; a page of multi-GPU runs leads with their scaling and communication instead."""
+    if "parallel_findings" in overview:
+        return _parallel_html(overview)
     parts = [findings_html(overview["findings"], "suite")] if "findings" in overview else []
     first = [chart(figures.share_bars(overview["category_shares"], "Where the time goes: % of kernel time per "
                                       "category, per workload"))]
@@ -441,6 +467,8 @@ def render_markdown(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[
     """The report as markdown (for CI summaries): per run, provenance, findings, warnings, then the tables."""
     lines = ["# ssmprof report"]
     if overview:
+        if "parallel_findings" in overview:
+            lines += ["", "## Scaling and communication", ""] + findings_markdown(overview["parallel_findings"])
         if "findings" in overview:
             lines += ["", "## Suite findings", ""] + findings_markdown(overview["findings"])
         lines += overview_markdown(overview)
