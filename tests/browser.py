@@ -128,7 +128,8 @@ def visit(pages: list[Path], shots: Path, width: int = 1280, height: int = 800) 
     """Open each page in one headless Chromium at `width` x `height`: a PNG of its first screen in `shots`
     (named for the page) and, per page name, what `CHECK` measured plus the script errors."""
     shots.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as profile:
+    # Chromium's helper processes may still write the profile as the browser ends: a leftover is no failure
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         browser = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",

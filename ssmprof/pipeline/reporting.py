@@ -201,20 +201,21 @@ def reference(out: Path) -> list[Path]:
 
 
 def another_host_note(loaded: dict[int, tuple[Run, Ceilings | None, list[str]]], gpu: str) -> str:
-    """Why the single-GPU step times of a parallel page differ from the suite page's: another host measured them
-    (the speedups are over these, the same host's runs), with the step times of one workload on both pages."""
+    """Why the single-GPU step times of a parallel page differ from the suite page's: a multi-GPU host measured them
+    (the speedups are over these), with the step times of one workload on both pages. Whether it was the very host
+    of the multi-GPU runs a run.json cannot say (hosts lent by a scheduler share one name), so the note does not."""
     suite_steps = {path.name: load_run(path).info for path in bundled.runs(gpu)}
     for run, _, _ in loaded.values():
         name, here = run.info.workload.name, run.info
         if here.parallel is None and name in suite_steps:
             there = suite_steps[name]
-            return (f"The single-GPU runs here were measured on the host of the multi-GPU runs "
+            return (f"The single-GPU runs here were measured on a multi-GPU host "
                     f"({here.host.cpu_count} CPU cores, {(here.created or '')[:10]}), not the suite page's "
                     f"(suite-{gpu}.html, {there.host.cpu_count} CPU cores, {(there.created or '')[:10]}): their step "
                     f"times differ (e.g. {name} {here.harness.step_ms:.2f} ms here, "
-                    f"{there.harness.step_ms:.2f} ms there). Each speedup on this page is over the same "
-                    "host's single-GPU run.")
-    return "The single-GPU runs here were measured on the host of the multi-GPU runs: the speedups are over them."
+                    f"{there.harness.step_ms:.2f} ms there). Each speedup on this page is over these single-GPU "
+                    "runs.")
+    return "The single-GPU runs here were measured on a multi-GPU host: the speedups are over them."
 
 
 def results(readme: Path | None = None) -> str:
