@@ -46,3 +46,13 @@ def bundled_reference(tmp_path_factory) -> Rendered:
         patch.setattr(reporting, "reference", recorded)
         result = CliRunner().invoke(app, ["reference", "--out", str(out)])
     return Rendered(result.exit_code, result.output, out, tuple(returned))
+
+
+@pytest.fixture(scope="session")
+def bundled_suites():
+    """Each GPU's bundled suite analyzed as its `ssmprof reference` page has it: (analyzed runs, overview), by
+    GPU. Analyzed once per test session (about 2 s a run), shared by every file that reads it; read only."""
+    from ssmprof import bundled
+    from ssmprof.pipeline import reporting
+
+    return {gpu: reporting.analyze_runs(bundled.runs(gpu)) for gpu in bundled.GPUS}
