@@ -23,8 +23,9 @@ H200 = {path.name: path for path in bundled.runs("h200")}
 
 
 @pytest.fixture(scope="module")
-def suite():
-    return reporting.analyze_runs(list(H100.values()))
+def suite(bundled_suites):
+    """The bundled H100 suite, analyzed: (analyzed runs, overview)."""
+    return bundled_suites["h100-sxm"]
 
 
 @pytest.mark.parametrize(

@@ -20,12 +20,6 @@ ON_H200 = bundled.REFERENCE / "h200" / "mamba2-lm"
 PER_KERNEL = ["launch_idx", "kernel_name", "phase", "pct_of_roof", "roof_limiter", "verdict"]
 
 
-@pytest.fixture(scope="module")
-def suites():
-    """Each GPU's bundled suite as its `ssmprof reference` page has it: (analyzed runs, overview), by GPU."""
-    return {gpu: reporting.analyze_runs(bundled.runs(gpu)) for gpu in bundled.GPUS}
-
-
 def tables_of(analyzed, paths, path) -> dict[str, pd.DataFrame]:
     """The tables of the run at `path` among the runs analyzed from `paths` (in their order)."""
     return analyzed[paths.index(path)].tables
@@ -45,13 +39,13 @@ def report_with_its_profile_given():
     return reporting.analyze_runs([RUN], read_device_profile(bundled.device_profile("h100-sxm")))[0][0].tables
 
 
-def test_the_run_has_one_roofline_in_every_view(suites):
+def test_the_run_has_one_roofline_in_every_view(bundled_suites):
     """Per kernel (% of roof, lowest roof, verdict) and per category (% of roof, headroom): the same numbers in the
     report of the run alone, with other runs, with its own profile given, on the suite page (its section, the
     overview's SSM rows and SSM roofline), and in `compare` against the H200 run."""
     alone = report_alone()
     expected = alone["roofline"][PER_KERNEL].reset_index(drop=True)
-    analyzed, overview = suites["h100-sxm"]
+    analyzed, overview = bundled_suites["h100-sxm"]
     views = {"with other runs": report_with_others(), "its profile given": report_with_its_profile_given(),
              "suite page": tables_of(analyzed, bundled.runs("h100-sxm"), RUN)}
     for view, tables in views.items():
@@ -101,10 +95,10 @@ def exceeding(kernels: pd.DataFrame, gpu: str) -> set[tuple[int, str]]:
 
 
 @pytest.mark.parametrize("gpu", list(bundled.GPUS))
-def test_every_launch_above_a_calibrated_ceiling_is_reported_as_a_defect(suites, gpu):
+def test_every_launch_above_a_calibrated_ceiling_is_reported_as_a_defect(bundled_suites, gpu):
     """Each bundled run's report lists, per kernel and rate, exactly the launches the data puts above its GPU's
     calibrated ceilings (none once the calibration reaches what the kernels do), and says so above its tables."""
-    analyzed, overview = suites[gpu]
+    analyzed, overview = bundled_suites[gpu]
     page = render_markdown(analyzed, overview)
     for path, run in zip(bundled.runs(gpu), analyzed, strict=True):
         kernels = one_rank(load_run(path).kernels, run.info)

@@ -99,8 +99,8 @@ def test_results_are_spliced_into_a_readme(tmp_path):
         reporting.results(readme)
 
 
-def test_reference_writes_a_suite_report_per_gpu_a_comparison_per_workload_and_the_sweeps(tmp_path):
-    written = reporting.reference(tmp_path)
+def test_reference_writes_a_suite_report_per_gpu_a_comparison_per_workload_and_the_sweeps(bundled_reference):
+    written = list(bundled_reference.written)
     assert [p.name for p in written[:4]] == ["suite-h100-sxm.html", "suite-h200.html", "parallel-h100-sxm.html",
                                              "parallel-h200.html"]
     parallel = written[3].read_text()  # the TP=2 runs on 2 H200s, with the same host's single-GPU runs

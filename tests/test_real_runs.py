@@ -108,13 +108,13 @@ def test_readme_results_are_generated_from_the_bundled_runs():
     assert result.output in readme, "docs/results.md's Results section is stale: run `make results`"
 
 
-def test_reference_renders_without_a_gpu(tmp_path):
-    result = runner.invoke(app, ["reference", "--out", str(tmp_path)])
+def test_reference_renders_without_a_gpu(bundled_reference):
+    result, out = bundled_reference, bundled_reference.out
     assert result.exit_code == 0, result.output
     assert "BUNDLED measurements" in result.output
-    assert '<script src="plotly.min.js">' in (tmp_path / "suite-h100-sxm.html").read_text()  # beside it: offline
-    assert (tmp_path / "plotly.min.js").stat().st_size > 1e6
-    assert len(list(tmp_path.glob("compare-*-h100-sxm-vs-h200.html"))) == 7  # the paper suite and mamba3-lm
+    assert '<script src="plotly.min.js">' in (out / "suite-h100-sxm.html").read_text()  # beside it: offline
+    assert (out / "plotly.min.js").stat().st_size > 1e6
+    assert len(list(out.glob("compare-*-h100-sxm-vs-h200.html"))) == 7  # the paper suite and mamba3-lm
 
 
 def test_every_bundled_file_is_package_data():

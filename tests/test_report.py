@@ -185,12 +185,9 @@ SCREEN = 800  # px: the page heights below are in screens of a 1280 x 800 window
 
 
 @pytest.fixture(scope="module")
-def reference_pages(tmp_path_factory):
+def reference_pages(bundled_reference):
     """Every page `ssmprof reference` bundles (what `make profile` renders without a GPU), written once."""
-    from ssmprof.pipeline import reporting
-
-    out = tmp_path_factory.mktemp("reference")
-    return [path for path in reporting.reference(out) if path.suffix == ".html"]
+    return [path for path in bundled_reference.written if path.suffix == ".html"]
 
 
 def chart_data(page: str) -> list[tuple[str, list]]:
