@@ -653,6 +653,16 @@ def write_run(path: Path, info: RunInfo, kernels: pd.DataFrame, overwrite: bool 
     return path
 
 
+def write_stage(path: Path, stage: str) -> None:
+    """A rank's stage file: the harness stage it last entered, one line of text (`distributed._behind` reads it)."""
+    path.write_text(stage)
+
+
+def read_stage(path: Path) -> str:
+    """A rank's stage file ("" where the rank never wrote one)."""
+    return path.read_text() if path.exists() else ""
+
+
 def _check_exists(path: Path) -> None:
     if not path.exists():
         raise CorruptRun(f"{path} does not exist (give a run directory written by `ssmprof profile`)")

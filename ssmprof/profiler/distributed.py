@@ -277,7 +277,7 @@ def _mark_stage(scratch: Path, rank: int, stage: str, done: int) -> None:
     """Record the stage a rank entered (once, at its first step: a file write in every timed step would be host
     time inside the steps it times)."""
     if done == 1:
-        _stage_file(scratch, rank).write_text(stage)
+        schema.write_stage(_stage_file(scratch, rank), stage)
 
 
 def _behind(scratch: Path, world_size: int) -> str:
@@ -285,8 +285,7 @@ def _behind(scratch: Path, world_size: int) -> str:
     others reached timed steps"), "" where every rank reached the same one: a rank that never reaches the marked
     iteration leaves the others waiting in a collective until the timeout."""
     order = ("", "warm-up", "timed steps")
-    stages = {rank: path.read_text() if (path := _stage_file(scratch, rank)).exists() else ""
-              for rank in range(world_size)}
+    stages = {rank: schema.read_stage(_stage_file(scratch, rank)) for rank in range(world_size)}
     furthest = max(stages.values(), key=lambda stage: order.index(stage) if stage in order else len(order))
     late = [rank for rank, stage in stages.items() if stage != furthest]
     if not late:
