@@ -547,7 +547,7 @@ def history_(
     result = store.history_report(folder, out)
     for trend in result.trends:
         _say(f"{trend.workload} ({trend.preset}, {trend.gpu}): {len(trend.runs)} runs, "
-             f"{len(trend.changes)} change points")
+             f"{trend.change_count} change points")
     if result.html is not None and result.markdown is not None:  # written where --out was given
         _say(f"written: {_listed(result.html, result.markdown)}")
 

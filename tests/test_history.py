@@ -255,3 +255,14 @@ def test_a_run_on_a_shared_gpu_before_any_baseline_is_named(tmp_path):
     result = gate.regress([shared], None, history=tmp_path / "history")
     assert not result.regressed and "no baseline yet: history" in result.summary
     assert "run on a shared GPU: 1 other process(es) used it" in result.summary
+
+
+def test_metrics_that_moved_at_one_run_are_one_change_point():
+    """A category and the total kernel time moving at the same run are one change point, on the page and in the
+    command's line alike (the command counted them as two)."""
+    from ssmprof.pipeline.history import Trend
+
+    changes = pd.DataFrame({"position": [6, 6, 9], "metric": ["category SSM scan", "total kernel time", "step"]})
+    trend = Trend("mamba2-lm", "small", "", "H100", pd.DataFrame(), pd.DataFrame(), changes)
+    assert trend.change_count == 2
+    assert Trend("mamba2-lm", "small", "", "H100", pd.DataFrame(), pd.DataFrame(), changes.iloc[:0]).change_count == 0

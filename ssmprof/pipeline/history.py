@@ -190,6 +190,11 @@ class Trend:
     rows: pd.DataFrame
     changes: pd.DataFrame  # `analysis.history.change_points`, with `moved` (list of lines) per change point
 
+    @property
+    def change_count(self) -> int:
+        """Change points counted by run: the metrics that moved at one run (a category and the total) are one."""
+        return int(self.changes["position"].nunique()) if len(self.changes) else 0
+
 
 def trends(folder: Path) -> list[Trend]:
     """Each configuration of the history, its change points found and named."""

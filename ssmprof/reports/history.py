@@ -76,7 +76,7 @@ def change_table(trend) -> pd.DataFrame:
 def _summary(trend) -> str:
     shared = int((trend.runs["gpu_shared"] == "yes").sum())
     return (f"{len(trend.runs)} runs, {_run_label(trend, 0)} to {_run_label(trend, len(trend.runs) - 1)}; "
-            f"{trend.changes['position'].nunique()} change points"
+            f"{trend.change_count} change points"
             + (f"; {shared} runs on a shared GPU" if shared else "") + ".")
 
 
