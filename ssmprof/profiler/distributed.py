@@ -49,7 +49,7 @@ import torch
 from ssmprof import schema
 from ssmprof.errors import InvalidConfig, NoGpu, SsmprofError
 from ssmprof.hardware import link_for, spec_for
-from ssmprof.profiler.harness import RunResult
+from ssmprof.profiler.harness import STAGES, RunResult
 from ssmprof.schema import RankJob, RankResult, RankRun
 
 if TYPE_CHECKING:  # collect is imported where it is used: a rank process never needs it
@@ -284,7 +284,7 @@ def _behind(scratch: Path, world_size: int) -> str:
     """The ranks that stopped short of the others' harness stage, in words (": rank 1 stopped at warm-up, the
     others reached timed steps"), "" where every rank reached the same one: a rank that never reaches the marked
     iteration leaves the others waiting in a collective until the timeout."""
-    order = ("", "warm-up", "timed steps")
+    order = ("", *STAGES)
     stages = {rank: schema.read_stage(_stage_file(scratch, rank)) for rank in range(world_size)}
     furthest = max(stages.values(), key=lambda stage: order.index(stage) if stage in order else len(order))
     late = [rank for rank, stage in stages.items() if stage != furthest]

@@ -6,8 +6,8 @@ hundreds of benchmark kernels, so they must stay outside every measurement), `st
 more run back to back as the timed steps run, whose kernel times stand for the profiled iteration's
 (`profiler.timeline`), then one more iteration bracketed by cudaProfilerStart/Stop: the iteration collectors
 profile (`ncu --profile-from-start off`). Recording the host ops that name each launch slows the host, so the
-profiled iteration itself is not one of the timed steps, and the steps after it were slower too (mamba-vision
-paper on an H100: 61-62 ms against 48.8 ms timed, 49.0-49.1 ms with the timing pass run first).
+profiled iteration itself is not one of the timed steps, and the steps right after it run slower too: the timing
+pass comes first (tests/data/traced-iteration-h100, docs/history.md).
 Mixed precision as in real training: fp32 parameters and AdamW state, autocast compute dtype.
 """
 
@@ -34,6 +34,8 @@ from ssmprof.workloads.parallel import ParallelCausalLM
 from ssmprof.workloads.user import failure_in_user_code
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
+# The stages `run_training` reports through `Progress`, in order (`distributed` names a rank left behind by them)
+STAGES = ("warm-up", "timed steps")
 
 
 def resolve_device(requested: str) -> str:
@@ -228,14 +230,14 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         for i in range(warmup):
             trainer.step()
             _sync(cuda)
-            report("warm-up", i + 1, warmup)
+            report(STAGES[0], i + 1, warmup)
         seconds["warmup"] = time.perf_counter() - t0
 
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
         with SharingMonitor() if cuda else contextlib.nullcontext() as sharing:
-            losses, times_ms = time_steps(trainer, steps, lambda done: report("timed steps", done, steps))
+            losses, times_ms = time_steps(trainer, steps, lambda done: report(STAGES[1], done, steps))
         seconds["timed"] = time.perf_counter() - t0
 
         _sync(cuda)
