@@ -25,7 +25,6 @@ had one grid and block: that report's child autotuned for itself, and chose othe
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -35,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ssmprof import bundled
+from ssmprof import bundled, schema
 from ssmprof.analysis.limiters import VERDICT_COLUMNS, agreement, limiters
 from ssmprof.errors import SsmprofError
 from ssmprof.hardware import run_ceilings
@@ -59,8 +58,8 @@ def profile(run_dir: Path, out: Path, ncu: str) -> Path:
     """One Nsight Compute run of the bundled run's iteration; returns the report."""
     run = read_run(run_dir)
     workload = run.info.workload
-    autotune = out / "autotune.json"
-    autotune.write_text(json.dumps(run.info.triton_autotune))
+    autotune = schema.write_document(schema.make_document(schema.AutotunePins, choices=run.info.triton_autotune),
+                                     out / "autotune.json")
     target = child_command(workload.name, workload.preset, workload.overrides, run.info.harness.warmup or 0,
                            allow_fallback=False, autotune_file=autotune)
     report = out / "rules.ncu-rep"
