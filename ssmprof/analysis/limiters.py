@@ -443,13 +443,14 @@ def ncu_verdicts(rules: pd.DataFrame, metrics: pd.DataFrame | None = None) -> pd
     SpeedOfLight bottleneck rule's message: memory, compute, latency, balanced), the advising rule with the
     largest estimated speedup (`top_rule`, its class and speedup), every advising rule, and where the section
     metrics are given, its memory and compute (SM) throughput (% of peak)."""
+    throughput = _speed_of_light(metrics)
     rows = []
     for (launch, kernel), group in rules.groupby(["launch_id", "kernel_name"], sort=True):
         solb = group[group["rule"].str.contains("Bottleneck", case=False)]
         message = " ".join(solb["description"]).lower()
         bottleneck = next((cls for phrase, cls in BOTTLENECK_MESSAGES if phrase in message), "")
         if bottleneck == HIGH:
-            bottleneck = _heavier(metrics, launch)
+            bottleneck = _heavier(throughput, launch)
         advice = group[group["rule_type"].isin(ADVICE_TYPES) & ~group.index.isin(solb.index)]
         advice = advice.assign(order=advice["speedup_pct"].fillna(-1)).sort_values("order", ascending=False)
         top = advice.iloc[0] if len(advice) else None
@@ -461,19 +462,33 @@ def ncu_verdicts(rules: pd.DataFrame, metrics: pd.DataFrame | None = None) -> pd
                                             else r.rule for r in advice.itertuples())})
     table = pd.DataFrame(rows, columns=["launch_id", "kernel_name", "ncu_bottleneck", "ncu_top_rule",
                                         "ncu_top_rule_class", "ncu_top_rule_speedup_pct", "ncu_rules"])
-    for column, name in (("ncu_memory_pct", "Memory Throughput"), ("ncu_compute_pct", "Compute (SM) Throughput")):
-        values = (metrics[metrics["metric"] == name].groupby("launch_id")["value"].first()
-                  if metrics is not None else pd.Series(dtype=float))
-        table[column] = table["launch_id"].map(values)
+    for column in ("ncu_memory_pct", "ncu_compute_pct"):
+        table[column] = table["launch_id"].map(throughput[column])
     return table
 
 
-def _heavier(metrics: pd.DataFrame | None, launch: int) -> str:
-    """memory or compute: the side with the larger SpeedOfLight throughput of a launch ("high" without them)."""
+# The SpeedOfLight section's two throughputs, in % of peak. Other sections reuse the names in other units (Memory
+# Workload Analysis prints "Memory Throughput" in Gbyte/s or Tbyte/s), so the section and the unit pick the row:
+# a launch read with both once made the comparison of two Series, which has no truth value.
+_SPEED_OF_LIGHT = {"Memory Throughput": "ncu_memory_pct", "Compute (SM) Throughput": "ncu_compute_pct"}
+
+
+def _speed_of_light(metrics: pd.DataFrame | None) -> pd.DataFrame:
+    """Per launch_id: ncu_memory_pct and ncu_compute_pct (NaN where the metrics are not given)."""
     if metrics is None:
+        return pd.DataFrame(columns=list(_SPEED_OF_LIGHT.values()), dtype=float)
+    section = metrics["section"].fillna("").str.replace(" ", "")  # "GPU Speed Of Light Throughput" or "SpeedOfLight"
+    chosen = metrics[section.str.contains("SpeedOfLight", case=False)
+                     & (metrics["unit"] == "%") & metrics["metric"].isin(list(_SPEED_OF_LIGHT))]
+    table = chosen.pivot_table(index="launch_id", columns="metric", values="value", aggfunc="first")
+    return table.rename(columns=_SPEED_OF_LIGHT).reindex(columns=list(_SPEED_OF_LIGHT.values()))
+
+
+def _heavier(throughput: pd.DataFrame, launch: int) -> str:
+    """memory or compute: the side with the larger SpeedOfLight throughput of a launch ("high" without them)."""
+    if launch not in throughput.index:
         return HIGH
-    values = metrics[metrics["launch_id"] == launch].set_index("metric")["value"]
-    memory, compute = values.get("Memory Throughput", np.nan), values.get("Compute (SM) Throughput", np.nan)
+    memory, compute = throughput.loc[launch, "ncu_memory_pct"], throughput.loc[launch, "ncu_compute_pct"]
     return HIGH if np.isnan(memory) or np.isnan(compute) else "memory" if memory >= compute else "compute"
 
 
