@@ -66,7 +66,7 @@ def test_passes_on_this_processs_gpu_keep_its_environment(fake_ncu, tmp_path, mo
 
 @pytest.mark.parametrize(("scale", "message"), [
     ("1.0000001", None),  # a last-bit difference of atomics: the same iteration
-    ("1.01", "losses differ by 1.0e-02"),
+    ("1.01", "first losses differ by 1.0e-02"),
 ])
 def test_passes_whose_losses_differ_did_not_replay_the_same_iteration(fake_ncu, tmp_path, monkeypatch, scale,
                                                                       message):
@@ -77,6 +77,15 @@ def test_passes_whose_losses_differ_did_not_replay_the_same_iteration(fake_ncu, 
         return
     with pytest.raises(CounterCollectionError, match=message):
         check_same_work(passes.works)
+
+
+def test_passes_that_start_alike_agree_though_their_profiled_losses_drift():
+    """The profiled step's losses apart by as much as mamba1-lm paper's were on an H100 (3.8e-03, after two AdamW
+    updates over the selective scan's atomic backward) while the first losses agree: recorded, not refused."""
+    works = [{**WORK, "first_loss": 10.8731, "loss": loss} for loss in (9.6602, 9.6970, 9.6601)]
+    agreed = check_same_work(works)
+    assert agreed["same"] and agreed["first_loss_spread"] == 0.0
+    assert agreed["loss_spread"] == pytest.approx(3.8e-3, abs=1e-4)
 
 
 @pytest.mark.parametrize("field", ["gpu", "config", "provenance"], ids=["model", "config", "kernels"])

@@ -65,6 +65,17 @@ def test_run_training_marks_every_iteration(workload):
     assert result.peak_memory_bytes is None
 
 
+def test_the_first_loss_is_the_first_steps_before_any_update():
+    """The counter passes compare their first losses (`counters.check_same_work`): the loss of the first step,
+    taken before AdamW has moved a weight, is what another process with the same seed computes first."""
+    workload = get_workload("mamba1-lm")
+    cfg = workload.config("tiny")
+    plan = plan_kernels(workload.ops, "cpu")
+    first = tiny_trainer(workload, RecordingMarker()).step().item()
+    results = [run_training(workload, "tiny", cfg, plan, steps=2, warmup=warmup) for warmup in (1, 0)]
+    assert [result.first_loss for result in results] == [pytest.approx(first, rel=1e-6)] * 2
+
+
 def test_text_file_batches(tmp_path):
     text = tmp_path / "corpus.txt"
     text.write_bytes(b"state space models scan in linear time. " * 20)

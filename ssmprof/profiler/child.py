@@ -70,9 +70,10 @@ def main(argv: list[str]) -> int:
 
 def pass_work(result: RunResult) -> dict:
     """The work a pass ran, as the passes of one profile must agree on it (`counters.check_same_work`): the GPU
-    model, the config, the kernels planned, and the loss of its last step (same weights, same batch)."""
+    model, the config, the kernels planned, the loss of its first step (before any update: same weights, same
+    batch) and of its profiled step."""
     return {"gpu": result.gpu.get("name"), "config": result.config, "provenance": result.provenance,
-            "loss": result.final_loss}
+            "first_loss": result.first_loss, "loss": result.final_loss}
 
 
 if __name__ == "__main__":

@@ -91,6 +91,11 @@ class RunResult:
     peak_memory_bytes: int | None
     final_loss: float
     provenance: dict[str, str]
+    # the loss of the first step, before any optimizer update: the same seed gives the same weights and batch, and
+    # a forward pass repeats up to reduction order, so processes meant to run the same work agree on it closely
+    # (`counters.check_same_work`); later losses drift apart through the backward's floating-point atomics, which
+    # AdamW's normalized update amplifies step by step
+    first_loss: float = math.nan
     harness_seconds: dict[str, float] = field(default_factory=dict)
     # what the caching allocator held at most; Nsight Compute would save and restore all of it at every replay
     # pass, so the counter child runs without the allocator (`counters.PROFILED_CHILD_ENV`)
@@ -227,8 +232,9 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         seconds["build"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
+        first_losses = []
         for i in range(warmup):
-            trainer.step()
+            first_losses.append(trainer.step())
             _sync(cuda)
             report(STAGES[0], i + 1, warmup)
         seconds["warmup"] = time.perf_counter() - t0
@@ -257,6 +263,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
             graphed = time_graphed_steps(trainer, steps, workload.name)
             seconds["graphed"] = time.perf_counter() - t0
     final_loss = float(losses[-1])
+    first_loss = float((first_losses or losses)[0])
     if not math.isfinite(final_loss):
         raise InvalidConfig(f"the loss is not finite ({final_loss}); the configuration diverges")
     return RunResult(
@@ -272,6 +279,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         peak_memory_bytes=peak,
         peak_reserved_bytes=reserved,
         final_loss=final_loss,
+        first_loss=first_loss,
         provenance=plan.provenance(),
         harness_seconds=seconds,
         profiled_ms=[elapsed_ms],
