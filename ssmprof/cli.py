@@ -215,6 +215,9 @@ def profile(
                                         "half the GPU)")] = "auto",
     ncu_cache: Annotated[str, typer.Option(help="flush (default) or keep caches per ncu pass",
                                            show_default=False)] = "flush",
+    autotune_from: Annotated[Path | None, typer.Option(help="pin the Triton autotuning choices of this run "
+                                                            "directory (the same tiles: a script against its "
+                                                            "workload, one model on two branches)")] = None,
     cuda_graphs: GraphsOpt = False,
     history: HistoryOpt = None,
     commit: CommitOpt = None,
@@ -231,7 +234,7 @@ def profile(
     settings = measure.ProfileSettings(out=out, steps=steps, counters=counters, replay=replay, ncu_cache=ncu_cache,
                                        ncu_timeout_s=ncu_timeout, ncu_ranks=tuple(ncu_rank or [0]),
                                        pass_gpus=pass_gpus, cuda_graphs=cuda_graphs, keep_report=keep_report,
-                                       name=name)
+                                       name=name, autotune_from=autotune_from)
     launch = measure.Launch(nnodes, node_rank, rdzv_endpoint, job_id)
     request = measure.ProfileRequest(options, settings, device, launch, report_file, history)
     with _progress() as report:

@@ -326,6 +326,7 @@ class HarnessSection(_RunSection):
 class HarnessCollector(_RunSection):
     wall_s: float = float("nan")
     host_launch_us: float | None = None  # the host's cost of a tiny launch (`profiler.harness`)
+    autotune_from: str | None = None  # the run whose Triton autotuning choices this one pinned (--autotune-from)
 
 
 class TimingPass(_RunSection):
@@ -1018,7 +1019,9 @@ class ScriptJob(_Versioned):
     timing_iterations: int = 0
     result: str  # the `ScriptResult` file (timeline mode)
     table: str  # the kernel table's parquet file (timeline mode)
-    autotune: str | None = None  # counters mode: an `AutotunePins` file, the timeline's Triton choices
+    # an `AutotunePins` file pinned at the first marked step: the timeline's Triton choices (counters mode), or
+    # those of the run --autotune-from names (the timeline)
+    autotune: str | None = None
 
 
 class ScriptResult(_Versioned):

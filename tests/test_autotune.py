@@ -37,3 +37,15 @@ def test_pin_skips_choices_whose_config_list_changed():
              "no_such_module_anywhere.kernel": []}
     assert autotune.pin(stale) == 0
     assert scale_kernel.cache == {}
+
+
+def test_a_profile_pins_the_choices_of_the_run_it_names():
+    """`--autotune-from RUN`: the choices that run recorded, checked when the settings are built."""
+    from ssmprof import bundled, schema
+    from ssmprof.profiler.collect import ProfileSettings
+
+    run = bundled.REFERENCE / "h100-sxm" / "mamba2-lm"
+    choices = ProfileSettings(autotune_from=run).pinned_choices()
+    assert choices == schema.read_run(run).info.triton_autotune
+    assert any("_chunk_cumsum_bwd_kernel" in kernel for kernel in choices)
+    assert ProfileSettings().pinned_choices() is None

@@ -10,9 +10,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from ssmprof import bundled
 from ssmprof.cli import app
 from ssmprof.profiler import harness
 
+DATA = Path(__file__).parent / "data"
 runner = CliRunner()
 
 
@@ -73,6 +75,11 @@ def test_run_emits_nvtx_start_end_ranges(monkeypatch):
         (["regress", "run", "--history", "h", "--last", "-3"], "--last must be >= 2"),
         (["profile", "mamba2-lm", "--preset", "tiny", "--tp", "2", "--device", "cpu", "--nnodes", "2",
           "--rdzv-endpoint", "node0"], "--rdzv-endpoint must be HOST:PORT (node 0's), got 'node0'"),
+        (["profile", "mamba2-lm", "--autotune-from", "/no/such/run"], "/no/such/run"),
+        (["profile", "mamba2-lm", "--autotune-from", str(DATA / "tp2-cpu-gloo-mamba2-lm-sp")],
+         "the run records no Triton autotuning choices"),
+        (["profile", "mamba2-lm", "--tp", "2", "--device", "cpu", "--autotune-from",
+          str(bundled.REFERENCE / "h100-sxm" / "mamba2-lm")], "--autotune-from pins one process's Triton choices"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(args, message):

@@ -79,6 +79,9 @@ class ProfileRequest:
         if self.settings.cuda_graphs and self.workload.parallelism().distributed:
             raise CaptureRefused("--cuda-graphs runs one process: it does not capture the collectives of --tp/--dp "
                                  "runs")
+        if self.settings.autotune_from is not None and self.workload.parallelism().distributed:
+            raise InvalidConfig("--autotune-from pins one process's Triton choices: --tp/--dp ranks autotune "
+                                "their own shapes")
 
 
 def parse_sets(pairs: list[str]) -> dict[str, str]:

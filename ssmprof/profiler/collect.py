@@ -79,8 +79,9 @@ class ProfileSettings:
     """What one profile measures and keeps, as `ssmprof profile` is asked: timed `steps`, the `counters` mode,
     Nsight Compute's `replay` (`counters.replay_mode`), the seconds a pass may take, the ranks it profiles in a
     --tp/--dp run, the identical GPUs the passes of a single-GPU run spread over (`identical_gpus`), whether the
-    step is also timed as a CUDA graph, and the run directory: `name` (default workload-preset-time) under `out`,
-    with the raw reports where `keep_report`. Checked as it is built, so a bad mode is one line before any work."""
+    step is also timed as a CUDA graph, the run whose Triton autotuning choices to pin (`autotune_from`), and the
+    run directory: `name` (default workload-preset-time) under `out`, with the raw reports where `keep_report`.
+    Checked as it is built, so a bad mode is one line before any work."""
 
     out: Path = Path("runs")
     steps: int = 10
@@ -93,9 +94,11 @@ class ProfileSettings:
     cuda_graphs: bool = False
     keep_report: bool = False
     name: str | None = None
+    autotune_from: Path | None = None
 
     def __post_init__(self) -> None:
         check_counters_mode(self.counters)
+        self.pinned_choices()
         if self.ncu_cache not in CACHE_CONTROL:
             raise InvalidConfig(f"--ncu-cache must be {' or '.join(CACHE_CONTROL)}, got '{self.ncu_cache}'")
         if self.replay not in REPLAY_CHOICES:
@@ -113,6 +116,20 @@ class ProfileSettings:
         if self.name is not None and len(self.name.encode()) > NAME_MAX:  # refused now, not after the profile
             raise InvalidConfig(f"--name must be at most {NAME_MAX} bytes (a folder name), got "
                                 f"{len(self.name.encode())}")
+
+
+    def pinned_choices(self) -> dict[str, list] | None:
+        """The Triton autotuning choices of the run `autotune_from` (None without one). Each process autotunes
+        anew on noisy timings and may pick other tiles, so two runs meant to launch the same kernels (a script
+        against its workload, one model on two branches) pin one run's choices; shapes that run never tuned
+        are left to autotune."""
+        if self.autotune_from is None:
+            return None
+        choices = schema.read_run(self.autotune_from).info.triton_autotune
+        if not choices:
+            raise InvalidConfig(f"--autotune-from {self.autotune_from}: the run records no Triton autotuning "
+                                "choices (profiled without Triton kernels, or before they were recorded)")
+        return choices
 
 
 def coverage(kernels: pd.DataFrame) -> dict:
@@ -379,6 +396,9 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
                     "exercises the CPU reference path)")
     tell = progress or (lambda stage, done, total: None)
+    pinned = settings.pinned_choices()
+    if pinned:
+        autotune.pin(pinned)
     capture = TimelineCapture(cuda=True)
     started = time.perf_counter()
     result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, settings.steps, ready.warmup,
@@ -388,7 +408,8 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
     kernels = schema.conform_kernels(timed)
     triton_choices = autotune.snapshot()
     collectors: dict[str, dict[str, Any]] = {
-        "harness": {"wall_s": time.perf_counter() - started, "host_launch_us": host_launch_us()},
+        "harness": {"wall_s": time.perf_counter() - started, "host_launch_us": host_launch_us(),
+                    **({"autotune_from": str(settings.autotune_from)} if pinned else {})},
         "timeline": {"tool": "torch.profiler", "wall_s": capture.wall_s, "timing": timing or None},
         "counters": {"mode": settings.counters, "cache": settings.ncu_cache},
     }

@@ -52,11 +52,13 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
     tell = progress or (lambda stage, done, total: None)
     cuda = device == "cuda"
     started = time.perf_counter()
+    pinned = settings.pinned_choices()
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
+        pins = str(_write_pins(pinned, scratch)) if pinned else None
         job = schema.make_document(schema.ScriptJob, script=str(script), args=list(args), device=device,
                                    mode="timeline", warmup=warmup, steps=settings.steps,
-                                   timing_iterations=TIMING_ITERATIONS if cuda else 0,
+                                   timing_iterations=TIMING_ITERATIONS if cuda else 0, autotune=pins,
                                    result=str(scratch / "result.json"), table=str(scratch / "timeline.parquet"))
         tell("timeline (the script runs)", 0, 1)
         outcome = _run_timeline(job, scratch)
@@ -67,7 +69,8 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
                               if f.name in outcome.result})
         kernels = schema.conform_kernels(schema.read_frame(Path(job.table)))
         collectors: dict[str, dict[str, Any]] = {
-            "harness": {"wall_s": time.perf_counter() - started, "host_launch_us": host_launch_us() if cuda else None},
+            "harness": {"wall_s": time.perf_counter() - started, "host_launch_us": host_launch_us() if cuda else None,
+                        **({"autotune_from": str(settings.autotune_from)} if pinned else {})},
             "timeline": {"tool": "torch.profiler", "wall_s": result.harness_seconds.get("profiled"),
                          "timing": outcome.timing.model_dump() if outcome.timing else None},
             "counters": {"mode": settings.counters if cuda else "none"}}
@@ -79,6 +82,11 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
         path = Path(settings.out) / (settings.name or f"{script.stem}-{PRESET}-{stamp}")
         info = run_info(result, {}, collectors, kernels, outcome.triton_autotune, checks)
         return schema.write_run(path, info, kernels)
+
+
+def _write_pins(choices: dict, scratch: Path) -> Path:
+    """The pins file a script child reads at its first marked step (`ScriptJob.autotune`)."""
+    return schema.write_document(schema.make_document(schema.AutotunePins, choices=choices), scratch / "autotune.json")
 
 
 def _run_timeline(job: schema.ScriptJob, scratch: Path) -> schema.ScriptResult:
@@ -99,8 +107,7 @@ def _counters(job: schema.ScriptJob, outcome: schema.ScriptResult, result: RunRe
               check, tell):
     """The suite's counter passes over the script (`collect.collect_counters`): the same iteration, the
     timeline's Triton choices pinned. Returns (the joined table, run.json's counter notes, its checks)."""
-    pins = schema.write_document(schema.make_document(schema.AutotunePins, choices=outcome.triton_autotune),
-                                 scratch / "autotune.json")
+    pins = _write_pins(outcome.triton_autotune, scratch)
     counted = job.model_copy(update={"mode": "counters", "warmup": min(job.warmup, PASS_WARMUP), "steps": 1,
                                      "timing_iterations": 0, "autotune": str(pins)})
     job_file = schema.write_document(counted, scratch / "counters-job.json")
