@@ -148,11 +148,14 @@ def roofline_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 
-# How far past a calibrated ceiling a launch may run before it is a calibration defect: the probes' own spread.
-# Calibrations on one H100 differ by up to 2 % per ceiling (the tensor probe of the bundled device profile and a
-# GEMM of the same host's suite, 100.3 %; the copy probe's bytes 0.96 % off the analytic count, accepted within
-# 2 %), so a launch within 2 % of its ceiling is at it, not above it.
-CALIBRATION_TOLERANCE = 0.02
+# How far past a calibrated ceiling a launch may run before it is a calibration defect, per ceiling. A probe's
+# fastest repeat is within 1.5 % of its median, the ceiling (the 24 probes of two fresh H100 calibrations,
+# tests/data/calibrate-probes-two-h100s), and the copy probe's bytes are accepted within 2 % of the analytic count:
+# 2 % in general. A workload's GEMM beat the probe of its own shape and tile by 6.0 % (the hybrid's 8192x4096x4096
+# TNT GEMM, 323.8 us under Nsight Compute on the host whose probe took 343.2 us; 2.2 % above the tensor ceiling):
+# a probe streams random operands back to back, a workload's GEMM runs between lighter kernels on values that
+# toggle less (the likely causes, not measured apart), so the tensor ceiling allows 6 %.
+CALIBRATION_TOLERANCE = {"bf16_tensor_tflops": 0.06, "fp32_tflops": 0.02, "dram_gb_s": 0.02, "l1_gb_s": 0.02}
 # What `calibration_defects` compares: (ceiling field, what it limits, unit, unit in the ceiling's scale).
 _RATES = (("bf16_tensor_tflops", "tensor FLOP/s", "TFLOP/s", 1e12), ("fp32_tflops", "fp32 FLOP/s", "TFLOP/s", 1e12),
           ("dram_gb_s", "DRAM bytes/s", "GB/s", 1e9), ("l1_gb_s", "L1 bytes/s", "GB/s", 1e9))
@@ -161,7 +164,7 @@ _RATES = (("bf16_tensor_tflops", "tensor FLOP/s", "TFLOP/s", 1e12), ("fp32_tflop
 def calibration_defects(ceilings: Ceilings, kernels: pd.DataFrame) -> pd.DataFrame:
     """The checked launches (`CHECKED_STATUSES`) whose rate exceeds a ceiling: tensor and fp32 FLOP/s, DRAM and
     L1 data-pipe bytes/s (the byte counts the roofline's intensities use; L2's roof is the counter's own peak,
-    not a calibrated one), each on the counters' own duration, by more than CALIBRATION_TOLERANCE. One row per
+    not a calibrated one), each on the counters' own duration, by more than its CALIBRATION_TOLERANCE. One row per
     launch and ceiling exceeded, fastest first within each ceiling; empty where the ceilings hold.
     Unchecked counters (schema-1 runs, lent across problems) prove nothing and are left out."""
     checked = kernels.loc[kernels["counter_status"].isin(CHECKED_STATUSES)]
@@ -172,7 +175,8 @@ def calibration_defects(ceilings: Ceilings, kernels: pd.DataFrame) -> pd.DataFra
     for field, rate, unit, scale in _RATES:
         ceiling = getattr(ceilings, field)
         achieved = measured[field] / seconds / scale
-        over = achieved > ceiling * (1 + CALIBRATION_TOLERANCE) if ceiling else pd.Series(False, achieved.index)
+        over = (achieved > ceiling * (1 + CALIBRATION_TOLERANCE[field]) if ceiling
+                else pd.Series(False, achieved.index))
         if over.any():
             frames.append(checked.loc[over, ["launch_idx", "kernel_name", "phase"]].assign(
                 rate=rate, achieved=achieved[over], ceiling=ceiling, unit=unit,
