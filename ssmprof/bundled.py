@@ -1,6 +1,7 @@
 """Reference runs inside the package: the paper-preset suite profiled on an H100 and an H200, and the paper presets of
-the newer workloads where they were measured: mamba3-lm, gdn-lm and gdn-hybrid on the H200, mamba3-lm on the H100
-without counters (its 49 GiB of live tensors make Nsight Compute's replay go through the host there).
+the newer workloads where they were measured: mamba3-lm, gdn-lm and gdn-hybrid on the H200, mamba3-lm on the H100 at
+batch 1 (at the paper's batch 2 its 49 GiB of live tensors make Nsight Compute's kernel replay save them through the
+host; its per-layer kernels are the same).
 
 Each was written by `ssmprof suite --preset paper` (sampled counters) through `scripts/gpu_check.sh suite`;
 only run.json + kernels.parquet are kept, with each GPU's `ssmprof calibrate` device profile. Runs of
@@ -12,7 +13,8 @@ Results section from them. Sweeps (`ssmprof sweep`, through `scripts/gpu_check.s
 `sweep-chunk`) live beside them in `<gpu>/sweeps/<name>/`; their regime maps' headlines join the Results. The
 tensor-parallel runs (`scripts/gpu_check.sh tp` and `tp-claim` on 2 H200s) live in `<gpu>/parallel/<scenario>/` with
 the single-GPU runs of the same host: `ssmprof reference` gives them a suite page of their own and the Results a
-table.
+table. Models people ship (`hf:` workloads, `ssmprof profile hf:<arch> --preset small`) live in `<gpu>/models/<name>/`,
+each with the device profile of the host that ran it, and get a page of their own.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from ssmprof.hardware import REFERENCE, bundled_profile
 
 SWEEPS = "sweeps"  # REFERENCE/<gpu>/sweeps/<name>/: sweep.json and its points' run.json + kernels.parquet
+MODELS = "models"  # REFERENCE/<gpu>/models/<name>/: models people ship (`hf:` workloads), each with its host's profile
 PARALLEL = "parallel"  # REFERENCE/<gpu>/parallel/<scenario>/: multi-GPU runs and the same host's single-GPU runs
 GPUS = {"h100-sxm": "H100", "h200": "H200"}  # folder (a key of the datasheet table) -> short label
 
@@ -50,6 +53,12 @@ def parallel_runs(gpu: str) -> list[Path]:
     """The multi-GPU runs measured on `gpu` (`ssmprof profile --tp`, through `scripts/gpu_check.sh tp` and
     `tp-claim`), beside the single-GPU runs of the same host that their speedups are measured against, by name."""
     return sorted(path.parent for path in (REFERENCE / gpu / PARALLEL).glob("*/run.json"))
+
+
+def shipped_models(gpu: str) -> list[Path]:
+    """The run directories of models people ship (`hf:` workloads from their published configurations, profiled
+    with `ssmprof profile hf:<arch>`) measured on `gpu`, by name."""
+    return sorted(path.parent for path in (REFERENCE / gpu / MODELS).glob("*/run.json"))
 
 
 def device_profile(gpu: str) -> Path:

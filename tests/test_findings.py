@@ -3,6 +3,7 @@ run-level category rule: on the bundled runs (real) and on small frames built to
 
 import json
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -90,9 +91,8 @@ def test_findings_and_notes_say_why_a_gemm_failed():
 def test_suite_opens_with_findings_and_provenance(suite):
     analyzed_runs, overview = suite
     assert list(overview["findings"]["topic"]) == ["where the time goes", "SSM kernels", "host", "counters"]
-    assert overview["findings"].iloc[3]["finding"] == "Counters checked in all 6 runs. The self-checks removed " \
-        "counters in mamba2-lm, hybrid, mamba-vision, graph-mamba, transformer (see each run's findings). " \
-        "No counters in mamba3-lm."
+    assert overview["findings"].iloc[3]["finding"] == "Counters checked in all 7 runs. The self-checks removed " \
+        "counters in mamba2-lm, hybrid, mamba-vision, graph-mamba, transformer, mamba3-lm (see each run's findings)."
     assert "Host-bound: graph-mamba" in overview["findings"].iloc[2]["finding"]
     page = reporting.render_html(analyzed_runs, overview)
     assert page.index('class="findings"') < page.index("Plotly.newPlot(")
@@ -297,8 +297,8 @@ def test_counters_finding_says_what_the_second_pass_skipped():
 
 
 def test_a_run_without_counters_says_so_and_claims_no_checks():
-    """mamba3-lm's H100 paper run was profiled with --counters none (host replay would not finish there)."""
-    analyzed_runs, _ = reporting.analyze_runs([bundled.REFERENCE / "h100-sxm" / "mamba3-lm"])
+    """A run profiled with --counters none (tests/data/traced-iteration-h100: the timing pass's measurements)."""
+    analyzed_runs, _ = reporting.analyze_runs([Path(__file__).parent / "data" / "traced-iteration-h100" / "mamba2-lm"])
     findings = analyzed_runs[0].tables["findings"].set_index("topic")
     assert findings.loc["counters", "finding"] == "No counters in this run (timeline only): no rates, roofline, " \
         "limiters or tensor/vector classes."

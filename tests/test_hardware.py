@@ -103,15 +103,18 @@ def test_a_gpu_without_profile_or_datasheet_row_has_no_roofline():
 
 
 def test_bundled_runs_find_their_gpus_profile_beside_them():
-    """The rule as `ssmprof reference` meets it: every bundled run, sweep point and multi-GPU run on its own GPU's
+    """The rule as `ssmprof reference` meets it: every bundled run, sweep point and multi-GPU run on its own host's
+    profile where its run directory holds one (mamba3-lm on the H100, the shipped models), else on its GPU's
     bundled profile, whether beside it (the suite) or found by its GPU model (sweeps, parallel runs)."""
     for gpu in bundled.GPUS:
-        measured = read_device_profile(bundled.device_profile(gpu)).measured.dram_gb_s
-        paths = bundled.runs(gpu) + bundled.parallel_runs(gpu)
+        bundled_dram = read_device_profile(bundled.device_profile(gpu)).measured.dram_gb_s
+        paths = bundled.runs(gpu) + bundled.parallel_runs(gpu) + bundled.shipped_models(gpu)
         paths += [point.parent for folder in bundled.sweeps(gpu) for point in folder.glob("*/run.json")]
         for path in paths:
             info = schema.read_run(path).info
             ceilings, said = run_ceilings(info.gpu.name, path)
+            own = path / "device-profile.json"
+            measured = read_device_profile(own).measured.dram_gb_s if own.is_file() else bundled_dram
             assert (ceilings.dram_gb_s, said) == (measured, []), path
 
 

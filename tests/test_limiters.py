@@ -228,7 +228,12 @@ def test_every_ssm_kernel_of_every_bundled_run_with_counters_has_a_verdict():
             ssm = frame[frame["category"] == "SSM scan"]
             if frame["ncu_duration_ns"].notna().any() and len(ssm):
                 verdicts[(gpu, path.name)] = limiter_summary(ssm).set_index(["kernel_name", "phase"])["limiter"]
-    assert len(verdicts) == 13 and not [key for key, limiter in verdicts.items() if (limiter == "no counters").any()]
+    # one exception, a self-check's doing: the H100 mamba3-lm's 7.4 us `mamba3_siso_bwd_kernel_ddt_dtrap_dinput_states`,
+    # whose 12 profiled launches the duration check rejected (counters timed apart from the timeline's launch)
+    uncounted = {key: list(limiter[limiter == "no counters"].index) for key, limiter in verdicts.items()
+                 if (limiter == "no counters").any()}
+    assert len(verdicts) == 14 and uncounted == {
+        ("h100-sxm", "mamba3-lm"): [("mamba3_siso_bwd_kernel_ddt_dtrap_dinput_states", "backward")]}
     assert verdicts[("h200", "mamba2-lm")][("_chunk_cumsum_bwd_kernel", "backward")] == \
         "too few thread blocks (0.55 waves)"
 

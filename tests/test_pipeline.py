@@ -80,7 +80,7 @@ def test_a_projection_says_what_it_cannot_know():
     """A run without counters projects nothing (never 1.00x for every category); to another architecture the
     projection names what it cannot know and that no run on that GPU checked it; H100 to H200 is checked."""
     with pytest.raises(InvalidConfig, match="has no counters: a projection needs"):
-        reporting.project(bundled.REFERENCE / "h100-sxm" / "mamba3-lm", "h200")
+        reporting.project(Path(__file__).parent / "data" / "traced-iteration-h100" / "mamba2-lm", "h200")
     text = reporting.project(H100_RUN, "a100-80gb")
     assert "Another architecture (Hopper to Ampere)" in text and "wgmma" in text
     assert "Never checked against a run measured on the NVIDIA A100 SXM4 80GB" in text
@@ -110,7 +110,10 @@ def test_reference_writes_a_suite_report_per_gpu_a_comparison_per_workload_and_t
     sweeps = [p.name for p in written if p.name.startswith("sweep-")]  # the bundled sweeps' regime maps
     assert sweeps == ["sweep-h100-sxm-d_state-chunk_size.html", "sweep-h100-sxm-seq_len.html",
                       "sweep-h200-d_state-chunk_size.html", "sweep-h200-seq_len.html"]
-    assert len(written) == 4 + len(bundled.runs("h100-sxm")) + len(sweeps) + 2 and all(p.exists() for p in written)
+    assert written[4].name == "models-h100-sxm.html"  # the shipped hybrids, on their own page
+    compared = [p.name for p in written if p.name.startswith("compare-")]  # one config on both GPUs only
+    assert len(compared) == len(bundled.paper_suite()) and "compare-mamba3-lm-h100-sxm-vs-h200.html" not in compared
+    assert len(written) == 5 + len(compared) + len(sweeps) + 2 and all(p.exists() for p in written)
     assert [p.name for p in written[-2:]] == ["trace-h100-sxm.json", "trace-h200.json"]
 
 

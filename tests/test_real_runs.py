@@ -97,8 +97,9 @@ def test_bundled_suites_overview():
     # Mamba-1's selective scan is vector work only; Mamba-2's SSD chunk kernels mostly mix in tensor work
     assert ssm.loc["mamba1-lm", "forward VectorOnly %"] == 100.0
     assert ssm.loc["mamba2-lm", "forward Tensor+Vector %"] > 50
-    # mamba3-lm's H100 run has no counters (--counters none): its SSM time share only, nothing made up
-    assert ssm.loc["mamba3-lm", "ssm_time_pct"] > 20 and ssm.loc["mamba3-lm"].drop("ssm_time_pct").isna().sum() > 10
+    # mamba3-lm's H100 run (batch 1, counters): its SISO kernels mix tensor and vector work forward
+    assert ssm.loc["mamba3-lm", "ssm_time_pct"] > 20 and ssm.loc["mamba3-lm"].notna().all()
+    assert ssm.loc["mamba3-lm", "forward Tensor+Vector %"] > 50
 
 
 def test_readme_results_are_generated_from_the_bundled_runs():
@@ -114,7 +115,8 @@ def test_reference_renders_without_a_gpu(bundled_reference):
     assert "BUNDLED measurements" in result.output
     assert '<script src="plotly.min.js">' in (out / "suite-h100-sxm.html").read_text()  # beside it: offline
     assert (out / "plotly.min.js").stat().st_size > 1e6
-    assert len(list(out.glob("compare-*-h100-sxm-vs-h200.html"))) == 7  # the paper suite and mamba3-lm
+    # the paper suite; mamba3-lm runs at batch 1 on the H100 and 2 on the H200: other work, not compared
+    assert len(list(out.glob("compare-*-h100-sxm-vs-h200.html"))) == 6
 
 
 def test_every_bundled_file_is_package_data():

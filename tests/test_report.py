@@ -248,6 +248,16 @@ def test_parallel_page_tells_its_runs_apart(reference_pages):
         assert stale not in page, stale
 
 
+def test_the_shipped_hybrids_page_shows_their_fused_ssd_kernels(reference_pages):
+    """hf:nemotron-h and hf:bamba (transformers' models from their published configs, small preset, H100, sampled
+    counters): their page names each run and its fused SSD chain, and holds the SSM roofline and Table II."""
+    page = next(p for p in reference_pages if p.name == "models-h100-sxm.html").read_text()
+    for name in ("hf:nemotron-h", "hf:bamba"):
+        assert name in page
+    assert "mamba_split_conv1d_scan_combined" in page and "_chunk_scan_fwd_kernel" in page
+    assert "Table II" in page
+
+
 @pytest.mark.parametrize(("name", "scaling", "late"), [
     ("parallel-h100-sxm.html", "1.32x on 4 GPUs (33 % efficiency)", "rank 1 late: 56 % of an iteration"),
     ("parallel-h200.html", "1.41-1.75x on 2 GPUs (70-88 % efficiency)", "rank 0 late: 30 % of an iteration"),

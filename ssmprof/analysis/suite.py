@@ -119,6 +119,13 @@ def profiling_cost(step_times: pd.DataFrame, workloads: list[str]) -> pd.DataFra
                                                 profile_wall_s=("profile_wall_s", "sum")).reset_index()
 
 
+def same_config(infos_a: dict[str, RunInfo], infos_b: dict[str, RunInfo]) -> list[str]:
+    """The workloads measured on both GPUs with one configuration (preset and every setting): only those are
+    compared across GPUs; a run at another batch or length measures other work (mamba3-lm runs at batch 1 on the
+    H100, where batch 2 would make Nsight Compute save its live tensors through the host)."""
+    return [w for w in infos_a if w in infos_b and infos_a[w].workload.config == infos_b[w].workload.config]
+
+
 def gpu_pair(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.DataFrame], infos_a: dict[str, RunInfo],
              infos_b: dict[str, RunInfo]) -> pd.DataFrame:
     """Per workload measured on both GPUs: step time on each, speedup of the step and of its SSM and GEMM

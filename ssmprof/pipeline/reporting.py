@@ -165,9 +165,9 @@ def traced(run: Run, limits: Ceilings | None) -> tuple[RunInfo, pd.DataFrame]:
 
 def reference(out: Path) -> list[Path]:
     """`ssmprof reference`: a suite report per GPU of the bundled runs, one of its bundled multi-GPU runs with the
-    single-GPU runs of their host, an H100-vs-H200 comparison per workload measured on both, the regime map of each
-    bundled sweep, and a Perfetto trace per GPU (every workload's profiled iteration), written into `out`; returns
-    the files written (reports first, traces last)."""
+    single-GPU runs of their host, one of the shipped models it ran (`hf:` workloads), an H100-vs-H200 comparison
+    per workload measured on both, the regime map of each bundled sweep, and a Perfetto trace per GPU (every
+    workload's profiled iteration), written into `out`; returns the files written (reports first, traces last)."""
     check_folder(out, "--out")
     written, traces = [], []
     for gpu in bundled.GPUS:
@@ -184,10 +184,18 @@ def reference(out: Path) -> list[Path]:
             loaded = _load(paths, None)
             write_output(render_html(*_analyze(paths, loaded, None), run_labels(loaded),
                                      [another_host_note(loaded, gpu)]), written[-1])
+    for gpu in bundled.GPUS:
+        paths = bundled.shipped_models(gpu)
+        if paths:  # their own page: other models and presets than the suite's, on their own hosts' profiles
+            written.append(out / f"models-{gpu}.html")
+            loaded = _load(paths, None)
+            write_output(render_html(*_analyze(paths, loaded, None), run_labels(loaded)), written[-1])
     first, second = bundled.GPUS
     on_second = {path.name: path for path in bundled.runs(second)}
+    infos = {gpu: {path.name: load_run(path).info for path in bundled.runs(gpu)} for gpu in bundled.GPUS}
+    both = suite.same_config(infos[first], infos[second])
     for path_a in bundled.runs(first):
-        if path_a.name not in on_second:
+        if path_a.name not in both:
             continue
         path_b = on_second[path_a.name]
         target = out / f"compare-{path_a.name}-{first}-vs-{second}.html"
@@ -228,6 +236,8 @@ def results(readme: Path | None = None) -> str:
     kernels = {gpu: {w: run.kernels for w, run in loaded[gpu].items()} for gpu in loaded}
     infos = {gpu: {w: run.info for w, run in loaded[gpu].items()} for gpu in loaded}
     measured = {w: limits for w, run in loaded[first].items() if (limits := ceilings_of(run)[0]) is not None}
+    both = suite.same_config(infos[first], infos[second])
+    paired = {gpu: {w: kernels[gpu][w] for w in both} for gpu in bundled.GPUS}
     # the projection sets each GPU model's ceilings against the other's, as `ssmprof project` does
     ceilings = {gpu: model_ceilings(gpu) for gpu in bundled.GPUS}
     steps = pd.concat([suite.step_times(infos[gpu]).assign(gpu=bundled.GPUS[gpu]) for gpu in bundled.GPUS],
@@ -236,8 +246,8 @@ def results(readme: Path | None = None) -> str:
         (bundled.GPUS[first], bundled.GPUS[second]), steps, suite.profiling_cost(steps, bundled.paper_suite()),
         suite.category_shares(kernels[first]),
         suite.ssm_kernels(kernels[first], measured),
-        suite.gpu_pair(kernels[first], kernels[second], infos[first], infos[second]),
-        suite.projection_errors(kernels[first], kernels[second], ceilings[first], ceilings[second]),
+        suite.gpu_pair(paired[first], paired[second], infos[first], infos[second]),
+        suite.projection_errors(paired[first], paired[second], ceilings[first], ceilings[second]),
         suite.beside_study(loaded[first][STUDY_WORKLOAD].kernels, loaded[first][STUDY_WORKLOAD].info,
                            measured[STUDY_WORKLOAD]))
     extra = sweep_headlines() + parallel_results()
