@@ -30,7 +30,6 @@ import json
 import os
 import re
 import shutil
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -1237,21 +1236,3 @@ def cpu_model() -> str:
             return next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
     except OSError:
         return ""
-
-
-@contextmanager
-def locked(path: Path):
-    """Hold an exclusive lock on `path` (created if missing) while the block runs: processes that read, change
-    and rewrite one file (shards of a sweep updating its manifest) take turns instead of losing each other's
-    changes. POSIX advisory locks (flock) also hold across hosts on NFS v4 and Lustre."""
-    import fcntl
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
