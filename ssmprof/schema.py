@@ -1227,12 +1227,3 @@ def remove_folder(path: Path) -> None:
 def signal_file(path: Path) -> None:
     """Create an empty file one process waits for (a counter pass's go-ahead)."""
     Path(path).touch()
-
-
-def cpu_model() -> str:
-    """The CPU's model name as Linux reports it, or "" where it does not."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            return next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
-    except OSError:
-        return ""
