@@ -95,15 +95,15 @@ def workloads() -> None:
 @error_boundary
 def doctor() -> None:
     """Show the software stack and which fused kernels are available here."""
-    from ssmprof.kernels import Availability, stack_report
+    from ssmprof.pipeline.doctor import doctor as checkup
 
-    versions = stack_report()
-    have = Availability.probe()
+    found = checkup()
+    have = found.kernels
     table = Table(title="ssmprof doctor", show_header=False)
-    for name, version in versions.items():
+    for name, version in found.versions.items():
         table.add_row(name, version or _styled("not installed", "yellow"))
     if have.cuda:
-        table.add_row("GPU", f"{have.device_name} (compute capability {'.'.join(map(str, have.capability))})")
+        table.add_row("GPU", f"{found.gpu['name']} (compute capability {found.gpu['compute_capability']})")
     # the kernels' rows: bool fields only (the versions are above); without a GPU none runs, and the row says why
     unusable = "" if have.cuda else " (no CUDA GPU here)"
     for name, ok in vars(have).items():

@@ -459,48 +459,21 @@ def plan_kernels(ops: tuple[str, ...], device: str, allow_fallback: bool = False
 NEEDS_EXTENSION = {"causal_conv1d": "causal_conv1d_cuda"}
 
 
-def stack_report() -> dict[str, str | None]:
-    """`software_versions()` for people (`ssmprof doctor`): a package that is installed but cannot be
-    imported only because its CUDA extension is not built says so, instead of "not installed" (None)."""
+def unbuilt_extensions() -> dict[str, str]:
+    """The packages installed here whose import fails only because their CUDA extension is not built, each with
+    what `ssmprof doctor` shows for it (`profiler.environment.stack_report`) instead of "not installed"."""
     from importlib import metadata
 
-    report = software_versions()
+    found = {}
     for name, extension in NEEDS_EXTENSION.items():
-        if report.get(name) is None and not _extension_built(extension):
-            try:
-                version = metadata.version(name.replace("_", "-"))
-            except metadata.PackageNotFoundError:
-                continue
-            report[name] = f"{version} installed, CUDA extension not built (make kernels)"
-    return report
-
-
-# The kernel libraries a kernel author runs from a checkout or wheel of their own: where each came from is recorded
-# beside its version (`<name>_source`, `package_source`), so that two runs of one version built from two commits
-# differ in their provenance, and `compare` and the gate name the change.
-SOURCE_RECORDED = {"mamba_ssm": "mamba-ssm", "causal_conv1d": "causal-conv1d"}
-
-
-def software_versions() -> dict[str, str | None]:
-    """Versions of the stack that decides which kernels run, and where a kernel library installed from a
-    checkout, a git URL or a wheel file came from (`SOURCE_RECORDED`; no key for one installed from an index)."""
-    import torch
-
-    versions: dict[str, str | None] = {
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-    }
-    for name in ("triton", "mamba_ssm", "causal_conv1d", "flash_attn", "tilelang", "fla"):
+        if _extension_built(extension):
+            continue
         try:
-            module = mamba_ssm() if name == "mamba_ssm" else importlib.import_module(name)
-            versions[name] = getattr(module, "__version__", "unknown")
-        except (ImportError, KernelUnavailable):
-            versions[name] = None
-    for name, distribution in SOURCE_RECORDED.items():
-        source = package_source(distribution) if versions.get(name) else None
-        if source:
-            versions[f"{name}_source"] = source
-    return versions
+            version = metadata.version(name.replace("_", "-"))
+        except metadata.PackageNotFoundError:
+            continue
+        found[name] = f"{version} installed, CUDA extension not built (make kernels)"
+    return found
 
 
 def package_source(distribution: str) -> str | None:

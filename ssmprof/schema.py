@@ -18,6 +18,9 @@ Beside runs: the device profile (`DeviceProfile`, by `ssmprof calibrate`), the r
 manifest (`SweepManifest`, by `ssmprof sweep`): pydantic
 models with a `version`, written by `write_document` and read by `read_document`, which turns a missing,
 unreadable, other-version or malformed file into one `CorruptFile` line.
+
+The run history is a folder of parquet files, one per appended run (`write_history_entry`, `HISTORY_COLUMNS`);
+questions across its runs are DuckDB queries, in `history_store`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ import json
 import os
 import re
 import shutil
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -1116,7 +1118,7 @@ def write_frame(frame: pd.DataFrame, path: Path) -> Path:
     return _write_atomically(path, lambda staging: frame.to_parquet(staging, index=False))
 
 
-# --- The history: one parquet file per appended run in a folder, queried across runs through DuckDB.
+# --- The history: one parquet file per appended run in a folder; `history_store` queries them across runs.
 
 HISTORY_VERSION = 1
 HISTORY_GLOB = "*.parquet"
@@ -1228,58 +1230,3 @@ def remove_folder(path: Path) -> None:
 def signal_file(path: Path) -> None:
     """Create an empty file one process waits for (a counter pass's go-ahead)."""
     Path(path).touch()
-
-
-def cpu_model() -> str:
-    """The CPU's model name as Linux reports it, or "" where it does not."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            return next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
-    except OSError:
-        return ""
-
-
-@contextmanager
-def locked(path: Path):
-    """Hold an exclusive lock on `path` (created if missing) while the block runs: processes that read, change
-    and rewrite one file (shards of a sweep updating its manifest) take turns instead of losing each other's
-    changes. POSIX advisory locks (flock) also hold across hosts on NFS v4 and Lustre."""
-    import fcntl
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def query_history(folder: Path, sql: str, parameters: list | None = None) -> pd.DataFrame:
-    """Run `sql` over the history folder through DuckDB: `history` in it names the table of every appended
-    run. A folder without entries, another layout version or an unreadable file is one `CorruptFile` line."""
-    try:
-        import duckdb
-    except ImportError:
-        raise SsmprofError("the run history needs DuckDB: pip install 'ssmprof[history]'") from None
-
-    folder = Path(folder)
-    if not folder.is_dir() or not any(folder.glob(HISTORY_GLOB)):
-        state = "holds no runs" if folder.is_dir() else "is a file, not a folder" if folder.exists() else \
-            "does not exist"
-        raise CorruptFile(f"history {folder} {state}: append runs with `ssmprof history {folder} --add RUN_DIR`, "
-                          f"or `--history {folder}` on profile, suite or regress")
-    connection = duckdb.connect()
-    try:
-        files = str(folder.resolve() / HISTORY_GLOB).replace("'", "''")  # a SQL string literal
-        connection.execute(f"CREATE VIEW history AS SELECT * FROM read_parquet('{files}', union_by_name = true)")
-        versions = connection.execute("SELECT DISTINCT history_version FROM history").fetchall()
-        found = sorted(v for (v,) in versions)
-        if found != [HISTORY_VERSION]:
-            raise CorruptFile(f"history {folder} has layout version {found}, this ssmprof reads {HISTORY_VERSION}")
-        return connection.execute(sql, parameters or []).df()
-    except duckdb.Error as exc:
-        raise CorruptFile(f"history {folder} cannot be read: {str(exc).splitlines()[0]}") from None
-    finally:
-        connection.close()

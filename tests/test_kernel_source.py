@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from ssmprof import kernels
 from ssmprof.analysis.compare import check_comparable
 from ssmprof.cli import app
+from ssmprof.profiler import environment
 
 
 def _install(tmp_path, monkeypatch, direct_url: dict | None) -> None:
@@ -40,7 +41,7 @@ def _checkout(folder) -> str:
 def test_a_git_url_install_records_its_commit(tmp_path, monkeypatch):
     _install(tmp_path, monkeypatch, {"url": "https://github.com/me/mamba.git",
                                      "vcs_info": {"vcs": "git", "commit_id": "0123abcd", "requested_revision": "br"}})
-    versions = kernels.software_versions()
+    versions = environment.software_versions()
     assert versions["mamba_ssm"] == "2.3.2.post1"
     assert versions["mamba_ssm_source"] == "git 0123abcd https://github.com/me/mamba.git"
 
@@ -66,7 +67,7 @@ def test_an_editable_checkout_records_its_describe_and_commit(tmp_path, monkeypa
 def test_other_installs(tmp_path, monkeypatch, direct_url, source):
     _install(tmp_path, monkeypatch, direct_url)
     assert kernels.package_source("mamba-ssm") == source
-    assert kernels.software_versions().get("mamba_ssm_source") == source
+    assert environment.software_versions().get("mamba_ssm_source") == source
 
 
 def test_doctor_shows_it(tmp_path, monkeypatch):

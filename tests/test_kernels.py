@@ -7,6 +7,7 @@ import pytest
 from ssmprof import kernels
 from ssmprof.errors import KernelUnavailable
 from ssmprof.kernels import Availability, plan_kernels
+from ssmprof.profiler import environment
 
 
 def test_mamba_ssm_imports_and_missing_extension_names_the_fix():
@@ -98,11 +99,11 @@ def test_no_triton_gpu_is_a_clear_error(monkeypatch):
 
 
 def test_doctor_says_when_only_the_cuda_extension_is_missing():
-    report = kernels.stack_report()
+    report = environment.stack_report()
     if kernels._extension_built("causal_conv1d_cuda"):
         pytest.skip("causal_conv1d_cuda is built here")
     assert report["causal_conv1d"] == "1.7.0 installed, CUDA extension not built (make kernels)"
-    assert kernels.software_versions()["causal_conv1d"] is None  # run.json's versions: unchanged
+    assert environment.software_versions()["causal_conv1d"] is None  # run.json's versions: unchanged
 
 
 def test_fused_kernel_names_live_in_the_adapter():

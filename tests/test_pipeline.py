@@ -241,7 +241,7 @@ def _null_progress():
 def test_calibrate_writes_a_device_profile_its_readers_accept(tmp_path, monkeypatch):
     """`run_calibration` stubbed with the counters of the known-work kernels (the copy one 10 % short), and an
     L1 ceiling below L2's, which the profile drops with a note; DRAM from the faster collector (the events)."""
-    from ssmprof.profiler import calibrate, harness
+    from ssmprof.profiler import calibrate, environment
 
     known = {work["check"]: work["expected"] for work in calibrate.KNOWN_WORK}
     report = pd.DataFrame({
@@ -260,12 +260,12 @@ def test_calibrate_writes_a_device_profile_its_readers_accept(tmp_path, monkeypa
                 "fp32_tflops": 25.0, "source": MEASURED}
     monkeypatch.setattr(calibrate, "run_calibration", lambda timeout, keep: (report, ceilings, 11.0))
     # an H100's memory under an H200's name: the profile says the host's GPU is not the part its name matched
-    monkeypatch.setattr(harness, "gpu_info", lambda: {"name": "NVIDIA H200", "l2_bytes": None,
-                                                      "memory_bytes": 85017493504})
+    monkeypatch.setattr(environment, "gpu_properties", lambda cuda=True: {
+        "name": "NVIDIA H200", "l2_bytes": None, "memory_bytes": 85017493504})
     wrong = measure.calibrate(tmp_path / "x.json").profile.note
     assert "reports 85.0 GB, its datasheet row (NVIDIA H200 SXM 141GB) 141 GB" in wrong
-    monkeypatch.setattr(harness, "gpu_info", lambda: {"name": "NVIDIA H100 80GB HBM3", "l2_bytes": None,
-                                                      "memory_bytes": 85017493504})
+    monkeypatch.setattr(environment, "gpu_properties", lambda cuda=True: {
+        "name": "NVIDIA H100 80GB HBM3", "l2_bytes": None, "memory_bytes": 85017493504})
     result = measure.calibrate(tmp_path / "device.json")
     assert result.failed == ["DRAM bytes (copy kernel)"]
     profile = read_device_profile(result.path)

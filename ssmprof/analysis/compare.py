@@ -43,7 +43,7 @@ def changed_entries(a: dict, b: dict) -> str:
 
 def check_comparable(info_a: RunInfo, info_b: RunInfo) -> list[str]:
     """Refuse runs of different workloads; return notes on other differences (config, GPU, host, library versions
-    and where a kernel library came from: `kernels.software_versions`)."""
+    and where a kernel library came from: `profiler.environment.software_versions`)."""
     a, b = info_a.workload, info_b.workload
     if a.name != b.name:
         raise IncomparableRuns(f"runs are of different workloads ({a.name} vs {b.name}): compare, project "

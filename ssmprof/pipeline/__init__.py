@@ -7,4 +7,5 @@ options, calls one of these, and prints. Nothing here prints or knows about type
 - `ceilings`: which roofline ceilings a run gets (measured on its GPU, else the datasheet), decided once
 - `reporting`: report, reference, results, compare, project (CPU only, from run directories)
 - `gate`: baseline and regress
+- `doctor`: the environment a run here would record, and which fused kernels can run
 """

@@ -2,7 +2,7 @@
 history DIR --add RUN...`), its trends and change points (`ssmprof history DIR`), and rolling baselines for
 `regress --history DIR`. Each run is one parquet file (`schema.write_history_entry`); every question across runs
 (which runs, the last N of a configuration, medians and spreads over them) is a DuckDB query
-(`schema.query_history`), so a history of thousands of runs is never looped over in Python."""
+(`history_store.query_history`), so a history of thousands of runs is never looped over in Python."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from ssmprof.analysis.regress import EFFICIENCY, LAUNCHES, MAD_TO_SIGMA, PER_LAU
 from ssmprof.analysis.roofline import roofline
 from ssmprof.errors import DuplicateRun, SsmprofError
 from ssmprof.hardware import run_ceilings
+from ssmprof.history_store import query_history
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_folder, write_text
 from ssmprof.schema import (
@@ -31,7 +32,6 @@ from ssmprof.schema import (
     HISTORY_VERSION,
     Run,
     RunInfo,
-    query_history,
     run_identity,
     write_history_entry,
 )

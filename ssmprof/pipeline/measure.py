@@ -325,8 +325,7 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
     memory is not its datasheet row's (`hardware.identity_note`): a profile applies to runs of its GPU's name."""
     from ssmprof.analysis.calibration import combined_ceilings, counter_ceilings, evaluate, ordered_ceilings
     from ssmprof.profiler.calibrate import KNOWN_WORK, run_calibration
-    from ssmprof.profiler.harness import gpu_info
-    from ssmprof.profiler.nvml import gpu_clocks
+    from ssmprof.profiler.environment import gpu_properties, run_gpu
 
     check_file(out, "--out")
     check_file(keep_report, "--keep-report")
@@ -335,7 +334,7 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
     ceilings, set_by = combined_ceilings(counted, timed)
     ceilings, note = ordered_ceilings(ceilings)
     checks = evaluate(measured, KNOWN_WORK)
-    gpu = {**gpu_info(), "clocks": gpu_clocks()}  # the GPU as the host has it: name, memory, SMs, clocks, driver
+    gpu = run_gpu(gpu_properties())  # the GPU as the host has it: name, memory, SMs, clocks, driver
     identity = identity_note(gpu["name"], gpu.get("memory_bytes"))
     if identity is not None:
         note = f"{note}; {identity}" if note else identity

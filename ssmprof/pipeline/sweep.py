@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from ssmprof.errors import GpuKernelFault, InvalidConfig, NoGpu, SsmprofError
+from ssmprof.locks import locked
 from ssmprof.pipeline import measure
 from ssmprof.pipeline.outputs import check_folder
 from ssmprof.profiler.harness import Progress, resolve_device
@@ -40,7 +41,6 @@ from ssmprof.schema import (
     SweepManifest,
     SweepPoint,
     SweepPointFile,
-    locked,
     make_document,
     read_sweep,
     write_document,
@@ -206,7 +206,7 @@ def sweep(request: SweepRequest, progress_for: PointProgress | None = None) -> S
     run directory per point, the manifest `out/sweep.json` and the point's own file after every point); with
     `request.report`, the regime map as `out/sweep-report.html` and CSVs, once no point of any shard is pending.
     `request.resume`: finish the sweep already in `out` (same spec), running only the points not complete. A shard
-    joins the sweep another shard started in `out`; shards update the manifest in turn (`schema.locked`). With
+    joins the sweep another shard started in `out`; shards update the manifest in turn (`locks.locked`). With
     `request.gpus` other than 1, the shards run at once, one per GPU (`sweep_on_gpus`)."""
     if request.gpus != 1:
         return sweep_on_gpus(request)

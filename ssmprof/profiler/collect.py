@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import gc
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -31,7 +30,7 @@ import torch
 
 from ssmprof import schema
 from ssmprof.errors import InvalidConfig, NoGpu
-from ssmprof.kernels import is_fused_kernel, software_versions
+from ssmprof.kernels import is_fused_kernel
 from ssmprof.profiler import autotune
 from ssmprof.profiler.counters import (
     REPLAY_CHOICES,
@@ -48,6 +47,7 @@ from ssmprof.profiler.counters import (
     replay_through_host,
     stall_targets,
 )
+from ssmprof.profiler.environment import run_sections
 from ssmprof.profiler.harness import Prepared, Progress, RunResult, run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.ncu import (
@@ -61,7 +61,6 @@ from ssmprof.profiler.ncu import (
     counter_metrics,
 )
 from ssmprof.profiler.ncu_extract import read_report
-from ssmprof.profiler.nvml import gpu_clocks
 from ssmprof.profiler.timeline import TimelineCapture
 
 COUNTER_MODES = ("sampled", "all", "focus", "none")  # what each takes: the module docstring
@@ -147,15 +146,13 @@ def coverage(kernels: pd.DataFrame) -> dict:
 
 def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.DataFrame, triton_choices: dict,
              checks: dict | None = None, parallel: dict | None = None) -> schema.RunInfo:
-    """run.json of a profiled run, typed: the harness result, this host's environment, the collectors' notes,
-    the counter self-checks' summary and (multi-rank runs) the split."""
+    """run.json of a profiled run, typed: the harness result, the run's environment (`environment.run_sections`),
+    the collectors' notes, the counter self-checks' summary and (multi-rank runs) the split."""
     return schema.new_run_info({
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "workload": {"name": result.workload, "preset": result.preset, "config": result.config,
                      "overrides": overrides, **({"source": result.workload_source} if result.workload_source else {})},
-        "gpu": {**result.gpu, "clocks": gpu_clocks()},
-        "host": host_info(),
-        "versions": software_versions(),
+        **run_sections(result.gpu),
         "provenance": result.provenance,
         "triton_autotune": triton_choices,
         "harness": {
@@ -179,13 +176,6 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
         **({"checks": checks} if checks is not None else {}),
         **({"parallel": parallel} if parallel is not None else {}),
     })
-
-
-def host_info() -> dict:
-    """The CPU that launches the kernels: a step partly bound by the host differs between hosts with one GPU."""
-    model = schema.cpu_model()
-    return {"cpu": model or platform.processor() or "unknown", "cpu_count": os.cpu_count(),
-            "hostname": platform.node(), "python": platform.python_version()}
 
 
 # Launches per timing of `host_launch_us`: well below the ~1,000 a CUDA stream queues, so the host never waits

@@ -525,8 +525,6 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
             return None
         kernels = schema.conform_kernels(pd.concat([schema.conform_kernels(tables[rank]) for rank in sorted(tables)],
                                                    ignore_index=True))
-        if job.device != "cuda":
-            result.gpu = {"name": "cpu"}
         parallel = parallel_section(job, results, profiled, where.nnodes)
         # coverage of the rank the kernel analyses describe (the first with counters, else rank 0)
         described = kernels[kernels["rank"] == (profiled[0] if profiled else 0)]

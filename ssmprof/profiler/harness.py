@@ -25,6 +25,7 @@ import torch
 
 from ssmprof.errors import GpuKernelFault, GpuOutOfMemory, InvalidConfig, NoGpu, TrainingFailed
 from ssmprof.kernels import KernelPlan
+from ssmprof.profiler.environment import gpu_properties
 from ssmprof.profiler.markers import PhaseMarker
 from ssmprof.profiler.nvml import SharingMonitor
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER
@@ -47,19 +48,6 @@ def resolve_device(requested: str) -> str:
     if requested == "auto":
         return "cuda" if has_gpu else "cpu"
     return requested
-
-
-def gpu_info() -> dict:
-    if not torch.cuda.is_available():
-        return {}
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return {
-        "name": props.name,
-        "sm_count": props.multi_processor_count,
-        "memory_bytes": props.total_memory,
-        "l2_bytes": getattr(props, "L2_cache_size", None),
-        "compute_capability": f"{props.major}.{props.minor}",
-    }
 
 
 @dataclass(frozen=True)
@@ -271,7 +259,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         preset=preset,
         config=asdict(cfg),
         device=plan.device,
-        gpu=gpu_info() if cuda else {},
+        gpu=gpu_properties(cuda),
         warmup=warmup,
         step_times_ms=times_ms,
         items_per_step=workload.items_per_step(cfg),

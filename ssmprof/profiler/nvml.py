@@ -5,9 +5,10 @@ by its UUID where torch gives one, else by its PCI bus id, else through CUDA_VIS
 `i` is the `i`-th entry of that list, an NVML index or a UUID). NVML numbers every GPU of the host, CUDA only
 the visible ones, so NVML's device 0 is another GPU as soon as a job is given any GPU but the first.
 
-Two readings: the clocks as found (`gpu_clocks`, run.json `gpu.clocks`: an idle reading), and, while the timed
-steps ran (`SharingMonitor`, run.json `gpu_sharing`), the SM clock and whether other processes used the GPU: a
-second process on the GPU slows every kernel, and the regression gate names it as the cause instead of the kernels.
+Two readings: the clocks as found (`gpu_clocks`, run.json `gpu.clocks`, recorded by `profiler.environment`: an
+idle reading), and, while the timed steps ran (`SharingMonitor`, run.json `gpu_sharing`), the SM clock and whether
+other processes used the GPU: a second process on the GPU slows every kernel, and the regression gate names it as
+the cause instead of the kernels.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ from ssmprof import api, schema
 from ssmprof.errors import ScriptFailed, SsmprofError
 from ssmprof.profiler import autotune
 from ssmprof.profiler.counters import GO_ENV
-from ssmprof.profiler.harness import RunResult, _first_line, _now, _sync, gpu_info
+from ssmprof.profiler.environment import gpu_properties
+from ssmprof.profiler.harness import RunResult, _first_line, _now, _sync
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.timeline import TimelineCapture, cpu_table
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER, PHASES
@@ -197,7 +198,7 @@ class StepDriver:
         peak = torch.cuda.max_memory_allocated() if self.cuda else None
         return RunResult(
             workload=Path(script).name, preset=PRESET, config={"script": script, "args": list(self.job.args)},
-            device=self.job.device, gpu=gpu_info() if self.cuda else {"name": "cpu"}, warmup=self.job.warmup,
+            device=self.job.device, gpu=gpu_properties(self.cuda), warmup=self.job.warmup,
             step_times_ms=self.times_ms, items_per_step=self.items or 1,
             unit="items" if self.items else "iterations", peak_memory_bytes=peak,
             peak_reserved_bytes=torch.cuda.max_memory_reserved() if self.cuda else None,
