@@ -30,7 +30,7 @@ from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.ranks import late_ranks, single_gpu_twin
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline
 from ssmprof.analysis.roofline_points import roofline_points
-from ssmprof.analysis.summary import analyze, warnings_for
+from ssmprof.analysis.summary import Summary, analyze, warnings_for
 from ssmprof.analysis.tensor_vector import STUDY_WORKLOAD
 from ssmprof.errors import InvalidConfig
 from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings, spec_for
@@ -58,7 +58,7 @@ class AnalyzedRun(NamedTuple):
     """One run as the renderers take it: its run.json, its summary frames, and the warnings to show."""
 
     info: RunInfo
-    tables: dict[str, pd.DataFrame]
+    summary: Summary
     warnings: list[str]
 
 
@@ -86,11 +86,11 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
     for index, (path, label) in enumerate(zip(paths, run_labels(loaded), strict=True)):
         run, limits, notes = loaded[index]
         twin = single_gpu_twin(run.info, [other.info for other, _, _ in loaded.values()])
-        tables = analyze(run, limits, origin(path), links_frame(), twin)
+        summary = analyze(run, limits, origin(path), links_frame(), twin)
         if csv is not None:
-            write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
-        defects = defects_note(tables.get("calibration_defects", pd.DataFrame()))
-        analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes + ([defects] if defects else [])))
+            write_csv(summary.frames(), csv, f"{index}-" if len(paths) > 1 else "")
+        defects = defects_note(summary.calibration_defects) if summary.calibration_defects is not None else None
+        analyzed.append(AnalyzedRun(run.info, summary, warnings_for(run) + notes + ([defects] if defects else [])))
         parallel = run.info.parallel
         label = run.info.workload.name + (f" tp{parallel.tp}x dp{parallel.dp}" if parallel else "")
         label += " no-SP" if parallel and not parallel.sequence_parallel else ""
@@ -110,12 +110,12 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
     if any(info.parallel is not None for info in infos.values()):
         overview["scaling"] = scaling(infos)
         overview["parallel"] = parallel_overview(runs)
-        overview["late_ranks"] = late_ranks({label: run.tables["late_rank"] for label, run in
-                                             zip(kernels, analyzed, strict=True) if "late_rank" in run.tables})
+        overview["late_ranks"] = late_ranks({label: run.summary.late_rank for label, run in
+                                             zip(kernels, analyzed, strict=True) if run.summary.late_rank is not None})
         overview["parallel_findings"] = parallel_findings(overview["scaling"], overview["parallel"],
                                                           overview["late_ranks"])
     overview["findings"] = suite_findings(overview["category_shares"], overview["ssm_kernels"],
-                                          dict(zip(kernels, (run.tables["findings"] for run in analyzed), strict=True)))
+                                          dict(zip(kernels, (run.summary.findings for run in analyzed), strict=True)))
     if csv is not None:
         write_csv({k: v for k, v in overview.items() if k != "ssm_roofline"}, csv, "suite-")
     return analyzed, overview
