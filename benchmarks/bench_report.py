@@ -78,7 +78,7 @@ def main() -> None:
         marks.append(_clock())
         summary = analyze(run, Ceilings.from_datasheet(SPECS["h100-sxm"]))
         marks.append(_clock())
-        page = render_html([(run.info, summary, warnings_for(run))])
+        page = render_html([(run.info, summary, warnings_for(run, summary))])
         write_csv(summary.frames(), Path(folder) / "csv", "")
         marks.append(_clock())
     stages = {name: (marks[i + 1][0] - marks[i][0], marks[i + 1][1] - marks[i][1])

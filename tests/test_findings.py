@@ -91,8 +91,9 @@ def test_findings_and_notes_say_why_a_gemm_failed():
                  "gemm_ratio": 13.0, "gemm_ratio_max": 4.2105},
                 {"kernel_name": "Kernel2", "phase": "forward", "check": "GEMM FLOPs", "launches": 1, "time_ns": 10}]
     run = schema.Run(typed_run_info(checks={"rejected": rejected}), analyzed(frame))
-    text = analyze(run, None).findings.set_index("topic").loc["counters", "finding"]
-    note = next(n for n in warnings_for(run) if n.startswith("self-checks removed"))
+    summary = analyze(run, None)
+    text = summary.findings.set_index("topic").loc["counters", "finding"]
+    note = next(n for n in warnings_for(run, summary) if n.startswith("self-checks removed"))
     for words in (text, note):
         assert "Kernel2 (backward, GEMM FLOPs: measured/2MNK 13x, allowed 0.8-4.21x)" in words
         assert "Kernel2 (forward, GEMM FLOPs, measured/2MNK n/a)" in words

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 
 import pandas as pd
@@ -29,7 +30,14 @@ from ssmprof.analysis.kernel_evidence import provenance_mismatches
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
 from ssmprof.analysis.noise import iteration_check, iteration_note, kept_steps, step_interval
 from ssmprof.analysis.ranks import collective_split, late_rank, rank_busy, rank_host, scaling_efficiency
-from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, l2_peak_gb_s, roofline, roofline_summary
+from ssmprof.analysis.roofline import (
+    calibration_defects,
+    defects_by_kernel,
+    defects_note,
+    l2_peak_gb_s,
+    roofline,
+    roofline_summary,
+)
 from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.scan_models import forward_model
 from ssmprof.analysis.ssd_dataflow import FLOW_COLUMNS, fusion_estimate, ssd_dataflow, ssd_layers
@@ -214,7 +222,8 @@ def _host_tables(run: Run) -> tuple[pd.DataFrame, pd.DataFrame | None, pd.DataFr
     (`rank_busy`) and the late rank (`late_rank`, None where no rank is late)."""
     kernels = one_rank(run.kernels, run.info)
     steps = step_interval(kept_steps(run.info)) if run.info.harness.step_times_ms else None
-    host = host_summary(kernels, run.info.harness.step_ms, _host_launch_us(run.info),
+    host = host_summary(kernels, run.info.harness.step_ms,
+                        run.info.collectors.harness.host_launch_us,  # None before runs recorded it
                         (steps.low, steps.high) if steps is not None and steps.samples > 1 else None)
     rank = described_rank(run.info)
     if rank is None:
@@ -223,24 +232,22 @@ def _host_tables(run: Run) -> tuple[pd.DataFrame, pd.DataFrame | None, pd.DataFr
     return rank_host(host, run.kernels, rank, late), rank_busy(run.kernels), late if len(late) else None
 
 
-def _host_launch_us(info: RunInfo) -> float | None:
-    """The host's measured cost of one tiny launch (run.json `collectors.harness.host_launch_us`), None before
-    runs recorded it."""
-    return info.collectors.harness.host_launch_us
-
-
-def warnings_for(run: Run) -> list[str]:
+def warnings_for(run: Run, summary: Summary, ceiling_notes: Sequence[str] = ()) -> list[str]:
+    """The warnings shown above a run's tables, read from its `summary` (`analyze`) and run.json: the other
+    category's share, a host-bound step, an unrepresentative iteration, collectives' waiting, counters unchecked,
+    thin or mismatched, checks that removed counters; then `ceiling_notes` (what `hardware.run_ceilings` said of
+    the ceilings) and the calibration defects."""
     kernels = one_rank(run.kernels, run.info)
     warning = other_share_warning(kernels)
     notes = [warning] if warning else []
-    host = _host_tables(run)[0].iloc[0]
+    host = summary.host.iloc[0]
     if host["verdict"] == "host-bound":
         notes.append(f"host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the "
                      f"{host['step_ms']:.1f} ms step and waits for the host the rest ({host['launches']} launches, "
                      f"{host['short_launch_pct']:.0f} % of them under 10 us); a faster GPU shortens only the busy part")
     elif host["verdict"] == "host-limited":
         notes.append(f"host-limited: {host['host_cost']}")
-    slow = (iteration_note(iteration_check(run.kernels, run.info))  # every rank's: a wait spans them all
+    slow = (iteration_note(summary.profiled_iteration)  # every rank's: a wait spans them all
             or slow_iteration_note(host["gpu_busy_ms"], host["step_ms"]))  # the busy time host_summary measured
     if slow:
         notes.append(slow)
@@ -260,4 +267,6 @@ def warnings_for(run: Run) -> list[str]:
     removed = describe_removed(run.info.checks.rejected if run.info.checks else [], kernels["duration_ns"].sum())
     if removed:
         notes.append(f"self-checks {removed}")
-    return notes
+    notes += ceiling_notes
+    defects = defects_note(summary.calibration_defects) if summary.calibration_defects is not None else None
+    return notes + ([defects] if defects else [])
