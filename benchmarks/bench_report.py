@@ -76,10 +76,10 @@ def main() -> None:
         marks = [_clock()]
         run = load_run(run_dir)  # read, categorized and derived once
         marks.append(_clock())
-        tables = analyze(run, Ceilings.from_datasheet(SPECS["h100-sxm"]))
+        summary = analyze(run, Ceilings.from_datasheet(SPECS["h100-sxm"]))
         marks.append(_clock())
-        page = render_html([(run.info, tables, warnings_for(run))])
-        write_csv(tables, Path(folder) / "csv", "")
+        page = render_html([(run.info, summary, warnings_for(run, summary))])
+        write_csv(summary.frames(), Path(folder) / "csv", "")
         marks.append(_clock())
     stages = {name: (marks[i + 1][0] - marks[i][0], marks[i + 1][1] - marks[i][1])
               for i, name in enumerate(("ingest", "analyze", "report"))}

@@ -21,7 +21,7 @@ def written(table: pd.DataFrame, folder) -> tuple[bytes, bytes]:
 
 def test_every_table_of_a_bundled_report_as_pandas_writes_it(tmp_path):
     run = load_run(bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
-    tables = analyze(run, run_ceilings(run.info.gpu.name, run.path)[0])
+    tables = analyze(run, run_ceilings(run.info.gpu.name, run.path)[0]).frames()
     fast = [name for name, table in tables.items() if csv_files._formats(table) is not None]
     assert {"roofline", "tensor_vector", "limiters_ssm"} <= set(fast) and len(fast) >= len(tables) - 3
     for name, table in tables.items():

@@ -54,10 +54,22 @@ def suite(bundled_suites):
 )
 def test_findings_of_the_bundled_runs(suite, workload, topic, pattern):
     analyzed_runs, _ = suite
-    tables = next(run.tables for run in analyzed_runs if run.info.workload.name == workload)
-    found = tables["findings"].set_index("topic")
+    summary = next(run.summary for run in analyzed_runs if run.info.workload.name == workload)
+    found = summary.findings.set_index("topic")
     assert re.search(pattern, found.loc[topic, "finding"]), found.loc[topic, "finding"]
-    assert set(found["anchor"]) <= set(tables)  # every finding points at a table of the report
+    assert set(found["anchor"]) <= set(summary.frames())  # every finding points at a table of the report
+
+
+def test_every_titled_table_names_a_section_of_the_summary():
+    """The report's table titles and hidden columns are keyed by section name (they are what a page iterates): a
+    misspelt one would silently drop its table."""
+    from dataclasses import fields
+
+    from ssmprof.analysis.summary import Summary
+    from ssmprof.reports.render import HIDDEN, TABLE_TITLES
+
+    sections = {section.name for section in fields(Summary)}
+    assert set(TABLE_TITLES) <= sections and set(HIDDEN) <= sections
 
 
 def test_findings_name_what_the_self_checks_removed():
@@ -66,8 +78,7 @@ def test_findings_name_what_the_self_checks_removed():
     info = typed_run_info(checks={"rejected": [{"kernel_name": "_chunk_scan_fwd_kernel", "phase": "forward",
                                                 "check": "duration", "launches": 1, "time_ns": 10}]})
     from ssmprof.analysis.summary import analyze
-    tables = analyze(schema.Run(info, analyzed(frame)), None)
-    text = tables["findings"].set_index("topic").loc["counters", "finding"]
+    text = analyze(schema.Run(info, analyzed(frame)), None).findings.set_index("topic").loc["counters", "finding"]
     assert "removed the counters of 1 launch (" in text and "_chunk_scan_fwd_kernel (forward, duration)" in text
 
 
@@ -81,8 +92,9 @@ def test_findings_and_notes_say_why_a_gemm_failed():
                  "gemm_ratio": 13.0, "gemm_ratio_max": 4.2105},
                 {"kernel_name": "Kernel2", "phase": "forward", "check": "GEMM FLOPs", "launches": 1, "time_ns": 10}]
     run = schema.Run(typed_run_info(checks={"rejected": rejected}), analyzed(frame))
-    text = analyze(run, None)["findings"].set_index("topic").loc["counters", "finding"]
-    note = next(n for n in warnings_for(run) if n.startswith("self-checks removed"))
+    summary = analyze(run, None)
+    text = summary.findings.set_index("topic").loc["counters", "finding"]
+    note = next(n for n in warnings_for(run, summary) if n.startswith("self-checks removed"))
     for words in (text, note):
         assert "Kernel2 (backward, GEMM FLOPs: measured/2MNK 13x, allowed 0.8-4.21x)" in words
         assert "Kernel2 (forward, GEMM FLOPs, measured/2MNK n/a)" in words
@@ -202,8 +214,9 @@ def test_one_colour_per_category_on_every_chart(suite):
               figures.compare_bars(compare_categories_launches(a.kernels, b.kernels), "A", "B"),
               figures.roofline_overlay({"A": rooflines[0], "B": rooflines[1]}, "")]
     for run in analyzed_runs:
-        charts += [figures.breakdown_bars(run.tables["breakdown"], ""),
-                   *([figures.roofline_scatter(run.tables["roofline"], "")] if "roofline" in run.tables else [])]
+        roofline = run.summary.roofline
+        charts += [figures.breakdown_bars(run.summary.breakdown, ""),
+                   *([figures.roofline_scatter(roofline, "")] if roofline is not None else [])]
     used = {}
     for chart in charts:
         for category, colours in colours_of(chart).items():
@@ -291,7 +304,7 @@ def test_provenance_says_what_profiling_cost(gpu, workload, cost):
 def test_counters_finding_says_what_the_second_pass_skipped():
     """The H200 runs were profiled with pass 2 skipping further problems under 0.05 % of kernel time each."""
     analyzed_runs, _ = reporting.analyze_runs([H200["graph-mamba"]])
-    finding = analyzed_runs[0].tables["findings"].set_index("topic").loc["counters", "finding"]
+    finding = analyzed_runs[0].summary.findings.set_index("topic").loc["counters", "finding"]
     assert "; 79 launches (0.65 % of kernel time) of problems under 0.05 % of it each were not profiled (the " \
            "second pass skips them). GEMM tensor work" in finding
 
@@ -299,10 +312,10 @@ def test_counters_finding_says_what_the_second_pass_skipped():
 def test_a_run_without_counters_says_so_and_claims_no_checks():
     """A run profiled with --counters none (tests/data/traced-iteration-h100: the timing pass's measurements)."""
     analyzed_runs, _ = reporting.analyze_runs([Path(__file__).parent / "data" / "traced-iteration-h100" / "mamba2-lm"])
-    findings = analyzed_runs[0].tables["findings"].set_index("topic")
+    findings = analyzed_runs[0].summary.findings.set_index("topic")
     assert findings.loc["counters", "finding"] == "No counters in this run (timeline only): no rates, roofline, " \
         "limiters or tensor/vector classes."
-    assert "roofline" not in analyzed_runs[0].tables
+    assert analyzed_runs[0].summary.roofline is None
     from ssmprof.analysis.findings import provenance
 
     info = analyzed_runs[0].info
@@ -318,11 +331,11 @@ def test_counters_finding_names_profiled_launches_that_found_no_timeline_launch(
     counters = {"mode": "sampled", "tool": "ncu", "profiled_not_placed": unplaced,
                 "stalls": {"profiled_not_placed": ["nvjet_hsh_256x128 grid 1x1x1 block 128x1x1 smem 0"]}}
     info = typed_run_info(checks={"rejected": []}, collectors={"counters": counters})
-    text = analyze(schema.Run(info, analyzed()), None)["findings"].set_index("topic").loc["counters", "finding"]
+    text = analyze(schema.Run(info, analyzed()), None).findings.set_index("topic").loc["counters", "finding"]
     assert "; 2 profiled launch configurations found no timeline launch to sit on, their counters unused " \
            f"({unplaced[0]}, nvjet_hsh_256x128 grid 1x1x1 block 128x1x1 smem 0)." in text
     placed = typed_run_info(checks={"rejected": []}, collectors={"counters": {"mode": "sampled", "tool": "ncu"}})
-    text = analyze(schema.Run(placed, analyzed()), None)["findings"].set_index("topic").loc["counters", "finding"]
+    text = analyze(schema.Run(placed, analyzed()), None).findings.set_index("topic").loc["counters", "finding"]
     assert "found no timeline launch" not in text
 
 
@@ -330,15 +343,19 @@ def test_the_ssm_limiter_headline_adds_up_by_unit_not_by_unit_and_percent():
     """Shared memory at three % of peak is one unit: 50 % of the time, ahead of DRAM's 27 % (it ranked first while
     each % was a bucket of its own)."""
     from ssmprof.analysis.findings import _ssm
+    from ssmprof.analysis.summary import Summary
 
     limits = pd.DataFrame({"limiter": ["shared memory at 90.1 % of peak", "shared memory at 80.0 % of peak",
                                        "shared memory at 70.0 % of peak", "DRAM bandwidth", "tensor pipe"],
                            "limiter_name": ["shared memory"] * 3 + ["DRAM bandwidth", "tensor pipe"],
                            "time_ms": [20.0, 15.0, 15.0, 27.0, 23.0]})
-    tables = {"by_category": pd.DataFrame({"category": ["SSM scan"], "share": [0.2], "time_ms": [100.0]}),
-              "caches": pd.DataFrame({"category": ["SSM scan"], "dram_throughput_pct": [float("nan")],
-                                      "l2_hit_rate_pct": [60.0]}),
-              "limiters_ssm": limits}
-    finding = _ssm(tables)[0]["finding"]
+    unread = pd.DataFrame()
+    summary = Summary(breakdown=unread, top_kernels=unread, counter_checks=unread, profiled_iteration=unread,
+                      host=unread, by_category=pd.DataFrame({"category": ["SSM scan"], "share": [0.2],
+                                                             "time_ms": [100.0]}),
+                      caches=pd.DataFrame({"category": ["SSM scan"], "dram_throughput_pct": [float("nan")],
+                                           "l2_hit_rate_pct": [60.0]}),
+                      limiters_ssm=limits)
+    finding = _ssm(summary)[0]["finding"]
     assert "what limits them (share of the time of the 5 largest): 50 % shared memory, 27 % DRAM bandwidth, " \
            "23 % tensor pipe" in finding

@@ -75,11 +75,11 @@ def test_only_the_h200_mamba1_lm_run_of_2026_11_23_has_a_slow_profiled_iteration
 
 
 def test_the_slow_run_s_own_report_warns_and_a_steady_one_does_not():
-    from ssmprof.analysis.summary import warnings_for
+    from ssmprof.analysis.summary import analyze, warnings_for
     from ssmprof.pipeline.loading import load_run
 
-    slow = warnings_for(load_run(SLOW_RUN))
-    steady = warnings_for(load_run(bundled.REFERENCE / "h100-sxm" / "mamba1-lm"))
+    slow, steady = (warnings_for(run, analyze(run, None))
+                    for run in (load_run(SLOW_RUN), load_run(bundled.REFERENCE / "h100-sxm" / "mamba1-lm")))
     assert "the profiled iteration kept the GPU busy 245.3 ms, 4.6 % past its median step (234.6 ms): its kernel " \
            "times describe a slower step than the timed ones" in slow
     assert not any("slower step" in note for note in steady)

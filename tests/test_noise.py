@@ -168,13 +168,14 @@ def test_the_issue_s_unrepresentative_iterations_are_marked_in_the_report(name, 
     from ssmprof.pipeline.loading import load_run
 
     run = load_run(REF / name)
-    tables = analyze(run, None)
-    check = tables["profiled_iteration"].iloc[0]
+    summary = analyze(run, None)
+    check = summary.profiled_iteration.iloc[0]
     assert (round(check["span_ms"], 1), round(check["step_ms"], 1)) == (span, step)
-    finding = tables["findings"].set_index("topic").loc["profiled iteration", "finding"]
+    finding = summary.findings.set_index("topic").loc["profiled iteration", "finding"]
     assert finding.startswith(f"The profiled iteration is not one of the timed steps (its kernels span {span} ms "
                               f"against a {step} ms median step")
-    assert any("waits, exposed communication and trace describe a slower iteration" in n for n in warnings_for(run))
+    notes = warnings_for(run, summary)
+    assert any("waits, exposed communication and trace describe a slower iteration" in n for n in notes)
 
 
 def test_the_noise_page_holds_the_tables_generated_from_the_bundled_data():

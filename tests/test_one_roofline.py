@@ -24,11 +24,11 @@ PER_KERNEL = ["launch_idx", "kernel_name", "phase", "pct_of_roof", "roof_limiter
 
 def tables_of(analyzed, paths, path) -> dict[str, pd.DataFrame]:
     """The tables of the run at `path` among the runs analyzed from `paths` (in their order)."""
-    return analyzed[paths.index(path)].tables
+    return analyzed[paths.index(path)].summary.frames()
 
 
 def report_alone():
-    return reporting.analyze_runs([RUN])[0][0].tables
+    return reporting.analyze_runs([RUN])[0][0].summary.frames()
 
 
 def report_with_others():
@@ -38,7 +38,7 @@ def report_with_others():
 
 
 def report_with_its_profile_given():
-    return reporting.analyze_runs([RUN], read_device_profile(bundled.device_profile("h100-sxm")))[0][0].tables
+    return reporting.analyze_runs([RUN], read_device_profile(bundled.device_profile("h100-sxm")))[0][0].summary.frames()
 
 
 def test_the_run_has_one_roofline_in_every_view(bundled_suites):
@@ -144,8 +144,9 @@ def test_every_launch_above_a_calibrated_ceiling_is_reported_as_a_defect(bundled
     for path, run in zip(bundled.runs(gpu), analyzed, strict=True):
         kernels = one_rank(load_run(path).kernels, run.info)
         expected = exceeding(kernels, path)
-        table = run.tables.get("calibration_defects", pd.DataFrame(columns=["rate", "kernel_name", "phase",
-                                                                          "launches"]))
+        table = run.summary.calibration_defects
+        if table is None:
+            table = pd.DataFrame(columns=["rate", "kernel_name", "phase", "launches"])
         where = kernels.set_index("launch_idx")[["kernel_name", "phase"]]
         counted = pd.Series([(*where.loc[launch], rate) for launch, rate in expected], dtype=object).value_counts()
         listed = table.set_index(["kernel_name", "phase", "rate"])["launches"]

@@ -32,9 +32,9 @@ def test_report_of_runs_from_two_gpus_uses_each_ones_ceilings():
     H200 profile beside it (and a note that the given one was not applied)."""
     analyzed, overview = reporting.analyze_runs([bundled.runs("h100-sxm")[0], bundled.runs("h200")[0]],
                                                 h100_profile())
-    (info_a, tables_a, notes_a), (info_b, tables_b, notes_b) = analyzed
-    assert set(tables_a["roofline"]["ceiling_source"]) == {f"{MEASURED}, given with --device-profile"}
-    assert set(tables_b["roofline"]["ceiling_source"]) == {f"{MEASURED}, device profile beside the run"}
+    (info_a, summary_a, notes_a), (info_b, summary_b, notes_b) = analyzed
+    assert set(summary_a.frames()["roofline"]["ceiling_source"]) == {f"{MEASURED}, given with --device-profile"}
+    assert set(summary_b.frames()["roofline"]["ceiling_source"]) == {f"{MEASURED}, device profile beside the run"}
     assert not any("device profile" in note for note in notes_a)
     assert any("measured on NVIDIA H100 80GB HBM3, this run on NVIDIA H200" in note for note in notes_b)
     assert list(overview["step_times"]["workload"]) == ["mamba2-lm", "mamba2-lm (NVIDIA H200, #1)"]

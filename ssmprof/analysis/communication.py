@@ -322,25 +322,6 @@ def scaling(infos: dict[str, RunInfo]) -> pd.DataFrame:
     return table.assign(**efficiency).sort_values(["workload", "preset", "gpu", "world_size"], ignore_index=True)
 
 
-def communication_tables(kernels: pd.DataFrame, info: RunInfo, links: pd.DataFrame | None = None,
-                         world_sizes: tuple[int, ...] = (2, 4, 8, 16, 64)) -> dict[str, pd.DataFrame]:
-    """The communication section of a multi-rank run's report (empty for a single-GPU run)."""
-    parallel = info.parallel
-    if not parallel:
-        return {}
-    link = parallel.link or Link()
-    tables = {
-        "per_rank": per_rank(kernels, info),
-        "collective_counts": collective_counts(kernels, parallel.sequence_parallel),
-        "bus_bandwidth": bus_bandwidth(kernels, parallel.tp, link.gb_s),
-        "exposed_communication": exposed_communication(kernels),
-        "rank_imbalance": rank_imbalance(kernels),
-    }
-    if links is not None:
-        tables["communication_projection"] = project_communication(kernels, links, list(world_sizes))
-    return tables
-
-
 def parallel_overview(runs: dict[str, Run]) -> pd.DataFrame:
     """One row per multi-GPU run of `runs` (label -> run, every rank's kernels): its split, step time and speedup over
     the single-GPU run of the same workload among `runs` (`scaling`), the collectives per layer forward and backward

@@ -1,14 +1,16 @@
 """Findings in words: what a run's summary frames say, as sentences with their numbers, generated (never
 hand-written) and each pointing at the table that holds its evidence.
 
-`findings(tables, info)` takes the frames of `summary.analyze` (before findings are added) and the run's
-run.json; it returns one row per finding: `topic`, `finding` (the sentence), `value` (its headline number)
-and `anchor` (the key of the summary frame below it in the report). `provenance(info, origin)` says what the
-run is: where and when it was measured, on what, with which versions and config, and how its counters were
-collected and checked.
+`findings(summary, info)` takes the frames of `summary.analyze` (a `summary.Summary` before its findings are
+added) and the run's run.json; it returns one row per finding: `topic`, `finding` (the sentence), `value` (its
+headline number) and `anchor` (the name of the summary frame below it in the report). `provenance(info, origin)`
+says what the run is: where and when it was measured, on what, with which versions and config, and how its
+counters were collected and checked.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -18,6 +20,9 @@ from ssmprof.analysis.frame import WEIGHT, profiled_with_counters, time_weighted
 from ssmprof.analysis.headroom import REACHABLE
 from ssmprof.analysis.noise import CONFIDENCE, FASTER, RERUN_SPREAD_PCT, SLOWER, iteration_note
 from ssmprof.schema import CHECKED_STATUSES, CollectorsSection, CountersCollector, RunInfo
+
+if TYPE_CHECKING:  # summary imports this module to word its frames
+    from ssmprof.analysis.summary import Summary
 
 SSM = "SSM scan"
 COLUMNS = ["topic", "finding", "value", "anchor"]
@@ -56,8 +61,8 @@ def kernel_bounds(roofline: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["kernel_name", "phase", "memory_bound_share", "pct_of_roof", "verdict"])
 
 
-def _time(tables: dict[str, pd.DataFrame]) -> list[dict]:
-    categories = tables["by_category"]
+def _time(summary: Summary) -> list[dict]:
+    categories = summary.by_category
     total_ms = categories["time_ms"].sum()
     named = ", ".join(f"{r.category} {100 * r.share:.0f} %" for r in categories.head(TOP).itertuples())
     return [{"topic": "where the time goes",
@@ -67,9 +72,9 @@ def _time(tables: dict[str, pd.DataFrame]) -> list[dict]:
              if len(categories) else "", "anchor": "by_category"}]
 
 
-def _top_kernels(tables: dict[str, pd.DataFrame]) -> list[dict]:
-    top = tables["top_kernels"].head(TOP)
-    bounds = kernel_bounds(tables["roofline"]) if "roofline" in tables else None
+def _top_kernels(summary: Summary) -> list[dict]:
+    top = summary.top_kernels.head(TOP)
+    bounds = kernel_bounds(summary.roofline) if summary.roofline is not None else None
     parts = []
     for row in top.itertuples():
         text = f"{row.kernel_name} ({row.phase}, {row.category}, {100 * row.share:.0f} % over {row.launches} " \
@@ -79,8 +84,8 @@ def _top_kernels(tables: dict[str, pd.DataFrame]) -> list[dict]:
             if len(hit):
                 b = hit.iloc[0]
                 text += f": {b['verdict']}, " + _at_roof(b["pct_of_roof"])
-        if "limiters" in tables:
-            limits = tables["limiters"]
+        limits = summary.limiters
+        if limits is not None:
             hit = limits[(limits["kernel_name"] == row.kernel_name) & (limits["phase"] == row.phase)]
             if len(hit):
                 text += f", limited by {hit['limiter'].iloc[0]}"
@@ -90,8 +95,8 @@ def _top_kernels(tables: dict[str, pd.DataFrame]) -> list[dict]:
              "time: " + "; ".join(parts) + ".", "value": f"{100 * share:.0f} %", "anchor": "top_kernels"}]
 
 
-def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
-    categories = tables["by_category"]
+def _ssm(summary: Summary) -> list[dict]:
+    categories = summary.by_category
     ssm = categories[categories["category"] == SSM]
     if ssm.empty:
         return [{"topic": "SSM kernels", "finding": "No SSM kernels in this run.", "value": "0 %",
@@ -99,8 +104,8 @@ def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
     share = float(ssm["share"].iloc[0])
     text = f"SSM kernels take {100 * share:.0f} % of kernel time ({ssm['time_ms'].iloc[0]:.1f} ms)"
     anchor = "by_category"
-    if "roofline_summary" in tables:
-        roof = tables["roofline_summary"]
+    roof = summary.roofline_summary
+    if roof is not None:
         row = roof[roof["category"] == SSM]
         if len(row):
             r = row.iloc[0]
@@ -113,20 +118,20 @@ def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
                 text += ": well under the roof, so neither DRAM bandwidth nor the peak FLOP/s of their path is " \
                         "what limits them"
             anchor = "roofline_summary"
-    caches = tables["caches"]
+    caches = summary.caches
     row = caches[caches["category"] == SSM]
     if len(row) and pd.notna(row["dram_throughput_pct"].iloc[0]):
         text += f"; DRAM throughput {row['dram_throughput_pct'].iloc[0]:.0f} % of peak (Nsight Compute), L2 hit " \
                 f"{row['l2_hit_rate_pct'].iloc[0]:.0f} %"
-    if "limiters_ssm" in tables and len(tables["limiters_ssm"]):
-        limits = tables["limiters_ssm"]
+    limits = summary.limiters_ssm
+    if limits is not None and len(limits):
         by_limiter = limits.groupby("limiter_name")["time_ms"].sum().sort_values(ascending=False)  # by unit
         text += f"; what limits them (share of the time of the {len(limits)} largest): " + ", ".join(
             f"{100 * value / by_limiter.sum():.0f} % {name}" for name, value in by_limiter.head(3).items()
             if value >= 0.01 * by_limiter.sum())
         anchor = "limiters_ssm" if anchor == "by_category" else anchor
-    if "tensor_vector_ssm" in tables and len(tables["tensor_vector_ssm"]):
-        classes = tables["tensor_vector_ssm"]
+    classes = summary.tensor_vector_ssm
+    if classes is not None and len(classes):
         main = classes.loc[classes.groupby("phase")["time_share"].idxmax()]
         text += "; by compute time at the GPU's peaks, most SSM time is " + ", ".join(
             f"{name} in {phase} ({100 * share:.0f} %)"
@@ -134,13 +139,13 @@ def _ssm(tables: dict[str, pd.DataFrame]) -> list[dict]:
     return [{"topic": "SSM kernels", "finding": text + ".", "value": f"{100 * share:.0f} %", "anchor": anchor}]
 
 
-def _headroom(tables: dict[str, pd.DataFrame]) -> list[dict]:
+def _headroom(summary: Summary) -> list[dict]:
     """From `headroom_by_category`: what the kernels would give back at a reachable share of their roofs, and
     at the roofs (the upper bound)."""
-    if "headroom_by_category" not in tables or tables["headroom_by_category"].empty:
+    saved = summary.headroom_by_category
+    if saved is None or saved.empty:
         return []
-    saved = tables["headroom_by_category"]
-    total = tables["by_category"]["time_ms"].sum()
+    total = summary.by_category["time_ms"].sum()
     reachable, bound = saved["saved_reachable_ms"].sum(), saved["saved_at_roof_ms"].sum()
     first = saved.iloc[0]
     text = f"Headroom: at {100 * REACHABLE:.0f} % of their roofs (what tuned kernels reach) the kernels would give " \
@@ -151,8 +156,8 @@ def _headroom(tables: dict[str, pd.DataFrame]) -> list[dict]:
              "anchor": "headroom_by_category"}]
 
 
-def _host(tables: dict[str, pd.DataFrame]) -> list[dict]:
-    host = tables["host"].iloc[0]
+def _host(summary: Summary) -> list[dict]:
+    host = summary.host.iloc[0]
     if "iteration_ms" in host:  # a multi-rank run: per rank, of its profiled iteration (`ranks.rank_host`)
         return _rank_host(host)
     if host["verdict"] == "host-bound":
@@ -179,10 +184,10 @@ def _rank_host(host: pd.Series) -> list[dict]:
              "anchor": "host"}]
 
 
-def _late_rank(tables: dict[str, pd.DataFrame]) -> list[dict]:
+def _late_rank(summary: Summary) -> list[dict]:
     """The rank the others wait for (`ranks.late_rank`), what it costs and what made it late; where its cost is
     within its noise, that no rank is late."""
-    late = tables.get("late_rank")
+    late = summary.late_rank
     if late is None or late.empty:
         return []
     row = late.iloc[0]
@@ -198,10 +203,10 @@ def _late_rank(tables: dict[str, pd.DataFrame]) -> list[dict]:
              "anchor": "late_rank"}]
 
 
-def _scaling(tables: dict[str, pd.DataFrame]) -> list[dict]:
+def _scaling(summary: Summary) -> list[dict]:
     """Speedup and parallel efficiency over the single-GPU twin, with their intervals (`ranks.scaling_efficiency`),
     where the twin was given."""
-    scaling = tables.get("scaling_efficiency")
+    scaling = summary.scaling_efficiency
     if scaling is None:
         return []
     row = scaling.iloc[0]
@@ -221,11 +226,11 @@ def _busy(pct: float) -> str:
     return f"all ({pct:.0f} %: the profiled iteration's kernels ran {pct - 100:.0f} % longer than the median step)"
 
 
-def _iteration(tables: dict[str, pd.DataFrame]) -> list[dict]:
+def _iteration(summary: Summary) -> list[dict]:
     """Where the profiled iteration is not one of the timed steps (`noise.iteration_check`): what of it stands."""
-    check = tables.get("profiled_iteration")
-    note = iteration_note(check) if check is not None else None
-    if check is None or note is None:
+    check = summary.profiled_iteration
+    note = iteration_note(check)
+    if note is None:
         return []
     row = check.iloc[0]
     return [{"topic": "profiled iteration", "finding": note[0].upper() + note[1:] + ".",
@@ -248,10 +253,10 @@ def autotuned_rows(info: RunInfo) -> dict[str, int]:
 WGMMA_ROWS = 64
 
 
-def _tensor_instructions(tables: dict[str, pd.DataFrame], info: RunInfo) -> list[dict]:
+def _tensor_instructions(summary: Summary, info: RunInfo) -> list[dict]:
     """From `tensor_instructions` (Hopper): which kernels do their tensor work on mma.sync instead of wgmma, and
     where Triton's autotuning chose their tile, whether it was too short for a wgmma."""
-    families = tables.get("tensor_instructions")
+    families = summary.tensor_instructions
     if families is None or families.empty:
         return []
     tiles = autotuned_rows(info)
@@ -275,8 +280,8 @@ def _tensor_instructions(tables: dict[str, pd.DataFrame], info: RunInfo) -> list
              "anchor": "tensor_instructions"}]
 
 
-def _checks(tables: dict[str, pd.DataFrame], info: RunInfo) -> list[dict]:
-    status = tables["counter_checks"]
+def _checks(summary: Summary, info: RunInfo) -> list[dict]:
+    status = summary.counter_checks
     share = dict(zip(status["counter_status"], status["time_share"], strict=True))
     counted = sum(v for k, v in share.items() if k in (*CHECKED_STATUSES, "unchecked"))
     if not counted:
@@ -300,7 +305,7 @@ def _checks(tables: dict[str, pd.DataFrame], info: RunInfo) -> list[dict]:
             text += (f"; {skipped.launches} launches ({100 * skipped.time_fraction:.2f} % of kernel time) of "
                      f"problems under {100 * skipped.min_share:.2f} % of it each were not profiled (the second "
                      "pass skips them)")
-        text += _not_placed(collector) + "." + _gemm_work(tables.get("gemm_work"))
+        text += _not_placed(collector) + "." + _gemm_work(summary.gemm_work)
     return [{"topic": "counters", "finding": text, "value": f"{100 * counted:.0f} %", "anchor": "counter_checks"}]
 
 
@@ -330,11 +335,11 @@ def _gemm_work(work: pd.DataFrame | None) -> str:
     return text + (f": up to {100 * padding:.0f} % of it is tile padding of skinny shapes." if padding >= 0.05 else ".")
 
 
-def findings(tables: dict[str, pd.DataFrame], info: RunInfo) -> pd.DataFrame:
+def findings(summary: Summary, info: RunInfo) -> pd.DataFrame:
     """The run's findings, most important first (see the module docstring)."""
-    rows = (_late_rank(tables) + _scaling(tables) + _time(tables) + _top_kernels(tables) + _ssm(tables)
-            + _tensor_instructions(tables, info) + _headroom(tables) + _host(tables) + _iteration(tables)
-            + _checks(tables, info))
+    rows = (_late_rank(summary) + _scaling(summary) + _time(summary) + _top_kernels(summary) + _ssm(summary)
+            + _tensor_instructions(summary, info) + _headroom(summary) + _host(summary) + _iteration(summary)
+            + _checks(summary, info))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

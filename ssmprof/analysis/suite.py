@@ -1,19 +1,24 @@
 """Across the workloads of a suite: where each one's time goes, and how its SSM kernels use the GPU.
 
-Every function takes the runs' `analysis_frame`s by workload."""
+Every function takes the runs' `analysis_frame`s by workload; `overview` the runs themselves, and assembles the
+suite's tables."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.categories import CATEGORIES
+from ssmprof.analysis.communication import one_rank, parallel_overview, scaling
+from ssmprof.analysis.findings import parallel_findings, suite_findings
 from ssmprof.analysis.frame import has_counters, profiled_with_counters, time_weighted
 from ssmprof.analysis.host import busy_ns, slow_iteration
 from ssmprof.analysis.project import project, project_categories, projection_error
+from ssmprof.analysis.ranks import late_ranks
 from ssmprof.analysis.roofline import roofline, roofline_summary
+from ssmprof.analysis.roofline_points import roofline_points
 from ssmprof.analysis.ssd_dataflow import FLUSHED, KEPT, dataflow_by_cache, ssd_dataflow
 from ssmprof.analysis.tensor_vector import (
     BOTH,
@@ -29,9 +34,37 @@ from ssmprof.analysis.tensor_vector import (
     tensor_instruction,
 )
 from ssmprof.hardware import Ceilings
-from ssmprof.schema import CHECKED_STATUSES, PHASES, RunInfo
+from ssmprof.schema import CHECKED_STATUSES, PHASES, Run, RunInfo
+
+if TYPE_CHECKING:  # summary imports this module for the study's DRAM table
+    from ssmprof.analysis.summary import Summary
 
 SSM = "SSM scan"
+
+
+def overview(runs: dict[str, Run], ceilings: dict[str, Ceilings | None],
+             summaries: dict[str, Summary]) -> dict[str, pd.DataFrame]:
+    """The overview of several runs (by label: every rank's kernels, each run's own ceilings and its summary,
+    `summary.analyze`): step times, category shares, the SSM kernels and their roofline, the SSD chain with the
+    caches flushed and kept, for multi-GPU runs scaling, communication and the late ranks, and the findings."""
+    kernels = {label: one_rank(run.kernels, run.info) for label, run in runs.items()}
+    infos = {label: run.info for label, run in runs.items()}
+    roofs = {label: limits for label, limits in ceilings.items() if limits is not None}
+    tables = {"step_times": step_times(infos), "category_shares": category_shares(kernels),
+              "ssm_kernels": ssm_kernels({k: kernels[k] for k in roofs}, roofs),
+              "ssm_roofline": roofline_points(ssm_roofline({k: kernels[k] for k in roofs}, roofs), by=("workload",))}
+    by_cache = ssd_dataflow_by_cache(kernels, infos)
+    if by_cache is not None:  # one workload's counters with the caches flushed and kept: side by side
+        tables["ssd_dataflow_by_cache"] = by_cache
+    if any(info.parallel is not None for info in infos.values()):
+        tables["scaling"] = scaling(infos)
+        tables["parallel"] = parallel_overview(runs)  # every rank's kernels, set against each other
+        tables["late_ranks"] = late_ranks({label: summary.late_rank for label, summary in summaries.items()
+                                           if summary.late_rank is not None})
+        tables["parallel_findings"] = parallel_findings(tables["scaling"], tables["parallel"], tables["late_ranks"])
+    tables["findings"] = suite_findings(tables["category_shares"], tables["ssm_kernels"],
+                                        {label: summary.findings for label, summary in summaries.items()})
+    return tables
 
 
 def category_shares(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -211,7 +211,7 @@ def profile(request: ProfileRequest, progress: Progress | None = None) -> Path |
     else:
         path = profile_run(ready, settings, progress, check=check_run_counters)
     if request.report_file is not None and path is not None:
-        reporting.report([path], "html", request.report_file)
+        reporting.report_runs([path], "html", request.report_file)
     return path
 
 
@@ -229,7 +229,7 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
     path = profile_marked(script, args, settings, target, WARMUP[target] if warmup is None else warmup, progress,
                           check=check_run_counters)
     if report_file is not None:
-        reporting.report([path], "html", report_file)
+        reporting.report_runs([path], "html", report_file)
     return path
 
 
@@ -268,7 +268,7 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
             assert path is not None  # a suite profiles on one node, which writes the run
             paths.append(path)
     report = out / "suite-report.html"
-    reporting.report(paths, "html", report, csv=out / "suite-csv")
+    reporting.report_runs(paths, "html", report, csv=out / "suite-csv")
     wall_s = time.perf_counter() - started
     manifest = make_document(SuiteManifest, preset=preset, counters=counters, steps=steps,
                              workloads=[w.name for w in chosen], runs=[path.name for path in paths], wall_s=wall_s)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ssmprof import bundled
 from ssmprof.analysis import suite
-from ssmprof.analysis.communication import one_rank, parallel_overview, scaling
+from ssmprof.analysis.communication import one_rank, parallel_overview
 from ssmprof.analysis.compare import (
     check_comparable,
     compare_categories_launches,
@@ -22,15 +22,15 @@ from ssmprof.analysis.compare import (
     step_split_table,
     systematic_shifts,
 )
-from ssmprof.analysis.findings import compare_findings, parallel_findings, provenance, suite_findings
+from ssmprof.analysis.findings import compare_findings, provenance
 from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.noise import kept_steps, step_interval
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
-from ssmprof.analysis.ranks import late_ranks, single_gpu_twin
+from ssmprof.analysis.ranks import single_gpu_twin
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline
 from ssmprof.analysis.roofline_points import roofline_points
-from ssmprof.analysis.summary import analyze, warnings_for
+from ssmprof.analysis.summary import Summary, analyze, warnings_for
 from ssmprof.analysis.tensor_vector import STUDY_WORKLOAD
 from ssmprof.errors import InvalidConfig
 from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings, spec_for
@@ -58,7 +58,7 @@ class AnalyzedRun(NamedTuple):
     """One run as the renderers take it: its run.json, its summary frames, and the warnings to show."""
 
     info: RunInfo
-    tables: dict[str, pd.DataFrame]
+    summary: Summary
     warnings: list[str]
 
 
@@ -82,40 +82,20 @@ def ceilings_of(run: Run, profile: DeviceProfile | None = None) -> tuple[Ceiling
 
 def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, list[str]]],
              csv: Path | None) -> tuple[list[AnalyzedRun], dict[str, pd.DataFrame] | None]:
-    analyzed, kernels, infos, ceilings, runs = [], {}, {}, {}, {}
-    for index, (path, label) in enumerate(zip(paths, run_labels(loaded), strict=True)):
+    analyzed = []
+    for index, path in enumerate(paths):
         run, limits, notes = loaded[index]
         twin = single_gpu_twin(run.info, [other.info for other, _, _ in loaded.values()])
-        tables = analyze(run, limits, origin(path), links_frame(), twin)
+        summary = analyze(run, limits, origin(path), links_frame(), twin)
         if csv is not None:
-            write_csv(tables, csv, f"{index}-" if len(paths) > 1 else "")
-        defects = defects_note(tables.get("calibration_defects", pd.DataFrame()))
-        analyzed.append(AnalyzedRun(run.info, tables, warnings_for(run) + notes + ([defects] if defects else [])))
-        parallel = run.info.parallel
-        label = run.info.workload.name + (f" tp{parallel.tp}x dp{parallel.dp}" if parallel else "")
-        label += " no-SP" if parallel and not parallel.sequence_parallel else ""
-        label = label if label not in kernels else f"{label} ({run.info.gpu.name}, #{index})"
-        kernels[label], infos[label], ceilings[label] = one_rank(run.kernels, run.info), run.info, limits
-        runs[label] = run  # every rank's kernels: the communication overview sets them against each other
+            write_csv(summary.frames(), csv, f"{index}-" if len(paths) > 1 else "")
+        analyzed.append(AnalyzedRun(run.info, summary, warnings_for(run, summary, notes)))
     if len(paths) < 2:
         return analyzed, None
-    roofs = {label: limits for label, limits in ceilings.items() if limits is not None}
-    overview = {"step_times": suite.step_times(infos), "category_shares": suite.category_shares(kernels),
-                "ssm_kernels": suite.ssm_kernels({k: kernels[k] for k in roofs}, roofs),
-                "ssm_roofline": roofline_points(suite.ssm_roofline({k: kernels[k] for k in roofs}, roofs),
-                                                by=("workload",))}
-    by_cache = suite.ssd_dataflow_by_cache(kernels, infos)
-    if by_cache is not None:  # one workload's counters with the caches flushed and kept: side by side
-        overview["ssd_dataflow_by_cache"] = by_cache
-    if any(info.parallel is not None for info in infos.values()):
-        overview["scaling"] = scaling(infos)
-        overview["parallel"] = parallel_overview(runs)
-        overview["late_ranks"] = late_ranks({label: run.tables["late_rank"] for label, run in
-                                             zip(kernels, analyzed, strict=True) if "late_rank" in run.tables})
-        overview["parallel_findings"] = parallel_findings(overview["scaling"], overview["parallel"],
-                                                          overview["late_ranks"])
-    overview["findings"] = suite_findings(overview["category_shares"], overview["ssm_kernels"],
-                                          dict(zip(kernels, (run.tables["findings"] for run in analyzed), strict=True)))
+    labels = run_labels(loaded)
+    overview = suite.overview(dict(zip(labels, (run for run, _, _ in loaded.values()), strict=True)),
+                              dict(zip(labels, (limits for _, limits, _ in loaded.values()), strict=True)),
+                              dict(zip(labels, (run.summary for run in analyzed), strict=True)))
     if csv is not None:
         write_csv({k: v for k, v in overview.items() if k != "ssm_roofline"}, csv, "suite-")
     return analyzed, overview
@@ -142,6 +122,13 @@ def report(runs: list[Path], fmt: str = "html", output: Path | None = None, csv:
         if trace is not None:
             raise InvalidConfig("--trace takes run directories, not sweeps (give a sweep point's run directory)")
         return regimes.report(runs, fmt, output, csv, device_profile)
+    return report_runs(runs, fmt, output, csv, device_profile, trace)
+
+
+def report_runs(runs: list[Path], fmt: str = "html", output: Path | None = None, csv: Path | None = None,
+                device_profile: Path | None = None, trace: Path | None = None) -> str:
+    """`report` of run directories (what `profile` and `suite` write, never a sweep): the report and, with
+    `trace`, the Perfetto trace."""
     _check_format(fmt)
     check_file(output, "--output")
     check_file(trace, "--trace")

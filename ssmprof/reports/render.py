@@ -16,6 +16,7 @@ import plotly.io as pio
 from tabulate import tabulate
 
 from ssmprof.analysis.noise import CONFIDENCE
+from ssmprof.analysis.summary import Summary
 from ssmprof.analysis.tensor_vector import CLASS_RULE, TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
 from ssmprof.reports import figures, style
 from ssmprof.reports.csv_files import write_table
@@ -235,27 +236,27 @@ def findings_html(findings: pd.DataFrame, prefix: str) -> str:
     return f'<div class="findings"><b>Findings</b><ol>{"".join(items[:FIRST_FINDINGS])}</ol>{more}</div>'
 
 
-def _figures(info: RunInfo, tables: dict):
+def _figures(info: RunInfo, summary: Summary):
     """(figure or None, why not) for each chart of a run, the two of its first screen first (the step's
     breakdown, the roofline): a chart without data is left out, and says so."""
     name = _title(info)
-    yield figures.breakdown_bars(tables["breakdown"], "Where the time goes: kernel time per phase"), ""
-    points = tables.get("roofline_points", tables.get("roofline"))
+    yield figures.breakdown_bars(summary.breakdown, "Where the time goes: kernel time per phase"), ""
+    points = summary.roofline_points if summary.roofline_points is not None else summary.roofline
     if points is not None:
         yield figures.roofline_scatter(points, "Roofline: each kernel (per launch configuration) against its roof"), ""
     else:
         yield None, "No roofline: this run has no counters (profile with --counters sampled or all)."
-    if tables["caches"][["l1_hit_rate_pct", "l2_hit_rate_pct"]].notna().any().any():
-        yield figures.rate_bars(tables["caches"], f"Caches and DRAM: {name}"), ""
+    if summary.caches[["l1_hit_rate_pct", "l2_hit_rate_pct"]].notna().any().any():
+        yield figures.rate_bars(summary.caches, f"Caches and DRAM: {name}"), ""
     else:
         yield None, "No cache chart: no kernel of this run has hit-rate counters."
-    if "stalls" in tables:
-        yield figures.stall_bars(tables["stalls"], f"Why warps wait, kernels the stall pass measured: {name}"), ""
-    if "instruction_bounds" in tables and len(tables["instruction_bounds"]):
-        yield figures.bound_bars(tables["instruction_bounds"], f"What bounds the SSM kernels' instructions: {name}"), ""
-    if "tensor_vector_ssm" in tables:
-        if len(tables["tensor_vector_ssm"]):
-            yield figures.class_bars(tables["tensor_vector_ssm"], f"Tensor vs vector, SSM kernels: {name}"), ""
+    if summary.stalls is not None:
+        yield figures.stall_bars(summary.stalls, f"Why warps wait, kernels the stall pass measured: {name}"), ""
+    if summary.instruction_bounds is not None and len(summary.instruction_bounds):
+        yield figures.bound_bars(summary.instruction_bounds, f"What bounds the SSM kernels' instructions: {name}"), ""
+    if summary.tensor_vector_ssm is not None:
+        if len(summary.tensor_vector_ssm):
+            yield figures.class_bars(summary.tensor_vector_ssm, f"Tensor vs vector, SSM kernels: {name}"), ""
         else:
             yield None, "No tensor vs vector chart: no SSM kernels in this run."
 
@@ -325,18 +326,16 @@ def _overview_html(overview: dict[str, pd.DataFrame]) -> list[str]:
     return parts + tables_html(overview, OVERVIEW_TITLES, "suite")
 
 
-def _run_html(index: int, info: RunInfo, tables: dict[str, pd.DataFrame], notes: list[str]) -> list[str]:
+def _run_html(index: int, info: RunInfo, summary: Summary, notes: list[str]) -> list[str]:
     """One run: what it is, its findings, its breakdown and roofline side by side, then the rest collapsed."""
     prefix = f"run{index}"
-    parts = [provenance_html(tables["provenance"])] if "provenance" in tables else []
-    if "findings" in tables:
-        parts.append(findings_html(tables["findings"], prefix))
+    parts = [provenance_html(summary.provenance), findings_html(summary.findings, prefix)]
     parts += [f'<p class="warning">{html.escape(note)}</p>' for note in notes]
-    drawn = figures_html(_figures(info, tables))
+    drawn = figures_html(_figures(info, summary))
     parts.append(f'<div class="first">{"".join(drawn[:2])}</div>')
     if drawn[2:]:
         parts.append(collapsed("More charts: caches, warp stalls, tensor vs vector", "".join(drawn[2:])))
-    return parts + tables_html(tables, TABLE_TITLES, prefix)
+    return parts + tables_html(summary.frames(), TABLE_TITLES, prefix)
 
 
 def _run_summary(label: str, info: RunInfo) -> str:
@@ -356,7 +355,7 @@ def _navigation(labels: list[str], infos: list[RunInfo]) -> str:
     return f'<nav class="runs"><p>{"<br>".join(lines)}</p></nav>'
 
 
-def render_html(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
+def render_html(runs: Sequence[tuple[RunInfo, Summary, list[str]]],
                 overview: dict[str, pd.DataFrame] | None = None, labels: list[str] | None = None,
                 notes: Sequence[str] = ()) -> str:
     """One page for all runs: a suite's first screen answers (findings linked to their evidence, kernel time per
@@ -365,10 +364,10 @@ def render_html(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[str]
     `notes` are said under the title (e.g. where these runs were measured)."""
     labels = labels or [info.workload.name for info, _, _ in runs]
     if not overview and len(runs) == 1:
-        (info, tables, warnings), = runs
+        (info, summary, warnings), = runs
         parts = [f"<h1>ssmprof report: {html.escape(_title(info))}</h1>"]
         parts += [f'<p class="note">{html.escape(note)}</p>' for note in notes]
-        return _page(f"{_title(info)} - ssmprof report", parts + _run_html(0, info, tables, warnings))
+        return _page(f"{_title(info)} - ssmprof report", parts + _run_html(0, info, summary, warnings))
     gpus = html.escape(", ".join(sorted({info.gpu.name for info, _, _ in runs})))
     heading = _suite_heading(len(runs), [info for info, _, _ in runs])
     parts = [f"<h1>ssmprof {heading} on {gpus}</h1>",
@@ -376,8 +375,8 @@ def render_html(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[str]
     parts += [f'<p class="note">{html.escape(note)}</p>' for note in notes]
     parts += _overview_html(overview) if overview else []
     parts.append('<h2 id="runs">Each run (click to open)</h2>')
-    for index, (info, tables, warnings) in enumerate(runs):
-        body = "".join(_run_html(index, info, tables, warnings))
+    for index, (info, summary, warnings) in enumerate(runs):
+        body = "".join(_run_html(index, info, summary, warnings))
         parts.append(collapsed(_run_summary(labels[index], info), body, f"run{index}", kind="run"))
     return _page(f"{heading} on {', '.join(sorted({info.gpu.name for info, _, _ in runs}))} - ssmprof", parts)
 
@@ -462,7 +461,7 @@ def overview_markdown(overview: dict[str, pd.DataFrame], level: str = "##") -> l
     return lines
 
 
-def render_markdown(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[str]]],
+def render_markdown(runs: Sequence[tuple[RunInfo, Summary, list[str]]],
                     overview: dict[str, pd.DataFrame] | None = None) -> str:
     """The report as markdown (for CI summaries): per run, provenance, findings, warnings, then the tables."""
     lines = ["# ssmprof report"]
@@ -472,13 +471,12 @@ def render_markdown(runs: Sequence[tuple[RunInfo, dict[str, pd.DataFrame], list[
         if "findings" in overview:
             lines += ["", "## Suite findings", ""] + findings_markdown(overview["findings"])
         lines += overview_markdown(overview)
-    for info, tables, notes in runs:
+    for info, summary, notes in runs:
         lines += ["", f"## {_title(info)}", ""]
-        if "provenance" in tables:
-            lines += [f"- {r.item}: {r.value}" for r in tables["provenance"].itertuples()] + [""]
-        if "findings" in tables:
-            lines += ["### Findings", ""] + findings_markdown(tables["findings"]) + [""]
+        lines += [f"- {r.item}: {r.value}" for r in summary.provenance.itertuples()] + [""]
+        lines += ["### Findings", ""] + findings_markdown(summary.findings) + [""]
         lines += [f"> {note}" for note in notes]
+        tables = summary.frames()
         for key, title in TABLE_TITLES.items():
             if key in tables:
                 lines += ["", f"### {title}", "", human_markdown_table(tables[key], key)]
