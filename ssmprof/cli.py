@@ -210,14 +210,11 @@ def profile(
                                                 "identical GPUs of the host (0: all)")] = 1,
     name: Annotated[str | None, typer.Option(help="the run directory's name [default: "
                                              "WORKLOAD-PRESET-TIME]")] = None,
-    replay: Annotated[str, typer.Option(help="Nsight Compute replay: kernel, application (the child rerun once "
-                                        "per metric pass) or auto (application where the live tensors exceed "
-                                        "half the GPU)")] = "auto",
+    replay: Annotated[str, typer.Option(help="ncu replay: kernel, application (a rerun per pass) or "
+                                        "auto (application where live tensors exceed half the GPU)")] = "auto",
     ncu_cache: Annotated[str, typer.Option(help="flush (default) or keep caches per ncu pass",
                                            show_default=False)] = "flush",
-    autotune_from: Annotated[Path | None, typer.Option(help="pin the Triton autotuning choices of this run "
-                                                            "directory (the same tiles: a script against its "
-                                                            "workload, one model on two branches)")] = None,
+    autotune_from: Annotated[Path | None, typer.Option(help="pin this run's Triton tile choices")] = None,
     cuda_graphs: GraphsOpt = False,
     history: HistoryOpt = None,
     commit: CommitOpt = None,
