@@ -1,7 +1,8 @@
 import fcntl
 import os
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,30 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test marked `alone` times real processes on the host: under pytest-xdist it runs while no other worker
+    runs a test (their fixtures' setup included), as it would in one process. Every other test runs beside the
+    others."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return (yield)
+    with _cpus(item, alone=item.get_closest_marker("alone") is not None):
+        return (yield)
+
+
+@contextmanager
+def _cpus(item, alone: bool) -> Iterator[None]:
+    """The CPUs for one test, shared with the other workers' tests or alone: a readers-writer lock in the run's
+    shared temporary folder (each worker's basetemp is a folder of it). The gate is held while waiting, so that a
+    test waiting to run alone is not passed by the other workers' next tests."""
+    folder = Path(item.config.option.basetemp).parent
+    with open(folder / "cpus.gate", "a") as gate, open(folder / "cpus.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        yield  # the lock is released as its file closes
 
 
 @dataclass(frozen=True)
