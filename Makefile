@@ -35,6 +35,12 @@ EXTRAS      ?= $(if $(WHEELHOUSE),test,dev)
 # Extra pytest arguments for `make test`, e.g. PYTEST_ARGS='-m gpu' (a GPU host's suite in parts, each part within
 # one 10-minute device call).
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test`. Where no GPU is present, one per CPU: CI's two cores take the suite in
+# about half the time of one process. Each test file runs on one worker (`--dist loadfile`), so that a module
+# fixture is set up once; the session fixtures that several files read are made once per run
+# (tests/conftest.py). On a GPU host, 0 (one process): the GPU tests time kernels and fill the GPU's memory, and
+# two workers on one GPU would disturb each other.
+TEST_WORKERS ?= $(if $(HAS_GPU),0,logical)
 
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 ifneq ($(WHEELHOUSE),)
@@ -86,13 +92,13 @@ kernels: $(BIN)/ssmprof
 
 wheelhouse: $(BIN)/ssmprof
 	@# Run where the network is; installs first (torch is needed to read the sdists). The wheels cover what
-	@# the GPU host lacks besides its own torch/triton stack, the test extra (pytest) and the build tools
+	@# the GPU host lacks besides its own torch/triton stack, the test extra (pytest, pytest-xdist) and the build tools
 	@# (setuptools, wheel: the sdists build with them, and torch may ask for a newer setuptools than the venv's).
 	mkdir -p wheelhouse
 	$(SDIST_ENV) $(BIN)/pip download -q --no-deps --no-binary :all: --no-build-isolation -d wheelhouse \
 		"$(MAMBA_SSM)" "$(CAUSAL_CONV)"
 	$(BIN)/pip download -q $(WHEEL_PLATFORMS) -d wheelhouse nvtx plotly "ncu-report==2025.3.1" narwhals pydantic tabulate \
-		nvidia-ml-py pytest setuptools wheel
+		nvidia-ml-py pytest pytest-xdist execnet setuptools wheel
 	$(BIN)/pip download -q $(WHEEL_PLATFORMS) --no-deps -d wheelhouse $(GPU_DEPS)
 	@ls -la wheelhouse
 
@@ -104,7 +110,7 @@ ifeq ($(HAS_GPU),1)
 	@# the GPU tests compare the fused kernels with their references: build them first where they are missing
 	$(MAKE) kernels
 endif
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(BIN)/ssmprof
 	@test -x $(BIN)/ruff || $(BIN)/pip install -q $(PIP_SOURCE) "ruff>=0.6"

@@ -104,6 +104,7 @@ def test_the_bundled_tp2_speedups_carry_intervals(h200, run, speedup, low, high)
 PLANTED_MS = 150  # per layer, on rank 1: 2 layers of the tiny preset, 300 ms an iteration
 
 
+@pytest.mark.alone  # a busy CPU beside its two ranks delays them by more than the tolerance
 def test_a_planted_straggler_is_found_with_its_rank_and_size(tmp_path, monkeypatch):
     """Two gloo ranks on the CPU, rank 1 sleeping PLANTED_MS on its host before each layer's forward
     (`workloads.parallel.PLANT_DELAY_ENV`): the diagnosis names rank 1 and a cost within its noise (plus a tenth,

@@ -137,7 +137,7 @@ CHECK_TAIL = """<script>window.addEventListener('load', function(){ setTimeout(f
 
 def browse(page, tmp_path, name, width=1600):
     """Open a copy of `page` (with the checks injected, beside it: it loads plotly.js from its folder) at `width`
-    px: a screenshot, and the checks' verdict."""
+    px, once: a screenshot, and the checks' verdict from the same page's DOM."""
     import json
 
     checked = page.parent / f"{name}.html"
@@ -147,9 +147,8 @@ def browse(page, tmp_path, name, width=1600):
              "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
              f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", f"--window-size={width},3000"]
     shot = tmp_path / f"{name}.png"
-    subprocess.run([*flags, f"--screenshot={shot}", checked.as_uri()], capture_output=True, timeout=180)
-    dom = subprocess.run([*flags, "--enable-logging=stderr", "--v=0", "--dump-dom", checked.as_uri()],
-                         capture_output=True, text=True, timeout=180)
+    dom = subprocess.run([*flags, f"--screenshot={shot}", "--enable-logging=stderr", "--v=0", "--dump-dom",
+                          checked.as_uri()], capture_output=True, text=True, timeout=180)
     found = re.search(r'<pre id="page-check">(.*?)</pre>', dom.stdout, re.S)
     assert found, dom.stderr[-2000:]
     return shot, json.loads(html_unescape(found.group(1))), dom.stderr
