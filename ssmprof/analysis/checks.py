@@ -40,8 +40,8 @@ counters (`measured` or `lent`):
   bound is wide (36x for a [192, 28544] x [28544, 6] product under the default tile); there the duration
   check is what catches counters of another problem.
   Beside the band, `gemm_work` sums each phase's checked GEMMs against 2MNK and against the work whole tiles
-  issue the cheaper way round (`issued_gemm_flops`). On the six H100 paper runs, forward and backward, the
-  counters are within 1.000-1.028x of the work whole tiles issue, and within 1.005-1.037x 2MNK except
+  issue the cheaper way round (`issued_gemm_flops`). On the seven bundled H100 runs, forward and backward, the
+  counters are within 1.000-1.028x of the work whole tiles issue, and within 1.002-1.037x 2MNK except
   graph-mamba's 1.35x 2MNK: 26 % of graph-mamba's issued GEMM work is padding (K = 96 run as two 64-deep steps,
   a 38-wide output as a 64-wide tile).
 

@@ -22,7 +22,7 @@ from ssmprof.analysis.categories import WAITING
 HOST_BOUND_IDLE_SHARE = 0.3
 # A step whose GPU waits for the host at least this share of it is host-limited: a faster host (or fewer, fused
 # launches, or CUDA graphs) would take that wait off every step. Under it the wait is what any step pays between
-# iterations (optimizer, loss read-back, Python): 0.7-4.3 % of the step on the bundled GPU-bound paper runs of
+# iterations (optimizer, loss read-back, Python): 1.0-4.3 % of the step on the bundled GPU-bound paper runs of
 # both GPUs; the H100 sweep's mamba2-lm at seq_len 4096 waits 11.6 % (15.6 ms a step) on the configuration the
 # paper run, on another host, runs at 1.5 %.
 HOST_LIMITED_SHARE = 0.05

@@ -251,7 +251,6 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
             graphed = time_graphed_steps(trainer, steps, workload.name)
             seconds["graphed"] = time.perf_counter() - t0
     final_loss = float(losses[-1])
-    first_loss = float((first_losses or losses)[0])
     if not math.isfinite(final_loss):
         raise InvalidConfig(f"the loss is not finite ({final_loss}); the configuration diverges")
     return RunResult(
@@ -267,7 +266,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         peak_memory_bytes=peak,
         peak_reserved_bytes=reserved,
         final_loss=final_loss,
-        first_loss=first_loss,
+        first_loss=float((first_losses or losses)[0]),
         provenance=plan.provenance(),
         harness_seconds=seconds,
         profiled_ms=[elapsed_ms],
