@@ -45,8 +45,8 @@ from ssmprof.analysis.regress import (
     STEP_METRICS,
     TIME,
     Thresholds,
-    _configs,
     _shape_change,
+    config_counts,
     measure,
 )
 from ssmprof.schema import RunInfo
@@ -254,9 +254,11 @@ def moved_sites(rows: pd.DataFrame, before: list[str], changed: str,
 def _site_configs(rows: pd.DataFrame, before: list[str], changed: str) -> dict[tuple, tuple[list[str], list[str]]]:
     """Per site: its launch configurations (with launch counts) in most of the runs before, and in `changed`."""
     kernel = rows[(rows["scope"] == "kernel") & (rows["metric"] == LAUNCHES)].rename(columns={"value": "launches"})
+    kernel = kernel.sort_values(CONFIG)  # each site's configurations in order, labelled once for every run
+    kernel = kernel.assign(config=config_counts(kernel))
 
     def configs(run_id: str) -> dict[tuple, tuple[str, ...]]:
-        return {site: tuple(_configs(part)) for site, part in kernel[kernel["run_id"] == run_id].groupby(SITE)}
+        return {site: tuple(labels) for site, labels in kernel[kernel["run_id"] == run_id].groupby(SITE)["config"]}
 
     earlier = [configs(run_id) for run_id in before]
     usual = {}

@@ -156,9 +156,15 @@ def config_label(row) -> str:
     return f"grid {grid} block {block}"
 
 
+def config_counts(rows: pd.DataFrame) -> pd.Series:
+    """Each row's launch configuration with its launch count, e.g. "grid 4x8x4 block 128x1x1 x4"."""
+    return pd.Series([f"{config_label(r)} x{int(round(r['launches']))}" for r in rows.to_dict("records")],
+                     index=rows.index, dtype=object)
+
+
 def _configs(rows: pd.DataFrame) -> list[str]:
-    """A site's launch configurations with their launch counts, e.g. "grid 4x8x4 block 128x1x1 x4"."""
-    return [f"{config_label(r)} x{int(round(r['launches']))}" for _, r in rows.sort_values(CONFIG).iterrows()]
+    """A site's launch configurations with their launch counts, in configuration order."""
+    return config_counts(rows.sort_values(CONFIG)).tolist()
 
 
 def _shape_change(old: list[str], new: list[str]) -> str:
