@@ -157,8 +157,10 @@ def reference(out: Path) -> list[Path]:
     workload's profiled iteration), written into `out`; returns the files written (reports first, traces last)."""
     check_folder(out, "--out")
     written, traces = [], []
+    infos = {}  # per GPU, each workload's run.json: which pairs compare one configuration
     for gpu in bundled.GPUS:
         loaded = _load(bundled.runs(gpu), None)
+        infos[gpu] = {run.info.workload.name: run.info for run, _, _ in loaded.values()}
         analyzed, overview = _analyze(bundled.runs(gpu), loaded, None)
         written.append(out / f"suite-{gpu}.html")
         write_output(render_html(analyzed, overview, run_labels(loaded)), written[-1])
@@ -179,7 +181,6 @@ def reference(out: Path) -> list[Path]:
             write_output(render_html(*_analyze(paths, loaded, None), run_labels(loaded)), written[-1])
     first, second = bundled.GPUS
     on_second = {path.name: path for path in bundled.runs(second)}
-    infos = {gpu: {path.name: load_run(path).info for path in bundled.runs(gpu)} for gpu in bundled.GPUS}
     both = suite.same_config(infos[first], infos[second])
     for path_a in bundled.runs(first):
         if path_a.name not in both:
