@@ -58,8 +58,7 @@ def profile(run_dir: Path, out: Path, ncu: str) -> Path:
     """One Nsight Compute run of the bundled run's iteration; returns the report."""
     run = read_run(run_dir)
     workload = run.info.workload
-    autotune = schema.write_document(schema.make_document(schema.AutotunePins, choices=run.info.triton_autotune),
-                                     out / "autotune.json")
+    autotune = schema.write_autotune_pins(run.info.triton_autotune, out)
     target = child_command(workload.name, workload.preset, workload.overrides, run.info.harness.warmup or 0,
                            allow_fallback=False, autotune_file=autotune)
     report = out / "rules.ncu-rep"

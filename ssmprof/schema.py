@@ -1051,6 +1051,11 @@ class AutotunePins(_Versioned):
     choices: dict[str, Any]
 
 
+def write_autotune_pins(choices: dict[str, Any], folder: Path) -> Path:
+    """The pins file (`AutotunePins`) a counter pass or a script's child reads, written as `folder`/autotune.json."""
+    return write_document(make_document(AutotunePins, choices=choices), folder / "autotune.json")
+
+
 class PassRecord(_Versioned):
     """What a counter pass's child wrote (`profiler.child --timings`): when each stage began and ended
     (time.time() stamps and the harness's seconds per stage), and the work it ran (`work`: GPU, config, kernel

@@ -45,7 +45,7 @@ def test_a_profile_pins_the_choices_of_the_run_it_names():
     from ssmprof.profiler.collect import ProfileSettings
 
     run = bundled.REFERENCE / "h100-sxm" / "mamba2-lm"
-    choices = ProfileSettings(autotune_from=run).pinned_choices()
+    choices = ProfileSettings(autotune_from=run).pinned_choices
     assert choices == schema.read_run(run).info.triton_autotune
     assert any("_chunk_cumsum_bwd_kernel" in kernel for kernel in choices)
-    assert ProfileSettings().pinned_choices() is None
+    assert ProfileSettings().pinned_choices is None

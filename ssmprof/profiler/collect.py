@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -97,7 +98,7 @@ class ProfileSettings:
 
     def __post_init__(self) -> None:
         check_counters_mode(self.counters)
-        self.pinned_choices()
+        self.pinned_choices  # noqa: B018 - read (and refused where bad) before any work
         if self.ncu_cache not in CACHE_CONTROL:
             raise InvalidConfig(f"--ncu-cache must be {' or '.join(CACHE_CONTROL)}, got '{self.ncu_cache}'")
         if self.replay not in REPLAY_CHOICES:
@@ -116,12 +117,12 @@ class ProfileSettings:
             raise InvalidConfig(f"--name must be at most {NAME_MAX} bytes (a folder name), got "
                                 f"{len(self.name.encode())}")
 
-
+    @cached_property
     def pinned_choices(self) -> dict[str, list] | None:
-        """The Triton autotuning choices of the run `autotune_from` (None without one). Each process autotunes
-        anew on noisy timings and may pick other tiles, so two runs meant to launch the same kernels (a script
-        against its workload, one model on two branches) pin one run's choices; shapes that run never tuned
-        are left to autotune."""
+        """The Triton autotuning choices of the run `autotune_from` (None without one), read once. Each process
+        autotunes anew on noisy timings and may pick other tiles, so two runs meant to launch the same kernels (a
+        script against its workload, one model on two branches) pin one run's choices; shapes that run never
+        tuned are left to autotune."""
         if self.autotune_from is None:
             return None
         choices = schema.read_run(self.autotune_from).info.triton_autotune
@@ -386,7 +387,7 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
                     "exercises the CPU reference path)")
     tell = progress or (lambda stage, done, total: None)
-    pinned = settings.pinned_choices()
+    pinned = settings.pinned_choices
     if pinned:
         autotune.pin(pinned)
     capture = TimelineCapture(cuda=True)
@@ -414,8 +415,7 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
             schema.write_trace(capture.trace, extra["trace.json.gz"])
         if settings.counters != "none":
             chosen = replay_mode(settings.replay, result.peak_memory_bytes, result.gpu["memory_bytes"])
-            choices_path = schema.write_document(schema.make_document(schema.AutotunePins, choices=triton_choices),
-                                                 Path(scratch) / "autotune.json")
+            choices_path = schema.write_autotune_pins(triton_choices, Path(scratch))
             child = child_command(ready.workload.spec, ready.preset, ready.overrides, ready.warmup,
                                   ready.allow_fallback, choices_path)
             passes = ChildPasses(child, settings.ncu_timeout_s, identical_gpus(settings.pass_gpus), chosen,

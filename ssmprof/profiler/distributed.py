@@ -473,8 +473,8 @@ def rank_counters(job: RankJob, where: Launch, tables: dict[int, pd.DataFrame], 
     ncu_ranks = list(settings.ncu_ranks)
     for rank in ncu_ranks:
         folder = schema.make_folder(Path(job.scratch) / f"counters-rank{rank}")
-        pins = schema.make_document(schema.AutotunePins, choices=results[rank].triton_autotune)
-        pinned = job.model_copy(update={"autotune": str(schema.write_document(pins, folder / "autotune.json"))})
+        pins = schema.write_autotune_pins(results[rank].triton_autotune, folder)
+        pinned = job.model_copy(update={"autotune": str(pins)})
         passes = RankPasses(pinned, where, rank, settings.ncu_timeout_s)
         tables[rank], found, checked, written = collect_counters(
             schema.conform_kernels(tables[rank]), settings.counters, harness_of(results[rank]).gpu, folder,

@@ -52,10 +52,10 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
     tell = progress or (lambda stage, done, total: None)
     cuda = device == "cuda"
     started = time.perf_counter()
-    pinned = settings.pinned_choices()
+    pinned = settings.pinned_choices
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
-        pins = str(_write_pins(pinned, scratch)) if pinned else None
+        pins = str(schema.write_autotune_pins(pinned, scratch)) if pinned else None
         job = schema.make_document(schema.ScriptJob, script=str(script), args=list(args), device=device,
                                    mode="timeline", warmup=warmup, steps=settings.steps,
                                    timing_iterations=TIMING_ITERATIONS if cuda else 0, autotune=pins,
@@ -84,11 +84,6 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
         return schema.write_run(path, info, kernels)
 
 
-def _write_pins(choices: dict, scratch: Path) -> Path:
-    """The pins file a script child reads at its first marked step (`ScriptJob.autotune`)."""
-    return schema.write_document(schema.make_document(schema.AutotunePins, choices=choices), scratch / "autotune.json")
-
-
 def _run_timeline(job: schema.ScriptJob, scratch: Path) -> schema.ScriptResult:
     """Run the script for the timeline; its result, or its one line as ScriptFailed. The script's own output
     goes where this process's goes."""
@@ -107,7 +102,7 @@ def _counters(job: schema.ScriptJob, outcome: schema.ScriptResult, result: RunRe
               check, tell):
     """The suite's counter passes over the script (`collect.collect_counters`): the same iteration, the
     timeline's Triton choices pinned. Returns (the joined table, run.json's counter notes, its checks)."""
-    pins = _write_pins(outcome.triton_autotune, scratch)
+    pins = schema.write_autotune_pins(outcome.triton_autotune, scratch)
     counted = job.model_copy(update={"mode": "counters", "warmup": min(job.warmup, PASS_WARMUP), "steps": 1,
                                      "timing_iterations": 0, "autotune": str(pins)})
     job_file = schema.write_document(counted, scratch / "counters-job.json")
