@@ -326,7 +326,7 @@ def test_benchmark_goal_is_the_scripts():
 
 
 def test_headroom_reachable_share_rests_on_the_bundled_runs():
-    from ssmprof.analysis.headroom import REACHABLE
+    from ssmprof.analysis.roofline import REACHABLE
 
     fractions = {w: json.loads((bundled.REFERENCE / "h100-sxm" / w / "run.json").read_text())["checks"]
                  ["max_fraction_of_peak"] for w in ("mamba2-lm", "mamba1-lm")}

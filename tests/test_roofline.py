@@ -7,11 +7,12 @@ from known_work import GEMM_FLOPS, analyzed, kernels
 
 from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.frame import analysis_frame
-from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.roofline import (
     calibration_defects,
     defects_by_kernel,
     defects_note,
+    headroom,
+    headroom_summary,
     roofline,
     roofline_summary,
 )

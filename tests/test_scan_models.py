@@ -16,12 +16,12 @@ from ssmprof.analysis.scan_models import (
     GdnShape,
     Mamba3MimoShape,
     Mamba3Shape,
+    analytic_vs_measured,
     forward_model,
     gdn_forward_model,
     mamba3_forward_model,
     mamba3_mimo_forward_model,
 )
-from ssmprof.analysis.ssd_model import analytic_vs_measured
 from ssmprof.analysis.tensor_vector import classify
 from ssmprof.kernels import SSD_FORWARD_KERNELS, is_fused_kernel
 from ssmprof.schema import BACKWARD, FORWARD

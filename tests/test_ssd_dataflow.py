@@ -6,6 +6,7 @@ import pytest
 
 import ssmprof
 from ssmprof.analysis.roofline import l2_peak_gb_s
+from ssmprof.analysis.scan_models import SsdShape
 from ssmprof.analysis.ssd_dataflow import (
     CHAINS,
     chain_bytes,
@@ -15,7 +16,6 @@ from ssmprof.analysis.ssd_dataflow import (
     ssd_layers,
     tensor_bytes,
 )
-from ssmprof.analysis.ssd_model import SsdShape
 from ssmprof.hardware import model_ceilings
 from ssmprof.pipeline.loading import load_run
 

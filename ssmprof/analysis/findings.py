@@ -17,8 +17,8 @@ import pandas as pd
 from ssmprof.analysis.checks import describe_removed
 from ssmprof.analysis.communication import described_rank
 from ssmprof.analysis.frame import WEIGHT, profiled_with_counters, time_weighted
-from ssmprof.analysis.headroom import REACHABLE
 from ssmprof.analysis.noise import CONFIDENCE, FASTER, RERUN_SPREAD_PCT, SLOWER, iteration_note
+from ssmprof.analysis.roofline import REACHABLE
 from ssmprof.schema import CHECKED_STATUSES, CollectorsSection, CountersCollector, RunInfo
 
 if TYPE_CHECKING:  # summary imports this module to word its frames

@@ -40,8 +40,7 @@ from ssmprof.analysis.noise import (
     speedup_verdict,
 )
 from ssmprof.analysis.roofline import roofline
-from ssmprof.analysis.scan_models import forward_model
-from ssmprof.analysis.ssd_model import analytic_vs_measured
+from ssmprof.analysis.scan_models import analytic_vs_measured, forward_model
 from ssmprof.analysis.suite import SSM
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import RunInfo

@@ -32,6 +32,22 @@ A ceiling is what the GPU can do at best, so a checked launch that runs faster t
 fell short, not the kernel: `calibration_defects` lists those launches for the report to show, and the roof
 stays where it was measured (raising it to the fastest launch would put that launch at 100 % by construction
 and make a run's verdicts depend on the runs reported beside it).
+
+The chart's points (`roofline_points`): one per kernel and launch configuration, not one per launch. A chart of
+every launch grows with the run (a million launches gave a 94 MiB page) and draws the same kernel
+hundreds of times on top of itself. Launches of one kernel, phase and launch configuration do the same work, so
+they are summed into one point: its intensity is its FLOPs over its bytes, its rate its FLOPs over its counted
+time, its % of roof time-weighted; its verdict and limiter stay those of its launches (they are grouping keys,
+so a configuration whose launches fall on both sides of a ridge gives two points).
+
+Headroom (`headroom`): the step time a kernel would give back if it ran at its roof, or at a reachable share of
+it. Per launch with counters, the time at the roof is its FLOPs over the roof at its intensity (`roofline`), or,
+for data movement (no FLOPs), its DRAM bytes at DRAM bandwidth. A roof is not reachable in practice: in
+the bundled H100 LM runs with checked counters the fastest GEMM launch reaches 82-83 % of the dense bf16
+datasheet peak and the fastest memory-bound launch 97 % of DRAM bandwidth (run.json
+`checks.max_fraction_of_peak`), so REACHABLE = 80 % of the roof is what a tuned kernel gets:
+`saved_reachable_ms` is what an optimization effort could expect, `saved_at_roof_ms` its upper bound.
+Launches without counters have no roof and count as no headroom (their time is shown).
 """
 
 from __future__ import annotations
@@ -211,3 +227,72 @@ def defects_note(by_kernel: pd.DataFrame) -> str | None:
     return (f"calibration defect: {launches} checked launches of {kernels} kernels run faster than a ceiling "
             f"({worst.iloc[0].ceiling_source}), up to {each}; the roof is left where it was measured "
             "(table 'Calibration defects')")
+
+
+REACHABLE = 0.8
+
+
+def headroom(per_kernel: pd.DataFrame, dram_gb_s: float) -> pd.DataFrame:
+    """Per launch: time at roof and time saved at the roof and at REACHABLE of it. `per_kernel`: `roofline`'s
+    frame."""
+    frame = per_kernel.copy(deep=False)  # copy-on-write: the columns added here stay out of `per_kernel`
+    at_roof_s = (frame["flops"] / frame["roof_flop_per_s"]).where(frame["flops"] > 0,
+                                                                 frame["dram_bytes"] / (dram_gb_s * 1e9))
+    actual_ms = frame["duration_ns"] / 1e6
+    frame["roof_ms"] = at_roof_s * 1e3
+    frame["saved_at_roof_ms"] = (actual_ms - frame["roof_ms"]).clip(lower=0)
+    frame["saved_reachable_ms"] = (actual_ms - frame["roof_ms"] / REACHABLE).clip(lower=0)
+    return frame
+
+
+def headroom_summary(frame: pd.DataFrame, by: str = "kernel_name", top: int = 15) -> pd.DataFrame:
+    """Time and savings summed per `by` (kernel name or category), largest reachable saving first, with the
+    share of the run's kernel time each saving is."""
+    total_ms = frame["duration_ns"].sum() / 1e6
+    grouped = frame.groupby(by, as_index=False).agg(
+        launches=("launch_idx", "size"), time_ms=("duration_ns", lambda d: d.sum() / 1e6),
+        roof_ms=("roof_ms", lambda v: v.sum(min_count=1)), saved_at_roof_ms=("saved_at_roof_ms", "sum"),
+        saved_reachable_ms=("saved_reachable_ms", "sum"))
+    grouped["saved_reachable_pct_of_kernel_time"] = 100 * grouped["saved_reachable_ms"] / total_ms if total_ms \
+        else np.nan
+    return grouped.sort_values("saved_reachable_ms", ascending=False, ignore_index=True).head(top)
+
+
+CONFIG = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+KEYS = ("kernel_name", "phase", "category", "path", "verdict", "roof_limiter", *CONFIG)
+CONSTANT = ("peak_flop_per_s", "ridge_ai", "l2_ridge_ai", "ceiling_source")  # the ceilings: one per GPU
+
+
+def roofline_points(per_launch: pd.DataFrame, by: tuple[str, ...] = ()) -> pd.DataFrame:
+    """`roofline.roofline`'s per-launch frame (with counters) summed per kernel, phase, launch configuration,
+    verdict and limiter (and `by`, e.g. the workload of a suite): launches, time, FLOPs, intensities at DRAM and
+    L2, achieved FLOP/s, time-weighted % of roof, and the ceilings."""
+    if per_launch.empty or "verdict" not in per_launch.columns:  # no run with counters and ceilings
+        return pd.DataFrame()
+    keys = [k for k in (*by, *KEYS) if k in per_launch.columns]
+    read = [*keys, *[c for c in ("flops", "flop_per_s", WEIGHT, "ai_dram", "ai_l2", "pct_of_roof", *CONSTANT)
+                     if c in per_launch.columns and c not in keys]]
+    measured = per_launch.loc[(per_launch["verdict"] != "no counters") & (per_launch["flops"] > 0), read]
+    rows = []
+    for values, group in measured.groupby(keys, sort=False, dropna=False):
+        flops = group["flops"].sum()
+        seconds = (group["flops"] / group["flop_per_s"]).sum()
+        row = dict(zip(keys, values, strict=True))
+        row.update({"launches": len(group), "duration_ns": group[WEIGHT].sum(), "flops": flops,
+                    "ai_dram": _intensity(group, "ai_dram"), "ai_l2": _intensity(group, "ai_l2"),
+                    "flop_per_s": flops / seconds if seconds else float("nan"),
+                    "pct_of_roof": time_weighted(group["pct_of_roof"], group[WEIGHT])})
+        row.update({c: group[c].iloc[0] for c in CONSTANT if c in group})
+        rows.append(row)
+    columns = [*keys, "launches", "duration_ns", "flops", "ai_dram", "ai_l2", "flop_per_s", "pct_of_roof",
+               *[c for c in CONSTANT if c in measured.columns]]
+    return pd.DataFrame(rows, columns=columns).sort_values("duration_ns", ascending=False, ignore_index=True)
+
+
+def _intensity(group: pd.DataFrame, column: str) -> float:
+    """The launches' FLOPs over their bytes at one level (each launch's bytes: its FLOPs over its intensity);
+    NaN where the level's bytes are unknown or none were counted."""
+    if column not in group:
+        return float("nan")
+    byte_count = (group["flops"] / group[column]).sum(min_count=1)
+    return float(group["flops"].sum() / byte_count) if byte_count and byte_count == byte_count else float("nan")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ssmprof.analysis.roofline import Ceilings
-from ssmprof.analysis.ssd_model import FP32, SSD_SETTINGS, SsdShape
+from ssmprof.analysis.scan_models import FP32, SSD_SETTINGS, SsdShape
 from ssmprof.schema import BACKWARD, FORWARD
 
 

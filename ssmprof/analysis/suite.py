@@ -17,8 +17,7 @@ from ssmprof.analysis.frame import has_counters, profiled_with_counters, time_we
 from ssmprof.analysis.host import busy_ns, slow_iteration
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.ranks import late_ranks
-from ssmprof.analysis.roofline import roofline, roofline_summary
-from ssmprof.analysis.roofline_points import roofline_points
+from ssmprof.analysis.roofline import roofline, roofline_points, roofline_summary
 from ssmprof.analysis.ssd_dataflow import FLUSHED, KEPT, dataflow_by_cache, ssd_dataflow
 from ssmprof.analysis.tensor_vector import (
     BOTH,

@@ -23,7 +23,6 @@ from ssmprof.analysis.communication import (
 from ssmprof.analysis.cuda_graphs import graph_gain
 from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.frame import has_counters
-from ssmprof.analysis.headroom import headroom, headroom_summary
 from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.instruction_bounds import instruction_bounds
 from ssmprof.analysis.kernel_evidence import provenance_mismatches
@@ -34,14 +33,15 @@ from ssmprof.analysis.roofline import (
     calibration_defects,
     defects_by_kernel,
     defects_note,
+    headroom,
+    headroom_summary,
     l2_peak_gb_s,
     roofline,
+    roofline_points,
     roofline_summary,
 )
-from ssmprof.analysis.roofline_points import roofline_points
-from ssmprof.analysis.scan_models import forward_model
+from ssmprof.analysis.scan_models import analytic_vs_measured, forward_model
 from ssmprof.analysis.ssd_dataflow import FLOW_COLUMNS, fusion_estimate, ssd_dataflow, ssd_layers
-from ssmprof.analysis.ssd_model import analytic_vs_measured
 from ssmprof.analysis.suite import dram_beside_study
 from ssmprof.analysis.tensor_vector import (
     STUDY_WORKLOAD,

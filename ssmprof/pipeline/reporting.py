@@ -28,8 +28,7 @@ from ssmprof.analysis.noise import kept_steps, step_interval
 from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.ranks import single_gpu_twin
-from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline
-from ssmprof.analysis.roofline_points import roofline_points
+from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline, roofline_points
 from ssmprof.analysis.summary import Summary, analyze, warnings_for
 from ssmprof.analysis.tensor_vector import STUDY_WORKLOAD
 from ssmprof.errors import InvalidConfig

@@ -37,7 +37,8 @@ def breakdown_bars(breakdown: pd.DataFrame, title: str) -> go.Figure:
 def _add_kernels(figure: go.Figure, roofline: pd.DataFrame, name: str, color: str, symbol: str = "circle",
                  size: int = 7, group: str | None = None, show: bool = True) -> None:
     """One scatter trace of the kernels with FLOPs and a DRAM intensity (one point per kernel and launch
-    configuration, `analysis.roofline_points`); hover: kernel, phase, category, time, launches, limiter, % of roof."""
+    configuration, `analysis.roofline.roofline_points`); hover: kernel, phase, category, time, launches, limiter,
+    % of roof."""
     rows = roofline[roofline["ai_dram"].notna() & (roofline["flops"] > 0)]
     if rows.empty:
         return
