@@ -43,7 +43,7 @@ from ssmprof.analysis.roofline import roofline
 from ssmprof.analysis.scan_models import analytic_vs_measured, forward_model
 from ssmprof.analysis.suite import SSM
 from ssmprof.hardware import Ceilings
-from ssmprof.schema import RunInfo
+from ssmprof.schema import FAILED, RunInfo
 
 # What a limiter (`analysis.limiters`) means on a regime map: bandwidth (a memory level's bytes, shared memory
 # included), compute, or latency (every limiter that is neither: latency by elimination, too few blocks, capped
@@ -54,6 +54,9 @@ REGIMES = {"DRAM bandwidth": BANDWIDTH, "L2 bandwidth": BANDWIDTH, "shared memor
 STEP_METRIC = "step_us_per_item"  # harness step time per token (sample), the end-to-end measure
 KERNEL_METRIC = "kernel_us_per_item"  # GPU kernel time per token: the step without the host's gaps
 SSM_METRIC = "ssm_us_per_item"  # the SSM kernels' time per token: what chunk size and state size act on
+
+CROSSOVER_AXIS = "seq_len"  # workloads cross over in sequence length (attention's cost per token grows with it)
+BEST_AXIS = "chunk_size"  # the SSD setting with a best value per GPU
 
 
 @dataclass(frozen=True)
@@ -401,3 +404,32 @@ def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFr
     if failed:
         rows.append(("failed", f"{failed} point(s) failed: see the points table", str(failed), "points"))
     return pd.DataFrame(rows, columns=["topic", "finding", "value", "anchor"])
+
+
+def regime_tables(runs: list[SweepRun], axes: list[str], points: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The regime frames of a sweep's complete points (`runs`, over the settings `axes`), with the table of
+    every point (`points`: run or not, how each ended) and the findings."""
+    items = per_item(runs)
+    ssm = ssm_kernels(runs)
+    samples = step_samples(runs)
+    out = {"points": points, "per_item": items, "category_time": category_time(runs), "ssm_kernels": ssm,
+           "regime_map": regime_map(ssm, axes), "model": ssd_model_check(runs), "steps": samples}
+    others = lambda axis: [a for a in axes if a != axis]  # noqa: E731
+    axis = CROSSOVER_AXIS if CROSSOVER_AXIS in axes else axes[0]
+    if items["workload"].nunique() > 1 if len(items) else False:
+        by = ["gpu", *others(axis)]
+        steps = crossover(items, axis, STEP_METRIC, by, samples)
+        kernel = crossover(items, axis, KERNEL_METRIC, by, samples)
+        noise = ["crossover_low", "crossover_high", "noise_verdict", "tied_at", "tied_gap_pct"]
+        out["crossover"] = steps.assign(**{f"crossover_{axis}_kernel_time": kernel[f"crossover_{axis}"]},
+                                        **{f"kernel_{column}": kernel[column] for column in noise})
+    if BEST_AXIS in axes and len(items):
+        by = ["workload", "gpu", *others(BEST_AXIS)]
+        best = best_value(items, BEST_AXIS, STEP_METRIC, by, samples)
+        ssm_best = best_value(items, BEST_AXIS, SSM_METRIC, by, samples)
+        out["best"] = best.assign(**{f"best_{BEST_AXIS}_ssm_time": ssm_best[f"best_{BEST_AXIS}"],
+                                     "ssm_time_tied_with": ssm_best["tied_with"]})
+    failed = int(points["result"].str.startswith(FAILED).sum()) if len(points) else 0
+    out["findings"] = regime_findings(out.get("crossover", pd.DataFrame()), out.get("best", pd.DataFrame()),
+                                      ssm, out["model"], axes, failed, items)
+    return out

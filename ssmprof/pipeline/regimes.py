@@ -15,11 +15,9 @@ from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.reports.render import write_csv
 from ssmprof.reports.sweep import render_sweep
-from ssmprof.schema import FAILED, SWEEP_MANIFEST, SweepManifest, SweepPoint, read_sweep
+from ssmprof.schema import SWEEP_MANIFEST, SweepManifest, SweepPoint, read_sweep
 
 SWEEP_REPORT = "sweep-report.html"
-CROSSOVER_AXIS = "seq_len"  # workloads cross over in sequence length (attention's cost per token grows with it)
-BEST_AXIS = "chunk_size"  # the SSD setting with a best value per GPU
 
 
 def is_sweep(path: Path) -> bool:
@@ -49,41 +47,13 @@ def analyze(folders: list[Path], device_profile: Path | None = None) -> SweepAna
     runs = [regime.SweepRun(point.settings, run.info, run.kernels,
                             run_ceilings(run.info.gpu.name, run.path, profile)[0])
             for run, (_, point) in zip(loaded.values(), complete, strict=True)]
-    return SweepAnalysis(manifests, axes, tables(runs, axes, points_table(points)))
+    return SweepAnalysis(manifests, axes, regime.regime_tables(runs, axes, points_table(points)))
 
 
 def points_table(points: list[tuple[Path, SweepPoint]]) -> pd.DataFrame:
     """Every point of the sweeps, run or not: sweep folder, workload, settings, result, run directory, wall."""
     return pd.DataFrame([{"sweep": folder.name, "workload": p.workload, **p.settings, "result": p.status,
                           "run": p.run or "", "wall_s": p.wall_s} for folder, p in points])
-
-
-def tables(runs: list[regime.SweepRun], axes: list[str], points: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The regime frames of a sweep's complete points (see `analysis.regime`), with the points table."""
-    per_item = regime.per_item(runs)
-    ssm = regime.ssm_kernels(runs)
-    samples = regime.step_samples(runs)
-    out = {"points": points, "per_item": per_item, "category_time": regime.category_time(runs), "ssm_kernels": ssm,
-           "regime_map": regime.regime_map(ssm, axes), "model": regime.ssd_model_check(runs), "steps": samples}
-    others = lambda axis: [a for a in axes if a != axis]  # noqa: E731
-    axis = CROSSOVER_AXIS if CROSSOVER_AXIS in axes else axes[0]
-    if per_item["workload"].nunique() > 1 if len(per_item) else False:
-        by = ["gpu", *others(axis)]
-        steps = regime.crossover(per_item, axis, regime.STEP_METRIC, by, samples)
-        kernel = regime.crossover(per_item, axis, regime.KERNEL_METRIC, by, samples)
-        noise = ["crossover_low", "crossover_high", "noise_verdict", "tied_at", "tied_gap_pct"]
-        out["crossover"] = steps.assign(**{f"crossover_{axis}_kernel_time": kernel[f"crossover_{axis}"]},
-                                        **{f"kernel_{column}": kernel[column] for column in noise})
-    if BEST_AXIS in axes and len(per_item):
-        by = ["workload", "gpu", *others(BEST_AXIS)]
-        best = regime.best_value(per_item, BEST_AXIS, regime.STEP_METRIC, by, samples)
-        ssm_best = regime.best_value(per_item, BEST_AXIS, regime.SSM_METRIC, by, samples)
-        out["best"] = best.assign(**{f"best_{BEST_AXIS}_ssm_time": ssm_best[f"best_{BEST_AXIS}"],
-                                     "ssm_time_tied_with": ssm_best["tied_with"]})
-    failed = int(points["result"].str.startswith(FAILED).sum()) if len(points) else 0
-    out["findings"] = regime.regime_findings(out.get("crossover", pd.DataFrame()), out.get("best", pd.DataFrame()),
-                                             ssm, out["model"], axes, failed, per_item)
-    return out
 
 
 def report(folders: Path | list[Path], fmt: str = "html", output: Path | None = None, csv: Path | None = None,

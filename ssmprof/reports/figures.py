@@ -14,14 +14,14 @@ from ssmprof.reports import style
 TITLE_CHARS = 64  # characters of a chart title's line: a 560 px chart (the page's narrowest) at plotly's 17 px
 
 
-def _layout(figure: go.Figure, title: str, **layout) -> go.Figure:
+def layout(figure: go.Figure, title: str, **settings) -> go.Figure:
     """The common look; a title longer than a 560 px chart holds goes on as many lines as it needs (plotly
     draws a title on one line and cuts it at both ends), the top margin grown to fit them."""
     lines = textwrap.wrap(title, TITLE_CHARS)
     figure.update_layout(title=title if len(lines) < 2 else "<br>".join(lines), font={"family": style.FONT},
                          **style.LAYOUT)
     figure.update_layout(margin={"t": style.MARGIN_TOP + 18 * (len(lines) - 1)})
-    figure.update_layout(**layout)
+    figure.update_layout(**settings)
     return figure
 
 
@@ -31,7 +31,7 @@ def breakdown_bars(breakdown: pd.DataFrame, title: str) -> go.Figure:
     for category, rows in breakdown.groupby("category", sort=False):
         figure.add_bar(name=category, x=rows["phase"], y=rows["time_ms"], marker_color=style.category_color(category),
                        hovertemplate="%{x}<br>" + category + ": %{y:.2f} ms<extra></extra>")
-    return _layout(figure, title, barmode="stack", yaxis_title="kernel time (ms)")
+    return layout(figure, title, barmode="stack", yaxis_title="kernel time (ms)")
 
 
 def _add_kernels(figure: go.Figure, roofline: pd.DataFrame, name: str, color: str, symbol: str = "circle",
@@ -131,7 +131,7 @@ def _decades(log_range) -> dict:
 
 def _log_axes(figure: go.Figure, title: str, x_range, y_range, l2_points: bool = False) -> go.Figure:
     x_title = "FLOP per DRAM byte" + ("; open grey: per L2 byte" if l2_points else "")  # fits a 560 px chart
-    return _layout(figure, title, height=560,
+    return layout(figure, title, height=560,
                    xaxis={"type": "log", "title": x_title, "range": list(x_range), **_decades(x_range)},
                    yaxis={"type": "log", "title": "achieved FLOP/s", "range": y_range, **_decades(y_range)})
 
@@ -199,7 +199,7 @@ def rate_bars(caches: pd.DataFrame, title: str) -> go.Figure:
                                              ("dram_throughput_pct", "DRAM throughput, % of peak (Nsight Compute)"))):
         figure.add_bar(name=label, x=caches["category"], y=caches[column], marker_color=style.METRIC_COLORS[index],
                        hovertemplate="%{x}<br>" + label + ": %{y:.1f} %<extra></extra>")
-    return _layout(figure, title, barmode="group", yaxis={"title": "%", "range": [0, 100]},
+    return layout(figure, title, barmode="group", yaxis={"title": "%", "range": [0, 100]},
                    xaxis={"tickangle": -30})  # 13 category names side by side overlap at any angle but a slant
 
 
@@ -210,7 +210,7 @@ def class_bars(classes: pd.DataFrame, title: str) -> go.Figure:
         figure.add_bar(name=name, x=rows["phase"], y=100 * rows["time_share"], customdata=rows["kernels"],
                        marker_color=style.METRIC_COLORS[index % len(style.METRIC_COLORS)],
                        hovertemplate="%{x}: %{y:.1f} % (%{customdata} kernels)<extra>" + name + "</extra>")
-    return _layout(figure, title, barmode="stack", yaxis={"title": "% of SSM kernel time", "range": [0, 100]})
+    return layout(figure, title, barmode="stack", yaxis={"title": "% of SSM kernel time", "range": [0, 100]})
 
 
 def compare_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Figure:
@@ -230,7 +230,7 @@ def compare_bars(categories: pd.DataFrame, label_a: str, label_b: str) -> go.Fig
                        legendgroup=group, showlegend=False,
                        hovertemplate="%{x}<br>" + label + ": %{y:.2f} ms<extra></extra>")
         figure.add_bar(name=label, x=[None], y=[None], marker=legend, offsetgroup=group, legendgroup=group)
-    return _layout(figure, "Kernel time by category (A solid, B hatched)", barmode="group", yaxis_title="ms",
+    return layout(figure, "Kernel time by category (A solid, B hatched)", barmode="group", yaxis_title="ms",
                    xaxis={"tickangle": -30})
 
 
@@ -241,7 +241,7 @@ def share_bars(shares: pd.DataFrame, title: str) -> go.Figure:
         figure.add_bar(name=category, x=shares["workload"], y=shares[category],
                        marker_color=style.category_color(category),
                        hovertemplate="%{x}<br>" + category + ": %{y:.1f} %<extra></extra>")
-    return _layout(figure, title, barmode="stack", yaxis={"title": "% of kernel time", "range": [0, 100]},
+    return layout(figure, title, barmode="stack", yaxis={"title": "% of kernel time", "range": [0, 100]},
                    xaxis={"tickangle": -30})
 
 
@@ -257,7 +257,7 @@ def stall_bars(stalls: pd.DataFrame, title: str) -> go.Figure:
         name = reason.replace("_", " ")
         figure.add_bar(name=name, y=labels, x=100 * stalls[column], orientation="h", marker_color=color,
                        hovertemplate="%{y}<br>" + name + ": %{x:.1f} %<extra></extra>")
-    return _layout(figure, title, barmode="stack", height=160 + 24 * len(stalls),
+    return layout(figure, title, barmode="stack", height=160 + 24 * len(stalls),
                    xaxis={"title": "% of warps resident per issue cycle", "range": [0, 100]},
                    yaxis={"autorange": "reversed"})
 
@@ -272,56 +272,9 @@ def bound_bars(bounds: pd.DataFrame, title: str) -> go.Figure:
         hover = "%{y}<br>" + label + (" (%{customdata})" if column == "busiest_pipe_pct" else "")
         figure.add_bar(name=label, y=labels, x=bounds[column], orientation="h", customdata=bounds["busiest_pipe"],
                        marker_color=style.METRIC_COLORS[index], hovertemplate=hover + ": %{x:.1f} %<extra></extra>")
-    return _layout(figure, title, barmode="group", height=160 + 36 * len(bounds),
+    return layout(figure, title, barmode="group", height=160 + 36 * len(bounds),
                    xaxis={"title": "% of peak while the SM is active", "range": [0, 100]},
                    yaxis={"autorange": "reversed"})
-
-
-def sweep_lines(frame: pd.DataFrame, x: str, y: str, series: str, title: str, y_title: str,
-                text: str | None = None) -> go.Figure:
-    """A sweep over one setting: `y` against `x` (log 2 axis: settings are swept in powers of two), a line per
-    value of `series` (a workload or a kernel) in the series palette, colour, marker and dash from style; `text`
-    labels a point where it changes along its line (a regime), above the line on every other series and below on
-    the rest, so two lines' labels do not meet. A series without any value is left out (no blank line)."""
-    figure = go.Figure()
-    drawn = [(name, rows) for name, rows in frame.sort_values(x).groupby(series, sort=False) if rows[y].notna().any()]
-    places = style.series_indices([str(name) for name, _ in drawn])
-    for order, (name, rows) in enumerate(drawn):
-        index = places[str(name)]
-        changed = rows[text].where(rows[text] != rows[text].shift(), "") if text else None  # a regime once per run
-        figure.add_scatter(x=rows[x], y=rows[y], name=str(name), mode="lines+markers+text" if text else "lines+markers",
-                           text=changed, textposition="bottom center" if order % 2 else "top center",
-                           marker={"symbol": style.series_symbol(index), "size": 9, "color": style.series_color(index)},
-                           line={"color": style.series_color(index), "dash": style.series_dash(index)},
-                           hovertemplate=f"{x} %{{x}}<br>{y_title}: %{{y:.3g}}<extra>{name}</extra>")
-    return _layout(figure, title, xaxis={"type": "log", "title": x, "tickvals": sorted(frame[x].unique())},
-                   yaxis_title=y_title)
-
-
-def sweep_heatmap(frame: pd.DataFrame, x: str, y: str, z: str, title: str, z_title: str,
-                  text: str | None = None) -> go.Figure:
-    """A sweep over two settings: `z` on the (`x`, `y`) grid, a sequential scale; each cell says its value, or
-    `text` (a regime) above it. Missing cells (failed points) stay blank."""
-    grid = frame.pivot_table(index=y, columns=x, values=z, aggfunc="first")
-    labels = (frame.assign(_label=frame[text].astype(str) + "<br>" + frame[z].map(lambda v: f"{v:.3g}"))
-              .pivot_table(index=y, columns=x, values="_label", aggfunc="first").reindex_like(grid)
-              if text else grid.map(lambda v: "" if pd.isna(v) else f"{v:.3g}"))
-    figure = go.Figure(go.Heatmap(z=grid.to_numpy(), x=[str(v) for v in grid.columns], y=[str(v) for v in grid.index],
-                                  text=labels.fillna("").to_numpy(), texttemplate="%{text}",
-                                  colorscale=style.HEATMAP_SCALE, colorbar={"title": z_title},
-                                  hovertemplate=f"{x} %{{x}}, {y} %{{y}}<br>{z_title}: %{{z:.3g}}<extra></extra>"))
-    return _layout(figure, title, xaxis={"title": x, "type": "category"}, yaxis={"title": y, "type": "category"})
-
-
-def sweep_category_bars(frame: pd.DataFrame, x: str, title: str, unit: str) -> go.Figure:
-    """GPU kernel time per item at each value of `x`, stacked by category (each in its category's colour)."""
-    figure = go.Figure()
-    for category, rows in frame.sort_values(x).groupby("category", sort=False):
-        figure.add_bar(name=category, x=rows[x].astype(str), y=rows["us_per_item"],
-                       marker_color=style.category_color(category),
-                       hovertemplate=f"{x} %{{x}}<br>{category}: %{{y:.3g}} us per {unit}<extra></extra>")
-    return _layout(figure, title, barmode="stack", xaxis={"title": x, "type": "category"},
-                   yaxis_title=f"kernel time per {unit} (us)")
 
 
 def scaling_bars(scaling: pd.DataFrame, title: str) -> go.Figure:
@@ -339,7 +292,7 @@ def scaling_bars(scaling: pd.DataFrame, title: str) -> go.Figure:
     figure.add_scatter(name="perfect (GPU count)", y=runs["run"], x=runs["world_size"], mode="markers",
                        marker={"symbol": "line-ns-open", "size": 18, "color": style.SERIES_COLORS[0]},
                        hovertemplate="%{y}: %{x} GPUs<extra></extra>")
-    return _layout(figure, title, xaxis={"title": "speedup over one GPU (x)", "rangemode": "tozero"},
+    return layout(figure, title, xaxis={"title": "speedup over one GPU (x)", "rangemode": "tozero"},
                    yaxis={"automargin": True}, height=max(260, 160 + 40 * len(runs)))
 
 
@@ -352,5 +305,5 @@ def communication_bars(parallel: pd.DataFrame, title: str) -> go.Figure:
                                 ("wait_ms", "waiting for the other ranks", style.SERIES_COLORS[4])):
         figure.add_bar(name=name, y=runs["run"], x=runs[column], orientation="h", marker_color=color,
                        hovertemplate="%{y}<br>" + name + ": %{x:.1f} ms<extra></extra>")
-    return _layout(figure, title, barmode="stack", xaxis_title="ms per step", yaxis={"automargin": True},
+    return layout(figure, title, barmode="stack", xaxis_title="ms per step", yaxis={"automargin": True},
                    height=max(260, 160 + 40 * len(runs)))
