@@ -395,8 +395,7 @@ def report(
     suite overview first (category shares per workload, the SSM kernels of all of them)."""
     from ssmprof.pipeline import reporting
 
-    format_ = reporting.output_format(format_, output, "html")
-    output = output or _html_default(format_, "report.html")
+    format_, output = reporting.output_target(format_, output, "html", "report.html")
     _emit(reporting.report(runs, format_, output, csv, device_profile, trace), output)
     if trace is not None:
         _say(f"trace written: {trace} (open in https://ui.perfetto.dev)")
@@ -453,8 +452,7 @@ def compare(
     """Compare two runs of one workload, such as H100 vs H200: categories and kernels matched by launch config."""
     from ssmprof.pipeline import reporting
 
-    format_ = reporting.output_format(format_, output, "md")
-    output = output or _html_default(format_, "compare.html")
+    format_, output = reporting.output_target(format_, output, "md", "compare.html")
     _emit(reporting.compare(run_a, run_b, format_, output), output)
 
 
@@ -571,11 +569,6 @@ def _listed(*paths: Path) -> str:
     from ssmprof.pipeline.outputs import with_library
 
     return ", ".join(map(str, with_library(list(paths))))
-
-
-def _html_default(fmt: str, name: str) -> Path | None:
-    """HTML (megabytes, plotly.js inside) goes to a file unless -o says where; markdown is printed."""
-    return Path(name) if fmt == "html" else None
 
 
 def _emit(text: str, output: Path | None) -> None:

@@ -260,13 +260,3 @@ def _timed_by(info: RunInfo) -> dict:
         return {"timed_by": f"the traced iteration{why}", "detail_span_ms": float("nan")}
     return {"timed_by": f"timing pass (median of {timing.iterations} pipelined steps)",
             "detail_span_ms": timing.detail_span_ms}
-
-
-def iteration_note(check: pd.DataFrame, whose: str = "the profiled iteration") -> str | None:
-    """One line where the profiled iteration is not representative (`iteration_check`), None otherwise."""
-    row = check.iloc[0]
-    if row["representative"] is not False:
-        return None
-    return (f"{whose} is not one of the timed steps ({row['why']}; the {row['steps']} timed steps "
-            f"spread {row['step_spread_ms']:.1f} ms): its waits, exposed communication and trace describe a slower "
-            f"iteration; kernel durations stand, gaps between them do not")

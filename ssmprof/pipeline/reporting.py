@@ -439,16 +439,19 @@ def write_output(text: str, output: Path | None) -> str:
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
 
-def output_format(fmt: str | None, output: Path | None, default: str) -> str:
-    """The format to write: the one asked for, else the output file's suffix (`-o x.html` is HTML), else
-    `default`; asked for one and a file of the other suffix is one line, not a mislabelled file, and so is a
-    suffix that names another format (`-o x.pdf`) with no format asked for: an HTML page in a .pdf opens nowhere."""
+def output_target(fmt: str | None, output: Path | None, default: str, page: str) -> tuple[str, Path | None]:
+    """The format to write and where: the format asked for, else the output file's suffix (`-o x.html` is HTML),
+    else `default`; the output file given, else for HTML (megabytes, plotly.js beside it) the file `page`, for
+    markdown none (printed). Asked for one format and a file of the other suffix is one line, not a mislabelled
+    file, and so is a suffix that names another format (`-o x.pdf`) with no format asked for: an HTML page in a
+    .pdf opens nowhere."""
     implied = SUFFIXES.get(output.suffix.lower()) if output is not None else None
     if fmt is not None and implied is not None and fmt != implied:
         raise InvalidConfig(f"--format {fmt} does not match the output file {output} ({implied}): give one of them")
     if fmt is None and implied is None and output is not None and output.suffix:
         raise InvalidConfig(f"the output file {output} is neither .html nor .md: name one, or give --format")
-    return fmt or implied or default
+    chosen = fmt or implied or default
+    return chosen, output or (Path(page) if chosen == "html" else None)
 
 
 def _check_format(fmt: str) -> None:
