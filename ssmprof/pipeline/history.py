@@ -31,7 +31,6 @@ from ssmprof.schema import (
     HISTORY_GLOB,
     HISTORY_VERSION,
     Run,
-    RunInfo,
     run_identity,
     write_history_entry,
 )
@@ -56,11 +55,6 @@ def commit_of(given: str | None = None) -> str:
     return found.stdout.strip() if found.returncode == 0 else "unknown"
 
 
-def _shared(info: RunInfo) -> str:
-    shared = info.gpu_sharing.shared if info.gpu_sharing else None
-    return "unknown" if shared is None else "yes" if shared else "no"
-
-
 def history_run_id(run: Run) -> str:
     """The run's id in the history: its creation time and workload (readable, in time order) and its
     `schema.run_identity`, so that the same run appended twice has one id. The run is one read from its
@@ -83,11 +77,13 @@ def entry(run: Run, commit: str) -> pd.DataFrame:
     rows = run_rows(kernels, info, roof, limiter)
     created = info.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     workload = info.workload
+    # whether another process used the GPU during the run ("unknown": not sampled)
+    shared = {None: "unknown", True: "yes", False: "no"}[info.gpu_sharing.shared if info.gpu_sharing else None]
     return rows.assign(
         history_version=HISTORY_VERSION, run_id=history_run_id(run), created=created, commit=commit,
         workload=workload.name, preset=workload.preset, config=json.dumps(workload.config, sort_keys=True),
         gpu=info.gpu.name, driver=str(info.gpu.clocks.driver or ""), host_cpu=str(info.host.cpu or ""),
-        versions=json.dumps(info.versions or {}, sort_keys=True, default=str), gpu_shared=_shared(info))
+        versions=json.dumps(info.versions or {}, sort_keys=True, default=str), gpu_shared=shared)
 
 
 def refuse_repeated(runs: list[Path]) -> list[str]:
