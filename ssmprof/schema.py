@@ -57,6 +57,17 @@ class Column:
     default: Any = None  # the value of a column a table lacks (None: required, or NaN for counters)
 
 
+# A launch configuration: the grid and block a kernel was launched with (kernels.parquet's columns of that name).
+LAUNCH_CONFIG = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+
+
+def config_label(row: Any) -> str:
+    """A launch configuration in words, one format on every page and note: "grid 4x8x4 block 128x1x1". `row`:
+    anything indexed by the LAUNCH_CONFIG column names (a frame's row, a record)."""
+    return (f"grid {row['grid_x']}x{row['grid_y']}x{row['grid_z']} "
+            f"block {row['block_x']}x{row['block_y']}x{row['block_z']}")
+
+
 KERNEL_COLUMNS: dict[str, Column] = {
     "launch_idx": Column("int64", "", "order of the launch within the profiled iteration, from 0"),
     "kernel_name": Column("string", "", "short demangled name: no namespace, template arguments or parameters"),
@@ -1149,8 +1160,7 @@ HISTORY_ROW_COLUMNS: dict[str, Column] = {  # one measurement of the run
     "phase": Column("string", "", "phase (phase, site and kernel scopes), else empty"),
     "launch_op": Column("string", "", "launching op (site and kernel scopes), else empty"),
     "category": Column("string", "", "category (category and kernel scopes), else empty"),
-    **{axis: Column("int64", "", "launch configuration (kernel scope), else 0") for axis in
-       ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")},
+    **{axis: Column("int64", "", "launch configuration (kernel scope), else 0") for axis in LAUNCH_CONFIG},
     "metric": Column("string", "", "what `value` is, e.g. time_ns, time_per_launch_ns, step_ms, host_wait_ms, "
                      "pct_of_roof, dram_throughput_pct, achieved_occupancy_pct, limiter"),
     "value": Column("float64", "", "the measurement in the metric's unit (NaN for `limiter`)"),

@@ -22,7 +22,7 @@ from ssmprof.analysis.noise import (
     speedup_verdict,
 )
 from ssmprof.errors import SsmprofError
-from ssmprof.schema import CHECKED_STATUSES, RunInfo
+from ssmprof.schema import CHECKED_STATUSES, RunInfo, config_label
 
 WEIGHTED = ["dram_throughput_pct", "l2_hit_rate_pct", "l1_hit_rate_pct", "ai_dram"]
 # Relative difference of two runs' host launch cost (run.json `collectors.harness.host_launch_us`) past which
@@ -118,12 +118,6 @@ def _per_config(kernels: pd.DataFrame) -> pd.DataFrame:
     return per_kernel(kernels).merge(ops, on=LAUNCH_KEY, how="left")
 
 
-def config_label(row) -> str:
-    """A kernel and its launch configuration in one string: `name [grid x,y,z | block x,y,z]`."""
-    return f"{row['kernel_name']} [grid {row['grid_x']},{row['grid_y']},{row['grid_z']} | block " \
-           f"{row['block_x']},{row['block_y']},{row['block_z']}]"
-
-
 def compare_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame,
                      steps: tuple[Interval, Interval] | None = None) -> pd.DataFrame:
     """Per (kernel, launch configuration, phase), A beside B: launches, total and per-launch time, and `status`
@@ -145,7 +139,7 @@ def compare_launches(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame,
                         .astype("object").where(~same, SAME))
     merged["per_launch_speedup"] = (merged["per_launch_ns_a"] / merged["per_launch_ns_b"]).where(both)
     merged["speedup"] = (merged["time_ns_a"] / merged["time_ns_b"]).where(same)
-    merged["config"] = merged.apply(config_label, axis=1)
+    merged["config"] = merged.apply(lambda row: f"{row['kernel_name']} [{config_label(row)}]", axis=1)
     merged["moved_to"] = _moves(merged)
     merged["time_ns_max"] = merged[["time_ns_a", "time_ns_b"]].max(axis=1, skipna=True)
     merged = merged.sort_values("time_ns_max", ascending=False, ignore_index=True).drop(columns="time_ns_max")

@@ -13,11 +13,11 @@ import pandas as pd
 
 from ssmprof.analysis.categories import with_categories
 from ssmprof.analysis.derived import derive
-from ssmprof.schema import RunInfo
+from ssmprof.schema import LAUNCH_CONFIG, RunInfo
 
 # A kernel across runs (compare, baseline, regress): its name, phase and launch configuration. Not the
 # profiler's `counters.CONFIG_KEY`, which is how Nsight Compute counts invocations within one run.
-LAUNCH_KEY = ["kernel_name", "phase", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+LAUNCH_KEY = ["kernel_name", "phase", *LAUNCH_CONFIG]
 WEIGHT = "duration_ns"  # every time-weighted mean weighs by the launch's timeline duration
 
 

@@ -34,7 +34,6 @@ from ssmprof.analysis.frame import WEIGHT, time_weighted_by
 from ssmprof.analysis.host import busy_ns
 from ssmprof.analysis.noise import Interval, launch_intervals
 from ssmprof.analysis.regress import (
-    CONFIG,
     GATE_KEY,
     LAUNCHES,
     MAD_TO_SIGMA,
@@ -49,14 +48,14 @@ from ssmprof.analysis.regress import (
     config_counts,
     measure,
 )
-from ssmprof.schema import RunInfo
+from ssmprof.schema import LAUNCH_CONFIG, RunInfo
 
 WINDOW = 3  # fewest runs a change is judged against; runs after it its shift is taken over
 LASTING = 2  # runs in a row that must all lie beyond the band: one is a spike, not a change
 FEWEST_RUNS = WINDOW + LASTING  # runs a history needs before it can hold a change point
 LONGEST_SEGMENT = 10  # runs before a position it is judged against, at most (the gate's --last)
 Z95 = 1.959964
-SERIES_KEY = ["scope", "kernel_name", "phase", "launch_op", "category", *CONFIG, "metric"]
+SERIES_KEY = ["scope", "kernel_name", "phase", "launch_op", "category", *LAUNCH_CONFIG, "metric"]
 
 
 # --- one run's rows
@@ -130,7 +129,8 @@ def run_rows(kernels: pd.DataFrame, info: RunInfo, pct_of_roof: pd.Series | None
         parts.append(_efficiency_rows(kernels, pct_of_roof, limiter))
     out = pd.concat(parts, ignore_index=True)
     for column in ROW_KEY:
-        out[column] = out[column].fillna(0).astype("int64") if column in CONFIG else out[column].fillna("").astype(str)
+        filled = out[column].fillna(0 if column in LAUNCH_CONFIG else "")
+        out[column] = filled.astype("int64" if column in LAUNCH_CONFIG else str)
     out["label"] = out["label"].fillna("").astype(str) if "label" in out else ""
     return out[ROW_KEY + ["metric", "value", "low", "high", "label"]]
 
@@ -254,7 +254,7 @@ def moved_sites(rows: pd.DataFrame, before: list[str], changed: str,
 def _site_configs(rows: pd.DataFrame, before: list[str], changed: str) -> dict[tuple, tuple[list[str], list[str]]]:
     """Per site: its launch configurations (with launch counts) in most of the runs before, and in `changed`."""
     kernel = rows[(rows["scope"] == "kernel") & (rows["metric"] == LAUNCHES)].rename(columns={"value": "launches"})
-    kernel = kernel.sort_values(CONFIG)  # each site's configurations in order, labelled once for every run
+    kernel = kernel.sort_values(LAUNCH_CONFIG)  # each site's configurations in order, labelled once for every run
     kernel = kernel.assign(config=config_counts(kernel))
 
     def configs(run_id: str) -> dict[tuple, tuple[str, ...]]:

@@ -42,12 +42,11 @@ import pandas as pd
 
 from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
 from ssmprof.errors import SsmprofError
-from ssmprof.schema import CHECKED_STATUSES, KERNEL_COLUMNS, PARALLEL_COLUMNS
+from ssmprof.schema import CHECKED_STATUSES, KERNEL_COLUMNS, LAUNCH_CONFIG, PARALLEL_COLUMNS, config_label
 
-CONFIG = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
 SITE = ["kernel_name", "phase", "launch_op"]  # where a kernel is launched from: a config change keeps it
 GATE_KEY = LAUNCH_KEY + ["launch_op"]  # one kernel of the gate: its site and launch configuration
-ROW_KEY = ["scope", "kernel_name", "phase", "launch_op", "category", *CONFIG]  # a baseline row, with `metric`
+ROW_KEY = ["scope", "kernel_name", "phase", "launch_op", "category", *LAUNCH_CONFIG]  # a baseline row, with `metric`
 SCOPES = ("total", "phase", "category", "site", "kernel")
 TIME = "time_ns"
 PER_LAUNCH = "time_per_launch_ns"
@@ -128,7 +127,7 @@ def measure(kernels: pd.DataFrame) -> pd.DataFrame:
     parts.append(long.assign(scope="kernel"))
     out = pd.concat(parts, ignore_index=True)
     for column in ROW_KEY:
-        if column in CONFIG:
+        if column in LAUNCH_CONFIG:
             out[column] = out[column].fillna(0).astype("int64") if column in out else 0
         else:
             out[column] = out[column].fillna("").astype(str) if column in out else ""
@@ -150,12 +149,6 @@ def build_baseline(runs: list[pd.DataFrame]) -> pd.DataFrame:
 # --- lining a run up with the baseline
 
 
-def config_label(row) -> str:
-    grid = f"{row['grid_x']}x{row['grid_y']}x{row['grid_z']}"
-    block = f"{row['block_x']}x{row['block_y']}x{row['block_z']}"
-    return f"grid {grid} block {block}"
-
-
 def config_counts(rows: pd.DataFrame) -> pd.Series:
     """Each row's launch configuration with its launch count, e.g. "grid 4x8x4 block 128x1x1 x4"."""
     return pd.Series([f"{config_label(r)} x{int(round(r['launches']))}" for r in rows.to_dict("records")],
@@ -164,7 +157,7 @@ def config_counts(rows: pd.DataFrame) -> pd.Series:
 
 def _configs(rows: pd.DataFrame) -> list[str]:
     """A site's launch configurations with their launch counts, in configuration order."""
-    return config_counts(rows.sort_values(CONFIG)).tolist()
+    return config_counts(rows.sort_values(LAUNCH_CONFIG)).tolist()
 
 
 def _shape_change(old: list[str], new: list[str]) -> str:
@@ -364,8 +357,8 @@ def _finished(table: pd.DataFrame, total: float) -> pd.DataFrame:
     """The checks of every kind as one table: key columns filled, `worse_by`, `impact`, sorted by kind and
     impact."""
     for column in ROW_KEY:
-        table[column] = table[column].fillna(0 if column in CONFIG else "")
-    table = table.astype({c: "int64" for c in CONFIG})
+        table[column] = table[column].fillna(0 if column in LAUNCH_CONFIG else "")
+    table = table.astype({c: "int64" for c in LAUNCH_CONFIG})
     table["note"] = table["note"].fillna("") if "note" in table else ""
     table["judged"] = table["judged"].fillna(True).astype(bool) if "judged" in table else True
     higher = table["metric"].map(EFFICIENCY).fillna("higher") == "higher"
@@ -440,7 +433,7 @@ def build_step_baseline(steps: list[pd.DataFrame]) -> pd.DataFrame:
                           "spread": grouped.apply(lambda v: MAD_TO_SIGMA * np.median(np.abs(v - np.median(v))))})
     table = table.reset_index().assign(scope="step")
     for column in ROW_KEY[1:]:
-        table[column] = 0 if column in CONFIG else ""
+        table[column] = 0 if column in LAUNCH_CONFIG else ""
     return table[ROW_KEY + ["metric", "median", "spread", "runs"]]
 
 
@@ -462,7 +455,7 @@ def step_checks(baseline: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
                      "kernel_share": np.nan, "judged": True, "note": ""})
     table = pd.DataFrame(rows)
     for column in ROW_KEY[1:]:
-        table[column] = 0 if column in CONFIG else ""
+        table[column] = 0 if column in LAUNCH_CONFIG else ""
     return table
 
 

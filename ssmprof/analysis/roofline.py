@@ -57,7 +57,7 @@ import pandas as pd
 
 from ssmprof.analysis.frame import WEIGHT, time_weighted
 from ssmprof.hardware import Ceilings
-from ssmprof.schema import CHECKED_STATUSES
+from ssmprof.schema import CHECKED_STATUSES, LAUNCH_CONFIG
 
 
 def roofline(kernels: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
@@ -258,8 +258,7 @@ def headroom_summary(frame: pd.DataFrame, by: str = "kernel_name", top: int = 15
     return grouped.sort_values("saved_reachable_ms", ascending=False, ignore_index=True).head(top)
 
 
-CONFIG = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
-KEYS = ("kernel_name", "phase", "category", "path", "verdict", "roof_limiter", *CONFIG)
+KEYS = ("kernel_name", "phase", "category", "path", "verdict", "roof_limiter", *LAUNCH_CONFIG)
 CONSTANT = ("peak_flop_per_s", "ridge_ai", "l2_ridge_ai", "ceiling_source")  # the ceilings: one per GPU
 
 

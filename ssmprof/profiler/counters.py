@@ -29,7 +29,7 @@ import pandas as pd
 from ssmprof.errors import SsmprofError
 from ssmprof.kernels import is_fused_kernel
 from ssmprof.profiler.ncu import FLUSH, REPLAYS, ncu_argv, parse_query_metrics
-from ssmprof.schema import COUNTER_COLUMNS, STALL_COLUMNS, signal_file
+from ssmprof.schema import COUNTER_COLUMNS, LAUNCH_CONFIG, STALL_COLUMNS, config_label, signal_file
 
 
 class CounterCollectionError(SsmprofError):
@@ -271,7 +271,7 @@ STALL_TIME_SHARE = 0.9
 STALL_FUNCTIONS = 24
 # Nsight Compute's launch configuration: function name, 3-D grid, 3-D block, shared memory per block. Its
 # per-launch-config filter profiles the first launch of each (pass 1 of sampled mode).
-CONFIG_KEY = ["kernel_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "shared_mem_bytes"]
+CONFIG_KEY = ["kernel_name", *LAUNCH_CONFIG, "shared_mem_bytes"]
 # Words a demangler may or may not print: CUPTI writes `vectorized_elementwise_kernel<4, ...,
 # std::array<char*, 3ul> >(int, BinaryFunctor<...>, ...)` and `{lambda(float, float)#1}` where Nsight Compute
 # writes `<(int)4, ..., std::array<char *, (unsigned long)2>>(int, T2, T3)` and `[lambda(float, float)
@@ -381,7 +381,7 @@ class SamplingPlan:
         candidates = timeline.loc[several & unmeasured & ~too_small & asked, ["kernel_name"]].assign(
             number=invocation, pair=pair)
         targets = _cheapest_invocations(candidates, invocation.groupby(timeline["kernel_name"]).max())
-        labels = [_config_label(r) for r in timeline[several].drop_duplicates(CONFIG_KEY).itertuples()]
+        labels = [_config_label(r) for r in timeline[several].drop_duplicates(CONFIG_KEY).to_dict("records")]
         return cls(signatures, problem, labels, targets, first, invocation, too_small, functions, minor)
 
     def expected(self, timeline: pd.DataFrame, mode: str, targets: dict[str, list[int]] | None = None,
@@ -559,5 +559,4 @@ def _signatures(kernels: pd.DataFrame) -> pd.Series:
 
 
 def _config_label(row) -> str:
-    return (f"{row.kernel_name} grid {row.grid_x}x{row.grid_y}x{row.grid_z} block {row.block_x}x{row.block_y}x"
-            f"{row.block_z} smem {row.shared_mem_bytes}")
+    return f"{row['kernel_name']} {config_label(row)} smem {row['shared_mem_bytes']}"
