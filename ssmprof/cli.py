@@ -466,7 +466,7 @@ def baseline(
     from ssmprof.pipeline import gate
 
     result = gate.baseline(runs, output)
-    _say(f"baseline of {result.runs} runs, {result.rows} measurements: {result.path}")
+    _say(f"baseline of {result.runs} run{'s' * (result.runs != 1)}, {result.rows} measurements: {result.path}")
 
 
 @app.command()
@@ -544,8 +544,9 @@ def history_(
         _append_history(add, folder, commit)
     result = store.history_report(folder, out)
     for trend in result.trends:
-        _say(f"{trend.workload} ({trend.preset}, {trend.gpu}): {len(trend.runs)} runs, "
-             f"{trend.change_count} change points")
+        runs, changes = len(trend.runs), trend.change_count
+        _say(f"{trend.workload} ({trend.preset}, {trend.gpu}): {runs} run{'s' * (runs != 1)}, "
+             f"{changes} change point{'s' * (changes != 1)}")
     if result.html is not None and result.markdown is not None:  # written where --out was given
         _say(f"written: {_listed(result.html, result.markdown)}")
 

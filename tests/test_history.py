@@ -241,7 +241,7 @@ def test_one_run_counts_once_and_nothing_is_written_unasked(tmp_path, monkeypatc
     first = runner.invoke(app, ["history", str(folder), "--add", str(run)])
     again = runner.invoke(app, ["history", str(folder), "--add", str(copy)])
     assert first.exit_code == again.exit_code == 0, again.output
-    assert "not appended again" in again.output and "1 runs, 0 change points" in again.output
+    assert "not appended again" in again.output and "1 run, 0 change points" in again.output
     assert len(list(folder.glob("*.parquet"))) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy-of-rerun-1", "history"]
 

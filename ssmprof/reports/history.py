@@ -75,9 +75,10 @@ def change_table(trend) -> pd.DataFrame:
 
 def _summary(trend) -> str:
     shared = int((trend.runs["gpu_shared"] == "yes").sum())
-    return (f"{len(trend.runs)} runs, {_run_label(trend, 0)} to {_run_label(trend, len(trend.runs) - 1)}; "
-            f"{trend.change_count} change points"
-            + (f"; {shared} runs on a shared GPU" if shared else "") + ".")
+    runs, changes = len(trend.runs), trend.change_count
+    return (f"{runs} run{'s' * (runs != 1)}, {_run_label(trend, 0)} to {_run_label(trend, runs - 1)}; "
+            f"{changes} change point{'s' * (changes != 1)}"
+            + (f"; {shared} run{'s' * (shared != 1)} on a shared GPU" if shared else "") + ".")
 
 
 def _too_few(trend) -> str:
