@@ -696,8 +696,9 @@ def run_identity(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def read_run(path: Path) -> Run:
-    """Read and validate a run directory; any defect is a `CorruptRun` with one line saying what."""
+def read_run_info(path: Path) -> RunInfo:
+    """Read and validate a run directory's run.json alone (what a caller needing no kernels reads); any defect
+    is a `CorruptRun` with one line saying what."""
     path = Path(path)
     _check_exists(path)
     if not (path / RUN_JSON).is_file():
@@ -715,9 +716,19 @@ def read_run(path: Path) -> Run:
     if version not in (1, SCHEMA_VERSION):
         raise CorruptRun(f"{path} has schema version {version}, this ssmprof reads 1 and {SCHEMA_VERSION}")
     try:
-        typed = check_info(info)
+        return check_info(info)
+    except SchemaError as exc:
+        raise CorruptRun(f"{path}: {exc}") from None
+
+
+def read_run(path: Path) -> Run:
+    """Read and validate a run directory (`read_run_info`, then kernels.parquet); any defect is a `CorruptRun`
+    with one line saying what."""
+    path = Path(path)
+    typed = read_run_info(path)
+    try:
         kernels = pd.read_parquet(path / KERNELS_PARQUET)
-        kernels = conform_kernels(kernels if version == SCHEMA_VERSION else _from_schema_1(kernels))
+        kernels = conform_kernels(kernels if typed.schema_version == SCHEMA_VERSION else _from_schema_1(kernels))
     except SchemaError as exc:
         raise CorruptRun(f"{path}: {exc}") from None
     except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on a damaged file

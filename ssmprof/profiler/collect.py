@@ -125,7 +125,7 @@ class ProfileSettings:
         tuned are left to autotune."""
         if self.autotune_from is None:
             return None
-        choices = schema.read_run(self.autotune_from).info.triton_autotune
+        choices = schema.read_run_info(self.autotune_from).triton_autotune
         if not choices:
             raise InvalidConfig(f"--autotune-from {self.autotune_from}: the run records no Triton autotuning "
                                 "choices (profiled without Triton kernels, or before they were recorded)")
