@@ -1189,18 +1189,9 @@ def write_history_entry(folder: Path, rows: pd.DataFrame) -> Path:
     if missing or rows["run_id"].nunique() != 1:
         raise SchemaError(f"a history entry is one run with every history column (missing: {missing})")
     table = rows[list(HISTORY_COLUMNS)].astype({name: c.dtype for name, c in HISTORY_COLUMNS.items()})
-    folder = Path(folder)
-    path = folder / f"{rows['run_id'].iloc[0]}.parquet"
-    staging = folder / f".{path.name}.partial-{os.getpid()}"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        table.to_parquet(staging, index=False)
-        os.replace(staging, path)
-    except OSError as exc:
-        raise SsmprofError(f"cannot append to history {folder}: {exc.strerror or exc}") from None
-    finally:
-        staging.unlink(missing_ok=True)
-    return path
+    folder = make_folder(folder)
+    return _write_atomically(folder / f"{rows['run_id'].iloc[0]}.parquet",
+                             lambda staging: table.to_parquet(staging, index=False))
 
 
 def read_frame(path: Path) -> pd.DataFrame:
