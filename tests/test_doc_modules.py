@@ -14,10 +14,12 @@ PACKAGES = sorted(path.name for path in PACKAGE.iterdir() if (path / "__init__.p
 # `analysis.roofline`, `ssmprof.pipeline.measure.profile`: a package of ssmprof, then the module in it (not a name
 # that follows another dot or a path: `torch.profiler.record_function`, `ssmprof/analysis/...`)
 REFERENCE = re.compile(r"(?<![\w./-])(?:ssmprof\.)?(" + "|".join(PACKAGES) + r")\.([a-z]\w*)")
+# a file's path, `analysis/roofline.py` or `ssmprof/profiler/ncu.py`: the same reference spelt as a path
+PATH = re.compile(r"(?<![\w./-])(?:ssmprof/)?(" + "|".join(PACKAGES) + r")/([a-z]\w*)\.py\b")
 
 
 def module_references(text: str) -> list[tuple[str, str]]:
-    return REFERENCE.findall(text)
+    return REFERENCE.findall(text) + PATH.findall(text)
 
 
 def missing(references: list[tuple[str, str]]) -> list[str]:
@@ -32,9 +34,11 @@ def docstrings(path: Path) -> list[str]:
 
 
 def test_the_rule_finds_module_references():
-    text = "through `pipeline.ceilings.check` and ssmprof.profiler.nvml; torch.profiler.record_function; full reports._"
-    assert module_references(text) == [("pipeline", "ceilings"), ("profiler", "nvml")]
-    assert missing(module_references(text)) == ["pipeline.ceilings"]
+    text = ("through `pipeline.ceilings.check` and ssmprof.profiler.nvml; torch.profiler.record_function; "
+            "full reports._; `profiler/links.py`, ssmprof/analysis/roofline.py, not other/analysis/x.py")
+    assert module_references(text) == [("pipeline", "ceilings"), ("profiler", "nvml"), ("profiler", "links"),
+                                       ("analysis", "roofline")]
+    assert missing(module_references(text)) == ["pipeline.ceilings", "profiler.links"]
 
 
 def test_the_packages_are_found():
