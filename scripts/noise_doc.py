@@ -18,6 +18,7 @@ import pandas as pd
 
 from ssmprof import bundled
 from ssmprof.analysis import noise
+from ssmprof.analysis.regime import RegimeTables
 from ssmprof.pipeline import regimes
 from ssmprof.schema import read_run
 
@@ -33,14 +34,16 @@ def _table(rows: list[dict]) -> str:
 
 
 @functools.cache
-def _sweep(gpu: str, name: str) -> dict[str, pd.DataFrame]:
+def _sweep(gpu: str, name: str) -> RegimeTables:
     return regimes.analyze([bundled.REFERENCE / gpu / "sweeps" / name]).tables
 
 
 def best_table() -> str:
     rows = []
     for gpu, label in GPU.items():
-        for r in _sweep(gpu, "d_state-chunk_size")["best"].itertuples():
+        best = _sweep(gpu, "d_state-chunk_size").best
+        assert best is not None  # the sweep varies chunk_size
+        for r in best.itertuples():
             rows.append({"GPU": label, "d_state": r.d_state, "fastest chunk": r.best_chunk_size,
                          "runner-up": r.runner_up_chunk_size, "runner-up slower": f"{r.runner_up_slower_pct:.1f} %",
                          "95 % interval":
@@ -57,7 +60,9 @@ def _bracket(low: float, high: float, verdict: str) -> str:
 def crossover_table() -> str:
     rows = []
     for gpu, label in GPU.items():
-        for r in _sweep(gpu, "seq_len")["crossover"].itertuples():
+        crossovers = _sweep(gpu, "seq_len").crossover
+        assert crossovers is not None  # the sweep runs three workloads
+        for r in crossovers.itertuples():
             step, kernel = r.crossover_seq_len, r.crossover_seq_len_kernel_time
             rows.append({"GPU": label, "pair": f"{r.workload_a} / {r.workload_b}",
                          "step-time crossing": "none" if step != step else f"{step:,.0f}",

@@ -13,6 +13,7 @@ import pytest
 from ssmprof import bundled
 from ssmprof.analysis import noise
 from ssmprof.analysis.findings import iteration_note
+from ssmprof.analysis.regime import RegimeTables
 from ssmprof.schema import RunInfo, read_run
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
@@ -24,7 +25,7 @@ CHUNK = "sweeps/d_state-chunk_size"
 
 
 @functools.cache
-def sweep_tables(gpu: str, sweep: str) -> dict:
+def sweep_tables(gpu: str, sweep: str) -> RegimeTables:
     from ssmprof.pipeline import regimes
 
     return regimes.analyze([REF / gpu / sweep]).tables
@@ -124,7 +125,7 @@ def test_compare_gives_the_step_speedup_with_its_interval_and_kernel_verdicts():
 ])
 def test_crossovers_carry_their_bracket_on_step_and_kernel_time(gpu, pair, crossing, bracket, tied, kernel_crossing,
                                                                 kernel_bracket):
-    table = sweep_tables(gpu, SEQ)["crossover"]
+    table = sweep_tables(gpu, SEQ).crossover
     row = table[(table["workload_a"] == pair[0]) & (table["workload_b"] == pair[1])].iloc[0]
     assert round(row["crossover_seq_len"]) == crossing
     assert round(row["crossover_seq_len_kernel_time"]) == kernel_crossing
@@ -133,11 +134,11 @@ def test_crossovers_carry_their_bracket_on_step_and_kernel_time(gpu, pair, cross
 
 
 def test_the_sweep_findings_call_the_h200_best_chunk_a_tie_and_name_both_crossings():
-    findings = sweep_tables("h200", CHUNK)["findings"]
+    findings = sweep_tables("h200", CHUNK).findings
     best = findings.loc[findings["topic"] == "best", "finding"].tolist()
     assert ("chunk_size for mamba2-lm on NVIDIA H200 at d_state=128: a tie of 128 with 256, 64 (step time; runner-up "
             "256 is 3.1 % slower, 95 % interval -4.2 % to +6.4 %") in best[1]
-    crossings = sweep_tables("h100-sxm", SEQ)["findings"]
+    crossings = sweep_tables("h100-sxm", SEQ).findings
     text = " ".join(crossings.loc[crossings["topic"] == "crossover", "finding"])
     assert "hybrid overtakes transformer per token at seq_len ≈ 3,992" in text
     assert "beyond noise only between 2,048 and 8,192, within noise at 4,096 (0.3 %)" in text

@@ -598,22 +598,22 @@ def test_newer_ssms_paragraph(reference):
     assert rounded["ssm_time_pct"].tolist() == [27, 17, 19] and rounded["pct_of_roof"].tolist() == [34, 55, 46]
     assert rounded["memory_bound_pct"].tolist() == [100, 100, 100] and rounded["mma_sync_pct"].tolist() == [0, 10, 36]
     seq = [path for path in bundled.sweeps("h200") if path.name == "seq_len"]
-    crossover = regimes.analyze(seq).tables["crossover"]
+    crossover = regimes.analyze(seq).tables.crossover
     found = {(r.workload_a, r.workload_b): r.crossover_seq_len for r in crossover.itertuples()}
     assert [round(found[(a, "transformer")], -2) for a in ("mamba2-lm", "hybrid")] == [6700, 4700]
     seq_h100 = [path for path in bundled.sweeps("h100-sxm") if path.name == "seq_len"]
-    crossover = regimes.analyze(seq_h100).tables["crossover"]
+    crossover = regimes.analyze(seq_h100).tables.crossover
     found = {(r.workload_a, r.workload_b): r.crossover_seq_len for r in crossover.itertuples()}
     assert [round(found[(a, "transformer")], -2) for a in ("mamba2-lm", "hybrid")] == [7300, 4000]
     best = {}
     for gpu in bundled.GPUS:
         chunk = [path for path in bundled.sweeps(gpu) if path.name == "d_state-chunk_size"]
-        table = regimes.analyze(chunk).tables["best"].set_index("d_state")
+        table = regimes.analyze(chunk).tables.best.set_index("d_state")
         best[gpu] = (table.loc[128, "best_chunk_size"], table.loc[128, "runner_up_chunk_size"],
                      round(table.loc[128, "runner_up_slower_pct"], 1))
     assert best == {"h100-sxm": (256, 128, 0.1), "h200": (128, 256, 3.1)}
     h200 = [path for path in bundled.sweeps("h200") if path.name == "d_state-chunk_size"]
-    tie = regimes.analyze(h200).tables["best"].set_index("d_state").loc[128]
+    tie = regimes.analyze(h200).tables.best.set_index("d_state").loc[128]
     assert tie["noise_verdict"] == "tie" and tie["tied_with"] == "256, 64"  # the words below follow the verdict
     claims(f"chunk sizes 128, 256 and 64 tie on the H200 (the paper's 256 is 3.1 % slower, 95 % interval "
            f"{tie['runner_up_slower_low_pct']:+.1f} % to {tie['runner_up_slower_high_pct']:+.1f} %: within noise)")

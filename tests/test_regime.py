@@ -135,12 +135,24 @@ def test_ssm_kernels_limiters_and_model_on_real_runs(reference_points):
     assert heavy.groupby("workload").size().max() <= 4 and list(heavy.columns[:3]) == ["workload", "gpu", "seq_len"]
 
 
+def test_a_sweep_has_crossover_over_several_workloads_and_best_over_chunk_size():
+    """The H200 sweeps' tables in the order of their CSV files: the sweep over sequence length (three workloads)
+    has a crossover and no best value, the one over d_state x chunk_size (mamba2-lm alone) a best value and no
+    crossover."""
+    from ssmprof.pipeline import regimes
+
+    every = ["points", "per_item", "category_time", "ssm_kernels", "regime_map", "model", "steps"]
+    for folder, own in (("seq_len", "crossover"), ("d_state-chunk_size", "best")):
+        tables = regimes.analyze([bundled.REFERENCE / "h200" / "sweeps" / folder]).tables
+        assert list(tables.frames()) == [*every, own, "findings"]
+
+
 def test_the_bundled_sweep_s_model_finding_lists_each_kernel_s_ratio():
     """On the H200 sweep over sequence length, each SSD forward kernel keeps its measured/analytic FLOP ratio at
     every point: the finding names each one instead of one range over all of them."""
     from ssmprof.pipeline import regimes
 
-    findings = regimes.analyze(SEQ_SWEEP_H200, bundled.device_profile("h200")).tables["findings"]
+    findings = regimes.analyze(SEQ_SWEEP_H200, bundled.device_profile("h200")).tables.findings
     model = findings.loc[findings["topic"] == "model", "finding"].item()
     assert model.endswith("_chunk_cumsum_fwd 10.46, _bmm_chunk_fwd 1.00, _chunk_state_fwd 1.01, "
                           "_state_passing_fwd 1.04-1.05, _chunk_scan_fwd 0.72")
@@ -152,10 +164,10 @@ def test_a_sweep_point_whose_profiled_iteration_was_slow_is_named():
     from ssmprof.pipeline import regimes
 
     tables = regimes.analyze(SEQ_SWEEP_H200, bundled.device_profile("h200")).tables
-    slow = tables["per_item"].dropna(subset=["busy_past_step_pct"])
+    slow = tables.per_item.dropna(subset=["busy_past_step_pct"])
     assert [(r.workload, r.seq_len, round(r.busy_past_step_pct, 1)) for r in slow.itertuples()] == [
         ("hybrid", 4096, 11.5)]
-    findings = tables["findings"]
+    findings = tables.findings
     assert findings.loc[findings["topic"] == "slow", "finding"].tolist() == [
         "hybrid seq_len=4096: the profiled iteration kept the GPU busy 119.9 ms, 11.5 % past its median step "
         "(107.5 ms): its kernel times describe a slower step than the timed ones"]

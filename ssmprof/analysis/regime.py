@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -71,6 +71,31 @@ class SweepRun:
     @property
     def key(self) -> dict[str, Any]:
         return {"workload": self.info.workload.name, "gpu": self.info.gpu.name, **self.settings}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegimeTables:
+    """The regime frames of a sweep (`regime_tables`), one field a table: what the sweep page shows and `--csv`
+    writes, under the field's name. `crossover` is None where the complete points hold one workload, `best`
+    where the sweep does not vary BEST_AXIS or no point is complete. Fields are in the order of the sweep's CSV
+    files."""
+
+    points: pd.DataFrame
+    per_item: pd.DataFrame
+    category_time: pd.DataFrame
+    ssm_kernels: pd.DataFrame
+    regime_map: pd.DataFrame
+    model: pd.DataFrame
+    steps: pd.DataFrame
+    crossover: pd.DataFrame | None = None
+    best: pd.DataFrame | None = None
+    # the sweep in words: `regime_tables` adds them last, from the tables above
+    findings: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """The tables the sweep has, by name, in field order: one CSV file each, and the titled tables of its
+        page."""
+        return {table.name: frame for table in fields(self) if (frame := getattr(self, table.name)) is not None}
 
 
 def regime_of(limiter: str) -> str:
@@ -366,13 +391,16 @@ def _best_finding(r, columns) -> tuple:
             str(best), "best")
 
 
-def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFrame, model: pd.DataFrame,
-                    axes: list[str], failed: int, points: pd.DataFrame) -> pd.DataFrame:
+def regime_findings(tables: RegimeTables, axes: list[str]) -> pd.DataFrame:
     """The sweep in sentences (topic, finding, value, anchor), as a run's findings: crossovers, best values,
     the regimes the heaviest SSM kernels pass through, the analytic model's agreement, points whose profiled
-    iteration was slower than their timed steps (`points`: `per_item`), failed points."""
-    rows = [_crossover_finding(r, crossovers.columns) for r in crossovers.itertuples()] if len(crossovers) else []
-    rows += [_best_finding(r, best.columns) for r in best.itertuples()] if len(best) else []
+    iteration was slower than their timed steps, failed points."""
+    rows: list[tuple] = []
+    if tables.crossover is not None:
+        rows += [_crossover_finding(r, tables.crossover.columns) for r in tables.crossover.itertuples()]
+    if tables.best is not None:
+        rows += [_best_finding(r, tables.best.columns) for r in tables.best.itertuples()]
+    ssm, model, items = tables.ssm_kernels, tables.model, tables.per_item
     if len(ssm) and axes:
         measured = ssm[ssm["regime"] != NO_COUNTERS]  # a gap in the counters is no change of regime
         for (name, phase), group in measured.groupby(["kernel_name", "phase"], sort=False):
@@ -389,47 +417,58 @@ def regime_findings(crossovers: pd.DataFrame, best: pd.DataFrame, ssm: pd.DataFr
                                for kernel, (low, high) in per_kernel.iterrows())
             rows.append(("model", f"measured / analytic FLOPs of the SSM forward kernels across the grid: {spread}",
                          f"{flops['flops_ratio'].median():.2f}", "model"))
-    for r in points[points["busy_past_step_pct"].notna()].itertuples() if len(points) else []:
+    for r in items[items["busy_past_step_pct"].notna()].itertuples() if len(items) else []:
         at = ", ".join(f"{axis}={getattr(r, axis)}" for axis in axes)
         rows.append(("slow", f"{r.workload} {at}: {slow_iteration_note(r.busy_ms, r.step_ms)}",
                      f"{r.busy_past_step_pct:.1f} %", "per_item"))
-    odd = points[points["representative"].eq(False)] if "representative" in points else points.iloc[0:0]
+    odd = items[items["representative"].eq(False)] if "representative" in items else items.iloc[0:0]
     if len(odd):
         named = "; ".join(f"{r.workload} {', '.join(f'{axis}={getattr(r, axis)}' for axis in axes)} "
                           f"{r.profiled_span_ms:.1f} vs {r.step_ms:.1f} ms" for r in odd.itertuples())
-        rows.append(("iteration", f"{len(odd)} of {len(points)} points' profiled iterations are not among their "
+        rows.append(("iteration", f"{len(odd)} of {len(items)} points' profiled iterations are not among their "
                      f"timed steps (kernel span or busy time outside the steps' spread of the median): {named}; "
                      "their kernel times stand, their gaps and waits describe slower iterations",
                      f"{len(odd)} points", "per_item"))
+    failed = int(tables.points["result"].str.startswith(FAILED).sum()) if len(tables.points) else 0
     if failed:
         rows.append(("failed", f"{failed} point(s) failed: see the points table", str(failed), "points"))
     return pd.DataFrame(rows, columns=["topic", "finding", "value", "anchor"])
 
 
-def regime_tables(runs: list[SweepRun], axes: list[str], points: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def regime_tables(runs: list[SweepRun], axes: list[str], points: pd.DataFrame) -> RegimeTables:
     """The regime frames of a sweep's complete points (`runs`, over the settings `axes`), with the table of
     every point (`points`: run or not, how each ended) and the findings."""
     items = per_item(runs)
     ssm = ssm_kernels(runs)
     samples = step_samples(runs)
-    out = {"points": points, "per_item": items, "category_time": category_time(runs), "ssm_kernels": ssm,
-           "regime_map": regime_map(ssm, axes), "model": ssd_model_check(runs), "steps": samples}
-    others = lambda axis: [a for a in axes if a != axis]  # noqa: E731
+    tables = RegimeTables(points=points, per_item=items, category_time=category_time(runs), ssm_kernels=ssm,
+                          regime_map=regime_map(ssm, axes), model=ssd_model_check(runs), steps=samples,
+                          crossover=_crossovers(items, axes, samples), best=_best_values(items, axes, samples))
+    return replace(tables, findings=regime_findings(tables, axes))
+
+
+def _crossovers(items: pd.DataFrame, axes: list[str], samples: pd.DataFrame) -> pd.DataFrame | None:
+    """Where one workload overtakes another over CROSSOVER_AXIS (else the first varied setting), per GPU and
+    value of the other settings: on step time, kernel time's crossing and noise beside it. None where the
+    complete points hold one workload."""
+    if not len(items) or items["workload"].nunique() < 2:
+        return None
     axis = CROSSOVER_AXIS if CROSSOVER_AXIS in axes else axes[0]
-    if items["workload"].nunique() > 1 if len(items) else False:
-        by = ["gpu", *others(axis)]
-        steps = crossover(items, axis, STEP_METRIC, by, samples)
-        kernel = crossover(items, axis, KERNEL_METRIC, by, samples)
-        noise = ["crossover_low", "crossover_high", "noise_verdict", "tied_at", "tied_gap_pct"]
-        out["crossover"] = steps.assign(**{f"crossover_{axis}_kernel_time": kernel[f"crossover_{axis}"]},
-                                        **{f"kernel_{column}": kernel[column] for column in noise})
-    if BEST_AXIS in axes and len(items):
-        by = ["workload", "gpu", *others(BEST_AXIS)]
-        best = best_value(items, BEST_AXIS, STEP_METRIC, by, samples)
-        ssm_best = best_value(items, BEST_AXIS, SSM_METRIC, by, samples)
-        out["best"] = best.assign(**{f"best_{BEST_AXIS}_ssm_time": ssm_best[f"best_{BEST_AXIS}"],
-                                     "ssm_time_tied_with": ssm_best["tied_with"]})
-    failed = int(points["result"].str.startswith(FAILED).sum()) if len(points) else 0
-    out["findings"] = regime_findings(out.get("crossover", pd.DataFrame()), out.get("best", pd.DataFrame()),
-                                      ssm, out["model"], axes, failed, items)
-    return out
+    by = ["gpu", *(a for a in axes if a != axis)]
+    steps = crossover(items, axis, STEP_METRIC, by, samples)
+    kernel = crossover(items, axis, KERNEL_METRIC, by, samples)
+    noise = ["crossover_low", "crossover_high", "noise_verdict", "tied_at", "tied_gap_pct"]
+    return steps.assign(**{f"crossover_{axis}_kernel_time": kernel[f"crossover_{axis}"]},
+                        **{f"kernel_{column}": kernel[column] for column in noise})
+
+
+def _best_values(items: pd.DataFrame, axes: list[str], samples: pd.DataFrame) -> pd.DataFrame | None:
+    """The best value of BEST_AXIS per workload, GPU and value of the other settings: on step time, the SSM
+    kernels' best and ties beside it. None where the sweep does not vary BEST_AXIS or no point is complete."""
+    if BEST_AXIS not in axes or not len(items):
+        return None
+    by = ["workload", "gpu", *(a for a in axes if a != BEST_AXIS)]
+    best = best_value(items, BEST_AXIS, STEP_METRIC, by, samples)
+    ssm_best = best_value(items, BEST_AXIS, SSM_METRIC, by, samples)
+    return best.assign(**{f"best_{BEST_AXIS}_ssm_time": ssm_best[f"best_{BEST_AXIS}"],
+                          "ssm_time_tied_with": ssm_best["tied_with"]})

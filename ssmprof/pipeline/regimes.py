@@ -28,7 +28,7 @@ def is_sweep(path: Path) -> bool:
 class SweepAnalysis:
     manifests: list[SweepManifest]
     axes: list[str]
-    tables: dict[str, pd.DataFrame]
+    tables: regime.RegimeTables
 
 
 def analyze(folders: list[Path], device_profile: Path | None = None) -> SweepAnalysis:
@@ -67,7 +67,7 @@ def report(folders: Path | list[Path], fmt: str = "html", output: Path | None = 
     check_folder(csv, "--csv")
     analysis = analyze(folders, device_profile)
     if csv is not None:
-        write_csv(analysis.tables, csv, "sweep-")
+        write_csv(analysis.tables.frames(), csv, "sweep-")
     first = analysis.manifests[0]
     title = f"{', '.join(first.workloads)} --preset {first.preset} over {' x '.join(analysis.axes)}"
     text = render_sweep(title, analysis.tables, analysis.axes, fmt)

@@ -272,7 +272,7 @@ def sweep_headlines() -> str:
             lines += ["", f"**Sweep on the {label}**: {', '.join(manifest.workloads)} --preset {manifest.preset} over "
                       f"{' x '.join(f'{k} {min(v)}..{max(v)}' for k, v in manifest.axes.items())} "
                       f"(`ssmprof report ssmprof/reference/{gpu}/{bundled.SWEEPS}/{folder.name}`).", ""]
-            lines += [f"- {r.finding}" for r in analysis.tables["findings"].itertuples()]
+            lines += [f"- {r.finding}" for r in analysis.tables.findings.itertuples()]
     return "\n".join(lines) + "\n" if lines else ""
 
 

@@ -1,6 +1,6 @@
 """The sweep page: findings, the regime map's charts (lines over one varied setting, heatmaps over two; drawn
 here, in the look of `figures.layout`), and its tables, as one offline HTML page or markdown. Frames from
-`analysis.regime.regime_tables`; nothing is computed here."""
+`analysis.regime.RegimeTables`; nothing is computed here."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
+from ssmprof.analysis.regime import RegimeTables
 from ssmprof.reports import figures, style
 from ssmprof.reports.render import (
     _page,
@@ -90,9 +91,9 @@ def sweep_category_bars(frame: pd.DataFrame, x: str, title: str, unit: str) -> g
                    yaxis_title=f"kernel time per {unit} (us)")
 
 
-def sweep_figures(tables: dict[str, pd.DataFrame], axes: list[str]):
+def sweep_figures(tables: RegimeTables, axes: list[str]):
     """(figure or None, why not) for each chart of the regime map."""
-    per_item, regimes, model = tables["per_item"], tables["regime_map"], tables["model"]
+    per_item, regimes, model = tables.per_item, tables.regime_map, tables.model
     if per_item.empty:
         yield None, "No complete point: nothing to draw."
         return
@@ -102,7 +103,7 @@ def sweep_figures(tables: dict[str, pd.DataFrame], axes: list[str]):
         yield sweep_lines(per_item.assign(line=_series(per_item, "workload", "gpu")), x,
                                   "step_us_per_item", "line", f"Step time per {unit} over {x}",
                                   f"us per {unit}"), ""
-        for (workload, gpu), rows in tables["category_time"].groupby(["workload", "gpu"], sort=False):
+        for (workload, gpu), rows in tables.category_time.groupby(["workload", "gpu"], sort=False):
             yield sweep_category_bars(rows, x, f"{workload} on {gpu}: kernel time per {unit} by category",
                                               unit), ""
         for (workload, gpu), rows in regimes.groupby(["workload", "gpu"], sort=False) if len(regimes) else []:
@@ -134,18 +135,21 @@ def sweep_figures(tables: dict[str, pd.DataFrame], axes: list[str]):
         yield None, f"{len(axes)} settings varied: the figures draw one or two; the tables hold every point."
 
 
-def render_sweep(title: str, tables: dict[str, pd.DataFrame], axes: list[str], fmt: str) -> str:
+def render_sweep(title: str, tables: RegimeTables, axes: list[str], fmt: str) -> str:
+    """The sweep page as HTML or markdown (`fmt`): its findings, its charts (HTML only), and each table of TITLES
+    the sweep has with rows, in TITLES' order."""
+    frames = tables.frames()
     if fmt == "md":
-        lines = [f"# ssmprof sweep: {title}", "", "## Findings", ""] + findings_markdown(tables["findings"])
+        lines = [f"# ssmprof sweep: {title}", "", "## Findings", ""] + findings_markdown(tables.findings)
         for key, heading in TITLES.items():
-            if key in tables and len(tables[key]):
-                lines += ["", f"## {heading}", "", human_markdown_table(tables[key], key)]
+            if key in frames and len(frames[key]):
+                lines += ["", f"## {heading}", "", human_markdown_table(frames[key], key)]
         return "\n".join(lines) + "\n"
-    parts = [f"<h1>ssmprof sweep</h1><h2>{html.escape(title)}</h2>", findings_html(tables["findings"], "sweep")]
+    parts = [f"<h1>ssmprof sweep</h1><h2>{html.escape(title)}</h2>", findings_html(tables.findings, "sweep")]
     drawn = figures_html(sweep_figures(tables, axes))
     parts.append(f'<div class="first">{"".join(drawn[:2])}</div>')
     if drawn[2:]:
         parts.append(collapsed(f"More charts ({len(drawn) - 2}): per workload, per kernel", "".join(drawn[2:])))
-    shown = {key: tables[key] for key in TITLES if key in tables and len(tables[key])}
-    gpus = sorted({str(gpu) for table in tables.values() if "gpu" in table for gpu in table["gpu"].dropna()})
+    shown = {key: frames[key] for key in TITLES if key in frames and len(frames[key])}
+    gpus = sorted({str(gpu) for table in frames.values() if "gpu" in table for gpu in table["gpu"].dropna()})
     return _page(f"{title} on {', '.join(gpus)} - ssmprof sweep", parts + tables_html(shown, TITLES, "sweep"))
