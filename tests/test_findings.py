@@ -72,6 +72,17 @@ def test_every_titled_table_names_a_section_of_the_summary():
     assert set(TABLE_TITLES) <= sections and set(HIDDEN) <= sections
 
 
+def test_every_titled_suite_table_names_a_section_of_the_overview():
+    """The suite page's table titles and its open multi-GPU tables are keyed by section name, as a run's are."""
+    from dataclasses import fields
+
+    from ssmprof.analysis.suite import SuiteOverview
+    from ssmprof.reports.render import OVERVIEW_TITLES, PARALLEL_KEYS
+
+    sections = {section.name for section in fields(SuiteOverview)}
+    assert set(OVERVIEW_TITLES) <= sections and set(PARALLEL_KEYS) <= set(OVERVIEW_TITLES)
+
+
 def test_findings_name_what_the_self_checks_removed():
     frame = kernels()
     frame["counter_status"] = ["measured", "measured", "rejected: duration", "measured", "unmatched"]
@@ -102,10 +113,10 @@ def test_findings_and_notes_say_why_a_gemm_failed():
 
 def test_suite_opens_with_findings_and_provenance(suite):
     analyzed_runs, overview = suite
-    assert list(overview["findings"]["topic"]) == ["where the time goes", "SSM kernels", "host", "counters"]
-    assert overview["findings"].iloc[3]["finding"] == "Counters checked in all 7 runs. The self-checks removed " \
+    assert list(overview.findings["topic"]) == ["where the time goes", "SSM kernels", "host", "counters"]
+    assert overview.findings.iloc[3]["finding"] == "Counters checked in all 7 runs. The self-checks removed " \
         "counters in mamba2-lm, hybrid, mamba-vision, graph-mamba, transformer, mamba3-lm (see each run's findings)."
-    assert "Host-bound: graph-mamba" in overview["findings"].iloc[2]["finding"]
+    assert "Host-bound: graph-mamba" in overview.findings.iloc[2]["finding"]
     page = reporting.render_html(analyzed_runs, overview)
     assert page.index('class="findings"') < page.index("Plotly.newPlot(")
     assert "bundled reference run (h100-sxm/mamba2-lm)" in page
@@ -115,7 +126,7 @@ def test_suite_opens_with_findings_and_provenance(suite):
 
 def test_lm_gather_is_memory_and_graph_gathers_stay(suite):
     analyzed_runs, overview = suite
-    shares = overview["category_shares"].set_index("workload")
+    shares = overview.category_shares.set_index("workload")
     assert (shares.loc[["mamba2-lm", "mamba1-lm", "hybrid", "transformer"], "graph gather/scatter"] == 0).all()
     assert shares.loc["graph-mamba", "graph gather/scatter"] > 0
 
@@ -210,7 +221,7 @@ def test_one_colour_per_category_on_every_chart(suite):
     a, b = load_run(H100["hybrid"]), load_run(H200["hybrid"])
     rooflines = reporting.rooflines(a, b)
     from ssmprof.analysis.compare import compare_categories_launches
-    charts = [figures.share_bars(overview["category_shares"], ""),
+    charts = [figures.share_bars(overview.category_shares, ""),
               figures.compare_bars(compare_categories_launches(a.kernels, b.kernels), "A", "B"),
               figures.roofline_overlay({"A": rooflines[0], "B": rooflines[1]}, "")]
     for run in analyzed_runs:

@@ -65,8 +65,8 @@ def test_the_run_has_one_roofline_in_every_view(bundled_suites):
         low, high = launches.loc[(row.kernel_name, row.phase)]
         assert low - 1e-6 <= row.pct_of_roof <= high + 1e-6, row
     ssm = alone["roofline_summary"].set_index("category").loc["SSM scan", "pct_of_roof"]
-    assert overview["ssm_kernels"].set_index("workload").loc["mamba2-lm", "pct_of_roof"] == pytest.approx(ssm)
-    suite_roof = overview["ssm_roofline"].query("workload == 'mamba2-lm'")  # points per launch configuration
+    assert overview.ssm_kernels.set_index("workload").loc["mamba2-lm", "pct_of_roof"] == pytest.approx(ssm)
+    suite_roof = overview.ssm_roofline.query("workload == 'mamba2-lm'")  # points per launch configuration
     for row in suite_roof.itertuples():
         low, high = launches.loc[(row.kernel_name, row.phase)]
         assert low - 1e-6 <= row.pct_of_roof <= high + 1e-6, row

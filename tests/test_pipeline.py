@@ -37,7 +37,7 @@ def test_report_of_runs_from_two_gpus_uses_each_ones_ceilings():
     assert set(summary_b.frames()["roofline"]["ceiling_source"]) == {f"{MEASURED}, device profile beside the run"}
     assert not any("device profile" in note for note in notes_a)
     assert any("measured on NVIDIA H100 80GB HBM3, this run on NVIDIA H200" in note for note in notes_b)
-    assert list(overview["step_times"]["workload"]) == ["mamba2-lm", "mamba2-lm (NVIDIA H200, #1)"]
+    assert list(overview.step_times["workload"]) == ["mamba2-lm", "mamba2-lm (NVIDIA H200, #1)"]
 
 
 def test_report_markdown_and_csv(tmp_path):

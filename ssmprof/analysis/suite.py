@@ -1,10 +1,11 @@
 """Across the workloads of a suite: where each one's time goes, and how its SSM kernels use the GPU.
 
 Every function takes the runs' `analysis_frame`s by workload; `overview` the runs themselves, and assembles the
-suite's tables."""
+suite's tables into a `SuiteOverview`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -41,29 +42,53 @@ if TYPE_CHECKING:  # summary imports this module for the study's DRAM table
 SSM = "SSM scan"
 
 
+@dataclass(frozen=True, kw_only=True)
+class SuiteOverview:
+    """The overview of several runs (`overview`), one field a section: what a suite's page draws and `--csv`
+    writes, under the field's name. A section is None where the runs cannot have it: the SSD chain with the
+    caches flushed and kept where no workload was measured in both modes; scaling, communication, the late ranks
+    and their findings where no run is multi-GPU. Fields are in the order of the suite's CSV files."""
+
+    step_times: pd.DataFrame
+    category_shares: pd.DataFrame
+    ssm_kernels: pd.DataFrame
+    ssm_roofline: pd.DataFrame  # the points of the suite's roofline chart: no table, no CSV file
+    ssd_dataflow_by_cache: pd.DataFrame | None = None
+    scaling: pd.DataFrame | None = None
+    parallel: pd.DataFrame | None = None
+    late_ranks: pd.DataFrame | None = None
+    parallel_findings: pd.DataFrame | None = None
+    findings: pd.DataFrame
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """The sections the runs have but `ssm_roofline`, by name, in field order: one CSV file each, and the
+        titled tables of the suite's page."""
+        return {section.name: frame for section in fields(self)
+                if section.name != "ssm_roofline" and (frame := getattr(self, section.name)) is not None}
+
+
 def overview(runs: dict[str, Run], ceilings: dict[str, Ceilings | None],
-             summaries: dict[str, Summary]) -> dict[str, pd.DataFrame]:
+             summaries: dict[str, Summary]) -> SuiteOverview:
     """The overview of several runs (by label: every rank's kernels, each run's own ceilings and its summary,
     `summary.analyze`): step times, category shares, the SSM kernels and their roofline, the SSD chain with the
     caches flushed and kept, for multi-GPU runs scaling, communication and the late ranks, and the findings."""
     kernels = {label: one_rank(run.kernels, run.info) for label, run in runs.items()}
     infos = {label: run.info for label, run in runs.items()}
     roofs = {label: limits for label, limits in ceilings.items() if limits is not None}
-    tables = {"step_times": step_times(infos), "category_shares": category_shares(kernels),
-              "ssm_kernels": ssm_kernels({k: kernels[k] for k in roofs}, roofs),
-              "ssm_roofline": roofline_points(ssm_roofline({k: kernels[k] for k in roofs}, roofs), by=("workload",))}
-    by_cache = ssd_dataflow_by_cache(kernels, infos)
-    if by_cache is not None:  # one workload's counters with the caches flushed and kept: side by side
-        tables["ssd_dataflow_by_cache"] = by_cache
+    counted = {label: kernels[label] for label in roofs}
+    shares, ssm = category_shares(kernels), ssm_kernels(counted, roofs)
+    suite = SuiteOverview(
+        step_times=step_times(infos), category_shares=shares, ssm_kernels=ssm,
+        ssm_roofline=roofline_points(ssm_roofline(counted, roofs), by=("workload",)),
+        ssd_dataflow_by_cache=ssd_dataflow_by_cache(kernels, infos),
+        findings=suite_findings(shares, ssm, {label: summary.findings for label, summary in summaries.items()}))
     if any(info.parallel is not None for info in infos.values()):
-        tables["scaling"] = scaling(infos)
-        tables["parallel"] = parallel_overview(runs)  # every rank's kernels, set against each other
-        tables["late_ranks"] = late_ranks({label: summary.late_rank for label, summary in summaries.items()
-                                           if summary.late_rank is not None})
-        tables["parallel_findings"] = parallel_findings(tables["scaling"], tables["parallel"], tables["late_ranks"])
-    tables["findings"] = suite_findings(tables["category_shares"], tables["ssm_kernels"],
-                                        {label: summary.findings for label, summary in summaries.items()})
-    return tables
+        scaled, communication = scaling(infos), parallel_overview(runs)  # every rank's kernels, set against each other
+        late = late_ranks({label: summary.late_rank for label, summary in summaries.items()
+                           if summary.late_rank is not None})
+        suite = replace(suite, scaling=scaled, parallel=communication, late_ranks=late,
+                        parallel_findings=parallel_findings(scaled, communication, late))
+    return suite
 
 
 def category_shares(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -62,7 +62,7 @@ class AnalyzedRun(NamedTuple):
 
 
 def analyze_runs(paths: list[Path], profile: DeviceProfile | None = None,
-                 csv: Path | None = None) -> tuple[list[AnalyzedRun], dict[str, pd.DataFrame] | None]:
+                 csv: Path | None = None) -> tuple[list[AnalyzedRun], suite.SuiteOverview | None]:
     """Every run analyzed on its own GPU's ceilings (`hardware.run_ceilings`), and the suite overview where there
     are several runs; with `csv`, every frame is also written there as CSV."""
     return _analyze(paths, _load(paths, profile), csv)
@@ -80,7 +80,7 @@ def ceilings_of(run: Run, profile: DeviceProfile | None = None) -> tuple[Ceiling
 
 
 def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, list[str]]],
-             csv: Path | None) -> tuple[list[AnalyzedRun], dict[str, pd.DataFrame] | None]:
+             csv: Path | None) -> tuple[list[AnalyzedRun], suite.SuiteOverview | None]:
     analyzed = []
     for index, path in enumerate(paths):
         run, limits, notes = loaded[index]
@@ -96,7 +96,7 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
                               dict(zip(labels, (limits for _, limits, _ in loaded.values()), strict=True)),
                               dict(zip(labels, (run.summary for run in analyzed), strict=True)))
     if csv is not None:
-        write_csv({k: v for k, v in overview.items() if k != "ssm_roofline"}, csv, "suite-")
+        write_csv(overview.frames(), csv, "suite-")
     return analyzed, overview
 
 

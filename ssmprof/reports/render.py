@@ -16,6 +16,7 @@ import plotly.io as pio
 from tabulate import tabulate
 
 from ssmprof.analysis.noise import CONFIDENCE
+from ssmprof.analysis.suite import SuiteOverview
 from ssmprof.analysis.summary import Summary
 from ssmprof.analysis.tensor_vector import CLASS_RULE, TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
 from ssmprof.reports import figures, style
@@ -291,39 +292,40 @@ OVERVIEW_TITLES = {
 PARALLEL_KEYS = ("scaling", "parallel", "late_ranks")  # a multi-GPU page's first tables, open
 
 
-def _parallel_html(overview: dict[str, pd.DataFrame]) -> list[str]:
+def _parallel_html(overview: SuiteOverview) -> list[str]:
     """A multi-GPU page's first screen: its findings (scaling, communication, the late rank), the speedups with
-    their intervals and the transfer against the waiting per run, then their tables open; the runs as a suite
-    (kernel time by category, the SSM roofline) follow."""
-    parts = [findings_html(overview["parallel_findings"], "suite")]
-    first = [chart(figures.scaling_bars(overview["scaling"], f"Speedup over one GPU per run ({100 * CONFIDENCE:.0f} % "
+    their intervals and the transfer against the waiting per run, then their tables open."""
+    parts = [findings_html(overview.parallel_findings, "suite")]
+    first = [chart(figures.scaling_bars(overview.scaling, f"Speedup over one GPU per run ({100 * CONFIDENCE:.0f} % "
                                         "interval), "
                                         "against perfect scaling")),
-             chart(figures.communication_bars(overview["parallel"], "Communication per step no compute hides: "
+             chart(figures.communication_bars(overview.parallel, "Communication per step no compute hides: "
                                               "transfer and waiting for the other ranks"))]
     parts.append(f'<div class="first">{"".join(first)}</div>')
-    parts += [collapsed(html.escape(OVERVIEW_TITLES[key]), table_html(overview[key], key, f"suite-{key}"), open_=True)
-              for key in PARALLEL_KEYS if key in overview and len(overview[key])]
-    rest = {key: value for key, value in overview.items() if key not in PARALLEL_KEYS + ("parallel_findings",)}
-    return ['<h2 id="scaling">Scaling and communication</h2>', *parts,
-            '<h2 id="suite">The runs as a suite</h2>', *_overview_html(rest)]
+    tables = overview.frames()
+    parts += [collapsed(html.escape(OVERVIEW_TITLES[key]), table_html(tables[key], key, f"suite-{key}"), open_=True)
+              for key in PARALLEL_KEYS if len(tables[key])]
+    return ['<h2 id="scaling">Scaling and communication</h2>', *parts]
 
 
-def _overview_html(overview: dict[str, pd.DataFrame]) -> list[str]:
+def _overview_html(overview: SuiteOverview) -> list[str]:
     """The suite's first screen (findings, kernel time by category per workload, the SSM kernels' roofline), then
-    its tables, collapsed; a page of multi-GPU runs leads with their scaling and communication instead."""
-    if "parallel_findings" in overview:
-        return _parallel_html(overview)
-    parts = [findings_html(overview["findings"], "suite")] if "findings" in overview else []
-    first = [chart(figures.share_bars(overview["category_shares"], "Where the time goes: % of kernel time per "
+    its tables but the multi-GPU ones, collapsed; a page of multi-GPU runs leads with their scaling and
+    communication (`_parallel_html`), the runs as a suite after them."""
+    parts = [findings_html(overview.findings, "suite")]
+    first = [chart(figures.share_bars(overview.category_shares, "Where the time goes: % of kernel time per "
                                       "category, per workload"))]
-    if len(overview["ssm_roofline"]):
-        first.append(chart(figures.roofline_scatter(overview["ssm_roofline"], "The SSM kernels of every workload "
+    if len(overview.ssm_roofline):
+        first.append(chart(figures.roofline_scatter(overview.ssm_roofline, "The SSM kernels of every workload "
                                                     "against their roofs", color_by="workload")))
     else:
         first.append('<p class="note">No SSM roofline: no run of this set has counters.</p>')
     parts.append(f'<div class="first">{"".join(first)}</div>')
-    return parts + tables_html(overview, OVERVIEW_TITLES, "suite")
+    tables = {key: frame for key, frame in overview.frames().items() if key not in PARALLEL_KEYS}
+    parts += tables_html(tables, OVERVIEW_TITLES, "suite")
+    if overview.parallel_findings is None:
+        return parts
+    return [*_parallel_html(overview), '<h2 id="suite">The runs as a suite</h2>', *parts]
 
 
 def _run_html(index: int, info: RunInfo, summary: Summary, notes: list[str]) -> list[str]:
@@ -356,14 +358,14 @@ def _navigation(labels: list[str], infos: list[RunInfo]) -> str:
 
 
 def render_html(runs: Sequence[tuple[RunInfo, Summary, list[str]]],
-                overview: dict[str, pd.DataFrame] | None = None, labels: list[str] | None = None,
+                overview: SuiteOverview | None = None, labels: list[str] | None = None,
                 notes: Sequence[str] = ()) -> str:
     """One page for all runs: a suite's first screen answers (findings linked to their evidence, kernel time per
     category, the SSM roofline) and each run follows collapsed under a line saying what it is; a single run's
     page opens with its findings, breakdown and roofline. `labels` tell the runs apart (default: workload names);
     `notes` are said under the title (e.g. where these runs were measured)."""
     labels = labels or [info.workload.name for info, _, _ in runs]
-    if not overview and len(runs) == 1:
+    if overview is None and len(runs) == 1:
         (info, summary, warnings), = runs
         parts = [f"<h1>ssmprof report: {html.escape(_title(info))}</h1>"]
         parts += [f'<p class="note">{html.escape(note)}</p>' for note in notes]
@@ -373,7 +375,7 @@ def render_html(runs: Sequence[tuple[RunInfo, Summary, list[str]]],
     parts = [f"<h1>ssmprof {heading} on {gpus}</h1>",
              _navigation(labels, [info for info, _, _ in runs])]
     parts += [f'<p class="note">{html.escape(note)}</p>' for note in notes]
-    parts += _overview_html(overview) if overview else []
+    parts += _overview_html(overview) if overview is not None else []
     parts.append('<h2 id="runs">Each run (click to open)</h2>')
     for index, (info, summary, warnings) in enumerate(runs):
         body = "".join(_run_html(index, info, summary, warnings))
@@ -453,23 +455,22 @@ def render_projection(info: RunInfo, target_gpu: str, categories: pd.DataFrame,
     return "\n".join(lines) + "\n"
 
 
-def overview_markdown(overview: dict[str, pd.DataFrame], level: str = "##") -> list[str]:
-    lines = []
+def overview_markdown(overview: SuiteOverview, level: str = "##") -> list[str]:
+    lines, tables = [], overview.frames()
     for key, title in OVERVIEW_TITLES.items():
-        if key in overview:
-            lines += ["", f"{level} {title}", "", human_markdown_table(overview[key], key)]
+        if key in tables:
+            lines += ["", f"{level} {title}", "", human_markdown_table(tables[key], key)]
     return lines
 
 
 def render_markdown(runs: Sequence[tuple[RunInfo, Summary, list[str]]],
-                    overview: dict[str, pd.DataFrame] | None = None) -> str:
+                    overview: SuiteOverview | None = None) -> str:
     """The report as markdown (for CI summaries): per run, provenance, findings, warnings, then the tables."""
     lines = ["# ssmprof report"]
-    if overview:
-        if "parallel_findings" in overview:
-            lines += ["", "## Scaling and communication", ""] + findings_markdown(overview["parallel_findings"])
-        if "findings" in overview:
-            lines += ["", "## Suite findings", ""] + findings_markdown(overview["findings"])
+    if overview is not None:
+        if overview.parallel_findings is not None:
+            lines += ["", "## Scaling and communication", ""] + findings_markdown(overview.parallel_findings)
+        lines += ["", "## Suite findings", ""] + findings_markdown(overview.findings)
         lines += overview_markdown(overview)
     for info, summary, notes in runs:
         lines += ["", f"## {_title(info)}", ""]
