@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.frame import WEIGHT, has_counters, time_weighted
+from ssmprof.analysis.frame import WEIGHT, Sections, has_counters, time_weighted
 from ssmprof.analysis.host import busy_ns, slow_iteration, slow_iteration_note
 from ssmprof.analysis.limiters import limiters
 from ssmprof.analysis.noise import (
@@ -74,7 +74,7 @@ class SweepRun:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RegimeTables:
+class RegimeTables(Sections):
     """The regime frames of a sweep (`regime_tables`), one field a table: what the sweep page shows and `--csv`
     writes, under the field's name. `crossover` is None where the complete points hold one workload, `best`
     where the sweep does not vary BEST_AXIS or no point is complete. Fields are in the order of the sweep's CSV
@@ -91,11 +91,6 @@ class RegimeTables:
     best: pd.DataFrame | None = None
     # the sweep in words: `regime_tables` adds them last, from the tables above
     findings: pd.DataFrame = field(default_factory=pd.DataFrame)
-
-    def frames(self) -> dict[str, pd.DataFrame]:
-        """The tables the sweep has, by name, in field order: one CSV file each, and the titled tables of its
-        page."""
-        return {table.name: frame for table in fields(self) if (frame := getattr(self, table.name)) is not None}
 
 
 def regime_of(limiter: str) -> str:

@@ -5,7 +5,7 @@ suite's tables into a `SuiteOverview`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -14,7 +14,7 @@ from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.categories import CATEGORIES
 from ssmprof.analysis.communication import one_rank, parallel_overview, scaling
 from ssmprof.analysis.findings import parallel_findings, suite_findings
-from ssmprof.analysis.frame import has_counters, profiled_with_counters, time_weighted
+from ssmprof.analysis.frame import CHART_ONLY, Sections, has_counters, profiled_with_counters, time_weighted
 from ssmprof.analysis.host import busy_ns, slow_iteration
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.ranks import late_ranks
@@ -43,7 +43,7 @@ SSM = "SSM scan"
 
 
 @dataclass(frozen=True, kw_only=True)
-class SuiteOverview:
+class SuiteOverview(Sections):
     """The overview of several runs (`overview`), one field a section: what a suite's page draws and `--csv`
     writes, under the field's name. A section is None where the runs cannot have it: the SSD chain with the
     caches flushed and kept where no workload was measured in both modes; scaling, communication, the late ranks
@@ -52,19 +52,13 @@ class SuiteOverview:
     step_times: pd.DataFrame
     category_shares: pd.DataFrame
     ssm_kernels: pd.DataFrame
-    ssm_roofline: pd.DataFrame  # the points of the suite's roofline chart: no table, no CSV file
+    ssm_roofline: pd.DataFrame = field(metadata=CHART_ONLY)  # the points of the suite's roofline chart
     ssd_dataflow_by_cache: pd.DataFrame | None = None
     scaling: pd.DataFrame | None = None
     parallel: pd.DataFrame | None = None
     late_ranks: pd.DataFrame | None = None
     parallel_findings: pd.DataFrame | None = None
     findings: pd.DataFrame
-
-    def frames(self) -> dict[str, pd.DataFrame]:
-        """The sections the runs have but `ssm_roofline`, by name, in field order: one CSV file each, and the
-        titled tables of the suite's page."""
-        return {section.name: frame for section in fields(self)
-                if section.name != "ssm_roofline" and (frame := getattr(self, section.name)) is not None}
 
 
 def overview(runs: dict[str, Run], ceilings: dict[str, Ceilings | None],

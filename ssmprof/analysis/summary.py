@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -22,7 +22,7 @@ from ssmprof.analysis.communication import (
 )
 from ssmprof.analysis.cuda_graphs import graph_gain
 from ssmprof.analysis.findings import findings, iteration_note, provenance
-from ssmprof.analysis.frame import has_counters
+from ssmprof.analysis.frame import Sections, has_counters
 from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.instruction_bounds import instruction_bounds
 from ssmprof.analysis.kernel_evidence import provenance_mismatches
@@ -58,7 +58,7 @@ from ssmprof.schema import Link, Run, RunInfo
 
 
 @dataclass(frozen=True, kw_only=True)
-class Summary:
+class Summary(Sections):
     """The summary frames of one run (`analyze`), one field a section: what reports draw and `--csv` writes, under
     the field's name. A section is None where the run cannot have it (no counters, no ceilings, one rank, no
     SSM kernels, ...). Fields are in the order of the run's CSV files."""
@@ -104,12 +104,6 @@ class Summary:
     # the run in words and what it is: `analyze` adds them last, from the sections above and run.json
     findings: pd.DataFrame = field(default_factory=pd.DataFrame)
     provenance: pd.DataFrame = field(default_factory=pd.DataFrame)
-
-    def frames(self) -> dict[str, pd.DataFrame]:
-        """The sections the run has, by name, in field order: one CSV file each, and the titled tables of its
-        page."""
-        return {section.name: frame for section in fields(self)
-                if (frame := getattr(self, section.name)) is not None}
 
 
 def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
