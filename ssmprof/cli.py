@@ -236,7 +236,8 @@ def profile(
     request = measure.ProfileRequest(options, settings, device, launch, report_file, history)
     with _progress() as report:
         path = measure.profile(request, report) if script is None else measure.profile_script(
-            script, [*([workload] if workload else []), *ctx.args], settings, device, warmup, report_file, report)
+            script, [*([workload] if workload else []), *ctx.args], settings, device, warmup, report_file, report,
+            history)
     if path is None:
         _say(f"node {node_rank}: its ranks are done; node 0 writes the run directory")
         return

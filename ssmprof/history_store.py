@@ -8,6 +8,7 @@ holds; this module only reads the folder of them, through DuckDB, an optional de
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -15,14 +16,20 @@ from ssmprof.errors import CorruptFile, SsmprofError
 from ssmprof.schema import HISTORY_GLOB, HISTORY_VERSION
 
 
-def query_history(folder: Path, sql: str, parameters: list | None = None) -> pd.DataFrame:
-    """Run `sql` over the history folder through DuckDB: `history` in it names the table of every appended
-    run. A folder without entries, another layout version or an unreadable file is one `CorruptFile` line."""
+def duckdb_module() -> Any:
+    """DuckDB, which every history query runs on; its absence is one line, said before a command's work (a
+    profile's history is appended after it) as well as at a query."""
     try:
         import duckdb
     except ImportError:
         raise SsmprofError("the run history needs DuckDB: pip install 'ssmprof[history]'") from None
+    return duckdb
 
+
+def query_history(folder: Path, sql: str, parameters: list | None = None) -> pd.DataFrame:
+    """Run `sql` over the history folder through DuckDB: `history` in it names the table of every appended
+    run. A folder without entries, another layout version or an unreadable file is one `CorruptFile` line."""
+    duckdb = duckdb_module()
     folder = Path(folder)
     if not folder.is_dir() or not any(folder.glob(HISTORY_GLOB)):
         state = "holds no runs" if folder.is_dir() else "is a file, not a folder" if folder.exists() else \

@@ -129,6 +129,24 @@ def test_the_missing_duckdb_hint_keeps_its_extra(tmp_path, monkeypatch):
     assert "pip install 'ssmprof[history]'" in refused(tmp_path, ["history", "{tmp}/h"])
 
 
+@pytest.mark.parametrize("args", [
+    ["profile", "mamba2-lm", "--preset", "tiny", "--device", "cpu", "--out", "{tmp}/runs", "--history", "{tmp}/h"],
+    ["profile", "--script", "examples/train_script.py", "--device", "cpu", "--out", "{tmp}/runs", "--history",
+     "{tmp}/h", "--", "--preset", "tiny"],
+    ["regress", RUN, "--history", "{tmp}/h"],
+    ["history", "{tmp}/h", "--add", RUN],
+], ids=["profile", "profile-script", "regress", "history-add"])
+def test_a_history_without_duckdb_is_refused_before_any_work(tmp_path, monkeypatch, args):
+    """A history is read through DuckDB: a command that would append to one says DuckDB is missing before it
+    profiles, gates or appends anything, not after a profile has run."""
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *rest, **kw: (_ for _ in ()).throw(ImportError(name))
+                        if name == "duckdb" else real_import(name, *rest, **kw))
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    assert refused(tmp_path, args) == "error: the run history needs DuckDB: pip install 'ssmprof[history]'"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["file"]  # no run, no history entry written
+
+
 def test_written_names_the_file_as_typed(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["report", RUN, "-o", "r[bold]66 ü.md"])

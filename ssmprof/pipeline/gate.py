@@ -20,9 +20,9 @@ from ssmprof.analysis.regress import (
     step_checks,
 )
 from ssmprof.errors import InvalidConfig, SsmprofError
-from ssmprof.pipeline.history import recent_runs, refuse_repeated, rolling_baseline
+from ssmprof.pipeline.history import check_history, recent_runs, refuse_repeated, rolling_baseline
 from ssmprof.pipeline.loading import load_run
-from ssmprof.pipeline.outputs import check_file, check_folder, write_text
+from ssmprof.pipeline.outputs import check_file, write_text
 from ssmprof.reports.gate import RunVerdict, bencher_metrics, gate_junit, gate_markdown
 from ssmprof.schema import Baseline, BaselineSource, Run, RunInfo, make_document, read_document, write_document
 
@@ -205,7 +205,7 @@ def regress(runs: list[Path], baseline_file: Path | None, junit: Path | None = N
     asked. Runs the baseline cannot judge are refused before any is gated."""
     for path, option in ((junit, "--junit"), (summary, "--summary"), (metrics, "--metrics")):
         check_file(path, option)
-    check_folder(history, "--history")  # the runs are appended there after gating: refused before, not after
+    check_history(history)  # the runs are appended there after gating: refused before, not after
     if baseline_file is None and history is None:
         raise IncomparableBaseline("regress needs --baseline FILE or --history DIR to gate against")
     for value, option in ((last, "--last"), (bootstrap, "--bootstrap")):

@@ -24,7 +24,7 @@ from ssmprof.analysis.regress import EFFICIENCY, LAUNCHES, MAD_TO_SIGMA, PER_LAU
 from ssmprof.analysis.roofline import roofline
 from ssmprof.errors import DuplicateRun, SsmprofError
 from ssmprof.hardware import run_ceilings
-from ssmprof.history_store import query_history
+from ssmprof.history_store import duckdb_module, query_history
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_folder, write_text
 from ssmprof.schema import (
@@ -86,6 +86,14 @@ def entry(run: Run, commit: str) -> pd.DataFrame:
         versions=json.dumps(info.versions or {}, sort_keys=True, default=str), gpu_shared=shared)
 
 
+def check_history(folder: Path | None) -> None:
+    """A history folder given with --history (None: none) that can be appended to and read: a folder that can be
+    made, and DuckDB, which reading it takes. Checked before a command's work, not after a profile has run."""
+    if folder is not None:
+        check_folder(folder, "--history")
+        duckdb_module()
+
+
 def refuse_repeated(runs: list[Path]) -> list[str]:
     """The runs' identities (`schema.run_identity`); the same run given twice (a path repeated, or a copy of a
     run) is refused: it would count one measurement twice."""
@@ -109,7 +117,7 @@ def append(runs: list[Path], folder: Path, commit: str | None = None) -> Appende
     """Append each run (a run directory) to the history folder. A run given twice is refused; a run the history
     holds already (same identity) is not appended again, so a job that appends the same run twice (`profile
     --history` then `regress --history`) counts it once."""
-    check_folder(folder, "--history")
+    check_history(folder)
     known = set()
     if any(Path(folder).glob(HISTORY_GLOB)):
         known = set(runs_table(folder)["run_id"])  # a history that cannot be read is refused before appending

@@ -23,6 +23,7 @@ from ssmprof.errors import InvalidConfig, NoGpu, SsmprofError
 from ssmprof.hardware import DEVICE_PROFILE, datasheet_peaks, identity_note, spec_for
 from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
+from ssmprof.pipeline.history import check_history
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.profiler.collect import ProfileSettings, check_counters_mode, identical_gpus
 from ssmprof.profiler.distributed import Launch
@@ -201,7 +202,7 @@ def profile(request: ProfileRequest, progress: Progress | None = None) -> Path |
     options, settings = request.workload, request.settings
     check_folder(settings.out, "--out")
     check_file(request.report_file, "--report")
-    check_folder(request.history, "--history")
+    check_history(request.history)
     ready = prepare(options, request.device, request.launch.nnodes)
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import profile_parallel
@@ -217,14 +218,16 @@ def profile(request: ProfileRequest, progress: Progress | None = None) -> Path |
 
 def profile_script(script: Path, args: list[str], settings: ProfileSettings, device: str = "auto",
                    warmup: int | None = None, report_file: Path | None = None,
-                   progress: Progress | None = None) -> Path:
+                   progress: Progress | None = None, history: Path | None = None) -> Path:
     """`ssmprof profile --script SCRIPT -- ARGS`: the iteration a training script marks with `ssmprof.step()`,
     profiled into one run directory as `profile` does for a workload (`profiler.script`; on the CPU, the timeline
-    only), and its HTML report where `report_file` is given."""
+    only), and its HTML report where `report_file` is given. `history`, where the run is appended afterwards, is
+    checked with the outputs, before the script runs."""
     from ssmprof.profiler.script import profile_script as profile_marked
 
     check_folder(settings.out, "--out")
     check_file(report_file, "--report")
+    check_history(history)
     target = resolve_device(device)
     path = profile_marked(script, args, settings, target, WARMUP[target] if warmup is None else warmup, progress,
                           check=check_run_counters)
@@ -252,7 +255,7 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
     chosen: list[Workload[Any]] = [get_workload(name) for name in workloads] if workloads else list(SUITE)
     check_counters_mode(counters)
     check_folder(out, "--out")
-    check_folder(history, "--history")
+    check_history(history)
     if resolve_device("auto") != "cuda":
         raise NoGpu("the suite profiles GPU kernels: no CUDA GPU is visible")
     opened: Callable[[str], AbstractContextManager[Progress | None]] = \
