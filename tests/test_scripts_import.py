@@ -19,6 +19,7 @@ def test_the_scripts_and_benchmarks_are_found():
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: f"{path.parent.name}/{path.name}")
 def test_a_script_imports_without_side_effects(path, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(path.parent))  # as `python scripts/x.py` runs it: its folder's modules import
     spec = importlib.util.spec_from_file_location(f"imported_{path.parent.name}_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
