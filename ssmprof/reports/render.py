@@ -455,11 +455,12 @@ def render_projection(info: RunInfo, target_gpu: str, categories: pd.DataFrame,
     return "\n".join(lines) + "\n"
 
 
-def overview_markdown(overview: SuiteOverview, level: str = "##") -> list[str]:
+def overview_markdown(overview: SuiteOverview) -> list[str]:
+    """The suite overview's titled tables as markdown sections, in the page's order (OVERVIEW_TITLES)."""
     lines, tables = [], overview.frames()
     for key, title in OVERVIEW_TITLES.items():
         if key in tables:
-            lines += ["", f"{level} {title}", "", human_markdown_table(tables[key], key)]
+            lines += ["", f"## {title}", "", human_markdown_table(tables[key], key)]
     return lines
 
 

@@ -5,6 +5,7 @@ here, in the look of `figures.layout`), and its tables, as one offline HTML page
 from __future__ import annotations
 
 import html
+from collections.abc import Iterator
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -91,7 +92,7 @@ def sweep_category_bars(frame: pd.DataFrame, x: str, title: str, unit: str) -> g
                    yaxis_title=f"kernel time per {unit} (us)")
 
 
-def sweep_figures(tables: RegimeTables, axes: list[str]):
+def sweep_figures(tables: RegimeTables, axes: list[str]) -> Iterator[tuple[go.Figure | None, str]]:
     """(figure or None, why not) for each chart of the regime map."""
     per_item, regimes, model = tables.per_item, tables.regime_map, tables.model
     if per_item.empty:
