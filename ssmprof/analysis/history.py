@@ -1,10 +1,11 @@
 """A run's summary for the history, and change points over the history's runs.
 
-`run_rows(kernels, info, ceilings)`: the long rows one run appends (`schema.HISTORY_ROW_COLUMNS`): the gate's
-measurements at every scope (`regress.measure`: total, phases, categories, sites, kernels with launches, time
-per launch and efficiency), with a 95 % interval on each kernel's time per launch (from its own launches,
-problem by problem: `noise.launch_intervals`); per kernel also % of roof, achieved occupancy and the limiter of
-most of its time where counters were collected; and the step: median step time with its distribution-free 95 %
+`run_rows(kernels, info, pct_of_roof, limiter)`: the long rows one run appends (`schema.HISTORY_ROW_COLUMNS`):
+the gate's measurements at every scope (`regress.measure`: total, phases, categories, sites, kernels with
+launches, time per launch and efficiency), with a 95 % interval on each kernel's time per launch (from its own
+launches, problem by problem: `noise.launch_intervals`); per kernel also achieved occupancy where counters were
+collected, and % of roof and the limiter of most of its time where the caller gives them per launch; and the
+step: median step time with its distribution-free 95 %
 interval over the timed steps (order statistics), the host wait (step time minus the profiled iteration's GPU
 busy time), the busy time, and the host's launch cost.
 
