@@ -12,7 +12,6 @@ import pytest
 
 from ssmprof import bundled
 from ssmprof.analysis import noise
-from ssmprof.analysis.findings import iteration_note
 from ssmprof.analysis.regime import RegimeTables
 from ssmprof.schema import RunInfo, read_run
 
@@ -159,7 +158,7 @@ def test_the_profiled_iteration_of_each_bundled_run_against_its_timed_steps(name
     run = read_run(REF / name)
     check = noise.iteration_check(run.kernels, run.info).iloc[0]
     assert check["representative"] == (name not in NOT_REPRESENTATIVE)
-    assert (iteration_note(noise.iteration_check(run.kernels, run.info)) is None) == check["representative"]
+    assert (noise.iteration_note(noise.iteration_check(run.kernels, run.info)) is None) == check["representative"]
 
 
 @pytest.mark.parametrize("name, span, step", [("h200/parallel/mamba2-lm-tp2-no-sp", 202.9, 127.5),

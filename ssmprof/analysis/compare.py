@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 
 from ssmprof.analysis.breakdown import by_category
-from ssmprof.analysis.findings import iteration_note
 from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
 from ssmprof.analysis.host import busy_ns, slow_iteration_note
 from ssmprof.analysis.noise import (
@@ -15,6 +14,7 @@ from ssmprof.analysis.noise import (
     STEPS,
     Interval,
     iteration_check,
+    iteration_note,
     kept_steps,
     kernel_speedups,
     launch_intervals,

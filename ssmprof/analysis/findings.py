@@ -17,7 +17,7 @@ import pandas as pd
 from ssmprof.analysis.checks import describe_removed
 from ssmprof.analysis.communication import described_rank
 from ssmprof.analysis.frame import WEIGHT, profiled_with_counters, time_weighted
-from ssmprof.analysis.noise import CONFIDENCE, FASTER, RERUN_SPREAD_PCT, SLOWER
+from ssmprof.analysis.noise import CONFIDENCE, FASTER, RERUN_SPREAD_PCT, SLOWER, iteration_note
 from ssmprof.analysis.roofline import REACHABLE
 from ssmprof.schema import CHECKED_STATUSES, CollectorsSection, CountersCollector, RunInfo
 
@@ -235,16 +235,6 @@ def _iteration(summary: Summary) -> list[dict]:
     row = check.iloc[0]
     return [{"topic": "profiled iteration", "finding": note[0].upper() + note[1:] + ".",
              "value": f"{row['span_off_pct']:+.0f} % span", "anchor": "profiled_iteration"}]
-
-
-def iteration_note(check: pd.DataFrame, whose: str = "the profiled iteration") -> str | None:
-    """One line where the profiled iteration is not representative (`iteration_check`), None otherwise."""
-    row = check.iloc[0]
-    if row["representative"] is not False:
-        return None
-    return (f"{whose} is not one of the timed steps ({row['why']}; the {row['steps']} timed steps "
-            f"spread {row['step_spread_ms']:.1f} ms): its waits, exposed communication and trace describe a slower "
-            f"iteration; kernel durations stand, gaps between them do not")
 
 
 def autotuned_rows(info: RunInfo) -> dict[str, int]:

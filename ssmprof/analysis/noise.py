@@ -253,6 +253,16 @@ def iteration_check(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
                         dtype=object)
 
 
+def iteration_note(check: pd.DataFrame, whose: str = "the profiled iteration") -> str | None:
+    """One line where the profiled iteration is not representative (`iteration_check`), None otherwise."""
+    row = check.iloc[0]
+    if row["representative"] is not False:
+        return None
+    return (f"{whose} is not one of the timed steps ({row['why']}; the {row['steps']} timed steps "
+            f"spread {row['step_spread_ms']:.1f} ms): its waits, exposed communication and trace describe a slower "
+            f"iteration; kernel durations stand, gaps between them do not")
+
+
 def _timed_by(info: RunInfo) -> dict:
     timing = info.collectors.timeline.timing
     if timing is None or timing.joined != "joined":

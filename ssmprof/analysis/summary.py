@@ -21,13 +21,13 @@ from ssmprof.analysis.communication import (
     rank_imbalance,
 )
 from ssmprof.analysis.cuda_graphs import graph_gain
-from ssmprof.analysis.findings import findings, iteration_note, provenance
+from ssmprof.analysis.findings import findings, provenance
 from ssmprof.analysis.frame import Sections, has_counters
 from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.instruction_bounds import instruction_bounds
 from ssmprof.analysis.kernel_evidence import provenance_mismatches
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
-from ssmprof.analysis.noise import iteration_check, kept_steps, step_interval
+from ssmprof.analysis.noise import iteration_check, iteration_note, kept_steps, step_interval
 from ssmprof.analysis.ranks import collective_split, late_rank, rank_busy, rank_host, scaling_efficiency
 from ssmprof.analysis.roofline import (
     calibration_defects,
