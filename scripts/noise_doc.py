@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from ssmprof import bundled
-from ssmprof.analysis import noise
+from ssmprof.analysis import iteration, noise
 from ssmprof.analysis.regime import RegimeTables
 from ssmprof.pipeline import regimes
 from ssmprof.schema import read_run
@@ -103,7 +103,7 @@ def iteration_table() -> str:
             if "/sweeps/" in name:
                 continue
             run = read_run(folder)
-            r = noise.iteration_check(run.kernels, run.info).iloc[0]
+            r = iteration.iteration_check(run.kernels, run.info).iloc[0]
             rows.append({"run": name, "median step": f"{r.step_ms:.1f} ms",
                          "steps' spread": f"{r.step_spread_ms:.1f} ms",
                          "kernel span": f"{r.span_ms:.1f} ms", "GPU busy": f"{r.busy_ms:.1f} ms",

@@ -65,7 +65,7 @@ def test_every_titled_table_names_a_section_of_the_summary():
     misspelt one would silently drop its table."""
     from dataclasses import fields
 
-    from ssmprof.analysis.summary import Summary
+    from ssmprof.analysis.sections import Summary
     from ssmprof.reports.render import HIDDEN, TABLE_TITLES
 
     sections = {section.name for section in fields(Summary)}
@@ -354,7 +354,7 @@ def test_the_ssm_limiter_headline_adds_up_by_unit_not_by_unit_and_percent():
     """Shared memory at three % of peak is one unit: 50 % of the time, ahead of DRAM's 27 % (it ranked first while
     each % was a bucket of its own)."""
     from ssmprof.analysis.findings import _ssm
-    from ssmprof.analysis.summary import Summary
+    from ssmprof.analysis.sections import Summary
 
     limits = pd.DataFrame({"limiter": ["shared memory at 90.1 % of peak", "shared memory at 80.0 % of peak",
                                        "shared memory at 70.0 % of peak", "DRAM bandwidth", "tensor pipe"],

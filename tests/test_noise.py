@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis import noise
+from ssmprof.analysis import iteration, noise
 from ssmprof.analysis.regime import RegimeTables
 from ssmprof.schema import RunInfo, read_run
 
@@ -156,9 +156,10 @@ NOT_REPRESENTATIVE = {"h100-sxm/graph-mamba", "h100-sxm/mamba-vision", "h200/gra
                                         if "sweeps" not in p.parts))
 def test_the_profiled_iteration_of_each_bundled_run_against_its_timed_steps(name):
     run = read_run(REF / name)
-    check = noise.iteration_check(run.kernels, run.info).iloc[0]
+    checked = iteration.iteration_check(run.kernels, run.info)
+    check = checked.iloc[0]
     assert check["representative"] == (name not in NOT_REPRESENTATIVE)
-    assert (noise.iteration_note(noise.iteration_check(run.kernels, run.info)) is None) == check["representative"]
+    assert (iteration.iteration_note(checked) is None) == check["representative"]
 
 
 @pytest.mark.parametrize("name, span, step", [("h200/parallel/mamba2-lm-tp2-no-sp", 202.9, 127.5),

@@ -7,14 +7,13 @@ import pandas as pd
 from ssmprof.analysis.breakdown import by_category
 from ssmprof.analysis.frame import LAUNCH_KEY, time_weighted_by
 from ssmprof.analysis.host import busy_ns, slow_iteration_note
+from ssmprof.analysis.iteration import iteration_check, iteration_note
 from ssmprof.analysis.noise import (
     FASTER,
     LAUNCHES,
     SLOWER,
     STEPS,
     Interval,
-    iteration_check,
-    iteration_note,
     kept_steps,
     kernel_speedups,
     launch_intervals,
@@ -284,7 +283,7 @@ def _peak_note(peaks: tuple[float | None, float | None]) -> str:
 
 def iteration_notes(runs: dict[str, tuple[RunInfo, pd.DataFrame]]) -> list[str]:
     """A note for each run (label -> (run.json, kernels)) whose profiled iteration is not one of its timed steps
-    (`noise.iteration_check`: its span or busy time outside the steps' spread), else whose profiled iteration kept
+    (`iteration.iteration_check`: its span or busy time outside the steps' spread), else whose profiled iteration kept
     the GPU busy longer than its median step allows (`host.slow_iteration`): its kernel times or its gaps describe
     a slower step than the timed ones."""
     notes = []

@@ -1,7 +1,7 @@
 """Findings in words: what a run's summary frames say, as sentences with their numbers, generated (never
 hand-written) and each pointing at the table that holds its evidence.
 
-`findings(summary, info)` takes the frames of `summary.analyze` (a `summary.Summary` before its findings are
+`findings(summary, info)` takes the frames of `summary.analyze` (a `sections.Summary` before its findings are
 added) and the run's run.json; it returns one row per finding: `topic`, `finding` (the sentence), `value` (its
 headline number) and `anchor` (the name of the summary frame below it in the report). `provenance(info, origin)`
 says what the run is: where and when it was measured, on what, with which versions and config, and how its
@@ -10,19 +10,16 @@ counters were collected and checked.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pandas as pd
 
 from ssmprof.analysis.checks import describe_removed
 from ssmprof.analysis.communication import described_rank
 from ssmprof.analysis.frame import WEIGHT, profiled_with_counters, time_weighted
-from ssmprof.analysis.noise import CONFIDENCE, FASTER, RERUN_SPREAD_PCT, SLOWER, iteration_note
+from ssmprof.analysis.iteration import iteration_note
+from ssmprof.analysis.noise import CONFIDENCE, FASTER, RERUN_SPREAD_PCT, SLOWER
 from ssmprof.analysis.roofline import REACHABLE
+from ssmprof.analysis.sections import Summary
 from ssmprof.schema import CHECKED_STATUSES, CollectorsSection, CountersCollector, RunInfo
-
-if TYPE_CHECKING:  # summary imports this module to word its frames
-    from ssmprof.analysis.summary import Summary
 
 SSM = "SSM scan"
 COLUMNS = ["topic", "finding", "value", "anchor"]
@@ -227,7 +224,7 @@ def _busy(pct: float) -> str:
 
 
 def _iteration(summary: Summary) -> list[dict]:
-    """Where the profiled iteration is not one of the timed steps (`noise.iteration_check`): what of it stands."""
+    """Where the profiled iteration is not one of the timed steps (`iteration.iteration_check`): what of it stands."""
     check = summary.profiled_iteration
     note = iteration_note(check)
     if note is None:

@@ -3,13 +3,11 @@
 `analysis_frame(kernels)` adds each launch's `category` (the rule table of `categories`) and the derived
 quantities of `derived.derive` (FLOPs by path, bytes, intensities, rates). The pipeline makes it once per
 run and passes it on; every analysis takes it and assumes those columns exist. Beside it, the things several
-analyses share: the key that matches a kernel across runs, the time-weighted mean, whether launches have
-counters at all, and `Sections`, the typed frames an analysis hands to reports.
+analyses share: the key that matches a kernel across runs, the time-weighted mean, and whether launches have
+counters at all.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, fields
 
 import pandas as pd
 
@@ -21,21 +19,6 @@ from ssmprof.schema import LAUNCH_CONFIG, RunInfo
 # profiler's `counters.CONFIG_KEY`, which is how Nsight Compute counts invocations within one run.
 LAUNCH_KEY = ["kernel_name", "phase", *LAUNCH_CONFIG]
 WEIGHT = "duration_ns"  # every time-weighted mean weighs by the launch's timeline duration
-CHART_ONLY = {"chart_only": True}  # field metadata of a section a chart draws that is no table and no CSV file
-
-
-@dataclass(frozen=True, kw_only=True)
-class Sections:
-    """Frames an analysis hands to reports, one field a section (a run's `summary.Summary`, a suite's
-    `suite.SuiteOverview`, a sweep's `regime.RegimeTables`); None where the data cannot have the section."""
-
-    def frames(self) -> dict[str, pd.DataFrame]:
-        """The sections present, by name, in field order: one CSV file each, and the titled tables of the page
-        (not those marked CHART_ONLY)."""
-        return {section.name: frame for section in fields(self)
-                if not section.metadata.get("chart_only") and (frame := getattr(self, section.name)) is not None}
-
-
 def analysis_frame(kernels: pd.DataFrame) -> pd.DataFrame:
     """The kernel table (as `schema.read_run` returns it) with `category` and the derived columns."""
     return derive(with_categories(kernels))

@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.frame import WEIGHT, Sections, has_counters, time_weighted
+from ssmprof.analysis.frame import WEIGHT, has_counters, time_weighted
 from ssmprof.analysis.host import busy_ns, slow_iteration, slow_iteration_note
+from ssmprof.analysis.iteration import iteration_check
 from ssmprof.analysis.limiters import limiters
 from ssmprof.analysis.noise import (
     FASTER,
@@ -34,13 +35,13 @@ from ssmprof.analysis.noise import (
     SLOWER,
     WITHIN_NOISE,
     Interval,
-    iteration_check,
     kept_steps,
     ratio_interval,
     speedup_verdict,
 )
 from ssmprof.analysis.roofline import roofline
 from ssmprof.analysis.scan_models import analytic_vs_measured, forward_model
+from ssmprof.analysis.sections import Sections
 from ssmprof.analysis.suite import SSM
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import FAILED, RunInfo

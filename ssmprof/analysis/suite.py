@@ -6,7 +6,7 @@ suite's tables into a `SuiteOverview`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
@@ -14,11 +14,12 @@ from ssmprof.analysis.caches import cache_summary
 from ssmprof.analysis.categories import CATEGORIES
 from ssmprof.analysis.communication import one_rank, parallel_overview, scaling
 from ssmprof.analysis.findings import parallel_findings, suite_findings
-from ssmprof.analysis.frame import CHART_ONLY, Sections, has_counters, profiled_with_counters, time_weighted
+from ssmprof.analysis.frame import has_counters, profiled_with_counters, time_weighted
 from ssmprof.analysis.host import busy_ns, slow_iteration
 from ssmprof.analysis.project import project, project_categories, projection_error
 from ssmprof.analysis.ranks import late_ranks
 from ssmprof.analysis.roofline import roofline, roofline_points, roofline_summary
+from ssmprof.analysis.sections import CHART_ONLY, Sections, Summary
 from ssmprof.analysis.ssd_dataflow import FLUSHED, KEPT, dataflow_by_cache, ssd_dataflow
 from ssmprof.analysis.tensor_vector import (
     BOTH,
@@ -35,9 +36,6 @@ from ssmprof.analysis.tensor_vector import (
 )
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import CHECKED_STATUSES, PHASES, Run, RunInfo
-
-if TYPE_CHECKING:  # summary imports this module for the study's DRAM table
-    from ssmprof.analysis.summary import Summary
 
 SSM = "SSM scan"
 

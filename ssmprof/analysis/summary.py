@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pandas as pd
 
@@ -22,12 +22,13 @@ from ssmprof.analysis.communication import (
 )
 from ssmprof.analysis.cuda_graphs import graph_gain
 from ssmprof.analysis.findings import findings, provenance
-from ssmprof.analysis.frame import Sections, has_counters
+from ssmprof.analysis.frame import has_counters
 from ssmprof.analysis.host import host_summary, slow_iteration_note
 from ssmprof.analysis.instruction_bounds import instruction_bounds
+from ssmprof.analysis.iteration import iteration_check, iteration_note
 from ssmprof.analysis.kernel_evidence import provenance_mismatches
 from ssmprof.analysis.limiters import limiter_summary, limiters, stall_summary
-from ssmprof.analysis.noise import iteration_check, iteration_note, kept_steps, step_interval
+from ssmprof.analysis.noise import kept_steps, step_interval
 from ssmprof.analysis.ranks import collective_split, late_rank, rank_busy, rank_host, scaling_efficiency
 from ssmprof.analysis.roofline import (
     calibration_defects,
@@ -41,6 +42,7 @@ from ssmprof.analysis.roofline import (
     roofline_summary,
 )
 from ssmprof.analysis.scan_models import analytic_vs_measured, forward_model
+from ssmprof.analysis.sections import Summary
 from ssmprof.analysis.ssd_dataflow import FLOW_COLUMNS, fusion_estimate, ssd_dataflow, ssd_layers
 from ssmprof.analysis.suite import dram_beside_study
 from ssmprof.analysis.tensor_vector import (
@@ -55,55 +57,6 @@ from ssmprof.analysis.tensor_vector import (
 )
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import Link, Run, RunInfo
-
-
-@dataclass(frozen=True, kw_only=True)
-class Summary(Sections):
-    """The summary frames of one run (`analyze`), one field a section: what reports draw and `--csv` writes, under
-    the field's name. A section is None where the run cannot have it (no counters, no ceilings, one rank, no
-    SSM kernels, ...). Fields are in the order of the run's CSV files."""
-
-    breakdown: pd.DataFrame
-    by_category: pd.DataFrame
-    top_kernels: pd.DataFrame
-    caches: pd.DataFrame
-    counter_checks: pd.DataFrame
-    profiled_iteration: pd.DataFrame
-    host: pd.DataFrame
-    rank_busy: pd.DataFrame | None = None
-    late_rank: pd.DataFrame | None = None
-    cuda_graphs: pd.DataFrame | None = None
-    gemm_work: pd.DataFrame | None = None
-    limiters: pd.DataFrame | None = None
-    limiters_ssm: pd.DataFrame | None = None
-    instruction_bounds: pd.DataFrame | None = None
-    stalls: pd.DataFrame | None = None
-    roofline: pd.DataFrame | None = None
-    roofline_summary: pd.DataFrame | None = None
-    roofline_points: pd.DataFrame | None = None
-    headroom: pd.DataFrame | None = None
-    headroom_by_category: pd.DataFrame | None = None
-    calibration_defects: pd.DataFrame | None = None
-    ssd_dataflow: pd.DataFrame | None = None
-    ssd_fusion: pd.DataFrame | None = None
-    tensor_vector: pd.DataFrame | None = None
-    tensor_vector_ssm: pd.DataFrame | None = None
-    table_ii: pd.DataFrame | None = None
-    tensor_vector_thresholds: pd.DataFrame | None = None
-    table_ii_causes: pd.DataFrame | None = None
-    dram_beside_study: pd.DataFrame | None = None
-    tensor_instructions: pd.DataFrame | None = None
-    ssd_analytic_vs_measured: pd.DataFrame | None = None
-    per_rank: pd.DataFrame | None = None
-    collective_counts: pd.DataFrame | None = None
-    bus_bandwidth: pd.DataFrame | None = None
-    exposed_communication: pd.DataFrame | None = None
-    rank_imbalance: pd.DataFrame | None = None
-    communication_projection: pd.DataFrame | None = None
-    scaling_efficiency: pd.DataFrame | None = None
-    # the run in words and what it is: `analyze` adds them last, from the sections above and run.json
-    findings: pd.DataFrame = field(default_factory=pd.DataFrame)
-    provenance: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,

@@ -29,7 +29,8 @@ from ssmprof.analysis.project import project as project_kernels
 from ssmprof.analysis.project import project_categories, projection_error
 from ssmprof.analysis.ranks import single_gpu_twin
 from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline, roofline_points
-from ssmprof.analysis.summary import Summary, analyze, warnings_for
+from ssmprof.analysis.sections import Summary
+from ssmprof.analysis.summary import analyze, warnings_for
 from ssmprof.analysis.tensor_vector import STUDY_WORKLOAD
 from ssmprof.errors import InvalidConfig
 from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings, spec_for

@@ -16,8 +16,8 @@ import plotly.io as pio
 from tabulate import tabulate
 
 from ssmprof.analysis.noise import CONFIDENCE
+from ssmprof.analysis.sections import Summary
 from ssmprof.analysis.suite import SuiteOverview
-from ssmprof.analysis.summary import Summary
 from ssmprof.analysis.tensor_vector import CLASS_RULE, TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
 from ssmprof.reports import figures, style
 from ssmprof.reports.csv_files import write_table
