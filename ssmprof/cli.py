@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -589,7 +589,7 @@ def _progress():
     terminal = sys.stderr.isatty()
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=err_console, transient=True, disable=not terminal)
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
     logged: dict[str, str] = {}  # off a terminal: the last line printed for each stage
     began = time.perf_counter()
 

@@ -123,11 +123,11 @@ def mamba3_scan_chunked(q, k, v, adt, dt, trap, q_bias, k_bias, angles, D, z=Non
     # between chunks: the state entering each chunk, decayed to each step
     chunk_states = torch.einsum("bcsjhn,bhcs,bcsjhp->bchnp", k, torch.exp(cs[..., -1:] - cs) * weight, u)
     state = torch.zeros_like(chunk_states[:, 0])
-    entering = []
+    states = []
     for c in range(chunk_states.shape[1]):
-        entering.append(state)
+        states.append(state)
         state = torch.exp(cs[:, :, c, -1])[..., None, None] * state + chunk_states[:, c]
-    entering = torch.stack(entering, 1)  # (b, c, h, n, p)
+    entering = torch.stack(states, 1)  # (b, c, h, n, p)
     o = o + torch.einsum("bctihn,bchnp,bhct->bctihp", q, entering, torch.exp(cs))
     o = rearrange(o, "b c t r h p -> b (c t) r h p")[:, :seqlen]
     u = rearrange(u, "b c t r h p -> b (c t) r h p")[:, :seqlen]

@@ -220,7 +220,9 @@ class ParallelMamba1(nn.Module):
     def forward(self, u, seqlen=None):
         conv = None
         if self.plan.impl("conv1d") == "causal-conv1d-cuda":
-            from causal_conv1d import causal_conv1d_fn as conv
+            from causal_conv1d import causal_conv1d_fn
+
+            conv = causal_conv1d_fn
         return mamba1_mixer_ref(self.mamba, u, self.plan, seqlen,
                                 reduce_x_dbl=lambda x: AllReduceBothWays.apply(x, self.group), conv=conv)
 
