@@ -397,7 +397,8 @@ def report(
     from ssmprof.pipeline import reporting
 
     format_, output = reporting.output_target(format_, output, "html", "report.html")
-    _emit(reporting.report(runs, format_, output, csv, device_profile, trace), output)
+    text = reporting.report(runs, format_, output, csv, device_profile, trace)
+    _emit(text, output)
     if trace is not None:
         _say(f"trace written: {trace} (open in https://ui.perfetto.dev)")
 

@@ -192,6 +192,14 @@ def test_prepare_applies_overrides_and_the_warmup_default():
         measure.prepare(measure.WorkloadOptions("hybrid", "tiny", sets=["d_state"]), "cpu")
 
 
+def test_a_malformed_set_is_refused_before_a_users_model_file_is_imported(tmp_path):
+    """Importing a user's model file runs its code: a typo in --set is refused before that."""
+    model = tmp_path / "model.py"
+    model.write_text("raise SystemExit('imported')\n")
+    with pytest.raises(InvalidConfig, match="--set expects KEY=VALUE"):
+        measure.prepare(measure.WorkloadOptions(f"{model}:Model", "tiny", sets=["d_state"]), "cpu")
+
+
 def test_train_on_cpu_writes_its_json(tmp_path):
     result = measure.train(measure.WorkloadOptions("mamba2-lm", "tiny", warmup=0), "cpu", 1, tmp_path / "r.json")
     assert result.device == "cpu" and len(result.step_times_ms) == 1

@@ -102,8 +102,8 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
 def prepare(options: WorkloadOptions, device: str = "auto", nodes: int = 1) -> Prepared:
     """The workload of `options` configured for `device` (auto, cuda or cpu), its kernels planned; a parallel
     run's ranks spread over `nodes` hosts alike, this one holding its share."""
+    overrides: dict[str, Any] = parse_sets(options.sets)  # a malformed --set refused before a workload is imported
     chosen = get_workload(options.workload)
-    overrides: dict[str, Any] = parse_sets(options.sets)
     named = {"batch_size": options.batch_size, "seq_len": options.seq_len, "layers": options.layers,
              "dtype": options.dtype}
     overrides.update({k: v for k, v in named.items() if v is not None})
