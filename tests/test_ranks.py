@@ -1,10 +1,11 @@
 """The step across ranks (`analysis.ranks`): transfer and waiting, busy per rank, the late rank and its cost,
 scaling against the single-GPU twin; on the TP=4 H100 run whose rank 1 was late
-(tests/data/tp4-h100-mamba2-lm-paper-straggler, its twin tests/data/tp1-h100-mamba2-lm-paper) and the bundled TP=2
-H200 runs."""
+(tests/data/tp4-h100-mamba2-lm-paper-straggler, its twin tests/data/tp1-h100-mamba2-lm-paper), the bundled TP=2
+H200 runs, and ten TP=4 runs on three other H100 hosts (tests/data/tp4-h100-late-rank-hosts)."""
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from ssmprof import bundled
@@ -157,3 +158,55 @@ def test_a_straggler_planted_on_four_h100s_is_found_with_its_size():
     tolerance = max(natural["cost_noise_ms"], planted["cost_noise_ms"], 0.1 * H100_PLANTED_MS)
     assert abs(planted["cost_ms"] - natural["cost_ms"] - H100_PLANTED_MS) <= tolerance
     assert round(planted["cost_ms"] - natural["cost_ms"], 1) == 70.3
+
+
+LATE_RANK_HOSTS = DATA / "tp4-h100-late-rank-hosts"
+
+
+def _late_rank_of(run: str) -> pd.Series:
+    loaded = load_run(LATE_RANK_HOSTS / run)
+    return late_rank(loaded.kernels, loaded.info).iloc[0]
+
+
+@pytest.mark.parametrize(("run", "late", "cost_ms", "noise_ms"), [
+    ("host1-a", 0, 81.4, 0.0), ("host1-b", 0, 39.9, 28.8), ("host2-first", 1, 56.9, 0.0),
+    ("host2-a", 0, 104.1, 0.0), ("host2-no-nvml-monitor", 0, 118.7, 0.0), ("host2-b", 2, 40.4, 0.1),
+    ("host3-pinned-first", 0, 43.4, 8.0), ("host3-pinned-a", 2, 33.0, 22.8), ("host3-pinned-b", 2, 68.2, 0.0),
+    ("host3-pinned-c", 2, 40.2, 0.1)])
+def test_every_tp4_run_on_three_h100_hosts_has_a_late_rank(run, late, cost_ms, noise_ms):
+    """Ten TP=4 runs on three fresh 4 x H100 leases, as they are, with the NVML sampler off and with every rank
+    pinned to cores of its own: each has a late rank whose cost stands above its noise."""
+    found = _late_rank_of(run)
+    assert (found["late_rank"], round(found["cost_ms"], 1), round(found["cost_noise_ms"], 1)) == (late, cost_ms,
+                                                                                                   noise_ms)
+    assert found["cost_ms"] > found["cost_noise_ms"]
+
+
+def test_which_rank_is_late_changes_from_run_to_run():
+    """The late rank is not a property of one rank: ranks 0, 1 and 2 were each late in some of the ten runs."""
+    late = {run.name: _late_rank_of(run.name)["late_rank"] for run in LATE_RANK_HOSTS.iterdir() if run.is_dir()}
+    assert len(late) == 10 and set(late.values()) == {0, 1, 2}
+
+
+def test_the_late_ranks_threads_did_not_wait_for_a_cpu():
+    """Host 2's four runs, every rank's launching thread and its autograd thread read from schedstat while they ran:
+    the late rank's threads waited for a CPU 0.020 s at most, no thread more than 0.070 s: no contention for cores."""
+    readings = pd.read_csv(LATE_RANK_HOSTS / "scheduler-host2.csv")
+    late = {run: _late_rank_of(run)["late_rank"] for run in readings["run"].unique()}
+    of_late = readings[readings["rank"] == readings["run"].map(late)]
+    assert of_late["run_queue_wait_s"].max() == 0.020
+    assert readings["run_queue_wait_s"].max() == 0.070
+
+
+def test_the_late_rank_is_slow_before_every_kind_of_launch():
+    """host2-a's late rank 0: its median gap before the Mamba-2 backward's kernels, `aten::fill_`, `aten::mm` and
+    the collectives is 20 times the other ranks' or more: a slow launching thread, not one slow op."""
+    kernels = load_run(LATE_RANK_HOSTS / "host2-a").kernels.sort_values(["rank", "start_ns"])
+    ends = (kernels["start_ns"] + kernels["duration_ns"]).groupby(kernels["rank"]).shift()
+    gaps = kernels.assign(gap_us=(kernels["start_ns"] - ends).clip(lower=0) / 1e3)
+    medians = gaps.groupby([gaps["rank"] == 0, "launch_op"])["gap_us"].median()
+    expected = {"MambaSplitConv1dScanCombinedFnBackward": 168, "aten::fill_": 113, "aten::mm": 101,
+                "record_param_comms": 258}
+    for op, late_us in expected.items():
+        assert round(medians[True, op]) == late_us
+        assert medians[True, op] >= 20 * max(medians[False, op], 1.0)
