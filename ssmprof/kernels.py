@@ -146,10 +146,15 @@ class _MissingExtension(types.ModuleType):
         raise KernelUnavailable(f"the CUDA extension `{self.__name__}` is not built: {BUILD_HINT}")
 
 
-def hybrid_gdn_chunk(chunk_size: int) -> int:
-    """The chunk of the hybrid's Gated DeltaNet layers (`--set ssm_layer=gdn`): its Mamba-2 chunk, capped at fla's
-    largest."""
-    return min(chunk_size, max(GATED_DELTA_CHUNK_SIZES))
+def hybrid_chunk(ssm_layer: str | None, chunk_size: int) -> int:
+    """The chunk a hybrid's SSM layer runs (`--set ssm_layer=...`; None: a model of one mixer, its own chunk): the
+    Mamba-2 `chunk_size`, capped at MAMBA3_CHUNK for Mamba-3 layers and at fla's largest for Gated DeltaNet layers.
+    The workloads build their layers with it and the analytic models size their tiles with it."""
+    if ssm_layer == "mamba3":
+        return min(chunk_size, MAMBA3_CHUNK)
+    if ssm_layer == "gdn":
+        return min(chunk_size, max(GATED_DELTA_CHUNK_SIZES))
+    return chunk_size
 
 
 def mamba3_steps(chunk_size: int, mimo: bool, mimo_rank: int) -> int:

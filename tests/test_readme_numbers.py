@@ -523,7 +523,7 @@ def test_next_ssm_rows_follow_the_presets_and_the_plan():
         MAMBA3_CHUNK,
         MIMO_TILELANG,
         gated_delta_choice,
-        hybrid_gdn_chunk,
+        hybrid_chunk,
         mamba3_steps,
     )
     from ssmprof.workloads.lm import gdn_heads, gdn_hybrid_pattern
@@ -558,7 +558,7 @@ def test_next_ssm_rows_follow_the_presets_and_the_plan():
         0] == "mamba3_mimo"
     with_gdn = workload.config("paper", {"ssm_layer": "gdn"})
     assert gdn_heads(with_gdn.d_model, with_gdn.expand, with_gdn.d_state, GDN_V_HEADS_PER_QK_HEAD) == (32, 64)
-    assert hybrid_gdn_chunk(with_gdn.chunk_size) == 64
+    assert hybrid_chunk("gdn", with_gdn.chunk_size) == 64
     for name in [w.name for w in NEXT] + ["hybrid"]:  # no tensor-parallel form
         cfg = get_workload(name).config("paper", {"ssm_layer": "gdn"} if name == "hybrid" else {})
         with pytest.raises(InvalidConfig, match="no tensor-parallel model"):

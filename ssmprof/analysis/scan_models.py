@@ -86,7 +86,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 
-from ssmprof.kernels import GDN_V_HEADS_PER_QK_HEAD, MAMBA3_CHUNK, SSD_FORWARD_KERNELS, hybrid_gdn_chunk, mamba3_steps
+from ssmprof.kernels import GDN_V_HEADS_PER_QK_HEAD, SSD_FORWARD_KERNELS, hybrid_chunk, mamba3_steps
 from ssmprof.schema import FORWARD
 
 FP32 = 4
@@ -285,16 +285,16 @@ def forward_model(config: dict) -> pd.DataFrame | None:
     layer = config.get("ssm_layer")
     if layer == "gdn":
         return gdn_forward_model(GdnShape.from_config(config, config["d_state"], GDN_V_HEADS_PER_QK_HEAD,
-                                                      hybrid_gdn_chunk(config["chunk_size"])))
+                                                      hybrid_chunk(layer, config["chunk_size"])))
     if "v_heads_per_qk_head" in config:
         return gdn_forward_model(GdnShape.from_config(config, config["head_dim"], config["v_heads_per_qk_head"],
                                                       config["chunk_size"]))
     if layer == "mamba3" or (layer is None and "mimo" in config):
-        tile = config["chunk_size"] if layer is None else min(config["chunk_size"], MAMBA3_CHUNK)
+        tile = hybrid_chunk(layer, config["chunk_size"])
         if not config["mimo"]:
             return mamba3_forward_model(Mamba3Shape.from_config(config, tile))
-        steps = mamba3_steps(tile, True, config["mimo_rank"])
-        return mamba3_mimo_forward_model(Mamba3MimoShape.from_config(config, steps))
+        return mamba3_mimo_forward_model(Mamba3MimoShape.from_config(config, mamba3_steps(tile, True,
+                                                                                          config["mimo_rank"])))
     if set(config) >= SSD_SETTINGS:
         return ssd_forward_model(SsdShape.from_config(config))
     return None

@@ -83,6 +83,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         summary = _roofline_tables(summary, kernels, run.info, ceilings)
     if counted:
         summary = _class_tables(summary, kernels, run.info, ceilings)
+        summary = _model_check(summary, kernels, run.info)
     summary = _communication_tables(summary, run.kernels, run.info, links)
     return replace(summary, findings=findings(summary, run.info),
                    provenance=provenance(run.info, origin or (f"run directory {run.path}" if run.path else "run")))
@@ -124,10 +125,9 @@ def _roofline_tables(summary: Summary, kernels: pd.DataFrame, info: RunInfo, cei
 
 def _class_tables(summary: Summary, kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings | None) -> Summary:
     """Tensor vs vector classes, Table II (beside the study's, with the causes of the difference and the SSM DRAM
-    use, for the study's model), tensor instructions, and the SSD forward kernels against their model."""
+    use, for the study's model) and tensor instructions."""
     classified = classify(kernels, ceilings)
     instructions = instruction_summary(classified)
-    model = forward_model(info.workload.config)
     summary = replace(
         summary,
         tensor_vector=classified[["kernel_name", "phase", "class", "tensor_time_share", "flop_class", "tensor_share",
@@ -135,8 +135,7 @@ def _class_tables(summary: Summary, kernels: pd.DataFrame, info: RunInfo, ceilin
                                   "duration_ns"]],
         tensor_vector_ssm=class_summary(classified),
         # Hopper only: other chips do not split their tensor ops by instruction
-        tensor_instructions=instructions if len(instructions) else None,
-        ssd_analytic_vs_measured=analytic_vs_measured(kernels, model) if model is not None else None)
+        tensor_instructions=instructions if len(instructions) else None)
     if not (classified["category"] == "SSM scan").any():
         return summary
     study = info.workload.name == STUDY_WORKLOAD
@@ -146,6 +145,13 @@ def _class_tables(summary: Summary, kernels: pd.DataFrame, info: RunInfo, ceilin
         table_ii_causes=table_ii_causes(classified, info.workload.config, info.versions) if study else None,
         dram_beside_study=dram_beside_study(kernels[kernels["category"] == "SSM scan"], ceilings)
         if study and ceilings is not None else None)
+
+
+def _model_check(summary: Summary, kernels: pd.DataFrame, info: RunInfo) -> Summary:
+    """The sequence mixer's forward kernels against its analytic model (`scan_models.forward_model`; none for a
+    mixer without one)."""
+    model = forward_model(info.workload.config)
+    return summary if model is None else replace(summary, ssd_analytic_vs_measured=analytic_vs_measured(kernels, model))
 
 
 def _communication_tables(summary: Summary, kernels: pd.DataFrame, info: RunInfo, links: pd.DataFrame | None,

@@ -29,7 +29,7 @@ from ssmprof.kernels import (
     GDN_V_HEADS_PER_QK_HEAD,
     MAMBA3_CHUNK,
     KernelPlan,
-    hybrid_gdn_chunk,
+    hybrid_chunk,
     mamba3_steps,
 )
 from ssmprof.workloads.base import CommonConfig, Workload, check
@@ -316,16 +316,6 @@ def hybrid_pattern(layers: int) -> str:
     return "".join(kinds)
 
 
-def ssm_chunk(cfg: HybridConfig) -> int:
-    """The chunk the hybrid's SSM layer runs: its `chunk_size`, capped at MAMBA3_CHUNK for Mamba-3 layers and
-    at fla's largest for Gated DeltaNet layers."""
-    if cfg.ssm_layer == "mamba3":
-        return min(cfg.chunk_size, MAMBA3_CHUNK)
-    if cfg.ssm_layer == "gdn":
-        return hybrid_gdn_chunk(cfg.chunk_size)
-    return cfg.chunk_size
-
-
 class HybridLM(LanguageModelWorkload[HybridConfig]):
     name = "hybrid"
     description = ("Mamba-2-Hybrid LM: Mamba-2 / self-attention / MLP layers in a 43/7/50 % mix "
@@ -348,16 +338,17 @@ class HybridLM(LanguageModelWorkload[HybridConfig]):
         """As every workload's, with `chunk_size` the chunk the SSM layer runs (a Mamba-3 or Gated DeltaNet
         layer caps it), so that run.json records what ran."""
         cfg = super().config(preset, overrides)
-        return dataclasses.replace(cfg, chunk_size=ssm_chunk(cfg))
+        return dataclasses.replace(cfg, chunk_size=hybrid_chunk(cfg.ssm_layer, cfg.chunk_size))
 
     def validate(self, cfg: HybridConfig) -> None:
         super().validate(cfg)
         check(cfg.ssm_layer in SSM_LAYERS, f"ssm_layer must be one of {', '.join(SSM_LAYERS)}, got '{cfg.ssm_layer}'")
         check_mamba2(cfg)
+        chunk = hybrid_chunk(cfg.ssm_layer, cfg.chunk_size)
         if cfg.ssm_layer == "mamba3":
-            check_mamba3(cfg, ssm_chunk(cfg))
+            check_mamba3(cfg, chunk)
         if cfg.ssm_layer == "gdn":  # keys and values of d_state per head (see `ssm`)
-            check_gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD, ssm_chunk(cfg))
+            check_gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD, chunk)
         check_attention(cfg)
         try:
             hybrid_pattern(cfg.layers)
@@ -369,10 +360,11 @@ class HybridLM(LanguageModelWorkload[HybridConfig]):
         return (*ssm, "attention")
 
     def ssm(self, cfg: HybridConfig, plan: KernelPlan, layer_idx: int) -> nn.Module:
+        chunk = hybrid_chunk(cfg.ssm_layer, cfg.chunk_size)
         if cfg.ssm_layer == "mamba3":
-            return self.mamba3(cfg, plan, layer_idx, ssm_chunk(cfg))
+            return self.mamba3(cfg, plan, layer_idx, chunk)
         if cfg.ssm_layer == "gdn":  # keys and values of d_state per head: the state of a Mamba-2 head per pair
-            return self.gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD, ssm_chunk(cfg), plan)
+            return self.gdn(cfg.d_model, cfg.expand, cfg.d_state, GDN_V_HEADS_PER_QK_HEAD, chunk, plan)
         return self.mamba2(cfg, plan, layer_idx)
 
     def layer_kinds(self, cfg: HybridConfig) -> list[str]:
