@@ -293,8 +293,8 @@ def forward_model(config: dict) -> pd.DataFrame | None:
         tile = hybrid_chunk(layer, config["chunk_size"])
         if not config["mimo"]:
             return mamba3_forward_model(Mamba3Shape.from_config(config, tile))
-        return mamba3_mimo_forward_model(Mamba3MimoShape.from_config(config, mamba3_steps(tile, True,
-                                                                                          config["mimo_rank"])))
+        steps = mamba3_steps(tile, True, config["mimo_rank"])
+        return mamba3_mimo_forward_model(Mamba3MimoShape.from_config(config, steps))
     if set(config) >= SSD_SETTINGS:
         return ssd_forward_model(SsdShape.from_config(config))
     return None
