@@ -1,6 +1,7 @@
 """The analyses know the Mamba-3 and Gated DeltaNet kernels: categories, recompute marks, analytic models."""
 
 import dataclasses
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -242,3 +243,25 @@ def test_mimo_rows_join_the_forward_kernels_a_trace_names():
     assert joined["kernel"].tolist() == list(MAMBA3_MIMO_FORWARD_KERNELS)
     assert joined["launches"].tolist() == [1, 1, 1]
     assert joined["flops_ratio"].tolist() == [1.0] * 3 and joined["bytes_ratio"].tolist() == [1.0] * 3
+
+
+def test_hybrids_mamba3_layers_measure_as_mamba3_lm_at_the_chunk_they_ran():
+    """A hybrid with Mamba-3 layers (H100, small preset) against the bundled mamba3-lm paper runs: the SISO forward
+    kernel measures the same share of its analytic FLOPs in both models, at the chunk `kernels.hybrid_chunk` gives
+    the hybrid's layers; sized at the preset's own chunk the model would not."""
+    from ssmprof import bundled
+    from ssmprof.kernels import hybrid_chunk
+    from ssmprof.pipeline.loading import load_run
+    hybrid = load_run(Path(__file__).parent / "data" / "hybrid-mamba3-small-h100")
+    config = hybrid.info.workload.config
+    assert (config["ssm_layer"], config["chunk_size"]) == ("mamba3", hybrid_chunk("mamba3", 256))
+    ratios = {}
+    for name, run in [("hybrid", hybrid), *((gpu, load_run(bundled.REFERENCE / gpu / "mamba3-lm"))
+                                             for gpu in bundled.GPUS)]:
+        table = analytic_vs_measured(run.kernels, forward_model(run.info.workload.config)).set_index("kernel")
+        assert set(table.index) == set(MAMBA3_FORWARD_KERNELS)
+        ratios[name] = round(table.loc["mamba3_siso_fwd", "flops_ratio"], 3)
+    assert set(ratios.values()) == {1.055}
+    at_preset_chunk = mamba3_forward_model(Mamba3Shape.from_config(config, 256))  # 0.468 of it measured
+    assert analytic_vs_measured(hybrid.kernels, at_preset_chunk).set_index("kernel").loc[
+        "mamba3_siso_fwd", "flops_ratio"] < 0.5
