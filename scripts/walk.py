@@ -3,6 +3,7 @@ depth first, each read once, resolved through the imports (static: no code runs)
 
     python scripts/walk.py report      # cli.report
     python scripts/walk.py profile --path
+    python scripts/walk.py report --as-of e9ba793   # also: today's walk through the functions that walk read then
 
 Counts, for the walk as a sequence of modules (consecutive functions of one module are one stay):
 - stays: the modules entered, in reading order;
@@ -10,12 +11,19 @@ Counts, for the walk as a sequence of modules (consecutive functions of one modu
 - returns: stays in a module read before;
 - back-ups: consecutive stays where the reader goes back up a layer (done with a lower layer, back to a caller's);
 - climbs: calls into a layer the caller's layer may not import (docs/architecture.md), sideways or upwards.
+
+`--as-of REV` tells a tangle from growth: the walk at git revision REV, and today's walk through only the functions
+that one read (by qualified name, wherever they live now), so that functions added since do not count.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import io
+import subprocess
+import tarfile
+import tempfile
 from pathlib import Path
 
 from layer_table import layer_name, layer_table
@@ -28,8 +36,8 @@ ALLOWED = {layer_name(path): {layer_name(allowed) for allowed in allowances if a
            for path, allowances in layer_table().items()}
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -67,9 +75,9 @@ class Module:
                         self.aliases[alias.asname or alias.name] = (alias.name, None)
 
 
-def load() -> dict[str, Module]:
-    return {module_name(path): Module(module_name(path), ast.parse(path.read_text()))
-            for path in PACKAGE.rglob("*.py")}
+def load(package: Path = PACKAGE) -> dict[str, Module]:
+    return {module_name(path, package): Module(module_name(path, package), ast.parse(path.read_text()))
+            for path in package.rglob("*.py")}
 
 
 def callees(modules: dict[str, Module], module: Module, function: ast.AST) -> list[tuple[str, str]]:
@@ -104,9 +112,9 @@ def _resolve(modules, module: Module, name: str, attr: str | None) -> list[tuple
     return []
 
 
-def walk(entry: str) -> list[tuple[str, str, str]]:
+def walk(entry: str, package: Path = PACKAGE) -> list[tuple[str, str, str]]:
     """(caller module, module, function) in reading order, each function once."""
-    modules, seen, order = load(), set(), []
+    modules, seen, order = load(package), set(), []
 
     def visit(caller: str, module: str, function: str):
         if (module, function) in seen:
@@ -135,10 +143,28 @@ def summary(order: list[tuple[str, str, str]]) -> dict[str, int]:
             "climbs": climbs, "functions": len(order)}
 
 
+def walk_at(entry: str, revision: str) -> list[tuple[str, str, str]]:
+    """The walk of the package as git revision `revision` holds it."""
+    archive = subprocess.run(["git", "archive", "--format=tar", revision, "ssmprof"], cwd=PACKAGE.parent,
+                             capture_output=True, check=True).stdout
+    with tempfile.TemporaryDirectory() as folder:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(folder, filter="data")
+        return walk(entry, Path(folder) / "ssmprof")
+
+
+def through(order: list[tuple[str, str, str]], earlier: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """`order` through only the functions (qualified names) that the walk `earlier` read."""
+    names = {function for _, _, function in earlier}
+    return [step for step in order if step[2] in names]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", help="a function of ssmprof/cli.py, e.g. report")
     parser.add_argument("--path", action="store_true", help="print the walk itself")
+    parser.add_argument("--as-of", metavar="REV", help="also the walk at git revision REV, and today's through the "
+                        "functions that one read")
     args = parser.parse_args()
     order = walk(args.command)
     if args.path:
@@ -146,6 +172,11 @@ def main() -> None:
             climb = " (climbs)" if climbs_into(caller, module) else ""
             print(f"{module}.{function}{climb}")
     print(", ".join(f"{key} {value}" for key, value in summary(order).items()))
+    if args.as_of:
+        earlier = walk_at(args.command, args.as_of)
+        print(f"at {args.as_of}:", ", ".join(f"{key} {value}" for key, value in summary(earlier).items()))
+        print(f"today through the functions read at {args.as_of}:",
+              ", ".join(f"{key} {value}" for key, value in summary(through(order, earlier)).items()))
 
 
 if __name__ == "__main__":
