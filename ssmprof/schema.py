@@ -334,6 +334,9 @@ class HarnessSection(_RunSection):
     peak_reserved_bytes: int | None = None
     final_loss: float | None = None
     cuda_graphs: GraphedSteps | None = None
+    # the calls of one step that make the host wait for the GPU, counted by site (`profiler.syncs`); absent off the
+    # GPU, for a --script run and in runs written before it was looked for
+    sync_sites: dict[str, int] | None = None
 
 
 class HarnessCollector(_RunSection):

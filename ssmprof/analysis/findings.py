@@ -171,6 +171,23 @@ def _host(summary: Summary) -> list[dict]:
     return [{"topic": "host", "finding": text, "value": value, "anchor": "host"}]
 
 
+def _syncs(info: RunInfo) -> list[dict]:
+    """The calls of a step that make the host wait for the GPU (run.json `harness.sync_sites`), the three that
+    happen most by name; none said where the step has none or the run did not look."""
+    sites = info.harness.sync_sites
+    if not sites:
+        return []
+    total = sum(sites.values())
+    ranked = sorted(sites.items(), key=lambda item: (-item[1], item[0]))
+    named = "; ".join(f"{site} ({count}x)" for site, count in ranked[:TOP])
+    more = f"; and {len(ranked) - TOP} more sites" if len(ranked) > TOP else ""
+    text = (f"The host waits for the GPU {total} time{'s' if total > 1 else ''} a step, at {named}{more}. After "
+            "each, the GPU's queue is empty and the kernels that follow start at the host's pace: that part of the "
+            "step is host-bound whatever its kernels, and any host cost (a slower CPU, a tracer) lengthens it.")
+    return [{"topic": "host", "finding": text, "value": f"{total} sync{'s' if total > 1 else ''} a step",
+             "anchor": "host"}]
+
+
 def _rank_host(host: pd.Series) -> list[dict]:
     """The host finding of a multi-rank run: busy per rank, of the rank's profiled iteration, NCCL waiting
     excluded; the verdict names the rank it waits for where one is late (`ranks.rank_host`)."""
@@ -335,8 +352,8 @@ def _gemm_work(work: pd.DataFrame | None) -> str:
 def findings(summary: Summary, info: RunInfo) -> pd.DataFrame:
     """The run's findings, most important first (see the module docstring)."""
     rows = (_late_rank(summary) + _scaling(summary) + _time(summary) + _top_kernels(summary) + _ssm(summary)
-            + _tensor_instructions(summary, info) + _headroom(summary) + _host(summary) + _iteration(summary)
-            + _checks(summary, info))
+            + _tensor_instructions(summary, info) + _headroom(summary) + _host(summary) + _syncs(info)
+            + _iteration(summary) + _checks(summary, info))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

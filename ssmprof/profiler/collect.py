@@ -170,6 +170,7 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
             "profiled_ms": result.profiled_ms,
             **({"cuda_graphs": {"step_ms": result.graphed_step_ms, "step_times_ms": result.graphed_step_times_ms}}
                if result.graphed_step_times_ms else {}),
+            **({"sync_sites": result.sync_sites} if result.sync_sites is not None else {}),
         },
         "gpu_sharing": result.gpu_sharing,
         "collectors": collectors,
@@ -394,7 +395,7 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
     started = time.perf_counter()
     result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, settings.steps, ready.warmup,
                           NvtxMarker(), progress, capture=capture, timing=capture.record_timing,
-                          cuda_graphs=settings.cuda_graphs)
+                          cuda_graphs=settings.cuda_graphs, find_syncs=True)
     timed, timing = capture.table()
     kernels = schema.conform_kernels(timed)
     triton_choices = autotune.snapshot()

@@ -163,7 +163,8 @@ def _run_rank(job: RankJob, name: str, rank: int) -> RankResult:
         result = run_training(workload, job.preset, cfg, plan, steps, job.warmup, NvtxMarker(),
                               progress=lambda stage, done, total: _mark_stage(out, rank, stage, done),
                               capture=capture, groups=groups,
-                              timing=capture.record_timing if capture is not None and cuda else None)
+                              timing=capture.record_timing if capture is not None and cuda else None,
+                              find_syncs=capture is not None)
         timing = None
         if capture is not None:
             table, timing = capture.table(agreed_iteration) if cuda else (cpu_table(capture.trace), None)

@@ -2,7 +2,9 @@
 
 One run = build model and batch, `warmup` iterations (Triton compiles and autotunes here, launching
 hundreds of benchmark kernels, so they must stay outside every measurement), `steps` timed iterations
-(CUDA events; the median is the step time), where a timing pass is asked for (`run_training`'s `timing`) a few
+(CUDA events; the median is the step time), where asked for (`find_syncs`) one untimed iteration that counts the
+calls making the host wait for the GPU (`profiler.syncs`), where a timing pass is asked for (`run_training`'s
+`timing`) a few
 more run back to back as the timed steps run, whose kernel times stand for the profiled iteration's
 (`profiler.timeline`), then one more iteration bracketed by cudaProfilerStart/Stop: the iteration collectors
 profile (`ncu --profile-from-start off`). Recording the host ops that name each launch slows the host, so the
@@ -28,6 +30,7 @@ from ssmprof.kernels import KernelPlan
 from ssmprof.profiler.environment import gpu_properties
 from ssmprof.profiler.markers import PhaseMarker
 from ssmprof.profiler.nvml import SharingMonitor
+from ssmprof.profiler.syncs import synchronizing_sites
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER
 from ssmprof.workloads.base import CommonConfig, Workload
 from ssmprof.workloads.lm import LanguageModelWorkload
@@ -98,6 +101,9 @@ class RunResult:
     gpu_sharing: dict | None = None
     # where a workload outside the suite was loaded from (`Workload.source`); None for the suite's
     workload_source: dict | None = None
+    # the calls of one step that make the host wait for the GPU, counted by site (`syncs.synchronizing_sites`);
+    # None off the GPU and where not looked for
+    sync_sites: dict[str, int] | None = None
 
     @property
     def step_ms(self) -> float:
@@ -198,14 +204,15 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
                  warmup: int, marker: PhaseMarker | None = None, progress: Progress | None = None,
                  seed: int = 0, capture: contextlib.AbstractContextManager | None = None, groups=None,
                  timing: Callable[[Callable[[], object]], None] | None = None,
-                 cuda_graphs: bool = False) -> RunResult:
+                 cuda_graphs: bool = False, find_syncs: bool = False) -> RunResult:
     """Build, warm up, time `steps` iterations, hand the step to `timing` (e.g. `TimelineCapture.record_timing`,
     which runs it a few more times under CUDA activity alone), then run the profiled iteration (inside `capture`,
-    e.g. a timeline collector, and cudaProfilerStart/Stop for Nsight Compute); with
-    `cuda_graphs`, then capture the step
-    as a CUDA graph and time `steps` replays of it (the profiled iteration stays eager: its kernels are what the
-    collectors join). A failure on the way is one typed line: GpuOutOfMemory, GpuKernelFault (a CUDA error),
-    TrainingFailed (any other RuntimeError), CaptureRefused (a step that cannot be captured)."""
+    e.g. a timeline collector, and cudaProfilerStart/Stop for Nsight Compute); with `find_syncs` (on the GPU), run
+    one more step before the timing pass, untimed, that counts the step's synchronizing calls
+    (`syncs.synchronizing_sites`); with `cuda_graphs`, then capture the step as a CUDA graph and time `steps`
+    replays of it (the profiled iteration stays eager: its kernels are what the collectors join). A failure on the
+    way is one typed line: GpuOutOfMemory, GpuKernelFault (a CUDA error), TrainingFailed (any other RuntimeError),
+    CaptureRefused (a step that cannot be captured)."""
     if steps < 1 or warmup < 0:
         raise InvalidConfig(f"need steps >= 1 and warmup >= 0, got steps={steps} warmup={warmup}")
     refusal = capture_refusal(workload, plan, groups is not None) if cuda_graphs else None
@@ -235,6 +242,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         seconds["timed"] = time.perf_counter() - t0
 
         _sync(cuda)
+        sync_sites = synchronizing_sites(trainer.step) if cuda and find_syncs else None
         if timing is not None:  # first: a host that has just recorded every op runs the next steps slower
             t0 = time.perf_counter()
             timing(trainer.step)
@@ -254,26 +262,13 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
     if not math.isfinite(final_loss):
         raise InvalidConfig(f"the loss is not finite ({final_loss}); the configuration diverges")
     return RunResult(
-        workload=workload.name,
-        preset=preset,
-        config=asdict(cfg),
-        device=plan.device,
-        gpu=gpu_properties(cuda),
-        warmup=warmup,
-        step_times_ms=times_ms,
-        items_per_step=workload.items_per_step(cfg),
-        unit=workload.unit,
-        peak_memory_bytes=peak,
-        peak_reserved_bytes=reserved,
-        final_loss=final_loss,
-        first_loss=float((first_losses or losses)[0]),
-        provenance=plan.provenance(),
-        harness_seconds=seconds,
-        profiled_ms=[elapsed_ms],
-        graphed_step_times_ms=graphed,
-        gpu_sharing=sharing.summary() if sharing is not None else None,
-        workload_source=workload.source,
-    )
+        workload=workload.name, preset=preset, config=asdict(cfg), device=plan.device, gpu=gpu_properties(cuda),
+        warmup=warmup, step_times_ms=times_ms, items_per_step=workload.items_per_step(cfg), unit=workload.unit,
+        peak_memory_bytes=peak, peak_reserved_bytes=reserved, final_loss=final_loss,
+        first_loss=float((first_losses or losses)[0]), provenance=plan.provenance(), harness_seconds=seconds,
+        profiled_ms=[elapsed_ms], graphed_step_times_ms=graphed,
+        gpu_sharing=sharing.summary() if sharing is not None else None, workload_source=workload.source,
+        sync_sites=sync_sites)
 
 
 def profiled_iteration(trainer: Trainer, capture: contextlib.AbstractContextManager | None
