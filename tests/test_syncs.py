@@ -92,6 +92,18 @@ def test_graph_mamba_synchronizes_twice_a_layer_in_to_dense_batch_and_mamba2_lm_
     assert lm.info.harness.sync_sites == {} and not lm.summary.findings["value"].str.contains("sync").any()
 
 
+def test_the_ranks_of_a_parallel_run_look_for_synchronizing_calls_too():
+    """Two H100s, TP=2: the merged run.json holds the ranks' count (none), beside a late rank whose gaps are
+    therefore not waits for its own GPU."""
+    from ssmprof.analysis.ranks import late_rank
+    from ssmprof.pipeline.loading import load_run
+
+    run = load_run(SITES / "mamba2-lm-small-tp2")
+    assert run.info.parallel is not None and run.info.parallel.tp == 2 and run.info.harness.sync_sites == {}
+    late = late_rank(run.kernels, run.info).iloc[0]
+    assert (late["late_rank"], round(late["cost_ms"], 1)) == (0, 51.7)
+
+
 def _steps(mode: str) -> dict[str, list[float]]:
     rows = [json.loads(line) for line in (SITES / "tracer-host-cost.jsonl").read_text().splitlines()]
     by_workload: dict[str, list[float]] = {}
