@@ -4,8 +4,9 @@ A call that synchronizes (a `.item()`, a boolean mask, a copy to the host, a siz
 queue: the kernels after it start only as fast as the host launches them, so a step that synchronizes is partly
 host-bound whatever its kernels, and any host cost (a slower CPU, a tracer's per-launch cost) lengthens it.
 torch's sync debug mode warns at each such call; `synchronizing_sites` counts them over one step, by the
-innermost frame outside torch (the model's own line, or the library's that called torch); a call in the backward
-pass warns where the backward was started.
+innermost frame outside torch (the model's own line, or the library's that called torch). Calls made on autograd's
+own threads (the backward pass) count only where torch hands their warnings on to Python: the sites recorded so far
+(tests/data/sync-sites-h100) are all in forward code.
 """
 
 from __future__ import annotations
