@@ -1,6 +1,6 @@
 """What each torch.profiler configuration costs a training step, on the GPU: the step under no profiler, under the
-timing pass's capture (CUDA activity alone, no external correlation), under CUDA activity with correlation, and
-under the detail pass's (host ops with their shapes and CUDA activity).
+timing pass's capture (`cuda_quiet`: CUDA activity alone, no external correlation), under CUDA activity with
+correlation, and under the detail pass's (`cpu_cuda_shapes`: host ops with their shapes and CUDA activity).
 
 One JSON line per (round, mode): the median of five steps timed by CUDA events as the harness times them
 (`harness.time_steps`: the host runs ahead), the host's time to queue a step, and the host's cost of a tiny launch
@@ -28,20 +28,21 @@ from ssmprof.pipeline.measure import WorkloadOptions, prepare
 from ssmprof.profiler.collect import host_launch_us
 from ssmprof.profiler.harness import Trainer, time_steps
 from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.profiler.timeline import TimelineCapture
 
 STEPS = 6  # per mode; the first absorbs the capture's start
 ROUNDS = 2
 WARMUP = 3
-Activity = torch.profiler.ProfilerActivity
 
 
 def captures() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
-    quiet = torch._C._profiler._ExperimentalConfig(disable_external_correlation=True)
+    """Each mode's capture: the profile's own timing and detail passes (`timeline.TimelineCapture`), and CUDA
+    activity with external correlation, which the timing pass turns off."""
     return {
         "none": contextlib.nullcontext,
-        "cuda_quiet": lambda: torch.profiler.profile(activities=[Activity.CUDA], experimental_config=quiet),
-        "cuda": lambda: torch.profiler.profile(activities=[Activity.CUDA]),
-        "cpu_cuda_shapes": lambda: torch.profiler.profile(activities=[Activity.CPU, Activity.CUDA], record_shapes=True),
+        "cuda_quiet": lambda: TimelineCapture(cuda=True).timing_window(),
+        "cuda": lambda: torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]),
+        "cpu_cuda_shapes": lambda: TimelineCapture(cuda=True),
     }
 
 

@@ -4,9 +4,8 @@ One run = build model and batch, `warmup` iterations (Triton compiles and autotu
 hundreds of benchmark kernels, so they must stay outside every measurement), `steps` timed iterations
 (CUDA events; the median is the step time), where asked for (`find_syncs`) one untimed iteration that counts the
 calls making the host wait for the GPU (`profiler.syncs`), where a timing pass is asked for (`run_training`'s
-`timing`) a few
-more run back to back as the timed steps run, whose kernel times stand for the profiled iteration's
-(`profiler.timeline`), then one more iteration bracketed by cudaProfilerStart/Stop: the iteration collectors
+`timing`) a few more run back to back as the timed steps run, whose kernel times stand for the profiled
+iteration's (`profiler.timeline`), then one more iteration bracketed by cudaProfilerStart/Stop: the iteration collectors
 profile (`ncu --profile-from-start off`). Recording the host ops that name each launch slows the host, so the
 profiled iteration itself is not one of the timed steps, and the steps right after it run slower too: the timing
 pass comes first (tests/data/traced-iteration-h100, docs/history.md).
