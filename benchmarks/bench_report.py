@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ssmprof import schema
-from ssmprof.analysis.summary import analyze, warnings_for
+from ssmprof.analysis.summaries.run import analyze, warnings_for
 from ssmprof.hardware import SPECS, Ceilings
 from ssmprof.pipeline.loading import load_run
 from ssmprof.reports.render import render_html, write_csv

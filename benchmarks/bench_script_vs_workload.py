@@ -6,7 +6,7 @@ timings, and the script's first H100 runs picked another tile for `_chunk_cumsum
 
 Prints, for each repeat, whether the two kernel tables hold the same launches in the same order (name, grid,
 block, shared memory, phase: `KEY`) and the first difference where not; then the script's total kernel time over
-the workload's with the bootstrap interval over the repeats (`analysis.noise.ratio_interval`), the same ratio
+the workload's with the bootstrap interval over the repeats (`analysis.trust.noise.ratio_interval`), the same ratio
 between the workload's own repeats (the floor a rerun moves), and the step times' ratio with its verdict. Exits 1
 where a launch differs or the kernel time differs beyond noise.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ssmprof import schema
-from ssmprof.analysis.noise import RERUN_SPREAD_PCT, WITHIN_NOISE, ratio_interval, speedup_verdict
+from ssmprof.analysis.trust.noise import RERUN_SPREAD_PCT, WITHIN_NOISE, ratio_interval, speedup_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = ["kernel_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "shared_mem_bytes", "phase"]

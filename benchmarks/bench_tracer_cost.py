@@ -4,7 +4,7 @@ correlation, and under the detail pass's (`cpu_cuda_shapes`: host ops with their
 
 One JSON line per (round, mode): the median of five steps timed by CUDA events as the harness times them
 (`harness.time_steps`: the host runs ahead), the host's time to queue a step, and the host's cost of a tiny launch
-(`collect.host_launch_us`) inside the capture. A step whose GPU work outlasts its queueing is unchanged by a
+(`profile_run.host_launch_us`) inside the capture. A step whose GPU work outlasts its queueing is unchanged by a
 capture's host cost; a step the host paces is lengthened by it. Two rounds, because a host-paced step varies from
 round to round without any profiler. Made on a GPU host after the kernels are built:
 
@@ -25,9 +25,9 @@ from collections.abc import Callable
 import torch
 
 from ssmprof.pipeline.measure import WorkloadOptions, prepare
-from ssmprof.profiler.collect import host_launch_us
 from ssmprof.profiler.harness import Trainer, time_steps
 from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.profiler.profile_run import host_launch_us
 from ssmprof.profiler.timeline import TimelineCapture
 
 STEPS = 6  # per mode; the first absorbs the capture's start

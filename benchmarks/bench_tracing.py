@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ssmprof.analysis.iteration import iteration_check
-from ssmprof.analysis.noise import kept_steps
+from ssmprof.analysis.step.profiled_iteration import iteration_check
+from ssmprof.analysis.trust.noise import kept_steps
 from ssmprof.pipeline.loading import load_run
 
 # The tolerance where the steps' spread is tighter than it: a median-of-three span cannot be asked to do better

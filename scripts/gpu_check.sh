@@ -184,7 +184,7 @@ if [[ $stage == profile || $stage == all ]]; then
   log "naive: the same small iteration under ncu --set full (cost comparison, capped at 120 s)"
   (time timeout 120 ncu --profile-from-start off --nvtx --clock-control none --set full \
     --kernel-name 'regex:^(?!nccl)' --export build/full.ncu-rep --force-overwrite \
-    $BIN/python -m ssmprof.profiler.child mamba2-lm small '{}' 3) >"$LOGS/ncu-full.log" 2>&1
+    $BIN/python -m ssmprof.profiler.ncu_child mamba2-lm small '{}' 3) >"$LOGS/ncu-full.log" 2>&1
   echo "exit $? kernels profiled: $(grep -c '==PROF== Profiling' "$LOGS/ncu-full.log")"; tail -4 "$LOGS/ncu-full.log"
 fi
 
@@ -369,7 +369,7 @@ if [[ $stage == tp || $stage == tp-claim ]]; then
       >>"$LOGS/tp.log" 2>&1
     echo "exit $?"; tail -2 "$LOGS/tp.log"
     $BIN/python -c "import glob, os; from ssmprof.pipeline.loading import load_run; \
-from ssmprof.analysis.communication import collective_counts, exposed_communication; \
+from ssmprof.analysis.step.communication import collective_counts, exposed_communication; \
 r = load_run(max(glob.glob('$LOGS/tp/*/run.json'), key=os.path.getmtime).rsplit('/', 1)[0]); p = r.info.parallel; \
 print(r.info.workload.name, 'tp', p.tp, 'sp', p.sequence_parallel, 'nccl', p.nccl_version, 'step_ms', \
 round(r.info.harness.step_ms, 1), [round(x['step_ms'], 1) for x in p.ranks]); \
@@ -406,7 +406,7 @@ if [[ $stage == tp-claim ]]; then
       --out "$LOGS/tp2" \
       2>&1 | tail -1
     $BIN/python -c "import glob; from ssmprof.pipeline.loading import load_run; from ssmprof.hardware import \
-LINKS, links_frame; from ssmprof.analysis.communication import project_communication, projection_check; \
+LINKS, links_frame; from ssmprof.analysis.step.communication import project_communication, projection_check; \
 pick = lambda pattern: load_run(sorted(glob.glob(pattern))[-1]); \
 two, n = pick('$LOGS/tp2/mamba2-lm-paper-tp2-*'), pick('$LOGS/tp/mamba2-lm-paper-tp$TP-2*'); \
 print(projection_check(project_communication(two.kernels, links_frame(), [$TP]), n.kernels, LINKS['nvlink4'].name, \

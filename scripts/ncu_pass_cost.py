@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ssmprof.profiler.ncu import counter_metrics
+from ssmprof.profiler.ncu_argv import counter_metrics
 
 DROPPED = "sm__throughput.avg.pct_of_peak_sustained_elapsed"  # in the set measured on 2026-11-23, not since
 FP16 = "sm__ops_path_tensor_src_fp16.sum"  # in the set until 2026-11-24 (ncu.NOT_ASKED): the cuts are of that set
@@ -108,7 +108,8 @@ def families(metrics: list[str]) -> dict[str, list[str]]:
     for metric in cut["l2 (lts)"]:
         cut[f"alone: {metric}"] = [metric]
         cut[f"whole set, fp16 split, without {metric}"] = [m for m in metrics if m not in fp16 + [metric]] + split
-    # the instruction-bound family (`analysis.instruction_bounds`): the passes it adds to the set, and each metric's
+    # the instruction-bound family (`analysis.limits.instruction_bounds`): the passes it adds to the set, and each
+    # metric's
     bounds = cut["instructions and shared memory"]
     cut["whole set without the instruction-bound family"] = [m for m in metrics if m not in bounds]
     for metric in bounds:

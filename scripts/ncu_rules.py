@@ -1,16 +1,16 @@
 """Nsight Compute's own guided analysis of the SSD kernels, beside ssmprof's verdicts of the same launches.
 
 On a GPU host: repeats the iteration of a bundled run (default: the H100 mamba2-lm paper run; same workload,
-preset, overrides and pinned Triton autotuning choices) in `ssmprof.profiler.child` under one Nsight Compute
+preset, overrides and pinned Triton autotuning choices) in `ssmprof.profiler.ncu_child` under one Nsight Compute
 run that profiles the first launch of each launch configuration of its SSD kernels (`_chunk_*`, `_bmm_chunk_*`,
-`_state_passing_*`: 14 kernels) with the sections of `ncu.RULE_SECTIONS`, `--apply-rules yes`, and ssmprof's own
+`_state_passing_*`: 14 kernels) with the sections of `ncu_argv.RULE_SECTIONS`, `--apply-rules yes`, and ssmprof's own
 counter and stall metrics. It then prints the report's details page as CSV (`ncu --import ... --page details
 --csv`), reads the rule results and section metrics from it, ssmprof's verdicts from the same report's counters,
 and writes under OUT_DIR:
 
     details.csv     the details page as ncu printed it (for a parser that needs another look)
     rules.csv       one row per rule result: launch, kernel, section, rule, type, message, estimated speedup
-    verdicts.csv    ssmprof's verdict of each profiled launch (`analysis.limiters.limiters`)
+    verdicts.csv    ssmprof's verdict of each profiled launch (`analysis.limits.limiters.limiters`)
     agreement.csv   per launch: both verdicts, agree (yes / runner-up / no) and why (`limiters.agreement`)
 
     .venv/bin/python scripts/ncu_rules.py OUT_DIR [--run RUN_DIR] [--from-report REPORT.ncu-rep]
@@ -35,12 +35,12 @@ from pathlib import Path
 import pandas as pd
 
 from ssmprof import bundled, schema
-from ssmprof.analysis.limiters import VERDICT_COLUMNS, agreement, limiters
+from ssmprof.analysis.limits.limiters import VERDICT_COLUMNS, agreement, limiters
 from ssmprof.errors import SsmprofError
 from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 from ssmprof.profiler.counters import PROFILED_CHILD_ENV, child_command
-from ssmprof.profiler.ncu import chip_for, details_argv, rules_argv
+from ssmprof.profiler.ncu_argv import chip_for, details_argv, rules_argv
 from ssmprof.profiler.ncu_extract import parse_details, read_report, read_rule_results, read_verdict_inputs
 from ssmprof.schema import read_run
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from ssmprof import bundled
-from ssmprof.analysis import iteration, noise
-from ssmprof.analysis.regime import RegimeTables
+from ssmprof.analysis.step import profiled_iteration
+from ssmprof.analysis.summaries.sweep import RegimeTables
+from ssmprof.analysis.trust import noise
 from ssmprof.pipeline import regimes
 from ssmprof.schema import read_run
 
@@ -103,7 +104,7 @@ def iteration_table() -> str:
             if "/sweeps/" in name:
                 continue
             run = read_run(folder)
-            r = iteration.iteration_check(run.kernels, run.info).iloc[0]
+            r = profiled_iteration.iteration_check(run.kernels, run.info).iloc[0]
             rows.append({"run": name, "median step": f"{r.step_ms:.1f} ms",
                          "steps' spread": f"{r.step_spread_ms:.1f} ms",
                          "kernel span": f"{r.span_ms:.1f} ms", "GPU busy": f"{r.busy_ms:.1f} ms",

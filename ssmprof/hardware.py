@@ -11,7 +11,7 @@ the bundled device profile of the run's GPU model, then that model's datasheet r
 only to runs of the GPU it was measured on (same device name): another GPU's ceilings would put every kernel
 on the wrong roof with nothing on the page to say so. The ceilings never depend on the other runs of a report
 and are never raised to what a launch reaches: a launch above a calibrated ceiling is a defect of the
-calibration, reported as one (`analysis.roofline.calibration_defects`), not a reason to move the roof.
+calibration, reported as one (`analysis.limits.roofline.calibration_defects`), not a reason to move the roof.
 
 Datasheet values are dense (no sparsity), SXM boost clocks unless the part is PCIe, labelled "datasheet".
 """
@@ -149,7 +149,7 @@ def link_for(gpu_key: str | None, topology: str | None) -> LinkSpec | None:
 
 
 def links_frame() -> pd.DataFrame:
-    """The link table as a frame (one row per link), what `analysis.communication` projects over."""
+    """The link table as a frame (one row per link), what `analysis.step.communication` projects over."""
     return pd.DataFrame([asdict(link) for link in LINKS.values()])
 
 

@@ -127,7 +127,7 @@ FORWARD_RECOMPUTE_KERNELS = SSD_FORWARD_KERNELS + ("recompute_w_u_fwd", "chunk_g
 
 
 # What a provenance entry begins with where an op ran on PyTorch code instead of its fused kernels: our references,
-# torch's depthwise conv, and transformers' own PyTorch path (`workloads.hf`). `analysis.kernel_evidence` checks
+# torch's depthwise conv, and transformers' own PyTorch path (`workloads.hf`). `analysis.trust.provenance` checks
 # these words against the kernels the timeline saw.
 TRANSFORMERS_FALLBACK = "PyTorch fallback"
 FALLBACK_IMPLS = (TRANSFORMERS_FALLBACK, "torch-reference", "torch-conv1d")

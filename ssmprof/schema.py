@@ -158,7 +158,7 @@ COUNTER_METRICS: dict[str, tuple[str, str, str]] = {
                          "cycles a warp scheduler issued an instruction, % of cycles it was active"),
     "achieved_occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active", "%",
                                "resident warps per active cycle, % of the SM's maximum (achieved occupancy)"),
-    # The instruction-level bounds (`analysis.instruction_bounds`, Ding & Williams' instruction roofline): warp
+    # The instruction-level bounds (`analysis.limits.instruction_bounds`, Ding & Williams' instruction roofline): warp
     # instructions against the schedulers' issue peak (one a cycle each), and shared memory as a level of its own
     # (the L1 columns above exclude it), in transactions (wavefronts: one a cycle per SM at most) and bytes.
     "warp_inst_executed": ("smsp__inst_executed.sum", "inst", "warp instructions executed"),
@@ -294,7 +294,7 @@ class RunGpu(GpuSection):
     """run.json `gpu` (a device profile keeps `GpuSection`)."""
 
     sm_count: int | None = None
-    compute_capability: str | None = None  # "9.0": picks Nsight Compute's metric set (`profiler.ncu.chip_for`)
+    compute_capability: str | None = None  # "9.0": picks Nsight Compute's metric set (`profiler.ncu_argv.chip_for`)
     memory_bytes: int | None = None
     l2_bytes: int | None = None
     clocks: Clocks = Clocks()
@@ -399,7 +399,7 @@ class CountersCollector(_RunSection):
     the join (or a kernel the child ran differently) that the report names."""
 
     mode: str = "none"  # none, sampled, focus, ... (`--counters`)
-    # the caches before each replayed pass (`--ncu-cache`, `profiler.ncu.CACHE_CONTROL`): "flush", Nsight Compute's
+    # the caches before each replayed pass (`--ncu-cache`, `profiler.ncu_argv.CACHE_CONTROL`): "flush", Nsight Compute's
     # default, or "keep"; None in runs recorded before the option, which all flushed
     cache: str | None = None
     tool: str | None = None
@@ -411,7 +411,7 @@ class CountersCollector(_RunSection):
     too_small_for_pass_2: NotProfiled | None = None
     profiled_not_placed: list[str] = []
     stalls: StallPass | None = None
-    chip: str | None = None  # Nsight Compute's metric set (`profiler.ncu.chip_for`)
+    chip: str | None = None  # Nsight Compute's metric set (`profiler.ncu_argv.chip_for`)
     metrics: list[str] = []
     stall_metrics: list[str] = []
     columns_not_collected: dict[str, str] = {}  # column -> why
@@ -449,7 +449,7 @@ class RejectedGroup(_RunSection):
     """A row of `checks.rejected`: the launches of one kernel and phase whose counters one self-check removed.
     For the GEMM FLOPs check, the evidence (medians over the launches; None for other checks and in runs
     written before them): measured tensor FLOPs / 2MNK and the upper bound they were held to (see
-    `analysis.checks`)."""
+    `analysis.trust.counter_checks`)."""
 
     kernel_name: str
     phase: str
@@ -462,7 +462,8 @@ class RejectedGroup(_RunSection):
 
 
 class ChecksSection(_RunSection):
-    """run.json `checks` (schema 2): the counter self-checks' summary (`analysis.checks.check_counters`)."""
+    """run.json `checks` (schema 2): the counter self-checks' summary
+    (`analysis.trust.counter_checks.check_counters`)."""
 
     rejected: list[RejectedGroup] = []
     status_time_fraction: dict[str, float] = {}  # counter_status -> share of kernel time
@@ -800,7 +801,7 @@ class DeviceProfile(_Versioned):
     ncu_wall_s: float
     note: str | None = None
     # Which probe and collector set each ceiling, and each collector's own measures (the ceiling is the faster,
-    # see `analysis.calibration.combined_ceilings`); profiles written before the probes ran under Nsight Compute
+    # see `analysis.trust.calibration.combined_ceilings`); profiles written before the probes ran under Nsight Compute
     # have neither.
     set_by: dict[str, str] = {}
     by_collector: dict[str, dict[str, float | None]] = {}
@@ -808,7 +809,7 @@ class DeviceProfile(_Versioned):
 
 class BaselineRow(_Closed):
     """One measurement over the baseline's runs: a scope (total, phase, category, site, kernel: see
-    `analysis.regress`), what it is of (the key fields that scope uses; "" and 0 otherwise) and a metric."""
+    `analysis.change.gate`), what it is of (the key fields that scope uses; "" and 0 otherwise) and a metric."""
 
     scope: str
     kernel_name: str = ""
@@ -1082,7 +1083,7 @@ def write_autotune_pins(choices: dict[str, Any], folder: Path) -> Path:
 
 
 class PassRecord(_Versioned):
-    """What a counter pass's child wrote (`profiler.child --timings`): when each stage began and ended
+    """What a counter pass's child wrote (`profiler.ncu_child --timings`): when each stage began and ended
     (time.time() stamps and the harness's seconds per stage), and the work it ran (`work`: GPU, config, kernel
     provenance, loss), which the passes of one profile must agree on (`counters.check_same_work`)."""
 
@@ -1169,7 +1170,7 @@ HISTORY_RUN_COLUMNS: dict[str, Column] = {  # the same on every row of one appen
 }
 HISTORY_ROW_COLUMNS: dict[str, Column] = {  # one measurement of the run
     "scope": Column("string", "", "step (the harness), total, phase, category, site or kernel (see "
-                    "`analysis.regress`)"),
+                    "`analysis.change.gate`)"),
     "kernel_name": Column("string", "", "kernel (site and kernel scopes), else empty"),
     "phase": Column("string", "", "phase (phase, site and kernel scopes), else empty"),
     "launch_op": Column("string", "", "launching op (site and kernel scopes), else empty"),

@@ -5,7 +5,7 @@ import re
 
 import pandas as pd
 
-from ssmprof.analysis.frame import analysis_frame
+from ssmprof.analysis.launches.frame import analysis_frame
 from ssmprof.schema import COUNTER_METRICS, RunInfo, check_info, conform_kernels
 
 GEMM_FLOPS = 2.0 * 4096**3

@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from ssmprof.analysis.breakdown import breakdown, by_category, other_share_warning, top_kernels
-from ssmprof.analysis.categories import CATEGORIES, categorize, category_is, phase_is, with_categories
+from ssmprof.analysis.launches.categories import CATEGORIES, categorize, category_is, phase_is, with_categories
+from ssmprof.analysis.step.breakdown import breakdown, by_category, other_share_warning, top_kernels
 
 # Every Triton kernel of mamba-ssm 2.3.2.post1's ops/triton (names as defined in its source).
 MAMBA_SSM_TRITON = {
@@ -91,7 +91,7 @@ def test_full_name_decides_for_wrapper_kernels(name, full, category):
 
 
 def test_rules_only_name_known_categories():
-    from ssmprof.analysis.categories import RULES
+    from ssmprof.analysis.launches.categories import RULES
 
     assert {category for category, _, _ in RULES} <= set(CATEGORIES)
 
@@ -136,7 +136,7 @@ def test_top_kernels_and_other_warning():
 
 
 def test_time_weighted_mean_leaves_out_launches_without_a_value():
-    from ssmprof.analysis.frame import time_weighted, time_weighted_by
+    from ssmprof.analysis.launches.frame import time_weighted, time_weighted_by
 
     values, weights = pd.Series([80.0, 40.0, float("nan")]), pd.Series([100, 300, 1000])
     assert time_weighted(values, weights) == pytest.approx((80 * 100 + 40 * 300) / 400)
@@ -150,7 +150,7 @@ def test_time_weighted_mean_leaves_out_launches_without_a_value():
 def test_analysis_frame_is_categorized_and_derived_once():
     from known_work import kernels as known
 
-    from ssmprof.analysis.frame import analysis_frame
+    from ssmprof.analysis.launches.frame import analysis_frame
 
     frame = analysis_frame(known())
     assert {"category", "flops", "ai_dram", "flop_per_s", "dram_bytes_per_s"} <= set(frame.columns)

@@ -10,9 +10,9 @@ import ssmprof
 from ssmprof.cli import app
 from ssmprof.errors import SsmprofError
 from ssmprof.profiler.counters import replay_mode
-from ssmprof.profiler.ncu import ncu_argv
+from ssmprof.profiler.ncu_argv import ncu_argv
 
-TARGET = ["python", "-m", "ssmprof.profiler.child", "mamba3-lm", "paper", "{}", "1"]
+TARGET = ["python", "-m", "ssmprof.profiler.ncu_child", "mamba3-lm", "paper", "{}", "1"]
 REFERENCE = Path(ssmprof.__file__).parent / "reference"
 H100_BYTES = 85017493504  # run.json's gpu.memory_bytes of the H100 runs
 

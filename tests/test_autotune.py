@@ -42,7 +42,7 @@ def test_pin_skips_choices_whose_config_list_changed():
 def test_a_profile_pins_the_choices_of_the_run_it_names():
     """`--autotune-from RUN`: the choices that run recorded, checked when the settings are built."""
     from ssmprof import bundled, schema
-    from ssmprof.profiler.collect import ProfileSettings
+    from ssmprof.profiler.profile_run import ProfileSettings
 
     run = bundled.REFERENCE / "h100-sxm" / "mamba2-lm"
     choices = ProfileSettings(autotune_from=run).pinned_choices

@@ -5,7 +5,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from ssmprof.analysis.calibration import evaluate
+from ssmprof.analysis.trust.calibration import evaluate
 from ssmprof.cli import app
 from ssmprof.profiler.calibrate import (
     COPY_BYTES,
@@ -80,7 +80,7 @@ def test_calibrate_without_gpu(tmp_path):
     ("a profile without an L1 ceiling stays without", None, None, False),
 ])
 def test_an_l1_ceiling_must_be_above_the_l2_ceiling(scenario, l1, kept, noted):
-    from ssmprof.analysis.calibration import ordered_ceilings
+    from ssmprof.analysis.trust.calibration import ordered_ceilings
 
     ceilings, note = ordered_ceilings({"dram_gb_s": 2963.1, "l2_gb_s": 4643.6, "l1_gb_s": l1})
     assert ceilings["l1_gb_s"] == kept and ceilings["l2_gb_s"] == 4643.6, scenario
@@ -96,7 +96,7 @@ def test_an_l1_ceiling_must_be_above_the_l2_ceiling(scenario, l1, kept, noted):
      {"l2_gb_s": (7749.5, "l2_read")}, {"l2_gb_s": 8525.0}, 7749.5, "Nsight Compute: l2_read"),
 ])
 def test_each_ceiling_is_the_faster_collector_in_the_rooflines_units(scenario, counted, timed, expected, set_by):
-    from ssmprof.analysis.calibration import combined_ceilings
+    from ssmprof.analysis.trust.calibration import combined_ceilings
 
     ceilings, by = combined_ceilings(counted, timed)
     field = next(iter(counted))

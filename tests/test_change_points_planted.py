@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ssmprof.analysis.history import change_points, moved_sites, run_rows
+from ssmprof.analysis.change.history import change_points, moved_sites, run_rows
 from ssmprof.pipeline.loading import load_run
 
 H100 = Path(__file__).parent / "data" / "regress-reruns-h100"

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from ssmprof.analysis.checks import (
+from ssmprof.analysis.trust.counter_checks import (
     Peaks,
     Tile,
     check_counters,

@@ -217,13 +217,13 @@ def test_output_paths_and_cpu_size_are_checked_before_any_work(tmp_path, monkeyp
     """Refused before training or profiling starts: both are replaced by a call that fails the test (a wall-clock
     bound here judged the machine's load rather than the order of the checks)."""
     import ssmprof.pipeline.measure
-    import ssmprof.profiler.collect
+    import ssmprof.profiler.profile_run
 
     def started(*_args, **_kwargs):
         raise AssertionError(f"{scenario}: the work started before the check refused it")
 
     monkeypatch.setattr(ssmprof.pipeline.measure, "run_training", started)
-    monkeypatch.setattr(ssmprof.profiler.collect, "profile_run", started)
+    monkeypatch.setattr(ssmprof.profiler.profile_run, "profile_run", started)
     (tmp_path / "file").write_text("")
     shutil.copytree(Path(__file__).parent.parent / REFERENCE_RUN, tmp_path / "no-kernels")
     table = tmp_path / "no-kernels" / "kernels.parquet"

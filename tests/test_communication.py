@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis.communication import (
+from ssmprof.analysis.step.communication import (
     bus_bandwidth,
     collective_counts,
     collectives,
@@ -295,7 +295,7 @@ def test_counters_under_tensor_parallelism_check_out(h200_pair):
 def test_a_tp_report_says_what_its_rank_waited_for(h200_pair):
     """The TP=2 runs: the report describes rank 0 and says how much of its collectives' time was waiting for the
     other rank; in the run without sequence parallelism most of it was."""
-    from ssmprof.analysis.summary import analyze, warnings_for
+    from ssmprof.analysis.summaries.run import analyze, warnings_for
 
     tp2, no_sp = (h200_pair[name] for name in ("mamba2-lm-tp2", "mamba2-lm-tp2-no-sp"))
     assert "rank 0's collectives took 20.9 ms of the profiled iteration: 15.8 ms transfer, 5.1 ms waiting for the " \

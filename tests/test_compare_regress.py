@@ -9,7 +9,7 @@ from known_work import analyzed, kernels, run_info, typed_run_info
 from typer.testing import CliRunner
 
 from ssmprof import schema
-from ssmprof.analysis.compare import compare_categories, compare_kernels
+from ssmprof.analysis.change.compare import compare_categories, compare_kernels
 
 runner = CliRunner()
 
@@ -129,7 +129,7 @@ def test_baseline_needs_repeats(tmp_path):
 
 
 def test_per_kernel_rates_are_time_weighted_over_launches_with_counters():
-    from ssmprof.analysis.compare import per_kernel
+    from ssmprof.analysis.change.compare import per_kernel
 
     frame = analyzed()
     table = per_kernel(frame).set_index("kernel_name")
@@ -146,7 +146,7 @@ def test_per_kernel_rates_are_time_weighted_over_launches_with_counters():
 def test_compare_says_when_the_hosts_launch_at_different_rates(launch_us, noted):
     """Two hosts of one CPU description gave graph-mamba's host-bound step 66.4 and 50.5 ms: the CPU name
     cannot tell them apart, the measured launch cost can."""
-    from ssmprof.analysis.compare import check_comparable
+    from ssmprof.analysis.change.compare import check_comparable
 
     infos = [typed_run_info(collectors={"harness": {"host_launch_us": us}}) for us in launch_us]
     notes = check_comparable(*infos)

@@ -287,7 +287,7 @@ def test_the_profiled_child_ends_with_its_code_and_its_last_line_after_skipping_
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "ssmprof.profiler.child", "mamba2-lm", "tiny", "{}", "1"],
+    done = subprocess.run([sys.executable, "-m", "ssmprof.profiler.ncu_child", "mamba2-lm", "tiny", "{}", "1"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis.summary import analyze
+from ssmprof.analysis.summaries.run import analyze
 from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 from ssmprof.reports import csv_files

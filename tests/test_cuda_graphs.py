@@ -7,8 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 import ssmprof
-from ssmprof.analysis.cuda_graphs import graph_gain
-from ssmprof.analysis.host import host_summary
+from ssmprof.analysis.step.cuda_graphs import graph_gain
+from ssmprof.analysis.step.host import host_summary
 from ssmprof.cli import app
 from ssmprof.pipeline.loading import load_run
 from ssmprof.profiler.harness import capture_refusal

@@ -11,20 +11,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ssmprof"
 PACKAGES = sorted(path.name for path in PACKAGE.iterdir() if (path / "__init__.py").exists())
-# `analysis.roofline`, `ssmprof.pipeline.measure.profile`: a package of ssmprof, then the module in it (not a name
-# that follows another dot or a path: `torch.profiler.record_function`, `ssmprof/analysis/...`)
-REFERENCE = re.compile(r"(?<![\w./-])(?:ssmprof\.)?(" + "|".join(PACKAGES) + r")\.([a-z]\w*)")
-# a file's path, `analysis/roofline.py` or `ssmprof/profiler/ncu.py`: the same reference spelt as a path
-PATH = re.compile(r"(?<![\w./-])(?:ssmprof/)?(" + "|".join(PACKAGES) + r")/([a-z]\w*)\.py\b")
+# `analysis.limits.roofline`, `ssmprof.pipeline.measure.profile`: a package of ssmprof, then the module in it, and
+# the module after it where the first is a subpackage (not a name that follows another dot or a path:
+# `torch.profiler.record_function`, `ssmprof/analysis/...`)
+REFERENCE = re.compile(r"(?<![\w./-])(?:ssmprof\.)?(" + "|".join(PACKAGES) + r")\.([a-z]\w*)(?:\.([a-z]\w*))?")
+# a file's path, `analysis/limits/roofline.py` or `ssmprof/profiler/ncu_argv.py`: the same reference spelt as a path
+PATH = re.compile(r"(?<![\w./-])(?:ssmprof/)?(" + "|".join(PACKAGES) + r")/([a-z]\w*)(?:/([a-z]\w*))?\.py\b")
 
 
-def module_references(text: str) -> list[tuple[str, str]]:
-    return REFERENCE.findall(text) + PATH.findall(text)
+def module_references(text: str) -> list[tuple[str, ...]]:
+    """(package, module) or, where the module is a subpackage, (package, subpackage, module): as far as a file
+    stands for the name; a name past a module (a function) is not a file."""
+    found = []
+    for package, name, inner in REFERENCE.findall(text) + PATH.findall(text):
+        nested = inner and (PACKAGE / package / name).is_dir()
+        found.append((package, name, inner) if nested else (package, name))
+    return found
 
 
-def missing(references: list[tuple[str, str]]) -> list[str]:
-    return [f"{package}.{name}" for package, name in references
-            if not (PACKAGE / package / f"{name}.py").exists() and not (PACKAGE / package / name).is_dir()]
+def missing(references: list[tuple[str, ...]]) -> list[str]:
+    return [".".join(reference) for reference in references
+            if not (PACKAGE.joinpath(*reference).with_suffix(".py").exists() or PACKAGE.joinpath(*reference).is_dir())]
 
 
 def docstrings(path: Path) -> list[str]:
@@ -35,10 +42,12 @@ def docstrings(path: Path) -> list[str]:
 
 def test_the_rule_finds_module_references():
     text = ("through `pipeline.ceilings.check` and ssmprof.profiler.nvml; torch.profiler.record_function; "
-            "full reports._; `profiler/links.py`, ssmprof/analysis/roofline.py, not other/analysis/x.py")
-    assert module_references(text) == [("pipeline", "ceilings"), ("profiler", "nvml"), ("profiler", "links"),
-                                       ("analysis", "roofline")]
-    assert missing(module_references(text)) == ["pipeline.ceilings", "profiler.links"]
+            "full reports._; `profiler/links.py`, ssmprof/analysis/limits/roofline.py, not other/analysis/x.py; "
+            "`analysis.limits.ceilings`, analysis.step.host.busy_ns")
+    assert module_references(text) == [("pipeline", "ceilings"), ("profiler", "nvml"),
+                                       ("analysis", "limits", "ceilings"), ("analysis", "step", "host"),
+                                       ("profiler", "links"), ("analysis", "limits", "roofline")]
+    assert missing(module_references(text)) == ["pipeline.ceilings", "analysis.limits.ceilings", "profiler.links"]
 
 
 def test_the_packages_are_found():

@@ -11,8 +11,8 @@ from known_work import analyzed, kernels, typed_run_info, unpadded
 from typer.testing import CliRunner
 
 from ssmprof import bundled, schema
-from ssmprof.analysis.categories import with_categories
-from ssmprof.analysis.compare import COUNT_DIFFERS, ONLY_A, ONLY_B, SAME, compare_launches
+from ssmprof.analysis.change.compare import COUNT_DIFFERS, ONLY_A, ONLY_B, SAME, compare_launches
+from ssmprof.analysis.launches.categories import with_categories
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.loading import load_run
 from ssmprof.reports import figures, style
@@ -65,7 +65,7 @@ def test_every_titled_table_names_a_section_of_the_summary():
     misspelt one would silently drop its table."""
     from dataclasses import fields
 
-    from ssmprof.analysis.sections import Summary
+    from ssmprof.analysis.common.sections import Summary
     from ssmprof.reports.render import HIDDEN, TABLE_TITLES
 
     sections = {section.name for section in fields(Summary)}
@@ -76,7 +76,7 @@ def test_every_titled_suite_table_names_a_section_of_the_overview():
     """The suite page's table titles and its open multi-GPU tables are keyed by section name, as a run's are."""
     from dataclasses import fields
 
-    from ssmprof.analysis.suite import SuiteOverview
+    from ssmprof.analysis.summaries.suite import SuiteOverview
     from ssmprof.reports.render import OVERVIEW_TITLES, PARALLEL_KEYS
 
     sections = {section.name for section in fields(SuiteOverview)}
@@ -88,7 +88,7 @@ def test_findings_name_what_the_self_checks_removed():
     frame["counter_status"] = ["measured", "measured", "rejected: duration", "measured", "unmatched"]
     info = typed_run_info(checks={"rejected": [{"kernel_name": "_chunk_scan_fwd_kernel", "phase": "forward",
                                                 "check": "duration", "launches": 1, "time_ns": 10}]})
-    from ssmprof.analysis.summary import analyze
+    from ssmprof.analysis.summaries.run import analyze
     text = analyze(schema.Run(info, analyzed(frame)), None).findings.set_index("topic").loc["counters", "finding"]
     assert "removed the counters of 1 launch (" in text and "_chunk_scan_fwd_kernel (forward, duration)" in text
 
@@ -96,7 +96,7 @@ def test_findings_name_what_the_self_checks_removed():
 def test_findings_and_notes_say_why_a_gemm_failed():
     """run.json's rejected rows carry the GEMM check's evidence (measured / 2MNK and the bound); n/a in runs
     written before it."""
-    from ssmprof.analysis.summary import analyze, warnings_for
+    from ssmprof.analysis.summaries.run import analyze, warnings_for
     frame = kernels()
     frame["counter_status"] = ["measured", "measured", "rejected: GEMM FLOPs", "measured", "rejected: GEMM FLOPs"]
     rejected = [{"kernel_name": "Kernel2", "phase": "backward", "check": "GEMM FLOPs", "launches": 1, "time_ns": 20,
@@ -195,7 +195,7 @@ def test_bundled_compare_never_divides_totals_across_launch_counts():
     (["measured"], ["lent", "rejected: duration"], None),
 ])
 def test_a_note_warns_where_only_one_run_has_checked_counters(statuses_a, statuses_b, note):
-    from ssmprof.analysis.compare import counter_notes
+    from ssmprof.analysis.change.compare import counter_notes
 
     notes = counter_notes(pd.DataFrame({"counter_status": statuses_a}), pd.DataFrame({"counter_status": statuses_b}))
     assert (notes[0].startswith(note) if note else notes == [])
@@ -220,7 +220,7 @@ def test_one_colour_per_category_on_every_chart(suite):
     analyzed_runs, overview = suite
     a, b = load_run(H100["hybrid"]), load_run(H200["hybrid"])
     rooflines = reporting.rooflines(a, b)
-    from ssmprof.analysis.compare import compare_categories_launches
+    from ssmprof.analysis.change.compare import compare_categories_launches
     charts = [figures.share_bars(overview.category_shares, ""),
               figures.compare_bars(compare_categories_launches(a.kernels, b.kernels), "A", "B"),
               figures.roofline_overlay({"A": rooflines[0], "B": rooflines[1]}, "")]
@@ -302,7 +302,7 @@ def test_trace_of_a_run_without_counters_has_no_verdicts():
 )
 def test_provenance_says_what_profiling_cost(gpu, workload, cost):
     from ssmprof import bundled
-    from ssmprof.analysis.findings import provenance
+    from ssmprof.analysis.findings.run import provenance
     from ssmprof.pipeline.loading import load_run
 
     info = load_run(bundled.REFERENCE / gpu / workload).info
@@ -327,7 +327,7 @@ def test_a_run_without_counters_says_so_and_claims_no_checks():
     assert findings.loc["counters", "finding"] == "No counters in this run (timeline only): no rates, roofline, " \
         "limiters or tensor/vector classes."
     assert analyzed_runs[0].summary.roofline is None
-    from ssmprof.analysis.findings import provenance
+    from ssmprof.analysis.findings.run import provenance
 
     info = analyzed_runs[0].info
     assert provenance(info, "bundled").set_index("item").loc["counters", "value"] == \
@@ -337,7 +337,7 @@ def test_a_run_without_counters_says_so_and_claims_no_checks():
 def test_counters_finding_names_profiled_launches_that_found_no_timeline_launch():
     """A profiled launch configuration the join could not place is a defect signal: the coverage finding names it,
     and says nothing where every one was placed."""
-    from ssmprof.analysis.summary import analyze
+    from ssmprof.analysis.summaries.run import analyze
     unplaced = ["_chunk_scan_fwd_kernel grid 256x66x1 block 384x1x1 smem 1024"]
     counters = {"mode": "sampled", "tool": "ncu", "profiled_not_placed": unplaced,
                 "stalls": {"profiled_not_placed": ["nvjet_hsh_256x128 grid 1x1x1 block 128x1x1 smem 0"]}}
@@ -353,8 +353,8 @@ def test_counters_finding_names_profiled_launches_that_found_no_timeline_launch(
 def test_the_ssm_limiter_headline_adds_up_by_unit_not_by_unit_and_percent():
     """Shared memory at three % of peak is one unit: 50 % of the time, ahead of DRAM's 27 % (it ranked first while
     each % was a bucket of its own)."""
-    from ssmprof.analysis.findings import _ssm
-    from ssmprof.analysis.sections import Summary
+    from ssmprof.analysis.common.sections import Summary
+    from ssmprof.analysis.findings.run import _ssm
 
     limits = pd.DataFrame({"limiter": ["shared memory at 90.1 % of peak", "shared memory at 80.0 % of peak",
                                        "shared memory at 70.0 % of peak", "DRAM bandwidth", "tensor pipe"],

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from ssmprof.analysis.regress import LADDERS, Thresholds, build_baseline, choose_thresholds, compare, judge
+from ssmprof.analysis.change.gate import LADDERS, Thresholds, build_baseline, choose_thresholds, compare, judge
 from ssmprof.pipeline.loading import load_run
 
 DATA = Path(__file__).parent / "data"

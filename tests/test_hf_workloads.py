@@ -96,7 +96,7 @@ def test_reduced_layer_pattern_keeps_every_layer_kind(published, layers, pattern
 def test_provenance_is_checked_against_the_timeline(run, provenance, contradicted):
     """A GPU report says where the recorded provenance and the kernels the timeline saw disagree."""
     from ssmprof import bundled
-    from ssmprof.analysis.kernel_evidence import provenance_mismatches
+    from ssmprof.analysis.trust.provenance import provenance_mismatches
     from ssmprof.pipeline.loading import load_run
 
     loaded = load_run(next(p for p in bundled.runs("h100-sxm") if p.name == run))

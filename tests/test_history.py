@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ssmprof import bundled, schema
-from ssmprof.analysis.history import detect, median_interval
+from ssmprof.analysis.change.history import detect, median_interval
 from ssmprof.pipeline import history
 
 H100 = Path(__file__).parent / "data" / "regress-reruns-h100"

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from ssmprof import bundled, schema
-from ssmprof.analysis.host import busy_ns, host_summary
+from ssmprof.analysis.step.host import busy_ns, host_summary
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_graph_mamba_is_host_bound_and_mamba2_lm_is_not():
     ],
 )
 def test_a_profiled_iteration_busier_than_its_median_step_is_slow(scenario, busy_ms, step_ms, slow):
-    from ssmprof.analysis.host import slow_iteration
+    from ssmprof.analysis.step.host import slow_iteration
 
     excess = slow_iteration(busy_ms, step_ms)
     assert (excess == pytest.approx(slow)) if slow else excess is None, scenario
@@ -58,7 +58,7 @@ def test_only_the_h200_mamba1_lm_run_of_2026_11_23_has_a_slow_profiled_iteration
     """SLOW_ITERATION was chosen on the paper-suite runs bundled until 2026-11-23, where the H200 mamba1-lm's
     profiled iteration was 4.6 % busier than its median step (kept as a fixture), and comparing it says so; the
     runs bundled since, none of them slow, read 0.20-0.99 (graph-mamba host-bound at 0.20)."""
-    from ssmprof.analysis.host import slow_iteration
+    from ssmprof.analysis.step.host import slow_iteration
     from ssmprof.pipeline import reporting
 
     shares = {(gpu, run.name): busy_ns(r.kernels) / 1e6 / r.info.harness.step_ms for gpu in bundled.GPUS
@@ -75,7 +75,7 @@ def test_only_the_h200_mamba1_lm_run_of_2026_11_23_has_a_slow_profiled_iteration
 
 
 def test_the_slow_run_s_own_report_warns_and_a_steady_one_does_not():
-    from ssmprof.analysis.summary import analyze, warnings_for
+    from ssmprof.analysis.summaries.run import analyze, warnings_for
     from ssmprof.pipeline.loading import load_run
 
     slow, steady = (warnings_for(run, analyze(run, None))
@@ -122,7 +122,7 @@ def test_a_busy_share_of_88_percent_is_host_limited_by_its_wait():
 
 def test_the_bundled_gpu_bound_paper_runs_wait_under_the_host_limited_share():
     """HOST_LIMITED_SHARE's reason: every bundled paper run but graph-mamba waits 1.0-4.3 % of its step."""
-    from ssmprof.analysis.host import HOST_LIMITED_SHARE
+    from ssmprof.analysis.step.host import HOST_LIMITED_SHARE
 
     waits, verdicts = [], {}
     for gpu in bundled.GPUS:

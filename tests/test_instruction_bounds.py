@@ -8,7 +8,7 @@ import pytest
 from known_work import analyzed, kernels
 
 import ssmprof
-from ssmprof.analysis.instruction_bounds import (
+from ssmprof.analysis.limits.instruction_bounds import (
     bound_sentence,
     instruction_bounds,
     issue_peak_per_s,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ssmprof.analysis.instruction_bounds import instruction_bounds
-from ssmprof.analysis.limiters import limiter_summary, limiters
+from ssmprof.analysis.limits.instruction_bounds import instruction_bounds
+from ssmprof.analysis.limits.limiters import limiter_summary, limiters
 from ssmprof.cli import app
 from ssmprof.pipeline.loading import load_run
 from ssmprof.schema import CHECKED_STATUSES

@@ -11,10 +11,10 @@ import pytest
 from known_work import RECORDED_COUNTER_COLUMNS
 
 from ssmprof import schema
-from ssmprof.analysis.checks import check_counters, gemm_flops
+from ssmprof.analysis.trust.counter_checks import check_counters, gemm_flops
 from ssmprof.hardware import datasheet_peaks
-from ssmprof.profiler.collect import coverage
 from ssmprof.profiler.counters import CONFIG_KEY, SamplingPlan, attach_counters
+from ssmprof.profiler.profile_run import coverage
 from ssmprof.profiler.timeline import kernel_table
 
 FIXTURE = Path(__file__).parent / "data" / "join-mamba2-lm-1layer-h100"
@@ -73,8 +73,8 @@ def test_each_pass_records_what_its_replays_cost(tmp_path):
     """Nsight Compute's own bookkeeping, read from the recorded H100 report: every launch of the 1-layer
     iteration took 14 replay passes, each restoring the 6.17 GiB the process had allocated (the caching
     allocator's pool, not the kernel's working set)."""
-    from ssmprof.profiler.collect import replay_cost
     from ssmprof.profiler.ncu_extract import read_report
+    from ssmprof.profiler.profile_run import replay_cost
 
     path = tmp_path / "counters-1.ncu-rep"
     with lzma.open(FIXTURE / "counters-1.ncu-rep.xz") as packed, open(path, "wb") as out:
@@ -92,15 +92,15 @@ def recorded_timeline(monkeypatch):
     listed for the chip: the pass machinery on real launches, no Nsight Compute."""
     import pandas as pd
 
-    from ssmprof.profiler import collect
-    from ssmprof.profiler.ncu import METRIC_GROUPS, counter_metrics
+    from ssmprof.profiler import profile_run
+    from ssmprof.profiler.ncu_argv import METRIC_GROUPS, counter_metrics
 
     with gzip.open(FIXTURE / "trace.json.gz", "rt") as f:
         timeline = schema.conform_kernels(kernel_table(json.load(f)))
     names = {m.split(".")[0] for group in METRIC_GROUPS for m in counter_metrics("gh100", group)}
-    monkeypatch.setattr(collect, "available_metrics", lambda chip: names)
+    monkeypatch.setattr(profile_run, "available_metrics", lambda chip: names)
     empty = pd.DataFrame(columns=["kernel_name", "kernel_name_full", *CONFIG_KEY])
-    monkeypatch.setattr(collect, "read_report", lambda path, chip, group: empty)
+    monkeypatch.setattr(profile_run, "read_report", lambda path, chip, group: empty)
     return timeline
 
 @pytest.mark.parametrize(("lanes", "failing", "expected"), [
@@ -120,7 +120,7 @@ def test_each_pass_after_the_first_starts_while_the_one_before_runs(recorded_tim
     """On the recorded iteration's timeline: on one GPU pass k+1 is started (ahead) before pass k is let finish;
     on `lanes` GPUs that many replay at once; a failing pass stops the ones started behind it instead of
     leaving them behind."""
-    from ssmprof.profiler import collect
+    from ssmprof.profiler import profile_run
     from ssmprof.profiler.counters import CounterCollectionError
 
     timeline = recorded_timeline
@@ -141,7 +141,7 @@ def test_each_pass_after_the_first_starts_while_the_one_before_runs(recorded_tim
             events.append(("cancel", self.name))
 
     try:
-        collect.collect_counters(timeline, "sampled", H100, tmp_path, Pass, lambda k, g: (k, {}), lambda *a: None,
+        profile_run.collect_counters(timeline, "sampled", H100, tmp_path, Pass, lambda k, g: (k, {}), lambda *a: None,
                                  0.0, lanes=lanes)
     except CounterCollectionError:
         assert failing != "none"
@@ -155,7 +155,7 @@ H100 = {"compute_capability": "9.0", "name": "NVIDIA H100 80GB HBM3", "memory_by
 def test_each_pass_says_when_its_replay_goes_through_the_host(recorded_timeline, tmp_path, held_gib, through_host):
     """mamba2-lm paper holds 36 GiB at its peak (the H100 profiles it in minutes), mamba3-lm paper 49 GiB (its
     first pass did not finish in 270 s on an H100): the progress of every pass says so, and run.json records it."""
-    from ssmprof.profiler import collect
+    from ssmprof.profiler import profile_run
 
     timeline = recorded_timeline
     stages = set()
@@ -168,7 +168,7 @@ def test_each_pass_says_when_its_replay_goes_through_the_host(recorded_timeline,
             on_kernel(0)
             return 1.0
 
-    _, notes, _, _ = collect.collect_counters(timeline, "sampled", H100, tmp_path, Pass, lambda k, g: (k, {}),
+    _, notes, _, _ = profile_run.collect_counters(timeline, "sampled", H100, tmp_path, Pass, lambda k, g: (k, {}),
                                               lambda stage, done, total: stages.add(stage), held_gib * 2**30)
     assert notes["replay_through_host"] is through_host and len(stages) == 3
     said = {"replay through the host: 49 of 79 GiB held" in stage for stage in stages}

@@ -10,7 +10,7 @@ from known_work import typed_run_info
 from typer.testing import CliRunner
 
 from ssmprof import kernels
-from ssmprof.analysis.compare import check_comparable
+from ssmprof.analysis.change.compare import check_comparable
 from ssmprof.cli import app
 from ssmprof.profiler import environment
 

@@ -107,8 +107,8 @@ def test_doctor_says_when_only_the_cuda_extension_is_missing():
 
 
 def test_fused_kernel_names_live_in_the_adapter():
-    from ssmprof.analysis.categories import categorize
-    from ssmprof.analysis.scan_models import SsdShape, ssd_forward_model
+    from ssmprof.analysis.launches.categories import categorize
+    from ssmprof.analysis.limits.analytic_work import SsdShape, ssd_forward_model
 
     shape = SsdShape(1, 512, 4, 64, 128, 1, 256)
     assert tuple(ssd_forward_model(shape)["kernel"]) == kernels.SSD_FORWARD_KERNELS

@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ssmprof"
 sys.path.insert(0, str(ROOT / "scripts"))
-from layer_table import layer_table  # noqa: E402 -- the one reader of the table, shared with scripts/walk.py
+from layer_table import layer_table, sublayer_table  # noqa: E402 -- the one reader of the table, shared with scripts/walk.py
 
 # Imports the table forbids that are known and being removed (none now); an entry whose import is gone fails the
 # test, so the list never outlives its reason.
@@ -16,7 +16,7 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def layer_of(module: str, layers: set[str]) -> str | None:
-    """The layer of a dotted module (`ssmprof.analysis.roofline` -> `analysis/`), None where no row holds it."""
+    """The layer of a dotted module (`ssmprof.analysis.limits.roofline` -> `analysis/`), None where no row holds it."""
     top = module.split(".")[1] if module.count(".") else ""
     return next((layer for layer in (f"{top}/", f"{top}.py") if layer in layers), None)
 
@@ -66,3 +66,34 @@ def test_every_import_is_one_its_layer_allows():
                 broken.append(f"{where} ({own}) imports {imported} ({target or 'in no layer'})")
     assert broken == []
     assert seen == KNOWN_EXCEPTIONS, f"fixed, remove from KNOWN_EXCEPTIONS: {sorted(KNOWN_EXCEPTIONS - seen)}"
+
+
+def test_analysis_subpackages_keep_their_order():
+    """One level down: `analysis/` is grouped by question, and a subpackage imports only the subpackages its row of
+    the second table allows; no module of `analysis/` lies outside a subpackage the table names."""
+    table = sublayer_table("analysis/")
+    assert list(table) and all((PACKAGE / path).is_dir() for path in table), "the table names a subpackage not there"
+    analysis = PACKAGE / "analysis"
+    flat = [path.name for path in analysis.glob("*.py") if path.name != "__init__.py"]
+    assert flat == [], "every module of analysis/ belongs in a subpackage named for its question"
+    unplaced = [str(path.relative_to(ROOT)) for path in analysis.glob("*/")
+                if path.is_dir() and path.name != "__pycache__" and f"analysis/{path.name}/" not in table]
+    assert unplaced == []
+    broken = []
+    for path in sorted(analysis.rglob("*.py")):
+        own = f"analysis/{path.relative_to(analysis).parts[0]}/"
+        for imported in sorted(ssmprof_imports(path)):
+            parts = imported.split(".")
+            if parts[:2] != ["ssmprof", "analysis"] or len(parts) < 3:
+                continue
+            target = f"analysis/{parts[2]}/"
+            if target != own and target not in table.get(own, set()):
+                broken.append(f"{path.relative_to(ROOT)} ({own}) imports {imported} ({target})")
+    assert broken == []
+
+
+def test_the_subpackage_order_is_a_chain():
+    """Each subpackage may import exactly those above it in the table: the order reads top to bottom."""
+    table = sublayer_table("analysis/")
+    order = list(table)
+    assert all(table[path] - {"nothing"} == set(order[:i]) for i, path in enumerate(order))

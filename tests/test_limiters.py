@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis.limiters import (
+from ssmprof.analysis.limits.limiters import (
     CAPS,
     VERDICT_COLUMNS,
     WAITS,
@@ -79,7 +79,8 @@ def test_limiter_rules(scenario, changes, limiter, runner_up):
     assert (row["limiter"], row["runner_up"]) == (limiter, runner_up), scenario
 
 
-# A launch with the instruction-level counters (`analysis.instruction_bounds`): issue slots by instructions executed
+# A launch with the instruction-level counters (`analysis.limits.instruction_bounds`): issue slots by instructions
+# executed
 INSTRUCTION_LEVEL = {"inst_issue_pct": 20.0, "shared_pipe_pct": 10.0}
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ssmprof.analysis.communication import collective_counts
+from ssmprof.analysis.step.communication import collective_counts
 from ssmprof.schema import read_run
 
 pytestmark = pytest.mark.multinode

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from ssmprof.profiler.ncu import (
+from ssmprof.profiler.ncu_argv import (
     CHIPS,
     LAUNCH_METRICS,
     METRIC_GROUPS,
@@ -144,7 +144,7 @@ def test_the_cache_mode_is_nsight_computes_cache_control(tmp_path, cache, contro
 
 def test_a_bad_cache_mode_is_one_line_before_any_work():
     from ssmprof.errors import InvalidConfig
-    from ssmprof.profiler.collect import ProfileSettings
+    from ssmprof.profiler.profile_run import ProfileSettings
 
     with pytest.raises(InvalidConfig, match="--ncu-cache must be flush or keep, got 'warm'"):
         ProfileSettings(ncu_cache="warm")

@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from ssmprof.profiler.ncu import counter_metrics
+from ssmprof.profiler.ncu_argv import counter_metrics
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
 import ncu_pass_cost  # noqa: E402

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from ssmprof import bundled, schema
-from ssmprof.analysis.limiters import agreement, limiters, ncu_verdicts, verdict_class
+from ssmprof.analysis.limits.limiters import agreement, limiters, ncu_verdicts, verdict_class
 from ssmprof.errors import SsmprofError
 from ssmprof.pipeline.loading import load_run
 from ssmprof.profiler.counters import PASS_WARMUP
-from ssmprof.profiler.ncu import RULE_SECTIONS, details_argv, rules_argv
+from ssmprof.profiler.ncu_argv import RULE_SECTIONS, details_argv, rules_argv
 from ssmprof.profiler.ncu_extract import parse_details
 from ssmprof.schema import read_run
 
@@ -173,7 +173,7 @@ def test_ncu_rules_runs_on_a_bundled_run_with_a_fake_ncu(ncu_rules_script, tmp_p
     assert len(calls) == (1 if from_report else 2)
     if not from_report:
         profiled = calls[0]
-        child = profiled[profiled.index("ssmprof.profiler.child") + 1:]
+        child = profiled[profiled.index("ssmprof.profiler.ncu_child") + 1:]
         assert child[:2] == ["mamba2-lm", "paper"] and child[3] == str(min(3, PASS_WARMUP))  # the run's, capped
         assert "dram__bytes_read.sum" in profiled[profiled.index("--metrics") + 1]  # gh100's metric set
         assert "_chunk_scan_fwd_kernel" in profiled[profiled.index("--kernel-name") + 1]

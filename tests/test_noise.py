@@ -1,4 +1,4 @@
-"""Differences judged against their noise (analysis/noise.py), on the bundled runs and sweeps: a gap inside its
+"""Differences judged against their noise (analysis/trust/noise.py), on the bundled runs and sweeps: a gap inside its
 interval is "within noise", a real one is called with its interval; the profiled iteration is checked against
 the timed steps; docs/noise.md holds the tables generated from the same data."""
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis import iteration, noise
-from ssmprof.analysis.regime import RegimeTables
+from ssmprof.analysis.step import profiled_iteration
+from ssmprof.analysis.summaries.sweep import RegimeTables
+from ssmprof.analysis.trust import noise
 from ssmprof.schema import RunInfo, read_run
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
@@ -156,17 +157,17 @@ NOT_REPRESENTATIVE = {"h100-sxm/graph-mamba", "h100-sxm/mamba-vision", "h200/gra
                                         if "sweeps" not in p.parts))
 def test_the_profiled_iteration_of_each_bundled_run_against_its_timed_steps(name):
     run = read_run(REF / name)
-    checked = iteration.iteration_check(run.kernels, run.info)
+    checked = profiled_iteration.iteration_check(run.kernels, run.info)
     check = checked.iloc[0]
     assert check["representative"] == (name not in NOT_REPRESENTATIVE)
-    assert (iteration.iteration_note(checked) is None) == check["representative"]
+    assert (profiled_iteration.iteration_note(checked) is None) == check["representative"]
 
 
 @pytest.mark.parametrize("name, span, step", [("h200/parallel/mamba2-lm-tp2-no-sp", 202.9, 127.5),
                                               ("h100-sxm/mamba-vision", 81.9, 48.8),
                                               ("h100-sxm/graph-mamba", 108.4, 70.4)])
 def test_the_issue_s_unrepresentative_iterations_are_marked_in_the_report(name, span, step):
-    from ssmprof.analysis.summary import analyze, warnings_for
+    from ssmprof.analysis.summaries.run import analyze, warnings_for
     from ssmprof.pipeline.loading import load_run
 
     run = load_run(REF / name)
@@ -208,7 +209,7 @@ def test_compare_on_two_hosts_names_the_systematic_gemm_shift():
     """Two runs of one configuration on two H100 hosts: most GEMM configurations are 1-3 % faster on B, each
     outside its own interval; compare names that as one systematic shift (both runs on the bundled H100 profile,
     which it says), and no kernel or category is "within noise" with an interval excluding 1 unless it says why."""
-    from ssmprof.analysis.compare import compare_categories_launches, compare_launches, systematic_shifts
+    from ssmprof.analysis.change.compare import compare_categories_launches, compare_launches, systematic_shifts
     from ssmprof.pipeline import reporting
     from ssmprof.pipeline.loading import load_run
 

@@ -130,7 +130,7 @@ def test_the_sm_clock_is_sampled_during_the_steps():
     ({"shared": False, "samples": 3, "sm_clock_mhz": {"median": 1980, "min": 1755, "max": 1980, "samples": 3}},
      "SM clock 1980 MHz during the steps (1755-1980)")])
 def test_the_header_shows_the_clock_of_the_steps(sharing, header):
-    from ssmprof.analysis.findings import provenance
+    from ssmprof.analysis.findings.run import provenance
     from ssmprof.schema import read_run
 
     run = read_run(Path(__file__).parent / "data" / "tp4-h100-mamba2-lm-paper-straggler")

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis.communication import one_rank
-from ssmprof.analysis.limiters import limiters
-from ssmprof.analysis.roofline import CALIBRATION_TOLERANCE, l2_peak_bytes_per_s, roofline
+from ssmprof.analysis.limits.limiters import limiters
+from ssmprof.analysis.limits.roofline import CALIBRATION_TOLERANCE, l2_peak_bytes_per_s, roofline
+from ssmprof.analysis.step.communication import one_rank
 from ssmprof.hardware import read_device_profile, run_ceilings
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.loading import load_run

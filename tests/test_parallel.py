@@ -13,7 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from ssmprof import schema
-from ssmprof.analysis.communication import collective_counts
+from ssmprof.analysis.step.communication import collective_counts
 from ssmprof.cli import app
 from ssmprof.errors import InvalidConfig, NoGpu
 from ssmprof.pipeline import measure

@@ -1,7 +1,7 @@
 """Counter passes spread over identical GPUs of a host: each pass's child on its own GPU (CUDA_VISIBLE_DEVICES),
 the GPUs chosen of one model, and the self-check that the passes ran the same work (`counters.check_same_work`),
 with Nsight Compute faked by a script on PATH that runs as the real one would: it writes the report, and the
-child's record (`schema.PassRecord`) as `profiler.child --timings` writes it."""
+child's record (`schema.PassRecord`) as `profiler.ncu_child --timings` writes it."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ssmprof import schema
-from ssmprof.profiler import collect
+from ssmprof.profiler import profile_run
 from ssmprof.profiler.counters import CounterCollectionError, check_same_work
 
 WORK = {"gpu": "NVIDIA H100 80GB HBM3", "config": {"seq_len": 64, "d_state": 16}, "provenance": {"ssd": "mamba_ssm"},
@@ -40,8 +40,8 @@ touch "$out"
     monkeypatch.setenv("PATH", f"{path.parent}{os.pathsep}{os.environ['PATH']}")
 
 
-def run_passes(tmp_path, devices: list[str], count: int = 3) -> collect.ChildPasses:
-    passes = collect.ChildPasses(["python", "-m", "ssmprof.profiler.child"], 30, devices)
+def run_passes(tmp_path, devices: list[str], count: int = 3) -> profile_run.ChildPasses:
+    passes = profile_run.ChildPasses(["python", "-m", "ssmprof.profiler.ncu_child"], 30, devices)
     reports = [tmp_path / f"counters-{number}.ncu-rep" for number in range(1, count + 1)]
     started = [passes.start(report, "sampled", ["m"], None, None, False) for report in reports]
     assert all(p.finish(lambda done: None) > 0 for p in started)
@@ -115,7 +115,7 @@ def test_passes_spread_over_visible_gpus_of_one_model(monkeypatch, count, visibl
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: len(names))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: names[index])
-    assert collect.identical_gpus(count) == expected
+    assert profile_run.identical_gpus(count) == expected
 
 
 def test_a_pass_record_is_a_contract_document(tmp_path):

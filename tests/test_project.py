@@ -5,7 +5,7 @@ from known_work import analyzed, kernels, run_info, unpadded
 from typer.testing import CliRunner
 
 from ssmprof import schema
-from ssmprof.analysis.project import project, project_categories, projection_error
+from ssmprof.analysis.change.projection import project, project_categories, projection_error
 from ssmprof.hardware import SPECS, Ceilings
 
 H100, H200, A100 = (Ceilings.from_datasheet(SPECS[k]) for k in ("h100-sxm", "h200", "a100-80gb"))

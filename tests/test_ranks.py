@@ -1,4 +1,4 @@
-"""The step across ranks (`analysis.ranks`): transfer and waiting, busy per rank, the late rank and its cost,
+"""The step across ranks (`analysis.step.ranks`): transfer and waiting, busy per rank, the late rank and its cost,
 scaling against the single-GPU twin; on the TP=4 H100 run whose rank 1 was late
 (tests/data/tp4-h100-mamba2-lm-paper-straggler, its twin tests/data/tp1-h100-mamba2-lm-paper), the bundled TP=2
 H200 runs, and ten TP=4 runs on three other H100 hosts (tests/data/tp4-h100-late-rank-hosts)."""
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis.categories import WAITING
-from ssmprof.analysis.communication import one_rank, scaling
-from ssmprof.analysis.ranks import collective_split, late_rank, rank_busy, scaling_efficiency
+from ssmprof.analysis.launches.categories import WAITING
+from ssmprof.analysis.step.communication import one_rank, scaling
+from ssmprof.analysis.step.ranks import collective_split, late_rank, rank_busy, scaling_efficiency
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.loading import load_run
 

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis import suite
-from ssmprof.analysis.findings import WGMMA_ROWS, autotuned_rows
-from ssmprof.analysis.project import _floor_seconds
-from ssmprof.analysis.roofline import roofline
+from ssmprof.analysis.change.projection import _floor_seconds
+from ssmprof.analysis.findings.run import WGMMA_ROWS, autotuned_rows
+from ssmprof.analysis.limits.roofline import roofline
+from ssmprof.analysis.summaries import suite
 from ssmprof.hardware import LINKS, SPECS, Ceilings, model_ceilings, run_ceilings
 from ssmprof.pipeline.loading import load_run
 
@@ -141,8 +141,8 @@ def h200_differences(reference) -> list[str]:
     """The H100 -> H200 differences the main findings state, in the words of the verdict the compare tables give
     (`noise.difference_words`): the SSD chain per workload over its own launches, graph-mamba's step over its
     kept steps."""
-    from ssmprof.analysis import noise
-    from ssmprof.analysis.compare import compare_categories_launches, step_speedup
+    from ssmprof.analysis.change.compare import compare_categories_launches, step_speedup
+    from ssmprof.analysis.trust import noise
 
     runs = {gpu: {w: reference["runs"][gpu][w] for w in ("mamba2-lm", "hybrid", "graph-mamba")}
             for gpu in ("h100-sxm", "h200")}
@@ -326,7 +326,7 @@ def test_benchmark_goal_is_the_scripts():
 
 
 def test_headroom_reachable_share_rests_on_the_bundled_runs():
-    from ssmprof.analysis.roofline import REACHABLE
+    from ssmprof.analysis.limits.roofline import REACHABLE
 
     fractions = {w: json.loads((bundled.REFERENCE / "h100-sxm" / w / "run.json").read_text())["checks"]
                  ["max_fraction_of_peak"] for w in ("mamba2-lm", "mamba1-lm")}
@@ -336,10 +336,10 @@ def test_headroom_reachable_share_rests_on_the_bundled_runs():
 
 
 def test_host_bound_threshold_is_the_code_default():
-    from ssmprof.analysis.host import HOST_BOUND_IDLE_SHARE
+    from ssmprof.analysis.step.host import HOST_BOUND_IDLE_SHARE
 
     assert round(100 * (1 - HOST_BOUND_IDLE_SHARE)) == 70
-    claims("(`analysis/host.py`: host-bound below 70 %)")
+    claims("(`analysis/step/host.py`: host-bound below 70 %)")
 
 
 def test_counter_pass_cost_paragraph():
@@ -382,7 +382,7 @@ def test_the_counter_set_and_the_suite_s_cost(reference):
     """The 7-pass set (the cuts measured on the H100), what the passes leave out, and the paper suite's cost as
     bundled (2026-11-24) against the runs before the 7-pass set on the H200 (tests/data/suite-cost-h200) and before
     the passes started ahead on the H100 (tests/data/suite-cost-h100)."""
-    from ssmprof.profiler.ncu import NOT_ASKED, counter_metrics
+    from ssmprof.profiler.ncu_argv import NOT_ASKED, counter_metrics
 
     eight, now = cuts("families-8-pass-set.log"), cuts("fp16-and-l2-cuts.log")
     assert (eight["alone: sm__throughput"], eight["whole counter set"]) == (9, 8)
@@ -681,7 +681,7 @@ def test_host_bound_step_measures_the_host(reference):
     assert span(kernel_ms, 2) == "14.42-14.43"
     claims("Two H100 hosts of the same description gave its step 66.4 and 50.5 ms with 14.42-14.43 ms of "
            "kernel time: a host-bound step measures the host.")
-    from ssmprof.profiler.collect import host_launch_us
+    from ssmprof.profiler.profile_run import host_launch_us
 
     assert "graph-mamba's step took 66.4 and 50.5 ms on two H100 hosts" in " ".join(host_launch_us.__doc__.split())
 
@@ -703,7 +703,7 @@ def test_fresh_host_make_profile_sentence():
 def test_tensor_parallel_paragraph():
     """The TP numbers, from the bundled runs on 2 H200s (asserted in test_communication.py too) and the numerics
     logs; the README states them."""
-    from ssmprof.analysis.communication import bus_bandwidth, parallel_overview
+    from ssmprof.analysis.step.communication import bus_bandwidth, parallel_overview
 
     runs = {path.name: load_run(path) for path in bundled.parallel_runs("h200")}
     overview = parallel_overview(runs).set_index("run")

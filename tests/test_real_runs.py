@@ -9,10 +9,10 @@ from known_work import RECORDED_COUNTER_COLUMNS
 from typer.testing import CliRunner
 
 from ssmprof import bundled, schema
-from ssmprof.analysis import suite
-from ssmprof.analysis.calibration import evaluate
-from ssmprof.analysis.frame import analysis_frame
-from ssmprof.analysis.tensor_vector import class_summary, classify
+from ssmprof.analysis.launches.frame import analysis_frame
+from ssmprof.analysis.limits.tensor_vector import class_summary, classify
+from ssmprof.analysis.summaries import suite
+from ssmprof.analysis.trust.calibration import evaluate
 from ssmprof.cli import app
 from ssmprof.hardware import model_ceilings
 from ssmprof.pipeline.loading import load_run
@@ -137,7 +137,7 @@ def test_ceilings_from_the_calibration_launches_counters(tmp_path):
     """The same recorded launches as ceilings, each rate on its counters over its own counted duration (the units
     and instrument of every run's roofline): the copy moves 3,004 GB/s of DRAM bytes, the L2 read kernel 7,749 GB/s
     of L2 slice bytes, the 4096^3 GEMM 775.7 TFLOP/s."""
-    from ssmprof.analysis.calibration import counter_ceilings
+    from ssmprof.analysis.trust.calibration import counter_ceilings
     from ssmprof.profiler.ncu_extract import read_report
 
     report = tmp_path / "calibrate.ncu-rep"

@@ -1,5 +1,5 @@
-"""analysis.regime: crossovers and best values, table-driven on small frames (some derived from the bundled H100
-runs), and the per-point frames on real runs."""
+"""analysis.summaries.sweep: crossovers and best values, table-driven on small frames (some derived from the bundled
+H100 runs), and the per-point frames on real runs."""
 
 import math
 from pathlib import Path
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis import regime
+from ssmprof.analysis.summaries import sweep
 from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 
@@ -17,7 +17,7 @@ LENGTHS = [2048, 4096, 8192, 16384]
 
 def curves(a: list[float], b: list[float], lengths=LENGTHS, gpu="H100") -> pd.DataFrame:
     """Step time per token of workloads A and B over sequence length (NaN: a failed point)."""
-    rows = [{"workload": name, "gpu": gpu, "seq_len": length, regime.STEP_METRIC: value}
+    rows = [{"workload": name, "gpu": gpu, "seq_len": length, sweep.STEP_METRIC: value}
             for name, values in (("A", a), ("B", b)) for length, value in zip(lengths, values, strict=True)]
     return pd.DataFrame(rows).dropna()
 
@@ -37,7 +37,7 @@ def curves(a: list[float], b: list[float], lengths=LENGTHS, gpu="H100") -> pd.Da
     ],
 )
 def test_crossover(scenario, a, b, at, below, above, crossings):
-    row = regime.crossover(curves(a, b), "seq_len").iloc[0]
+    row = sweep.crossover(curves(a, b), "seq_len").iloc[0]
     assert (row["workload_a"], row["workload_b"]) == ("A", "B"), scenario
     if at is None:
         assert 8192 < row["crossover_seq_len"] < 16384, scenario
@@ -58,7 +58,7 @@ def test_crossover_of_mamba2_and_attention_derived_from_the_bundled_h100_runs():
     attention = kernels.loc[kernels["category"] == "attention", "duration_ns"].sum() / 1e3 / 8192
     transformer = [per_token["transformer"] + attention * (length / 4096 - 1) for length in LENGTHS]
     frame = curves([per_token["mamba2-lm"]] * 4, transformer)
-    row = regime.crossover(frame, "seq_len").iloc[0]
+    row = sweep.crossover(frame, "seq_len").iloc[0]
     exact = 4096 * (1 + (per_token["mamba2-lm"] - per_token["transformer"]) / attention)
     assert 4096 < row["crossover_seq_len"] < 8192 and row["crossover_seq_len"] == pytest.approx(exact, rel=0.1)
     assert (row["faster_below"], row["faster_above"]) == ("B", "A")  # the transformer first, then mamba2-lm
@@ -66,7 +66,7 @@ def test_crossover_of_mamba2_and_attention_derived_from_the_bundled_h100_runs():
 
 def test_crossover_per_gpu():
     frame = pd.concat([curves([10] * 4, [8, 12, 16, 20], gpu="H100"), curves([10] * 4, [6, 8, 12, 16], gpu="H200")])
-    table = regime.crossover(frame, "seq_len")
+    table = sweep.crossover(frame, "seq_len")
     assert table["gpu"].tolist() == ["H100", "H200"]
     assert table["crossover_seq_len"].tolist() == pytest.approx([math.sqrt(2048 * 4096), math.sqrt(4096 * 8192)])
 
@@ -81,9 +81,9 @@ def test_crossover_per_gpu():
     ],
 )
 def test_best_chunk_size(scenario, times, best, runner_up, slower_pct):
-    frame = pd.DataFrame([{"workload": "mamba2-lm", "gpu": "H100", "chunk_size": c, regime.STEP_METRIC: t}
+    frame = pd.DataFrame([{"workload": "mamba2-lm", "gpu": "H100", "chunk_size": c, sweep.STEP_METRIC: t}
                           for c, t in times.items()])
-    row = regime.best_value(frame, "chunk_size").iloc[0]
+    row = sweep.best_value(frame, "chunk_size").iloc[0]
     assert row["best_chunk_size"] == best and row["points"] == sum(not math.isnan(t) for t in times.values())
     assert (row["runner_up_chunk_size"] == runner_up) if runner_up else pd.isna(row["runner_up_chunk_size"])
     assert row["runner_up_slower_pct"] == pytest.approx(slower_pct, nan_ok=True), scenario
@@ -91,9 +91,9 @@ def test_best_chunk_size(scenario, times, best, runner_up, slower_pct):
 
 def test_best_value_per_other_setting():
     frame = pd.DataFrame([{"workload": "mamba2-lm", "gpu": "H100", "d_state": n, "chunk_size": c,
-                           regime.STEP_METRIC: t} for n, c, t in
+                           sweep.STEP_METRIC: t} for n, c, t in
                           [(64, 128, 9.0), (64, 256, 10.0), (256, 128, 14.0), (256, 256, 12.0)]])
-    table = regime.best_value(frame, "chunk_size", by=["workload", "gpu", "d_state"])
+    table = sweep.best_value(frame, "chunk_size", by=["workload", "gpu", "d_state"])
     assert table[["d_state", "best_chunk_size"]].values.tolist() == [[64, 128], [256, 256]]
 
 
@@ -104,34 +104,34 @@ SEQ_SWEEP_H200 = [bundled.REFERENCE / "h200" / "sweeps" / "seq_len"]
 def reference_points():
     """The bundled H100 paper runs of mamba2-lm, hybrid and transformer as points of a sweep over workloads."""
     loaded = {w: load_run(bundled.REFERENCE / "h100-sxm" / w) for w in ("mamba2-lm", "hybrid", "transformer")}
-    return [regime.SweepRun({"seq_len": 4096}, run.info, run.kernels,
+    return [sweep.SweepRun({"seq_len": 4096}, run.info, run.kernels,
                             run_ceilings(run.info.gpu.name, run.path)[0]) for run in loaded.values()]
 
 
 def test_per_point_frames_on_real_runs(reference_points):
-    per_item = regime.per_item(reference_points)
+    per_item = sweep.per_item(reference_points)
     mamba = per_item.set_index("workload").loc["mamba2-lm"]
-    assert mamba[regime.STEP_METRIC] == pytest.approx(1e3 * 214.7362 / 8192, rel=1e-4)
-    assert mamba[regime.KERNEL_METRIC] < mamba[regime.STEP_METRIC]  # kernels never outlast the step
-    assert per_item.set_index("workload").loc["transformer", regime.SSM_METRIC] == 0
-    categories = regime.category_time(reference_points)
+    assert mamba[sweep.STEP_METRIC] == pytest.approx(1e3 * 214.7362 / 8192, rel=1e-4)
+    assert mamba[sweep.KERNEL_METRIC] < mamba[sweep.STEP_METRIC]  # kernels never outlast the step
+    assert per_item.set_index("workload").loc["transformer", sweep.SSM_METRIC] == 0
+    categories = sweep.category_time(reference_points)
     total = categories.groupby("workload")["us_per_item"].sum()
-    assert total.to_dict() == pytest.approx(per_item.set_index("workload")[regime.KERNEL_METRIC].to_dict())
+    assert total.to_dict() == pytest.approx(per_item.set_index("workload")[sweep.KERNEL_METRIC].to_dict())
     assert categories.groupby("workload")["share"].sum().tolist() == pytest.approx([1, 1, 1])
 
 
 def test_ssm_kernels_limiters_and_model_on_real_runs(reference_points):
-    ssm = regime.ssm_kernels(reference_points)
+    ssm = sweep.ssm_kernels(reference_points)
     assert set(ssm["workload"]) == {"mamba2-lm", "hybrid"}  # the transformer has no SSM kernels
     checked = ssm[ssm["workload"] == "mamba2-lm"]  # schema 2: checked counters
-    assert set(checked["regime"]) <= {regime.BANDWIDTH, regime.COMPUTE, regime.LATENCY, regime.NO_COUNTERS}
-    assert checked["regime"].eq(checked["limiter"].map(regime.regime_of)).all()
+    assert set(checked["regime"]) <= {sweep.BANDWIDTH, sweep.COMPUTE, sweep.LATENCY, sweep.NO_COUNTERS}
+    assert checked["regime"].eq(checked["limiter"].map(sweep.regime_of)).all()
     # `_chunk_cumsum_*` were measured without counters (profiled since: the SSM kernels are always sampled)
     counted = checked[~checked["kernel_name"].str.startswith("_chunk_cumsum")]
     assert counted["dram_throughput_pct"].between(0, 100).all() and checked["verdict"].notna().all()
-    model = regime.ssd_model_check(reference_points)
+    model = sweep.ssd_model_check(reference_points)
     assert set(model["workload"]) <= {"mamba2-lm", "hybrid"} and "flops_ratio" in model
-    heavy = regime.regime_map(ssm, ["seq_len"])
+    heavy = sweep.regime_map(ssm, ["seq_len"])
     assert heavy.groupby("workload").size().max() <= 4 and list(heavy.columns[:3]) == ["workload", "gpu", "seq_len"]
 
 
@@ -178,7 +178,7 @@ def test_the_tie_spread_is_how_much_one_configuration_varied_between_bundled_run
     H200 a fourth time (the suite run it replaced, tests/data/h200-mamba2-lm-superseded): RERUN_SPREAD_PCT is
     the larger GPU's spread, and every verdict (`noise.speedup_verdict`) calls closer gaps within noise."""
     from ssmprof import bundled
-    from ssmprof.analysis.noise import RERUN_SPREAD_PCT
+    from ssmprof.analysis.trust.noise import RERUN_SPREAD_PCT
     from ssmprof.schema import read_run
 
     spreads = {}
@@ -195,8 +195,8 @@ def test_the_tie_spread_is_how_much_one_configuration_varied_between_bundled_run
 
 
 @pytest.mark.parametrize(("limiter", "expected"), [
-    ("DRAM bandwidth", regime.BANDWIDTH), ("shared memory", regime.BANDWIDTH), ("tensor pipe", regime.COMPUTE),
-    ("issue slots", regime.LATENCY), ("occupancy (registers, shared memory)", regime.LATENCY),
+    ("DRAM bandwidth", sweep.BANDWIDTH), ("shared memory", sweep.BANDWIDTH), ("tensor pipe", sweep.COMPUTE),
+    ("issue slots", sweep.LATENCY), ("occupancy (registers, shared memory)", sweep.LATENCY),
 ])
 def test_each_limiter_has_the_regime_its_bound_is(limiter, expected):
-    assert regime.regime_of(limiter) == expected
+    assert sweep.regime_of(limiter) == expected

@@ -5,9 +5,9 @@ import math
 import pytest
 from known_work import GEMM_FLOPS, analyzed, kernels
 
-from ssmprof.analysis.caches import cache_summary
-from ssmprof.analysis.frame import analysis_frame
-from ssmprof.analysis.roofline import (
+from ssmprof.analysis.launches.frame import analysis_frame
+from ssmprof.analysis.limits.caches import cache_summary
+from ssmprof.analysis.limits.roofline import (
     calibration_defects,
     defects_by_kernel,
     defects_note,
@@ -16,7 +16,7 @@ from ssmprof.analysis.roofline import (
     roofline,
     roofline_summary,
 )
-from ssmprof.analysis.tensor_vector import class_summary, classify, tensor_instruction
+from ssmprof.analysis.limits.tensor_vector import class_summary, classify, tensor_instruction
 from ssmprof.hardware import SPECS, Ceilings
 
 H100 = Ceilings.from_datasheet(SPECS["h100-sxm"])

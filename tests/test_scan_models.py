@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from ssmprof.analysis.categories import categorize
-from ssmprof.analysis.scan_models import (
+from ssmprof.analysis.launches.categories import categorize
+from ssmprof.analysis.limits.analytic_work import (
     GDN_FORWARD_KERNELS,
     MAMBA3_FORWARD_KERNELS,
     MAMBA3_MIMO_FORWARD_KERNELS,
@@ -23,7 +23,7 @@ from ssmprof.analysis.scan_models import (
     mamba3_forward_model,
     mamba3_mimo_forward_model,
 )
-from ssmprof.analysis.tensor_vector import classify
+from ssmprof.analysis.limits.tensor_vector import classify
 from ssmprof.kernels import SSD_FORWARD_KERNELS, is_fused_kernel
 from ssmprof.schema import BACKWARD, FORWARD
 from ssmprof.workloads.gdn import gated_delta_rule_chunked

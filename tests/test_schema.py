@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ssmprof import bundled, schema
-from ssmprof.analysis.frame import analysis_frame
+from ssmprof.analysis.launches.frame import analysis_frame
 from ssmprof.errors import CorruptFile, CorruptRun, SsmprofError
 
 
@@ -222,7 +222,7 @@ def test_bad_device_profile_is_one_line(tmp_path, content, message):
 
 
 def baseline_rows():
-    from ssmprof.analysis.regress import build_baseline
+    from ssmprof.analysis.change.gate import build_baseline
 
     frame = analysis_frame(schema.conform_kernels(kernel_rows()))
     return build_baseline([frame, frame.assign(duration_ns=frame["duration_ns"] * 2)])
@@ -233,7 +233,7 @@ SOURCE = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.95.05", "host": {"cpu":
 
 
 def test_baseline_round_trip_and_row_columns(tmp_path):
-    from ssmprof.analysis.regress import ROW_KEY
+    from ssmprof.analysis.change.gate import ROW_KEY
 
     table = baseline_rows()
     assert list(schema.BaselineRow.model_fields) == ROW_KEY + ["metric", "median", "spread", "runs"] == \

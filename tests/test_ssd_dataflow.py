@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 import ssmprof
-from ssmprof.analysis.roofline import l2_peak_gb_s
-from ssmprof.analysis.scan_models import SsdShape
-from ssmprof.analysis.ssd_dataflow import (
+from ssmprof.analysis.limits.analytic_work import SsdShape
+from ssmprof.analysis.limits.roofline import l2_peak_gb_s
+from ssmprof.analysis.limits.ssd_dataflow import (
     CHAINS,
     chain_bytes,
     fused_min_dram_bytes,
@@ -106,7 +106,7 @@ def test_the_data_flow_with_caches_kept_sits_beside_the_flushed_one(mamba2):
     pairs them, and the chain bytes a warm L2 serves are what the flushed run's DRAM reads lose. The kept run
     here is the bundled one with `_chunk_scan_fwd`'s DRAM reads cut by 100 MB a launch (a stand-in until the
     H100 pair is recorded)."""
-    from ssmprof.analysis.suite import ssd_dataflow_by_cache
+    from ssmprof.analysis.summaries.suite import ssd_dataflow_by_cache
 
     run, _, _ = mamba2
     kept_info = run.info.model_copy(deep=True)
@@ -129,7 +129,7 @@ def test_on_an_h100_keeping_the_caches_leaves_the_chains_dram_reads_where_they_w
     the chain wrote. The chain's DRAM reads agree within 1 % a kernel (at most 0.63 % measured), and L2 serves
     none of the chain bytes a flush sends to DRAM: the inter-kernel reuse of a fused chain is not observable under
     kernel replay in either mode."""
-    from ssmprof.analysis.suite import ssd_dataflow_by_cache
+    from ssmprof.analysis.summaries.suite import ssd_dataflow_by_cache
 
     folder = Path(__file__).parent / "data" / "cache-modes-mamba2-lm-small-h100"
     runs = {mode: load_run(folder / mode) for mode in ("flush", "keep")}

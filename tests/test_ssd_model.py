@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from ssmprof.analysis.scan_models import SsdShape, ssd_forward_model
+from ssmprof.analysis.limits.analytic_work import SsdShape, ssd_forward_model
 from ssmprof.kernels import mamba_ssm_module
 
 
@@ -46,12 +46,12 @@ def test_chunk_scan_measures_under_its_dense_count_on_the_paper_runs(gpu):
     """The module docstring's 0.721: chunk_scan skips the masked triangle but for its diagonal tiles; the other
     matmul kernels measure what the model counts (bundled paper runs)."""
     from ssmprof import bundled
-    from ssmprof.analysis import scan_models
-    from ssmprof.analysis.scan_models import analytic_vs_measured, forward_model
+    from ssmprof.analysis.limits import analytic_work
+    from ssmprof.analysis.limits.analytic_work import analytic_vs_measured, forward_model
     from ssmprof.pipeline.loading import load_run
 
     run = load_run(bundled.REFERENCE / gpu / "mamba2-lm")
     table = analytic_vs_measured(run.kernels, forward_model(run.info.workload.config)).set_index("kernel")
     assert round(table.loc["_chunk_scan_fwd", "flops_ratio"], 3) == 0.721
     assert table.loc[["_bmm_chunk_fwd", "_chunk_state_fwd"], "flops_ratio"].round(2).tolist() == [1.0, 1.01]
-    assert "0.721 on the paper preset" in " ".join(scan_models.__doc__.split())
+    assert "0.721 on the paper preset" in " ".join(analytic_work.__doc__.split())

@@ -16,10 +16,10 @@ from ssmprof.cli import app
 from ssmprof.errors import InvalidConfig, NoGpu, UnknownWorkload
 from ssmprof.pipeline import measure, regimes, reporting
 from ssmprof.pipeline import sweep as sweeping
-from ssmprof.profiler import collect
+from ssmprof.profiler import profile_run
 from ssmprof.profiler.counters import FOCUS_TOP, SamplingPlan, focus_kernels
 from ssmprof.profiler.harness import run_training
-from ssmprof.profiler.ncu import ncu_argv
+from ssmprof.profiler.ncu_argv import ncu_argv
 
 DATA = Path(__file__).parent / "data"
 
@@ -80,7 +80,7 @@ def cpu_profile(request, progress=None):
     reference = schema.read_run(bundled.REFERENCE / "h100-sxm" / options.workload)
     recorded = reference.info.model_dump(exclude_unset=True)
     result.gpu = {key: value for key, value in recorded["gpu"].items() if key != "clocks"}
-    info = collect.run_info(result, ready.overrides, recorded["collectors"], reference.kernels, {},
+    info = profile_run.run_info(result, ready.overrides, recorded["collectors"], reference.kernels, {},
                             checks=recorded.get("checks", {}))
     return schema.write_run(settings.out / settings.name, info, reference.kernels)
 

@@ -1,5 +1,5 @@
 """The calls of a step that make the host wait for the GPU: counted by site (`profiler.syncs`), said as a finding
-(`analysis.findings`)."""
+(`analysis.findings.run`)."""
 
 import json
 import traceback
@@ -10,7 +10,7 @@ import pytest
 import torch
 from known_work import typed_run_info
 
-from ssmprof.analysis.findings import _syncs
+from ssmprof.analysis.findings.run import _syncs
 from ssmprof.profiler.syncs import SYNC_WARNING, call_site, recorded_syncs, synchronizing_sites
 
 HERE = "tests/test_syncs.py"
@@ -95,7 +95,7 @@ def test_graph_mamba_synchronizes_twice_a_layer_in_to_dense_batch_and_mamba2_lm_
 def test_the_ranks_of_a_parallel_run_look_for_synchronizing_calls_too():
     """Two H100s, TP=2: the merged run.json holds the ranks' count (none), beside a late rank whose gaps are
     therefore not waits for its own GPU."""
-    from ssmprof.analysis.ranks import late_rank
+    from ssmprof.analysis.step.ranks import late_rank
     from ssmprof.pipeline.loading import load_run
 
     run = load_run(SITES / "mamba2-lm-small-tp2")

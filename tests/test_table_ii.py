@@ -5,8 +5,7 @@ Tensor+Vector, its backward row without the forward kernels recomputed in backwa
 import pytest
 
 from ssmprof import bundled
-from ssmprof.analysis.suite import dram_beside_study
-from ssmprof.analysis.tensor_vector import (
+from ssmprof.analysis.limits.tensor_vector import (
     STUDY,
     class_thresholds,
     classify,
@@ -14,6 +13,7 @@ from ssmprof.analysis.tensor_vector import (
     table_ii_beside_study,
     table_ii_causes,
 )
+from ssmprof.analysis.summaries.suite import dram_beside_study
 from ssmprof.hardware import run_ceilings
 from ssmprof.pipeline.loading import load_run
 

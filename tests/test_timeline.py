@@ -7,9 +7,9 @@ from typer.testing import CliRunner
 
 from ssmprof.cli import app
 from ssmprof.kernels import plan_kernels
-from ssmprof.profiler.collect import coverage
 from ssmprof.profiler.harness import run_training
 from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.profiler.profile_run import coverage
 from ssmprof.profiler.timeline import (
     TimelineCapture,
     kernel_table,

@@ -16,8 +16,8 @@ from ssmprof.cli import app
 from ssmprof.errors import UserCodeFailed, UserWorkloadInvalid
 from ssmprof.kernels import plan_kernels
 from ssmprof.pipeline import measure
-from ssmprof.profiler import child
-from ssmprof.profiler.collect import run_info
+from ssmprof.profiler import ncu_child
+from ssmprof.profiler.profile_run import run_info
 from ssmprof.workloads import user
 from ssmprof.workloads.registry import get_workload
 
@@ -60,7 +60,7 @@ def test_run_json_records_where_the_workload_came_from(model_file):
 def test_a_report_says_where_the_workload_came_from():
     from known_work import typed_run_info
 
-    from ssmprof.analysis.findings import provenance
+    from ssmprof.analysis.findings.run import provenance
 
     source = {"spec": "/home/me/my_model.py:CustomHybrid", "file": "/home/me/my_model.py", "sha256": "ab" * 32}
     info = typed_run_info(workload={"name": "custom-hybrid", "preset": "small", "config": {}, "source": source})
@@ -98,10 +98,10 @@ def test_the_counter_child_and_the_ranks_get_the_absolute_spec(model_file, tmp_p
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    monkeypatch.setattr(child, "plan_kernels", lambda ops, device, *args: plan_kernels(ops, "cpu"))
+    monkeypatch.setattr(ncu_child, "plan_kernels", lambda ops, device, *args: plan_kernels(ops, "cpu"))
     timings = tmp_path / "timings.json"
     argv = [ready.workload.spec, "tiny", json.dumps(ready.overrides), "0", "--timings", str(timings)]
-    assert child.main(argv) == 0
+    assert ncu_child.main(argv) == 0
     assert schema.read_document(schema.PassRecord, timings).work["config"]["layers"] == 2
 
 
@@ -218,7 +218,7 @@ def test_the_ssd_model_needs_every_mamba2_setting(model_file):
     KeyError in its report."""
     from dataclasses import asdict
 
-    from ssmprof.analysis.scan_models import forward_model
+    from ssmprof.analysis.limits.analytic_work import forward_model
 
     config = asdict(get_workload(f"{model_file}:CustomHybrid").config("small"))
     assert forward_model(config) is not None

@@ -1,5 +1,5 @@
 """baseline and regress: a baseline from repeated runs of one configuration, and runs gated against it.
-The checks and thresholds are `analysis.regress`'s; the baseline file is `schema.Baseline`; the markdown and
+The checks and thresholds are `analysis.change.gate`'s; the baseline file is `schema.Baseline`; the markdown and
 JUnit are `reports.gate`'s."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ssmprof.analysis.compare import changed_entries
-from ssmprof.analysis.history import run_rows, step_rows
-from ssmprof.analysis.regress import (
+from ssmprof.analysis.change.compare import changed_entries
+from ssmprof.analysis.change.gate import (
     Thresholds,
     build_baseline,
     build_step_baseline,
@@ -19,6 +18,7 @@ from ssmprof.analysis.regress import (
     judge,
     step_checks,
 )
+from ssmprof.analysis.change.history import run_rows, step_rows
 from ssmprof.errors import InvalidConfig, SsmprofError
 from ssmprof.pipeline.history import check_history, recent_runs, refuse_repeated, rolling_baseline
 from ssmprof.pipeline.loading import load_run

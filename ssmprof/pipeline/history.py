@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ssmprof.analysis.communication import one_rank
-from ssmprof.analysis.frame import has_counters
-from ssmprof.analysis.history import change_points, moved_sites, run_rows
-from ssmprof.analysis.limiters import limiters
-from ssmprof.analysis.regress import EFFICIENCY, LAUNCHES, MAD_TO_SIGMA, PER_LAUNCH, ROW_KEY, STEP_METRICS, TIME
-from ssmprof.analysis.roofline import roofline
+from ssmprof.analysis.change.gate import EFFICIENCY, LAUNCHES, MAD_TO_SIGMA, PER_LAUNCH, ROW_KEY, STEP_METRICS, TIME
+from ssmprof.analysis.change.history import change_points, moved_sites, run_rows
+from ssmprof.analysis.launches.frame import has_counters
+from ssmprof.analysis.limits.limiters import limiters
+from ssmprof.analysis.limits.roofline import roofline
+from ssmprof.analysis.step.communication import one_rank
 from ssmprof.errors import DuplicateRun, SsmprofError
 from ssmprof.hardware import run_ceilings
 from ssmprof.history_store import duckdb_module, query_history
@@ -37,7 +37,7 @@ from ssmprof.schema import (
 
 COMMIT_VARIABLES = ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "GIT_COMMIT")  # CI systems' commit under test
 DEFAULT_LAST = 10  # runs in a rolling baseline
-GATED_METRICS = (TIME, LAUNCHES, PER_LAUNCH, *EFFICIENCY, *STEP_METRICS)  # what `analysis.regress` gates
+GATED_METRICS = (TIME, LAUNCHES, PER_LAUNCH, *EFFICIENCY, *STEP_METRICS)  # what `analysis.change.gate` gates
 
 
 def commit_of(given: str | None = None) -> str:
@@ -65,7 +65,7 @@ def history_run_id(run: Run) -> str:
 
 
 def entry(run: Run, commit: str) -> pd.DataFrame:
-    """The rows `run` appends: its summary (`analysis.history.run_rows`, with % of roof where its GPU has
+    """The rows `run` appends: its summary (`analysis.change.history.run_rows`, with % of roof where its GPU has
     ceilings and the limiters where it has counters) and the run's identity on every row."""
     info = run.info
     kernels = one_rank(run.kernels, info)
@@ -157,7 +157,7 @@ def recent_runs(folder: Path, run: Run, last: int = DEFAULT_LAST) -> pd.DataFram
 
 
 def rolling_baseline(folder: Path, run_ids: list[str]) -> pd.DataFrame:
-    """The baseline rows (`analysis.regress.build_baseline`'s, and the step rows of `build_step_baseline`) over
+    """The baseline rows (`analysis.change.gate.build_baseline`'s, and the step rows of `build_step_baseline`) over
     the runs `run_ids`: medians and spreads (MAD scaled to a standard deviation) computed by DuckDB."""
     keys = ", ".join([*ROW_KEY, "metric"])
     metrics = ", ".join(f"'{m}'" for m in GATED_METRICS)
@@ -192,7 +192,7 @@ class Trend:
     gpu: str
     runs: pd.DataFrame  # run_id, created, commit, gpu_shared, oldest first
     rows: pd.DataFrame
-    changes: pd.DataFrame  # `analysis.history.change_points`, with `moved` (list of lines) per change point
+    changes: pd.DataFrame  # `analysis.change.history.change_points`, with `moved` (list of lines) per change point
 
     @property
     def change_count(self) -> int:

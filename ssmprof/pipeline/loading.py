@@ -1,11 +1,12 @@
-"""Runs as the analyses take them: read once, categorized and derived once (`analysis.frame.analysis_frame`)."""
+"""Runs as the analyses take them: read once, categorized and derived once
+(`analysis.launches.frame.analysis_frame`)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
-from ssmprof.analysis.frame import analysis_frame
+from ssmprof.analysis.launches.frame import analysis_frame
 from ssmprof.schema import Run, read_run
 
 

@@ -18,17 +18,17 @@ from typing import Any
 
 import pandas as pd
 
-from ssmprof.analysis.checks import check_counters
+from ssmprof.analysis.trust.counter_checks import check_counters
 from ssmprof.errors import InvalidConfig, NoGpu, SsmprofError
 from ssmprof.hardware import DEVICE_PROFILE, datasheet_peaks, identity_note, spec_for
 from ssmprof.kernels import KernelPlan, plan_kernels
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.history import check_history
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
-from ssmprof.profiler.collect import ProfileSettings, check_counters_mode, identical_gpus
 from ssmprof.profiler.distributed import Launch
 from ssmprof.profiler.harness import CaptureRefused, Prepared, Progress, RunResult, resolve_device, run_training
 from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.profiler.profile_run import ProfileSettings, check_counters_mode, identical_gpus
 from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, RankJob, SuiteManifest, make_document, write_document
 from ssmprof.workloads.base import CommonConfig, Workload, training_step_flops
 from ssmprof.workloads.registry import SUITE, get_workload
@@ -63,7 +63,7 @@ class WorkloadOptions:
 
 @dataclass(frozen=True)
 class ProfileRequest:
-    """`ssmprof profile` as one value: the workload, what to measure and keep (`collect.ProfileSettings`, which
+    """`ssmprof profile` as one value: the workload, what to measure and keep (`profile_run.ProfileSettings`, which
     the profiler takes whole), the device, this node's part of a --tp/--dp job and the HTML report. Built once,
     from the command line or by `suite` and `sweep` for each of their runs, and passed down whole. Each part
     checks itself as it is built, so bad input is one line before any work; what needs the workload registry is
@@ -193,11 +193,11 @@ def profile(request: ProfileRequest, progress: Progress | None = None) -> Path |
     `request.report_file` is given). With --tp/--dp: a torchrun job (`request.launch`: this node's part of it),
     every rank's timeline, counters from the ranks `settings.ncu_ranks`, one merged run (on the CPU too, over gloo
     and without counters: the reference path the tests record), written by node 0 (None on the other nodes).
-    Single-GPU: `profiler.collect.profile_run`, its counter passes spread over `settings.pass_gpus` identical GPUs
+    Single-GPU: `profiler.profile_run.profile_run`, its counter passes spread over `settings.pass_gpus` identical GPUs
     of the host (0: all), with Nsight Compute's `settings.replay` (`counters.replay_mode`: auto takes
     application replay where the process holds more than half the GPU); `settings.cuda_graphs` also times the
     step captured as a CUDA graph (run.json's `harness.cuda_graphs`; the profiled iteration stays eager)."""
-    from ssmprof.profiler.collect import profile_run
+    from ssmprof.profiler.profile_run import profile_run
 
     options, settings = request.workload, request.settings
     check_folder(settings.out, "--out")
@@ -279,7 +279,8 @@ def suite(out: Path, preset: str = "paper", workloads: list[str] | None = None, 
 
 
 def check_run_counters(kernels: pd.DataFrame, gpu_name: str) -> tuple[pd.DataFrame, dict]:
-    """`analysis.checks.check_counters` on the datasheet peaks of the run's GPU (`profile_run`'s `check`)."""
+    """`analysis.trust.counter_checks.check_counters` on the datasheet peaks of the run's GPU (`profile_run`'s
+    `check`)."""
     return check_counters(kernels, datasheet_peaks(gpu_name))
 
 
@@ -326,7 +327,7 @@ def calibrate(out: Path | None = None, ncu_timeout_s: float = 900, keep_report: 
     `profile` writes into runs/, whose reports take their ceilings from it), failed checks included. The profile
     records the GPU as the host has it (name, memory, SMs, clocks and driver as found), and a note where its
     memory is not its datasheet row's (`hardware.identity_note`): a profile applies to runs of its GPU's name."""
-    from ssmprof.analysis.calibration import combined_ceilings, counter_ceilings, evaluate, ordered_ceilings
+    from ssmprof.analysis.trust.calibration import combined_ceilings, counter_ceilings, evaluate, ordered_ceilings
     from ssmprof.profiler.calibrate import KNOWN_WORK, run_calibration
     from ssmprof.profiler.environment import gpu_properties, run_gpu
 

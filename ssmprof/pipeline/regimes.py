@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ssmprof.analysis import regime
+from ssmprof.analysis.summaries import sweep
 from ssmprof.errors import InvalidConfig
 from ssmprof.hardware import read_device_profile, run_ceilings
 from ssmprof.pipeline.loading import load_run
@@ -28,7 +28,7 @@ def is_sweep(path: Path) -> bool:
 class SweepAnalysis:
     manifests: list[SweepManifest]
     axes: list[str]
-    tables: regime.RegimeTables
+    tables: sweep.RegimeTables
 
 
 def analyze(folders: list[Path], device_profile: Path | None = None) -> SweepAnalysis:
@@ -44,10 +44,10 @@ def analyze(folders: list[Path], device_profile: Path | None = None) -> SweepAna
     loaded = {index: load_run(folder / point.run) for index, (folder, point) in enumerate(complete)
               if point.run is not None}
     profile = read_device_profile(device_profile)
-    runs = [regime.SweepRun(point.settings, run.info, run.kernels,
+    runs = [sweep.SweepRun(point.settings, run.info, run.kernels,
                             run_ceilings(run.info.gpu.name, run.path, profile)[0])
             for run, (_, point) in zip(loaded.values(), complete, strict=True)]
-    return SweepAnalysis(manifests, axes, regime.regime_tables(runs, axes, points_table(points)))
+    return SweepAnalysis(manifests, axes, sweep.regime_tables(runs, axes, points_table(points)))
 
 
 def points_table(points: list[tuple[Path, SweepPoint]]) -> pd.DataFrame:

@@ -10,9 +10,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from ssmprof import bundled
-from ssmprof.analysis import suite
-from ssmprof.analysis.communication import one_rank, parallel_overview
-from ssmprof.analysis.compare import (
+from ssmprof.analysis.change.compare import (
     check_comparable,
     compare_categories_launches,
     compare_launches,
@@ -22,16 +20,24 @@ from ssmprof.analysis.compare import (
     step_split_table,
     systematic_shifts,
 )
-from ssmprof.analysis.findings import compare_findings, provenance
-from ssmprof.analysis.frame import has_counters
-from ssmprof.analysis.noise import kept_steps, step_interval
-from ssmprof.analysis.project import project as project_kernels
-from ssmprof.analysis.project import project_categories, projection_error
-from ssmprof.analysis.ranks import single_gpu_twin
-from ssmprof.analysis.roofline import calibration_defects, defects_by_kernel, defects_note, roofline, roofline_points
-from ssmprof.analysis.sections import Summary
-from ssmprof.analysis.summary import analyze, warnings_for
-from ssmprof.analysis.tensor_vector import STUDY_WORKLOAD
+from ssmprof.analysis.change.projection import project as project_kernels
+from ssmprof.analysis.change.projection import project_categories, projection_error
+from ssmprof.analysis.common.sections import Summary
+from ssmprof.analysis.findings.run import compare_findings, provenance
+from ssmprof.analysis.launches.frame import has_counters
+from ssmprof.analysis.limits.roofline import (
+    calibration_defects,
+    defects_by_kernel,
+    defects_note,
+    roofline,
+    roofline_points,
+)
+from ssmprof.analysis.limits.tensor_vector import STUDY_WORKLOAD
+from ssmprof.analysis.step.communication import one_rank, parallel_overview
+from ssmprof.analysis.step.ranks import single_gpu_twin
+from ssmprof.analysis.summaries import suite
+from ssmprof.analysis.summaries.run import analyze, warnings_for
+from ssmprof.analysis.trust.noise import kept_steps, step_interval
 from ssmprof.errors import InvalidConfig
 from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings, spec_for
 from ssmprof.pipeline import regimes

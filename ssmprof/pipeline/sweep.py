@@ -249,9 +249,9 @@ def shard_command(request: SweepRequest) -> list[str]:
 
 def sweep_on_gpus(request: SweepRequest) -> SweepResult:
     """`ssmprof sweep --gpus N`: the sweep as N shards at once, each a process on its own GPU of this host
-    (CUDA_VISIBLE_DEVICES; identical GPUs only, `collect.identical_gpus`), their output passed through; then
+    (CUDA_VISIBLE_DEVICES; identical GPUs only, `profile_run.identical_gpus`), their output passed through; then
     the regime map over all of them. Fewer than two such GPUs: the sweep runs here."""
-    from ssmprof.profiler.collect import identical_gpus
+    from ssmprof.profiler.profile_run import identical_gpus
 
     plan(request.spec, "cuda")  # an impossible grid is named before a missing GPU
     if resolve_device("auto") != "cuda":

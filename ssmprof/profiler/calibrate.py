@@ -13,7 +13,7 @@ Ceilings are the fastest rate a probe reaches, measured two ways. The same child
 Nsight Compute after the checks: GEMMs of the shapes and operand layouts the workloads run, write-only, read-only
 and copy streams far larger than L2, the L2 and L1 read kernels at full size and independent FMA chains; each
 rate is the probe's counters over its own counted duration, the units and the instrument every kernel of a run
-is placed on the roofline with (`analysis.calibration.counter_ceilings`). In this process, CUDA events time the
+is placed on the roofline with (`analysis.trust.calibration.counter_ceilings`). In this process, CUDA events time the
 same kinds of probe (`measure_ceilings`, median of repeats) as the second collector. A kernel of a run above its
 GPU's ceiling is a calibration defect, reported as such, so the probes are chosen to reach what kernels reach.
 """
@@ -54,7 +54,7 @@ L1_SPAN, L1_BLOCK, L1_ITERS = 5 * 1024, 1024, 16384
 L1_CHECK_PROGRAMS, L1_CHECK_ITERS = 132, 256  # the known-work launch: small, so ncu replays it quickly
 
 
-# What each launch does, for `ssmprof.analysis.calibration.evaluate`: the derived column (computed by
+# What each launch does, for `ssmprof.analysis.trust.calibration.evaluate`: the derived column (computed by
 # the same `derive` the analyses use) must equal `expected` within `tolerance_pct`.
 KNOWN_WORK = (
     {"check": "tensor FLOPs (bf16 GEMM)", "kernel": r"^(?:nvjet|sm90|cutlass|ampere|gemm)", "column": "flops_tensor",

@@ -1,6 +1,6 @@
 """Counter collector: Nsight Compute on the same training iteration, in a child process, joined to the timeline.
 
-The child (`ssmprof.profiler.child`) repeats the parent's run: same workload, config, seed, warm-up and
+The child (`ssmprof.profiler.ncu_child`) repeats the parent's run: same workload, config, seed, warm-up and
 Triton autotuning choices, so its bracketed iteration launches the same kernels with the same launch
 configurations in the same order. A report row is placed on the timeline by its launch configuration (as
 ncu counts invocations: function name, 3-D grid and block, shared memory) and its position among that
@@ -28,7 +28,7 @@ import pandas as pd
 
 from ssmprof.errors import SsmprofError
 from ssmprof.kernels import is_fused_kernel
-from ssmprof.profiler.ncu import FLUSH, REPLAYS, ncu_argv, parse_query_metrics
+from ssmprof.profiler.ncu_argv import FLUSH, REPLAYS, ncu_argv, parse_query_metrics
 from ssmprof.schema import COUNTER_COLUMNS, LAUNCH_CONFIG, STALL_COLUMNS, config_label, signal_file
 
 
@@ -204,7 +204,7 @@ def child_command(workload: str, preset: str, overrides: dict, warmup: int, allo
     """The child's argv (`warmup`: the timeline run's, capped at PASS_WARMUP); `autotune_file` holds the parent's
     Triton autotuning choices (`autotune.snapshot`), `timings_file` receives the child's own timings
     (`pass_seconds`)."""
-    command = [sys.executable, "-m", "ssmprof.profiler.child", workload, preset, json.dumps(overrides),
+    command = [sys.executable, "-m", "ssmprof.profiler.ncu_child", workload, preset, json.dumps(overrides),
                str(min(warmup, PASS_WARMUP))]
     command += ["--allow-fallback"] if allow_fallback else []
     command += ["--autotune", str(autotune_file)] if autotune_file else []
@@ -237,7 +237,7 @@ PASS_LOSS_TOLERANCE = 1e-3
 
 
 def check_same_work(works: list[dict]) -> dict:
-    """Whether the counter passes of one profile ran the same work (`child.pass_work` of each): the same GPU
+    """Whether the counter passes of one profile ran the same work (`ncu_child.pass_work` of each): the same GPU
     model, config and kernel plan exactly, and their first losses within PASS_LOSS_TOLERANCE where they report
     one (a user script's passes do not). Passes spread over several GPUs are joined as one iteration only if they
     did; run.json records this as `pass_work`, with the profiled step's losses and their spread beside.
@@ -334,7 +334,8 @@ PASS_1_MIN_SHARE = 0.001
 
 
 def is_nccl(names: pd.Series) -> pd.Series:
-    """The launches of NCCL kernels: no pass asks for them (Nsight Compute hangs replaying them, `ncu.NOT_NCCL`)."""
+    """The launches of NCCL kernels: no pass asks for them (Nsight Compute hangs replaying them,
+    `ncu_argv.NOT_NCCL`)."""
     return names.str.startswith("nccl")
 
 

@@ -17,7 +17,7 @@ runs on every node; node 0 merges the ranks' tables into the run directory.
 
 `profile_parallel` is one profiled run over all ranks: every rank's timeline, then Nsight Compute on each
 chosen rank in turn (`ncu_ranks`) while the others run without it: Nsight Compute hangs replaying NCCL
-kernels, so it profiles every kernel but those (`ncu.NOT_NCCL`), and NCCL kernels keep timeline-only rows. The
+kernels, so it profiles every kernel but those (`ncu_argv.NOT_NCCL`), and NCCL kernels keep timeline-only rows. The
 ranks' tables are merged into one run directory with a `rank` column; run.json `parallel` records the world
 size, TP / DP degrees, sequence parallelism, nodes, every rank's harness numbers, the topology
 (`nvidia-smi topo -m`) and the NCCL version.
@@ -53,7 +53,7 @@ from ssmprof.profiler.harness import STAGES, RunResult
 from ssmprof.schema import RankJob, RankResult, RankRun
 
 if TYPE_CHECKING:  # collect is imported where it is used: a rank process never needs it
-    from ssmprof.profiler.collect import ProfileSettings
+    from ssmprof.profiler.profile_run import ProfileSettings
 
 MODES = ("train", "timeline", "counters", "numerics")
 # Set in the process a rank starts under Nsight Compute: that one runs the rank itself instead of wrapping again.
@@ -419,7 +419,7 @@ def check_numerics(job: RankJob, timeout_s: float = 1800) -> list[dict]:
 
 @dataclasses.dataclass
 class RankPass:
-    """A counter pass of a parallel run (`collect.StartPass`): at its turn, the whole job launched once more in
+    """A counter pass of a parallel run (`profile_run.StartPass`): at its turn, the whole job launched once more in
     counters mode, rank `rank` under Nsight Compute writing `report`, the others beside it, never ahead."""
 
     job: RankJob
@@ -447,8 +447,8 @@ class RankPass:
 
 @dataclasses.dataclass(frozen=True)
 class RankPasses:
-    """The counter passes of rank `rank` of a parallel run, started as `collect.collect_counters` asks (`start`,
-    a `collect.StartPass`): each a `RankPass` of `job` (its Triton choices pinned) at its turn."""
+    """The counter passes of rank `rank` of a parallel run, started as `profile_run.collect_counters` asks (`start`,
+    a `profile_run.StartPass`): each a `RankPass` of `job` (its Triton choices pinned) at its turn."""
 
     job: RankJob
     where: Launch
@@ -462,11 +462,11 @@ class RankPasses:
 
 def rank_counters(job: RankJob, where: Launch, tables: dict[int, pd.DataFrame], results: list[RankResult],
                   settings: ProfileSettings, check) -> tuple[dict, dict, dict[str, Path]]:
-    """Counters for each rank of `settings.ncu_ranks` in turn (`collect.collect_counters` on its timeline, each
+    """Counters for each rank of `settings.ncu_ranks` in turn (`profile_run.collect_counters` on its timeline, each
     pass the job launched with that rank under Nsight Compute); `tables` gets the joined rows. Returns the
     counter collector notes, the checks (of the first such rank) and the reports (by the name each keeps in the
     run)."""
-    from ssmprof.profiler.collect import collect_counters
+    from ssmprof.profiler.profile_run import collect_counters
 
     notes: dict[str, Any] = {}
     checks: dict[str, Any] = {}
@@ -494,7 +494,7 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
     nodes), named `settings.name`, else for its split (`pass_gpus`, `replay` and `ncu_cache` apply to single-GPU
     runs only: a rank's passes flush the caches, as Nsight Compute does by default).
     Nothing is written if any rank or collector fails."""
-    from ssmprof.profiler.collect import run_info
+    from ssmprof.profiler.profile_run import run_info
 
     out, counters, ncu_ranks, keep_report = settings.out, settings.counters, settings.ncu_ranks, settings.keep_report
     where.check(job.world_size)

@@ -11,14 +11,14 @@ import pandas as pd
 
 from ssmprof.errors import SsmprofError
 from ssmprof.profiler.markers import NVTX_DOMAIN, PHASES
-from ssmprof.profiler.ncu import column_metrics
+from ssmprof.profiler.ncu_argv import column_metrics
 from ssmprof.profiler.timeline import short_kernel_name
 
 
 def read_report(path: Path, chip: str = "gh100", group: str = "counters",
                 columns: Iterable[str] | None = None) -> pd.DataFrame:
     """One row per profiled kernel, in profiling order: names, phase, 3-D grid and block, shared memory per
-    block, and the columns of the metric group the pass collected (`ncu.column_metrics(chip, group)`; NaN
+    block, and the columns of the metric group the pass collected (`ncu_argv.column_metrics(chip, group)`; NaN
     only for columns the chip has no counter for). A metric the report lacks is an error, not NaN: it means
     the report was collected with another metric set. `columns` reads only those of the group (a report
     recorded with an earlier, smaller set; the others stay NaN)."""
@@ -62,7 +62,7 @@ def _load(path: Path):
 
 
 # Nsight Compute's rule message types as its details page prints them; the two SpeedOfLight throughputs
-# `analysis.limiters.ncu_verdicts` weighs a "high throughput" bottleneck by.
+# `analysis.limits.limiters.ncu_verdicts` weighs a "high throughput" bottleneck by.
 RULE_TYPES = {0: "", 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
 SOL_THROUGHPUTS = {"Memory Throughput": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
                    "Compute (SM) Throughput": "sm__throughput.avg.pct_of_peak_sustained_elapsed"}
@@ -132,7 +132,7 @@ def _phase(state) -> str:
     return "other"
 
 
-# The details page as CSV (`ncu.details_argv`): its columns, by what they hold. A row is a section metric where
+# The details page as CSV (`ncu_argv.details_argv`): its columns, by what they hold. A row is a section metric where
 # "Metric Name" is set and a rule result where "Rule Name" is; a layout that repeats the rule on its section's
 # metric rows gives the same results once duplicates are dropped. The estimated speedup came in later versions.
 DETAILS_COLUMNS = {"ID": "launch_id", "Kernel Name": "kernel_name_full", "Section Name": "section",
@@ -167,8 +167,8 @@ def parse_details(text: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def read_verdict_inputs(path: Path, chip: str = "gh100") -> pd.DataFrame:
-    """What `analysis.limiters` needs, one row per launch of a report that holds both the counter and the stall
-    metric groups (`ncu.rules_argv`), in profiling order with its `launch_id` (the details page's ID); the
+    """What `analysis.limits.limiters` needs, one row per launch of a report that holds both the counter and the stall
+    metric groups (`ncu_argv.rules_argv`), in profiling order with its `launch_id` (the details page's ID); the
     launch's own ncu duration stands for its time (no timeline)."""
     counters = read_report(path, chip, "counters")
     stalls = read_report(path, chip, "stalls")

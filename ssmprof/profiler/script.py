@@ -3,7 +3,7 @@
 
 The script runs in a child process (`profiler.script_child`), as `python train.py ARGS` would, once for the
 timeline (warm-up, timed and profiled iterations; its kernel table and harness numbers) and, on a GPU, once per
-Nsight Compute pass (`collect.collect_counters`, the suite's passes and join, over the same command with a
+Nsight Compute pass (`profile_run.collect_counters`, the suite's passes and join, over the same command with a
 counters job and the timeline's Triton choices pinned). The parent holds no model: its GPU is free for the
 passes. On the CPU there are no counters: the run is the timeline's, with the aten ops as rows
 (`timeline.cpu_table`). Nothing is written unless every part succeeded.
@@ -22,7 +22,9 @@ from typing import Any
 
 from ssmprof import schema
 from ssmprof.errors import InputFileError, ScriptFailed
-from ssmprof.profiler.collect import (
+from ssmprof.profiler.counters import PASS_WARMUP, check_same_work, replay_mode
+from ssmprof.profiler.harness import Progress, RunResult
+from ssmprof.profiler.profile_run import (
     ChildPasses,
     CounterCheck,
     ProfileSettings,
@@ -31,8 +33,6 @@ from ssmprof.profiler.collect import (
     identical_gpus,
     run_info,
 )
-from ssmprof.profiler.counters import PASS_WARMUP, check_same_work, replay_mode
-from ssmprof.profiler.harness import Progress, RunResult
 from ssmprof.profiler.script_child import PRESET
 from ssmprof.profiler.timeline import TIMING_ITERATIONS
 
@@ -100,7 +100,7 @@ def _run_timeline(job: schema.ScriptJob, scratch: Path) -> schema.ScriptResult:
 
 def _counters(job: schema.ScriptJob, outcome: schema.ScriptResult, result: RunResult, kernels, settings, scratch,
               check, tell):
-    """The suite's counter passes over the script (`collect.collect_counters`): the same iteration, the
+    """The suite's counter passes over the script (`profile_run.collect_counters`): the same iteration, the
     timeline's Triton choices pinned. Returns (the joined table, run.json's counter notes, its checks)."""
     pins = schema.write_autotune_pins(outcome.triton_autotune, scratch)
     counted = job.model_copy(update={"mode": "counters", "warmup": min(job.warmup, PASS_WARMUP), "steps": 1,

@@ -13,7 +13,7 @@ iteration inside cudaProfilerStart/Stop and, in timeline mode, `timeline.Timelin
 stopped: `ProfileDone` (a BaseException, so the script's `except Exception` does not catch it and its
 `finally` blocks run) is raised from the end of the profiled `with` block. Timeline mode writes the kernel
 table and a `schema.ScriptResult`; counters mode (the same iteration under Nsight Compute) writes the
-`--timings` record the counter passes read, as `profiler.child` does. Any failure is one line naming the
+`--timings` record the counter passes read, as `profiler.ncu_child` does. Any failure is one line naming the
 script's file and line.
 """
 

@@ -1,7 +1,7 @@
 """The report's tables as CSV files, byte for byte what `DataFrame.to_csv(path, index=False)` writes, at Arrow's speed.
 
 pandas formats each float with numpy's shortest round-trip repr and hands every row to Python's csv writer: about
-a microsecond a cell, most of a minute for the per-launch tables of a million-launch run (`analysis.summary`'s
+a microsecond a cell, most of a minute for the per-launch tables of a million-launch run (`analysis.summaries.run`'s
 roofline and tensor/vector classes). Here a column is formatted at once. Floats: Arrow's cast gives the same
 shortest digits in its own notation, which agrees with repr for 1e-4 <= |x| < 1e10 and |x| >= 1e16 and is
 rewritten in Arrow elsewhere (an integral value's ".0", fixed notation from 1e10 to 1e16, two exponent digits

@@ -37,7 +37,7 @@ def breakdown_bars(breakdown: pd.DataFrame, title: str) -> go.Figure:
 def _add_kernels(figure: go.Figure, roofline: pd.DataFrame, name: str, color: str, symbol: str = "circle",
                  size: int = 7, group: str | None = None, show: bool = True) -> None:
     """One scatter trace of the kernels with FLOPs and a DRAM intensity (one point per kernel and launch
-    configuration, `analysis.roofline.roofline_points`); hover: kernel, phase, category, time, launches, limiter,
+    configuration, `analysis.limits.roofline.roofline_points`); hover: kernel, phase, category, time, launches, limiter,
     % of roof."""
     rows = roofline[roofline["ai_dram"].notna() & (roofline["flops"] > 0)]
     if rows.empty:
@@ -264,7 +264,7 @@ def stall_bars(stalls: pd.DataFrame, title: str) -> go.Figure:
 
 def bound_bars(bounds: pd.DataFrame, title: str) -> go.Figure:
     """Horizontal grouped bars, one group per kernel and phase (longest on top): its busiest pipe, issue and
-    shared-memory % of peak (`analysis.instruction_bounds`); the largest is the kernel's compute bound."""
+    shared-memory % of peak (`analysis.limits.instruction_bounds`); the largest is the kernel's compute bound."""
     labels = bounds["kernel_name"].map(_short) + " (" + bounds["phase"] + ")"
     figure = go.Figure()
     for index, (column, label) in enumerate((("busiest_pipe_pct", "busiest pipe"), ("issue_pct", "issue slots"),

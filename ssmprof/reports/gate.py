@@ -1,5 +1,5 @@
 """Regression-gate outputs: a markdown summary (CI step summaries) and JUnit XML (CI test panels), from the
-checks of `analysis.regress` (one frame per gated run)."""
+checks of `analysis.change.gate` (one frame per gated run)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 
 import pandas as pd
 
-from ssmprof.analysis.regress import Thresholds
+from ssmprof.analysis.change.gate import Thresholds
 from ssmprof.schema import Baseline
 
 SHAPE = ("config changed", "new kernel", "removed kernel")
@@ -18,7 +18,7 @@ SHAPE = ("config changed", "new kernel", "removed kernel")
 @dataclass(frozen=True)
 class RunVerdict:
     name: str
-    checks: pd.DataFrame  # `analysis.regress.regressions` of this run
+    checks: pd.DataFrame  # `analysis.change.gate.regressions` of this run
     notes: list[str] = field(default_factory=list)  # provenance: what differs from the baseline's runs
 
     @property
@@ -165,7 +165,7 @@ BMF_MEASURES = {"step_ms": ("step-time", 1.0), "host_wait_ms": ("host-wait", 1.0
 
 def bencher_metrics(runs: list[tuple[str, pd.DataFrame]]) -> str:
     """The runs' step time, host wait, total and per-category kernel time, and every kernel's time per launch (with
-    their 95 % intervals where known) in Bencher Metric Format; `runs`: (name, `analysis.history.run_rows`). The
+    their 95 % intervals where known) in Bencher Metric Format; `runs`: (name, `analysis.change.history.run_rows`). The
     benchmark is "<run>/<what>" (one run's benchmarks never collide with another's)."""
     document: dict[str, dict] = {}
     for name, rows in runs:

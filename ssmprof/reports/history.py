@@ -2,7 +2,7 @@
 first run that changed, its commit and date, what changed and what moved), then step time and host wait, total
 and per-category kernel time, the kernels with the most time (time per launch, with their intervals) and their
 efficiency, over the runs in order, each run named by its commit and date. A configuration with fewer runs than
-a change point needs (`analysis.history.FEWEST_RUNS`) gets a sentence and its latest values, not empty charts.
+a change point needs (`analysis.change.history.FEWEST_RUNS`) gets a sentence and its latest values, not empty charts.
 Look (page, tables, category colours, series palette) from `reports.render` and `reports.style`."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import json
 import pandas as pd
 import plotly.graph_objects as go
 
-from ssmprof.analysis.history import FEWEST_RUNS, LASTING, WINDOW
-from ssmprof.analysis.regress import PER_LAUNCH, TIME
+from ssmprof.analysis.change.gate import PER_LAUNCH, TIME
+from ssmprof.analysis.change.history import FEWEST_RUNS, LASTING, WINDOW
 from ssmprof.reports import style
 from ssmprof.reports.render import _page, chart, table_html
 

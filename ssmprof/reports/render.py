@@ -15,10 +15,16 @@ import pandas as pd
 import plotly.io as pio
 from tabulate import tabulate
 
-from ssmprof.analysis.noise import CONFIDENCE
-from ssmprof.analysis.sections import Summary
-from ssmprof.analysis.suite import SuiteOverview
-from ssmprof.analysis.tensor_vector import CLASS_RULE, TENSOR_ONLY, TENSOR_ONLY_SHARE, VECTOR_ONLY, VECTOR_ONLY_SHARE
+from ssmprof.analysis.common.sections import Summary
+from ssmprof.analysis.limits.tensor_vector import (
+    CLASS_RULE,
+    TENSOR_ONLY,
+    TENSOR_ONLY_SHARE,
+    VECTOR_ONLY,
+    VECTOR_ONLY_SHARE,
+)
+from ssmprof.analysis.summaries.suite import SuiteOverview
+from ssmprof.analysis.trust.noise import CONFIDENCE
 from ssmprof.reports import figures, style
 from ssmprof.reports.csv_files import write_table
 from ssmprof.reports.style import PLOTLY_JS
@@ -399,7 +405,7 @@ def render_compare(info_a: RunInfo, info_b: RunInfo, categories: pd.DataFrame, k
                    fmt: str, top: int = 30, rooflines: tuple[pd.DataFrame, pd.DataFrame] | None = None,
                    steps: pd.DataFrame | None = None, provenance: tuple[pd.DataFrame, pd.DataFrame] | None = None,
                    findings: pd.DataFrame | None = None) -> str:
-    """Run A against run B (frames of `analysis.compare`): findings, the step split into GPU busy and host wait,
+    """Run A against run B (frames of `analysis.change.compare`): findings, the step split into GPU busy and host wait,
     categories and the top kernels (launch counts and per-launch times side by side; a speedup only where the
     launches are the same), as HTML or markdown; in HTML also both runs on one roofline, each on its own GPU's
     ceilings (`rooflines`, where both have counters)."""

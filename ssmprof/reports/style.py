@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ssmprof.analysis.categories import CATEGORIES
+from ssmprof.analysis.launches.categories import CATEGORIES
 
 # One colour per category, the same in every chart of every page (14 categories, no two alike; none grey,
 # which is kept for roofs and for what is not a category).

@@ -1,6 +1,6 @@
 """The sweep page: findings, the regime map's charts (lines over one varied setting, heatmaps over two; drawn
 here, in the look of `figures.layout`), and its tables, as one offline HTML page or markdown. Frames from
-`analysis.regime.RegimeTables`; nothing is computed here."""
+`analysis.summaries.sweep.RegimeTables`; nothing is computed here."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pandas as pd
 import plotly.graph_objects as go
 
-from ssmprof.analysis.regime import RegimeTables
+from ssmprof.analysis.summaries.sweep import RegimeTables
 from ssmprof.reports import figures, style
 from ssmprof.reports.render import (
     _page,

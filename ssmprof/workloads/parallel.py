@@ -296,7 +296,7 @@ def build_mixer(kind: str, cfg, plan: KernelPlan, groups: RankGroups, layer_idx:
 
 
 # A test knob: "RANK:MS" makes that global rank sleep MS milliseconds on its host before each layer's forward
-# launch, a straggler planted on purpose, whose cost the cross-rank diagnosis (`analysis.ranks.late_rank`) must
+# launch, a straggler planted on purpose, whose cost the cross-rank diagnosis (`analysis.step.ranks.late_rank`) must
 # find: layers x MS per iteration, on that rank. Unset in every real measurement.
 PLANT_DELAY_ENV = "SSMPROF_PLANT_DELAY"
 

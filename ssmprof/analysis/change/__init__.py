@@ -1,0 +1,1 @@
+"""Did it change, and what would it do elsewhere: compare, the gate, the history, projection to another GPU."""

@@ -1,0 +1,1 @@
+"""What each launch is: its category, its derived work and rates, the analysis frame every analysis reads."""

@@ -1,0 +1,1 @@
+"""What limits each kernel: roofline, limiters, instruction bounds, caches, tensor vs vector, analytic work."""
