@@ -55,7 +55,7 @@ endif
 SDIST_ENV := MAMBA_FORCE_BUILD=TRUE MAMBA_SKIP_CUDA_BUILD=TRUE \
              CAUSAL_CONV1D_FORCE_BUILD=TRUE CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE
 
-.PHONY: install kernels wheelhouse wheelhouse-mimo test lint profile results gpu-check clean
+.PHONY: install kernels wheelhouse wheelhouse-mimo test lint profile results golden gpu-check clean
 
 # Present once `make install` has finished: what `profile`, `test`, `kernels` and `lint` need first.
 # (.DELETE_ON_ERROR: an install that fails after pip wrote the entry point removes it, so the next run retries.)
@@ -129,6 +129,11 @@ endif
 
 results: $(BIN)/ssmprof
 	$(BIN)/ssmprof results --readme docs/results.md
+
+golden: $(BIN)/ssmprof
+	@# the reviewed snapshots of every table the reference pages show (tests/test_golden.py): after a change that
+	@# moves them on purpose, run this, review `git diff tests/data/golden-bundled-runs` and commit it with the change
+	$(BIN)/python scripts/golden.py
 
 gpu-check:
 	bash scripts/gpu_check.sh
