@@ -3,9 +3,10 @@
 Each page set of the bundled runs (a suite per GPU, its multi-GPU runs, the shipped models, each sweep, each
 H100-vs-H200 comparison) is analyzed as the page analyzes it, and every table is written as `--csv` writes it
 (the comparisons as their markdown page). A table larger than INLINE_BYTES (the per-launch frames: roofline,
-tensor/vector classes) is kept as its digest, rows and size in `digests.json`; every other file is kept whole, so
-that a change of a finding's wording or of a number is reviewed as a diff. tests/test_golden.py fails on any change;
-`make golden` (this script) writes them anew, to be reviewed and committed with the change that moved them.
+tensor/vector classes) is kept as its digest, rows, size and header line in `digests.json`; every other file is kept
+whole, so that a change of a finding's wording or of a number is reviewed as a diff. tests/test_golden.py fails on
+any change; `make golden` (this script) writes them anew, to be reviewed and committed with the change that moved
+them.
 
     python scripts/golden.py [--check]
 """
@@ -70,7 +71,7 @@ def snapshot(write: Callable[[Path], None], folder: Path) -> None:
         if path.stat().st_size > INLINE_BYTES:
             data = path.read_bytes()
             digests[path.name] = {"sha256": hashlib.sha256(data).hexdigest(), "rows": data.count(b"\n") - 1,
-                                  "bytes": len(data)}
+                                  "bytes": len(data), "header": data.split(b"\n", 1)[0].decode()}
             path.unlink()
     if digests:
         (folder / DIGESTS).write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")

@@ -30,7 +30,7 @@ def suite(bundled_suites):
 
 
 @pytest.mark.parametrize(
-    ("workload", "topic", "pattern"),
+    ("workload", "kind", "pattern"),
     [
         ("mamba2-lm", "where the time goes", r"GEMM 51 %, SSM scan 19 %"),
         ("mamba2-lm", "SSM kernels", r"SSM kernels take 19 % of kernel time .* memory-bound"),
@@ -52,11 +52,11 @@ def suite(bundled_suites):
         ("graph-mamba", "host", r"^Host-bound: the GPU runs kernels 20 % of the 70.4 ms step"),
     ],
 )
-def test_findings_of_the_bundled_runs(suite, workload, topic, pattern):
+def test_findings_of_the_bundled_runs(suite, workload, kind, pattern):
     analyzed_runs, _ = suite
     summary = next(run.summary for run in analyzed_runs if run.info.workload.name == workload)
-    found = summary.findings.set_index("topic")
-    assert re.search(pattern, found.loc[topic, "finding"]), found.loc[topic, "finding"]
+    found = summary.findings.set_index("kind")
+    assert re.search(pattern, found.loc[kind, "finding"]), found.loc[kind, "finding"]
     assert set(found["anchor"]) <= set(summary.frames())  # every finding points at a table of the report
 
 
@@ -89,7 +89,7 @@ def test_findings_name_what_the_self_checks_removed():
     info = typed_run_info(checks={"rejected": [{"kernel_name": "_chunk_scan_fwd_kernel", "phase": "forward",
                                                 "check": "duration", "launches": 1, "time_ns": 10}]})
     from ssmprof.analysis.summaries.run import analyze
-    text = analyze(schema.Run(info, analyzed(frame)), None).findings.set_index("topic").loc["counters", "finding"]
+    text = analyze(schema.Run(info, analyzed(frame)), None).findings.set_index("kind").loc["counters", "finding"]
     assert "removed the counters of 1 launch (" in text and "_chunk_scan_fwd_kernel (forward, duration)" in text
 
 
@@ -104,7 +104,7 @@ def test_findings_and_notes_say_why_a_gemm_failed():
                 {"kernel_name": "Kernel2", "phase": "forward", "check": "GEMM FLOPs", "launches": 1, "time_ns": 10}]
     run = schema.Run(typed_run_info(checks={"rejected": rejected}), analyzed(frame))
     summary = analyze(run, None)
-    text = summary.findings.set_index("topic").loc["counters", "finding"]
+    text = summary.findings.set_index("kind").loc["counters", "finding"]
     note = next(n for n in warnings_for(run, summary) if n.startswith("self-checks removed"))
     for words in (text, note):
         assert "Kernel2 (backward, GEMM FLOPs: measured/2MNK 13x, allowed 0.8-4.21x)" in words
@@ -113,7 +113,7 @@ def test_findings_and_notes_say_why_a_gemm_failed():
 
 def test_suite_opens_with_findings_and_provenance(suite):
     analyzed_runs, overview = suite
-    assert list(overview.findings["topic"]) == ["where the time goes", "SSM kernels", "host", "counters"]
+    assert list(overview.findings["kind"]) == ["where the time goes", "SSM kernels", "host", "counters"]
     assert overview.findings.iloc[3]["finding"] == "Counters checked in all 7 runs. The self-checks removed " \
         "counters in mamba2-lm, hybrid, mamba-vision, graph-mamba, transformer, mamba3-lm (see each run's findings)."
     assert "Host-bound: graph-mamba" in overview.findings.iloc[2]["finding"]
@@ -315,7 +315,7 @@ def test_provenance_says_what_profiling_cost(gpu, workload, cost):
 def test_counters_finding_says_what_the_second_pass_skipped():
     """The H200 runs were profiled with pass 2 skipping further problems under 0.05 % of kernel time each."""
     analyzed_runs, _ = reporting.analyze_runs([H200["graph-mamba"]])
-    finding = analyzed_runs[0].summary.findings.set_index("topic").loc["counters", "finding"]
+    finding = analyzed_runs[0].summary.findings.set_index("kind").loc["counters", "finding"]
     assert "; 79 launches (0.65 % of kernel time) of problems under 0.05 % of it each were not profiled (the " \
            "second pass skips them). GEMM tensor work" in finding
 
@@ -323,7 +323,7 @@ def test_counters_finding_says_what_the_second_pass_skipped():
 def test_a_run_without_counters_says_so_and_claims_no_checks():
     """A run profiled with --counters none (tests/data/traced-iteration-h100: the timing pass's measurements)."""
     analyzed_runs, _ = reporting.analyze_runs([Path(__file__).parent / "data" / "traced-iteration-h100" / "mamba2-lm"])
-    findings = analyzed_runs[0].summary.findings.set_index("topic")
+    findings = analyzed_runs[0].summary.findings.set_index("kind")
     assert findings.loc["counters", "finding"] == "No counters in this run (timeline only): no rates, roofline, " \
         "limiters or tensor/vector classes."
     assert analyzed_runs[0].summary.roofline is None
@@ -342,11 +342,11 @@ def test_counters_finding_names_profiled_launches_that_found_no_timeline_launch(
     counters = {"mode": "sampled", "tool": "ncu", "profiled_not_placed": unplaced,
                 "stalls": {"profiled_not_placed": ["nvjet_hsh_256x128 grid 1x1x1 block 128x1x1 smem 0"]}}
     info = typed_run_info(checks={"rejected": []}, collectors={"counters": counters})
-    text = analyze(schema.Run(info, analyzed()), None).findings.set_index("topic").loc["counters", "finding"]
+    text = analyze(schema.Run(info, analyzed()), None).findings.set_index("kind").loc["counters", "finding"]
     assert "; 2 profiled launch configurations found no timeline launch to sit on, their counters unused " \
            f"({unplaced[0]}, nvjet_hsh_256x128 grid 1x1x1 block 128x1x1 smem 0)." in text
     placed = typed_run_info(checks={"rejected": []}, collectors={"counters": {"mode": "sampled", "tool": "ncu"}})
-    text = analyze(schema.Run(placed, analyzed()), None).findings.set_index("topic").loc["counters", "finding"]
+    text = analyze(schema.Run(placed, analyzed()), None).findings.set_index("kind").loc["counters", "finding"]
     assert "found no timeline launch" not in text
 
 
@@ -367,6 +367,6 @@ def test_the_ssm_limiter_headline_adds_up_by_unit_not_by_unit_and_percent():
                       caches=pd.DataFrame({"category": ["SSM scan"], "dram_throughput_pct": [float("nan")],
                                            "l2_hit_rate_pct": [60.0]}),
                       limiters_ssm=limits)
-    finding = _ssm(summary)[0]["finding"]
+    finding = _ssm(summary)[0].finding
     assert "what limits them (share of the time of the 5 largest): 50 % shared memory, 27 % DRAM bandwidth, " \
            "23 % tensor pipe" in finding

@@ -135,11 +135,11 @@ def test_crossovers_carry_their_bracket_on_step_and_kernel_time(gpu, pair, cross
 
 def test_the_sweep_findings_call_the_h200_best_chunk_a_tie_and_name_both_crossings():
     findings = sweep_tables("h200", CHUNK).findings
-    best = findings.loc[findings["topic"] == "best", "finding"].tolist()
+    best = findings.loc[findings["kind"] == "best", "finding"].tolist()
     assert ("chunk_size for mamba2-lm on NVIDIA H200 at d_state=128: a tie of 128 with 256, 64 (step time; runner-up "
             "256 is 3.1 % slower, 95 % interval -4.2 % to +6.4 %") in best[1]
     crossings = sweep_tables("h100-sxm", SEQ).findings
-    text = " ".join(crossings.loc[crossings["topic"] == "crossover", "finding"])
+    text = " ".join(crossings.loc[crossings["kind"] == "crossover", "finding"])
     assert "hybrid overtakes transformer per token at seq_len ≈ 3,992" in text
     assert "beyond noise only between 2,048 and 8,192, within noise at 4,096 (0.3 %)" in text
     assert "at seq_len ≈ 7,267" in text and "on GPU kernel time, without the host's gaps, ≈ 5,285" in text
@@ -174,7 +174,7 @@ def test_the_issue_s_unrepresentative_iterations_are_marked_in_the_report(name, 
     summary = analyze(run, None)
     check = summary.profiled_iteration.iloc[0]
     assert (round(check["span_ms"], 1), round(check["step_ms"], 1)) == (span, step)
-    finding = summary.findings.set_index("topic").loc["profiled iteration", "finding"]
+    finding = summary.findings.set_index("kind").loc["profiled iteration", "finding"]
     assert finding.startswith(f"The profiled iteration is not one of the timed steps (its kernels span {span} ms "
                               f"against a {step} ms median step")
     notes = warnings_for(run, summary)

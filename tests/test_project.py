@@ -5,14 +5,14 @@ from known_work import analyzed, kernels, run_info, unpadded
 from typer.testing import CliRunner
 
 from ssmprof import schema
-from ssmprof.analysis.change.projection import project, project_categories, projection_error
+from ssmprof.analysis.change.projection import project_categories, project_kernels, projection_error
 from ssmprof.hardware import SPECS, Ceilings
 
 H100, H200, A100 = (Ceilings.from_datasheet(SPECS[k]) for k in ("h100-sxm", "h200", "a100-80gb"))
 
 
 def test_h100_to_h200_speeds_up_memory_bound_kernels_only():
-    projected = project(analyzed(), H100, H200).set_index("kernel_name")
+    projected = project_kernels(analyzed(), H100, H200).set_index("kernel_name")
     copy = projected.loc["vectorized_elementwise_kernel"]  # 2 GiB in 1 ms: 64 % of the H100's 3.35 TB/s
     floor_h100, floor_h200 = 2 * 2**30 / 3.35e12 * 1e9, 2 * 2**30 / 4.8e12 * 1e9
     assert copy["projected_ns"] == pytest.approx(1_000_000 - floor_h100 + floor_h200)
@@ -23,14 +23,14 @@ def test_h100_to_h200_speeds_up_memory_bound_kernels_only():
 
 
 def test_round_trip_is_identity():
-    there = project(analyzed(), H100, A100)
-    back = project(analyzed().assign(duration_ns=there["projected_ns"].round().astype("int64")), A100, H100)
+    there = project_kernels(analyzed(), H100, A100)
+    back = project_kernels(analyzed().assign(duration_ns=there["projected_ns"].round().astype("int64")), A100, H100)
     assert back["projected_ns"].to_numpy() == pytest.approx(kernels()["duration_ns"].to_numpy(), rel=1e-5)
 
 
 def test_projection_error_against_a_measured_target():
-    table = project_categories(project(analyzed(), H100, H200))
-    measured_on_h200 = project(analyzed(), H100, H200).assign(duration_ns=lambda k: k["projected_ns"] * 1.1)
+    table = project_categories(project_kernels(analyzed(), H100, H200))
+    measured_on_h200 = project_kernels(analyzed(), H100, H200).assign(duration_ns=lambda k: k["projected_ns"] * 1.1)
     errors = projection_error(table, measured_on_h200).set_index("category")
     assert errors["error_pct"].to_numpy() == pytest.approx(100 * (1 / 1.1 - 1))
 

@@ -14,8 +14,8 @@ import pytest
 
 from ssmprof import bundled
 from ssmprof.analysis.change.projection import _floor_seconds
-from ssmprof.analysis.findings.run import WGMMA_ROWS, autotuned_rows
 from ssmprof.analysis.limits.roofline import roofline
+from ssmprof.analysis.limits.tensor_vector import WGMMA_ROWS, autotuned_rows
 from ssmprof.analysis.summaries import suite
 from ssmprof.hardware import LINKS, SPECS, Ceilings, model_ceilings, run_ceilings
 from ssmprof.pipeline.loading import load_run

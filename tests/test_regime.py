@@ -153,7 +153,7 @@ def test_the_bundled_sweep_s_model_finding_lists_each_kernel_s_ratio():
     from ssmprof.pipeline import regimes
 
     findings = regimes.analyze(SEQ_SWEEP_H200, bundled.device_profile("h200")).tables.findings
-    model = findings.loc[findings["topic"] == "model", "finding"].item()
+    model = findings.loc[findings["kind"] == "model", "finding"].item()
     assert model.endswith("_chunk_cumsum_fwd 10.46, _bmm_chunk_fwd 1.00, _chunk_state_fwd 1.01, "
                           "_state_passing_fwd 1.04-1.05, _chunk_scan_fwd 0.72")
 
@@ -168,7 +168,7 @@ def test_a_sweep_point_whose_profiled_iteration_was_slow_is_named():
     assert [(r.workload, r.seq_len, round(r.busy_past_step_pct, 1)) for r in slow.itertuples()] == [
         ("hybrid", 4096, 11.5)]
     findings = tables.findings
-    assert findings.loc[findings["topic"] == "slow", "finding"].tolist() == [
+    assert findings.loc[findings["kind"] == "slow", "finding"].tolist() == [
         "hybrid seq_len=4096: the profiled iteration kept the GPU busy 119.9 ms, 11.5 % past its median step "
         "(107.5 ms): its kernel times describe a slower step than the timed ones"]
 

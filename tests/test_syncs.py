@@ -71,8 +71,8 @@ def test_the_host_finding_names_where_the_step_synchronizes(sites, value, said):
     info = typed_run_info()
     info = info.model_copy(update={"harness": info.harness.model_copy(update={"sync_sites": sites})})
     rows = _syncs(info)
-    assert [row["value"] for row in rows] == ([value] if value else [])
-    assert all(row["finding"].startswith(said) for row in rows)
+    assert [row.value for row in rows] == ([value] if value else [])
+    assert all(row.finding.startswith(said) for row in rows)
 
 
 SITES = Path(__file__).parent / "data" / "sync-sites-h100"

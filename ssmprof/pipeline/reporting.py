@@ -20,10 +20,10 @@ from ssmprof.analysis.change.compare import (
     step_split_table,
     systematic_shifts,
 )
-from ssmprof.analysis.change.projection import project as project_kernels
-from ssmprof.analysis.change.projection import project_categories, projection_error
+from ssmprof.analysis.change.projection import project_categories, project_kernels, projection_error
 from ssmprof.analysis.common.sections import Summary
-from ssmprof.analysis.findings.run import compare_findings, provenance
+from ssmprof.analysis.findings.compare import compare_findings
+from ssmprof.analysis.findings.run import provenance
 from ssmprof.analysis.launches.frame import has_counters
 from ssmprof.analysis.limits.roofline import (
     calibration_defects,

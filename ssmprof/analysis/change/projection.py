@@ -29,7 +29,7 @@ def _floor_seconds(frame: pd.DataFrame, ceilings: Ceilings) -> pd.Series:
     return np.maximum(frame["dram_bytes"] / (ceilings.dram_gb_s * 1e9), frame["flops"].fillna(0) / peak)
 
 
-def project(kernels: pd.DataFrame, source: Ceilings, target: Ceilings) -> pd.DataFrame:
+def project_kernels(kernels: pd.DataFrame, source: Ceilings, target: Ceilings) -> pd.DataFrame:
     """Per launch: measured time, projected time on the target, the ratio and how it was obtained.
     `kernels`: an `analysis_frame`."""
     frame = kernels.copy()

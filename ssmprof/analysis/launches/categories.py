@@ -20,7 +20,8 @@ from ssmprof.kernels import FUSED_KERNEL_NAMES, FUSED_KERNELS
 # The part of a collective's kernel spent waiting for the other ranks of a multi-rank run
 # (`communication.with_waiting_category`): no rule names it; the collective keeps "communication" for its transfer.
 WAITING = "waiting for other ranks"
-CATEGORIES = ("GEMM", "SSM scan", "convolution", "attention", "normalization", "elementwise/activation",
+SSM = "SSM scan"  # the sequence mixers' kernels (SSD chain, selective scan, Mamba-3, Gated DeltaNet): one category
+CATEGORIES = ("GEMM", SSM, "convolution", "attention", "normalization", "elementwise/activation",
               "reduction/loss", "sort/scan", "memory", "optimizer", "communication", WAITING, "graph gather/scatter",
               "other")
 
@@ -35,7 +36,7 @@ RULES: tuple[tuple[str, str, str | None], ...] = (
     ("communication", r"^(nccl|gloo:)", None),  # NCCL kernels; gloo collectives of CPU reference runs
     # Mamba-2 SSD chain, Mamba-1 scan, Mamba-3 (SISO, MIMO), Gated DeltaNet's chunked delta rule (and fla's TileLang
     # chunk_bwd_dqkwg, by whole name): one category, so a suite sets the sequence mixers' kernels side by side
-    ("SSM scan", rf"^_?({_SSD})|{_SCAN}|^({_MAMBA3})|^({_GDN})|^({_WHOLE})$", None),
+    (SSM, rf"^_?({_SSD})|{_SCAN}|^({_MAMBA3})|^({_GDN})|^({_WHOLE})$", None),
     ("convolution", rf"{_CONV}|conv_depthwise|convolution|implicit_gemm|fprop|dgrad|wgrad|winograd|"
                     r"nchwtonhwc|nhwctonchw|cudnn", None),
     ("attention", r"flash_(fwd|bwd)|fmha|attention", None),

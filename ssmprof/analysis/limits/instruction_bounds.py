@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ssmprof.analysis.launches.categories import SSM
 from ssmprof.analysis.launches.frame import time_weighted_by
 from ssmprof.schema import CHECKED_STATUSES
 
@@ -93,7 +94,7 @@ SUMMARY_COLUMNS = ["kernel_name", "phase", "launches", "time_ms", "bound", "boun
                    "missing"]
 
 
-def instruction_bounds(kernels: pd.DataFrame, gpu: dict, category: str | None = "SSM scan",
+def instruction_bounds(kernels: pd.DataFrame, gpu: dict, category: str | None = SSM,
                        top: int = 30) -> pd.DataFrame:
     """Per kernel and phase (of `category`; every kernel where None), largest time first: the compute bound of most
     of its time with its % (`bound_pct`, time-weighted over the launches bound by it), the busiest pipe and its %,

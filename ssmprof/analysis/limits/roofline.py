@@ -295,3 +295,17 @@ def _intensity(group: pd.DataFrame, column: str) -> float:
         return float("nan")
     byte_count = (group["flops"] / group[column]).sum(min_count=1)
     return float(group["flops"].sum() / byte_count) if byte_count and byte_count == byte_count else float("nan")
+
+
+def kernel_bounds(roofline: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel (short name and phase) with counters: time, share of its time memory-bound, time-weighted %
+    of roof, and the verdict of the majority of its time."""
+    rows = []
+    measured = roofline[roofline["verdict"] != "no counters"]
+    for (name, phase), group in measured.groupby(["kernel_name", "phase"], sort=False):
+        weight = group[WEIGHT]
+        memory = weight[group["verdict"] == "memory-bound"].sum() / weight.sum() if weight.sum() else float("nan")
+        rows.append({"kernel_name": name, "phase": phase, "memory_bound_share": memory,
+                     "pct_of_roof": time_weighted(group["pct_of_roof"], weight),
+                     "verdict": "memory-bound" if memory >= 0.5 else "compute-bound"})
+    return pd.DataFrame(rows, columns=["kernel_name", "phase", "memory_bound_share", "pct_of_roof", "verdict"])

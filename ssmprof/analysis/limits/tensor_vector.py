@@ -22,7 +22,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ssmprof.analysis.launches.categories import SSM
 from ssmprof.kernels import FORWARD_RECOMPUTE_KERNELS
+from ssmprof.schema import RunInfo
 
 TENSOR_ONLY_SHARE = 0.99
 VECTOR_ONLY_SHARE = 0.01
@@ -98,7 +100,7 @@ def instruction_summary(classified: pd.DataFrame) -> pd.DataFrame:
 RECOMPUTE_EXCLUDED = "backward without recomputed forward"
 
 
-def class_summary(classified: pd.DataFrame, category: str | None = "SSM scan") -> pd.DataFrame:
+def class_summary(classified: pd.DataFrame, category: str | None = SSM) -> pd.DataFrame:
     """Kernel counts (distinct names) and time share of each class, per phase (default: SSM kernels); where
     backward recomputes forward kernels, a second backward row set without them."""
     frame = classified if category is None else classified[classified["category"] == category]
@@ -142,7 +144,7 @@ def _table_ii_row(classified: pd.DataFrame, row: str) -> pd.DataFrame:
     return backward[backward["recomputed"] == (row == "recomputed in backward")]
 
 
-def table_ii(classified: pd.DataFrame, category: str | None = "SSM scan", column: str = "flop_class",
+def table_ii(classified: pd.DataFrame, category: str | None = SSM, column: str = "flop_class",
              tolerance: float | None = None) -> pd.DataFrame:
     """Table II in the study's form: per row (forward, backward without recomputed kernels, the forward kernels
     recomputed in backward), its kernels (distinct names), time (ms), share of its phase's time, and per class
@@ -214,7 +216,7 @@ def table_ii_causes(classified: pd.DataFrame, config: dict, versions: dict) -> p
     return pd.DataFrame(rows, columns=["cause", "evidence"])
 
 
-def class_thresholds(classified: pd.DataFrame, category: str | None = "SSM scan") -> pd.DataFrame:
+def class_thresholds(classified: pd.DataFrame, category: str | None = SSM) -> pd.DataFrame:
     """Per kernel and Table II row, how far its class is from changing: with one tolerance t for both "only"
     classes (TensorOnly: tensor share >= 1 - t; VectorOnly: <= t; today t = VECTOR_ONLY_SHARE), a kernel whose
     tensor share of FLOPs is s is an "only" class for t >= min(s, 1 - s) and Tensor+Vector below it:
@@ -248,3 +250,19 @@ def time_weighted_share(launches: pd.DataFrame) -> float:
     its compute FLOPs)."""
     weights = launches["flops_tensor"].fillna(0) + launches["flops_vector"].fillna(0)
     return float((launches["tensor_time_share"] * weights).sum() / weights.sum())
+
+
+# A wgmma instruction computes 64 rows of its tile per warpgroup of 4 warps (m64nNk16): Triton emits it only for
+# tiles of at least that many rows, and the warp-level mma.sync otherwise.
+WGMMA_ROWS = 64
+
+
+def autotuned_rows(info: RunInfo) -> dict[str, int]:
+    """Kernel function -> the rows of the tile its Triton autotuner chose (`BLOCK_SIZE_M`), from run.json's
+    `triton_autotune` (the first choice where a kernel was tuned for several keys)."""
+    rows: dict[str, int] = {}
+    for name, entries in info.triton_autotune.items():
+        for _, _, config in entries:
+            if "BLOCK_SIZE_M: " in config:
+                rows.setdefault(name.rsplit(".", 1)[-1], int(config.split("BLOCK_SIZE_M: ")[1].split(",")[0]))
+    return rows

@@ -9,6 +9,7 @@ import pandas as pd
 
 from ssmprof.analysis.common.sections import Summary
 from ssmprof.analysis.findings.run import findings, provenance
+from ssmprof.analysis.launches.categories import SSM
 from ssmprof.analysis.launches.frame import has_counters
 from ssmprof.analysis.limits.analytic_work import analytic_vs_measured, forward_model
 from ssmprof.analysis.limits.caches import cache_summary
@@ -96,7 +97,7 @@ def _limiter_tables(summary: Summary, kernels: pd.DataFrame, info: RunInfo, ceil
     limited = limiters(kernels, evidence=False, ceilings=ceilings)  # the summaries word the launches they show
     stalled = kernels["stall_warps_per_issue"].notna().any()
     return replace(summary, limiters=limiter_summary(limited),
-                   limiters_ssm=limiter_summary(limited, category="SSM scan"),
+                   limiters_ssm=limiter_summary(limited, category=SSM),
                    instruction_bounds=instruction_bounds(kernels, info.gpu.model_dump()),
                    stalls=stall_summary(kernels) if stalled else None)
 
@@ -136,14 +137,14 @@ def _class_tables(summary: Summary, kernels: pd.DataFrame, info: RunInfo, ceilin
         tensor_vector_ssm=class_summary(classified),
         # Hopper only: other chips do not split their tensor ops by instruction
         tensor_instructions=instructions if len(instructions) else None)
-    if not (classified["category"] == "SSM scan").any():
+    if not (classified["category"] == SSM).any():
         return summary
     study = info.workload.name == STUDY_WORKLOAD
     return replace(
         summary, table_ii=table_ii_beside_study(classified) if study else table_ii(classified),
         tensor_vector_thresholds=class_thresholds(classified),
         table_ii_causes=table_ii_causes(classified, info.workload.config, info.versions) if study else None,
-        dram_beside_study=dram_beside_study(kernels[kernels["category"] == "SSM scan"], ceilings)
+        dram_beside_study=dram_beside_study(kernels[kernels["category"] == SSM], ceilings)
         if study and ceilings is not None else None)
 
 

@@ -10,10 +10,11 @@ from typing import Any
 
 import pandas as pd
 
-from ssmprof.analysis.change.projection import project, project_categories, projection_error
+from ssmprof.analysis.change.projection import project_categories, project_kernels, projection_error
 from ssmprof.analysis.common.sections import CHART_ONLY, Sections, Summary
-from ssmprof.analysis.findings.run import parallel_findings, suite_findings
-from ssmprof.analysis.launches.categories import CATEGORIES
+from ssmprof.analysis.findings.parallel import parallel_findings
+from ssmprof.analysis.findings.suite import suite_findings
+from ssmprof.analysis.launches.categories import CATEGORIES, SSM
 from ssmprof.analysis.launches.frame import has_counters, profiled_with_counters, time_weighted
 from ssmprof.analysis.limits.caches import cache_summary
 from ssmprof.analysis.limits.roofline import roofline, roofline_points, roofline_summary
@@ -36,8 +37,6 @@ from ssmprof.analysis.step.host import busy_ns, slow_iteration
 from ssmprof.analysis.step.ranks import late_ranks
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import CHECKED_STATUSES, PHASES, Run, RunInfo
-
-SSM = "SSM scan"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +72,8 @@ def overview(runs: dict[str, Run], ceilings: dict[str, Ceilings | None],
         step_times=step_times(infos), category_shares=shares, ssm_kernels=ssm,
         ssm_roofline=roofline_points(ssm_roofline(counted, roofs), by=("workload",)),
         ssd_dataflow_by_cache=ssd_dataflow_by_cache(kernels, infos),
-        findings=suite_findings(shares, ssm, {label: summary.findings for label, summary in summaries.items()}))
+        findings=suite_findings(shares, ssm, {label: summary.findings for label, summary in summaries.items()},
+                                {label: summary.host for label, summary in summaries.items()}))
     if any(info.parallel is not None for info in infos.values()):
         scaled, communication = scaling(infos), parallel_overview(runs)  # every rank's kernels, set against each other
         late = late_ranks({label: summary.late_rank for label, summary in summaries.items()
@@ -210,8 +210,8 @@ def projection_errors(runs_a: dict[str, pd.DataFrame], runs_b: dict[str, pd.Data
     rows = []
     for workload in [w for w in runs_a if w in runs_b]:
         a, b = runs_a[workload], runs_b[workload]
-        there = projection_error(project_categories(project(a, ceilings_a, ceilings_b)), b, min_share)
-        back = projection_error(project_categories(project(b, ceilings_b, ceilings_a)), a, min_share)
+        there = projection_error(project_categories(project_kernels(a, ceilings_a, ceilings_b)), b, min_share)
+        back = projection_error(project_categories(project_kernels(b, ceilings_b, ceilings_a)), a, min_share)
         rows.append({"workload": workload, "categories": len(there),
                      "max_error_a_to_b_pct": _max_error(there, a), "max_error_b_to_a_pct": _max_error(back, b)})
     return pd.DataFrame(rows)

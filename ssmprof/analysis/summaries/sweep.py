@@ -26,16 +26,16 @@ import numpy as np
 import pandas as pd
 
 from ssmprof.analysis.common.sections import Sections
+from ssmprof.analysis.findings.sweep import sweep_findings
+from ssmprof.analysis.launches.categories import SSM
 from ssmprof.analysis.launches.frame import WEIGHT, has_counters, time_weighted
 from ssmprof.analysis.limits.analytic_work import analytic_vs_measured, forward_model
-from ssmprof.analysis.limits.limiters import limiters
+from ssmprof.analysis.limits.limiters import NO_COUNTERS, limiters
 from ssmprof.analysis.limits.roofline import roofline
-from ssmprof.analysis.step.host import busy_ns, slow_iteration, slow_iteration_note
+from ssmprof.analysis.step.host import busy_ns, slow_iteration
 from ssmprof.analysis.step.profiled_iteration import iteration_check
-from ssmprof.analysis.summaries.suite import SSM
 from ssmprof.analysis.trust.noise import (
     FASTER,
-    RERUN_SPREAD_PCT,
     SLOWER,
     WITHIN_NOISE,
     Interval,
@@ -44,14 +44,14 @@ from ssmprof.analysis.trust.noise import (
     speedup_verdict,
 )
 from ssmprof.hardware import Ceilings
-from ssmprof.schema import FAILED, RunInfo
+from ssmprof.schema import RunInfo
 
 # What a limiter (`analysis.limits.limiters`) means on a regime map: bandwidth (a memory level's bytes, shared memory
 # included), compute, or latency (every limiter that is neither: latency by elimination, too few blocks, capped
 # occupancy, instruction issue or issue slots).
-BANDWIDTH, COMPUTE, LATENCY, NO_COUNTERS = "bandwidth", "compute", "latency", "no counters"
+BANDWIDTH, COMPUTE, LATENCY = "bandwidth", "compute", "latency"
 REGIMES = {"DRAM bandwidth": BANDWIDTH, "L2 bandwidth": BANDWIDTH, "shared memory": BANDWIDTH,
-           "tensor pipe": COMPUTE, "FMA pipe": COMPUTE, "no counters": NO_COUNTERS}
+           "tensor pipe": COMPUTE, "FMA pipe": COMPUTE, NO_COUNTERS: NO_COUNTERS}
 STEP_METRIC = "step_us_per_item"  # harness step time per token (sample), the end-to-end measure
 KERNEL_METRIC = "kernel_us_per_item"  # GPU kernel time per token: the step without the host's gaps
 SSM_METRIC = "ssm_us_per_item"  # the SSM kernels' time per token: what chunk size and state size act on
@@ -90,7 +90,7 @@ class RegimeTables(Sections):
     steps: pd.DataFrame
     crossover: pd.DataFrame | None = None
     best: pd.DataFrame | None = None
-    # the sweep in words: `regime_tables` adds them last, from the tables above
+    # the sweep in words (`findings.sweep.sweep_findings`): `regime_tables` adds them last, from the tables above
     findings: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
@@ -325,112 +325,6 @@ def regime_map(ssm: pd.DataFrame, axes: list[str], top: int = 4) -> pd.DataFrame
                    "dram_throughput_pct"]]
 
 
-def _bracket(r, prefix: str = "") -> str:
-    """`; beyond noise between 2,048 and 8,192, within noise at 4,096 (0.3 %)` from a row of `crossover`."""
-    verdict = getattr(r, f"{prefix}noise_verdict", None)
-    if verdict is None:
-        return ""
-    tied = getattr(r, f"{prefix}tied_at")
-    ties = f"within noise at {tied} ({getattr(r, f'{prefix}tied_gap_pct')} %)" if tied else ""
-    if verdict == "crossover":
-        low, high = getattr(r, f"{prefix}crossover_low"), getattr(r, f"{prefix}crossover_high")
-        return f"; beyond noise only between {low:,.0f} and {high:,.0f}" + (f", {ties}" if ties else "")
-    if verdict == WITHIN_NOISE:
-        return "; a tie: within noise at every point"
-    return f"; {ties}, no crossover beyond noise" if ties else ""
-
-
-def _crossover_finding(r, columns) -> tuple:
-    """One crossover row in words, on step time, and on kernel time where that crossing differs."""
-    axis = next(c for c in columns if c.startswith("crossover_") and c.removeprefix("crossover_") not in
-                ("low", "high"))
-    setting, at = axis.removeprefix("crossover_"), getattr(r, axis)
-    kernel = getattr(r, f"{axis}_kernel_time", math.nan)
-    other = r.workload_b if r.faster_below == r.workload_a else r.workload_a
-    if math.isnan(at):
-        text = (f"{r.faster_below} is faster per token than {other} at every {setting} of the sweep on {r.gpu} "
-                f"({r.points} points, step time{_bracket(r)}): no crossover")
-        value = "none"
-    else:
-        text = (f"{r.faster_above} overtakes {r.faster_below} per token at {setting} ≈ {at:,.0f} on {r.gpu} "
-                f"(step time, interpolated in log {setting}" + (f"; crosses {r.crossings} times" if r.crossings > 1
-                                                                 else "") + f"{_bracket(r)})")
-        value = f"{at:,.0f}" if getattr(r, "noise_verdict", "crossover") == "crossover" else "tie"
-    if not (math.isnan(kernel) and math.isnan(at)) and f"{kernel:,.0f}" != f"{at:,.0f}":
-        where = "no crossing" if math.isnan(kernel) else f"≈ {kernel:,.0f}"
-        same = getattr(r, "noise_verdict", "") == getattr(r, "kernel_noise_verdict", "") and all(
-            pd.Series([getattr(r, column, math.nan), getattr(r, f"kernel_{column}", math.nan)]).nunique() <= 1
-            for column in ("crossover_low", "crossover_high"))
-        text += (f"; on GPU kernel time, without the host's gaps, {where} (the steps' spread lent to it"
-                 f"{_bracket(r, 'kernel_')})" + ("" if same else ": step and kernel time disagree, the host's gaps "
-                                                 "move the crossing"))
-    return "crossover", text, value, "crossover"
-
-
-def _best_finding(r, columns) -> tuple:
-    """One best-value row in words, with the runner-up's excess and its interval, or the tie."""
-    axis = next(c for c in columns if c.startswith("best_") and not c.endswith("_ssm_time"))
-    name = axis.removeprefix("best_")
-    fixed = columns[columns.get_loc("gpu") + 1:columns.get_loc("points")]
-    at = f" at {', '.join(f'{c}={getattr(r, c)}' for c in fixed)}" if len(fixed) else ""
-    best, runner_up = getattr(r, axis), getattr(r, "runner_up_" + name)
-    excess = f"runner-up {runner_up} is {r.runner_up_slower_pct:.1f} % slower"
-    verdict = getattr(r, "noise_verdict", None)
-    if verdict is None:
-        return "best", f"best {name} for {r.workload} on {r.gpu}{at}: {best} ({excess})", str(best), "best"
-    interval = f"95 % interval {r.runner_up_slower_low_pct:+.1f} % to {r.runner_up_slower_high_pct:+.1f} %"
-    if verdict == "tie":
-        text = (f"{name} for {r.workload} on {r.gpu}{at}: a tie of {best} with {r.tied_with} (step time; {excess}, "
-                f"{interval}, within noise or the {RERUN_SPREAD_PCT} % one configuration moves between runs)")
-        return "best", text, f"tie: {best}, {r.tied_with}", "best"
-    return ("best", f"best {name} for {r.workload} on {r.gpu}{at}: {best} (step time; {excess}, {interval})",
-            str(best), "best")
-
-
-def regime_findings(tables: RegimeTables, axes: list[str]) -> pd.DataFrame:
-    """The sweep in sentences (topic, finding, value, anchor), as a run's findings: crossovers, best values,
-    the regimes the heaviest SSM kernels pass through, the analytic model's agreement, points whose profiled
-    iteration was slower than their timed steps, failed points."""
-    rows: list[tuple] = []
-    if tables.crossover is not None:
-        rows += [_crossover_finding(r, tables.crossover.columns) for r in tables.crossover.itertuples()]
-    if tables.best is not None:
-        rows += [_best_finding(r, tables.best.columns) for r in tables.best.itertuples()]
-    ssm, model, items = tables.ssm_kernels, tables.model, tables.per_item
-    if len(ssm) and axes:
-        measured = ssm[ssm["regime"] != NO_COUNTERS]  # a gap in the counters is no change of regime
-        for (name, phase), group in measured.groupby(["kernel_name", "phase"], sort=False):
-            regimes = group.groupby("regime")["us_per_item"].size()
-            if len(regimes) > 1:
-                spread = ", ".join(f"{regime} at {count} points" for regime, count in regimes.items())
-                rows.append(("regime", f"{name} ({phase}) changes regime over the grid: {spread}",
-                             f"{len(regimes)} regimes", "ssm_kernels"))
-    if len(model):
-        flops = model.dropna(subset=["flops_ratio"])
-        if len(flops):
-            per_kernel = flops.groupby("kernel", sort=False)["flops_ratio"].agg(["min", "max"])
-            spread = ", ".join(f"{kernel} {low:.2f}" + (f"-{high:.2f}" if f"{high:.2f}" != f"{low:.2f}" else "")
-                               for kernel, (low, high) in per_kernel.iterrows())
-            rows.append(("model", f"measured / analytic FLOPs of the SSM forward kernels across the grid: {spread}",
-                         f"{flops['flops_ratio'].median():.2f}", "model"))
-    for r in items[items["busy_past_step_pct"].notna()].itertuples() if len(items) else []:
-        at = ", ".join(f"{axis}={getattr(r, axis)}" for axis in axes)
-        rows.append(("slow", f"{r.workload} {at}: {slow_iteration_note(r.busy_ms, r.step_ms)}",
-                     f"{r.busy_past_step_pct:.1f} %", "per_item"))
-    odd = items[items["representative"].eq(False)] if "representative" in items else items.iloc[0:0]
-    if len(odd):
-        named = "; ".join(f"{r.workload} {', '.join(f'{axis}={getattr(r, axis)}' for axis in axes)} "
-                          f"{r.profiled_span_ms:.1f} vs {r.step_ms:.1f} ms" for r in odd.itertuples())
-        rows.append(("iteration", f"{len(odd)} of {len(items)} points' profiled iterations are not among their "
-                     f"timed steps (kernel span or busy time outside the steps' spread of the median): {named}; "
-                     "their kernel times stand, their gaps and waits describe slower iterations",
-                     f"{len(odd)} points", "per_item"))
-    failed = int(tables.points["result"].str.startswith(FAILED).sum()) if len(tables.points) else 0
-    if failed:
-        rows.append(("failed", f"{failed} point(s) failed: see the points table", str(failed), "points"))
-    return pd.DataFrame(rows, columns=["topic", "finding", "value", "anchor"])
-
-
 def regime_tables(runs: list[SweepRun], axes: list[str], points: pd.DataFrame) -> RegimeTables:
     """The regime frames of a sweep's complete points (`runs`, over the settings `axes`), with the table of
     every point (`points`: run or not, how each ended) and the findings."""
@@ -440,7 +334,8 @@ def regime_tables(runs: list[SweepRun], axes: list[str], points: pd.DataFrame) -
     tables = RegimeTables(points=points, per_item=items, category_time=category_time(runs), ssm_kernels=ssm,
                           regime_map=regime_map(ssm, axes), model=ssd_model_check(runs), steps=samples,
                           crossover=_crossovers(items, axes, samples), best=_best_values(items, axes, samples))
-    return replace(tables, findings=regime_findings(tables, axes))
+    return replace(tables, findings=sweep_findings(axes, points, items, ssm, tables.model, tables.crossover,
+                                                   tables.best))
 
 
 def _crossovers(items: pd.DataFrame, axes: list[str], samples: pd.DataFrame) -> pd.DataFrame | None:

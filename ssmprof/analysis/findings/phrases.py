@@ -1,0 +1,64 @@
+"""What every page's findings share: the finding as data (`Finding`), the frame they make ranked by impact, and the
+phrases their sentences use (durations, ranges).
+
+A finding is data before it is words: its kind, its status (the verdict a page or another analysis reads), its
+impact in ms of the step (what is at stake, NaN where it is about no time) and the section that holds its
+evidence, beside the sentence and the headline value a reader sees. Pages rank findings by impact; other
+analyses read the fields, never the sentence.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import pandas as pd
+
+TOP = 3  # categories, kernels and sites a finding names before "and N more"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding: `kind` (what it is about: host, late rank, counters, ...), `status` (its verdict, e.g.
+    host-bound, late, checked), `impact_ms` (ms of the step it is about; NaN where none), `value` (the headline
+    number as shown), `finding` (the sentence) and `anchor` (the section below that holds its evidence)."""
+
+    kind: str
+    status: str
+    value: str
+    finding: str
+    anchor: str
+    impact_ms: float = math.nan
+
+
+COLUMNS = [field.name for field in fields(Finding)]
+
+
+def ranked(found: list[Finding], headlines: int = 0) -> pd.DataFrame:
+    """The findings as a frame (`COLUMNS`), the largest impact first, so that a page's first screen opens with what
+    costs the step most; those with no impact keep their order after them. The first `headlines` findings stay
+    first as given: the answer to the page's own question (a comparison's step), which the others explain."""
+    frame = pd.DataFrame([asdict(finding) for finding in found], columns=COLUMNS)
+    frame["impact_ms"] = frame["impact_ms"].astype(float)
+    rest = frame.iloc[headlines:].sort_values("impact_ms", ascending=False, kind="stable", na_position="last")
+    return pd.concat([frame.iloc[:headlines], rest]).reset_index(drop=True)
+
+
+def of_kind(findings: pd.DataFrame, kind: str) -> pd.Series | None:
+    """The first finding of `kind` in a frame of findings, None where there is none."""
+    rows = findings[findings["kind"] == kind]
+    return rows.iloc[0] if len(rows) else None
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:.1f} ms" if ns >= 1e5 else f"{ns / 1e3:.0f} us"
+
+
+def span(low: float, high: float, unit: str = " %", form: str = "{:.0f}") -> str:
+    """A range of rounded values, `54-61 %`, or one number where both ends round alike: `54 %`."""
+    low_text, high_text = form.format(low), form.format(high)
+    return f"{low_text}{unit}" if low_text == high_text else f"{low_text}-{high_text}{unit}"
+
+
+def ms_span(values: pd.Series) -> str:
+    return span(values.min(), values.max(), " ms")
