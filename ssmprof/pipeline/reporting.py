@@ -41,7 +41,7 @@ from ssmprof.analysis.trust.noise import kept_steps, step_interval
 from ssmprof.errors import InvalidConfig
 from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings, spec_for
 from ssmprof.pipeline import regimes
-from ssmprof.pipeline.loading import load_run
+from ssmprof.pipeline.loading import load_run, origin
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.reports.render import (
     RESULTS_END,
@@ -338,15 +338,6 @@ def per_gpu(run: Run) -> Run:
     """The run as one GPU saw it: a multi-rank run's kernels of the rank its analyses describe
     (`communication.one_rank`), so that comparing or projecting it sets one GPU against one GPU."""
     return dataclasses.replace(run, kernels=one_rank(run.kernels, run.info))
-
-
-def origin(path: Path) -> str:
-    """Where a run directory comes from, for the page's provenance: bundled with ssmprof, or a path."""
-    try:
-        inside = Path(path).resolve().relative_to(bundled.REFERENCE.resolve())
-    except ValueError:
-        return f"run directory {path}"
-    return f"bundled reference run ({inside}), profiled by the ssmprof authors, not on this machine"
 
 
 def rooflines(*runs: Run) -> tuple[pd.DataFrame, ...] | None:

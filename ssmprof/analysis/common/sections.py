@@ -1,6 +1,6 @@
 """The typed frames analyses hand to reports: `Sections`, one field a section with `frames()` for the CSV files
 and titled tables, and a run's `Summary` (`summaries.run.analyze` builds it). They sit below the analyses that fill and
-word them (`summary`, `findings`, `suite`), so that each imports the type without importing the others."""
+word them (`summaries`, `findings`), so that each imports the type without importing the others."""
 
 from __future__ import annotations
 
@@ -22,8 +22,15 @@ class Sections:
         return {section.name: frame for section in fields(self)
                 if not section.metadata.get("chart_only") and (frame := getattr(self, section.name)) is not None}
 
+    def __repr__(self) -> str:
+        """One line a section present, `name: rows x columns`, where the dataclass's own would print every frame."""
+        present = [(section.name, frame) for section in fields(self)
+                   if (frame := getattr(self, section.name)) is not None]
+        lines = [f"  {name}: {len(frame)} rows x {len(frame.columns)} columns" for name, frame in present]
+        return f"{type(self).__name__} of {len(present)} sections\n" + "\n".join(lines)
 
-@dataclass(frozen=True, kw_only=True)
+
+@dataclass(frozen=True, kw_only=True, repr=False)
 class Summary(Sections):
     """The summary frames of one run (`summaries.run.analyze`), one field a section: what reports draw and `--csv`
     writes, under the field's name. A section is None where the run cannot have it (no counters, no ceilings, one

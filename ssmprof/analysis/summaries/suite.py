@@ -39,7 +39,7 @@ from ssmprof.hardware import Ceilings
 from ssmprof.schema import CHECKED_STATUSES, PHASES, Run, RunInfo
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class SuiteOverview(Sections):
     """The overview of several runs (`overview`), one field a section: what a suite's page draws and `--csv`
     writes, under the field's name. A section is None where the runs cannot have it: the SSD chain with the

@@ -74,7 +74,7 @@ class SweepRun:
         return {"workload": self.info.workload.name, "gpu": self.info.gpu.name, **self.settings}
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class RegimeTables(Sections):
     """The regime frames of a sweep (`regime_tables`), one field a table: what the sweep page shows and `--csv`
     writes, under the field's name. `crossover` is None where the complete points hold one workload, `best`
