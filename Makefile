@@ -132,8 +132,10 @@ results: $(BIN)/ssmprof
 
 golden: $(BIN)/ssmprof
 	@# the reviewed snapshots of every table the reference pages show (tests/test_golden.py): after a change that
-	@# moves them on purpose, run this, review `git diff tests/data/golden-bundled-runs` and commit it with the change
+	@# moves them on purpose, run this, review `git diff tests/data/golden-bundled-runs` and commit it with the change;
+	@# docs/columns.md, the column reference, is written from the snapshots' headers
 	$(BIN)/python scripts/golden.py
+	$(BIN)/python scripts/column_reference.py
 
 gpu-check:
 	bash scripts/gpu_check.sh
