@@ -198,6 +198,19 @@ def si(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
+# Rates by the quantity before "per_s" (or "_gb_s", GB/s): the unit a cell of such a column carries. Checked before
+# the "_s" (seconds) and "bytes" (a size) rules, which would read a rate as a duration or an amount.
+RATE_UNITS = (("gb_per_s", "GB/s"), ("gb_s", "GB/s"), ("bytes_per_s", "B/s"), ("inst_per_s", "inst/s"),
+              ("issue_peak_per_s", "inst/s"), ("launches_per_s", "launches/s"))
+
+
+def _rate(column: str, value: float) -> str | None:
+    unit = next((unit for key, unit in RATE_UNITS if f"_{key}_" in f"_{column}_"), None)
+    if unit is None:
+        return None
+    return f"{value:,.1f} {unit}" if unit in ("GB/s", "launches/s") else si(value, unit)
+
+
 def cell(column: str, value) -> str:
     """One table cell as text: durations in ms/us, percentages and shares as %, rates with SI prefixes,
     counts with thousands separators, never scientific notation."""
@@ -213,6 +226,8 @@ def cell(column: str, value) -> str:
         return duration(float(value) * 1e6)
     if column.endswith("_us"):
         return duration(float(value) * 1e3)
+    if rate := _rate(column, float(value)):
+        return rate
     if column.endswith("_s") and "per_s" not in column:
         return f"{value:,.1f} s"
     if "share" in column and "pct" not in column:  # fractions of 1
