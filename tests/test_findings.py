@@ -370,3 +370,15 @@ def test_the_ssm_limiter_headline_adds_up_by_unit_not_by_unit_and_percent():
     finding = _ssm(summary)[0].finding
     assert "what limits them (share of the time of the 5 largest): 50 % shared memory, 27 % DRAM bandwidth, " \
            "23 % tensor pipe" in finding
+
+
+GOLDEN = Path(__file__).parent / "data" / "golden-bundled-runs"
+WORDS_OF_FINDINGS = sorted([*GOLDEN.glob("*/*findings.csv"), *GOLDEN.glob("*/compare.md")])
+
+
+@pytest.mark.parametrize("path", WORDS_OF_FINDINGS, ids=lambda path: f"{path.parent.name}/{path.name}")
+def test_no_finding_of_a_bundled_page_says_nan(path):
+    """Every finding of the reference pages (their reviewed snapshots): no "nan" where a number is missing (the
+    parallel page once said "DRAM throughput nan % of peak" and "Counters checked in all 0 runs")."""
+    text = path.read_text()
+    assert not re.search(r"\bnan\b", text, re.IGNORECASE) and "in all 0 runs" not in text

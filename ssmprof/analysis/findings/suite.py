@@ -34,6 +34,9 @@ def _counters(findings: dict[str, pd.DataFrame]) -> Finding:
     counted = {w: s for w, s in status.items() if s != COUNTERS_NONE}
     unchecked = [w for w, s in counted.items() if s == COUNTERS_UNCHECKED]
     removed = [w for w, s in counted.items() if s == COUNTERS_REMOVED]
+    if not counted:
+        return Finding("counters", COUNTERS_NONE, "none", f"No run has counters (timeline only): {', '.join(without)}.",
+                       "step_times")
     text = (f"Counters unchecked (written before the self-checks) in {len(unchecked)} of {len(counted)} runs"
             + (f": {', '.join(unchecked)}" if len(unchecked) < len(counted) else "") + ". "
             if unchecked else "Counters checked in the one run with counters. " if len(counted) == 1
@@ -63,10 +66,11 @@ def suite_findings(category_shares: pd.DataFrame, ssm_kernels: pd.DataFrame, fin
         roof = (f"at {span(checked['pct_of_roof'].min(), checked['pct_of_roof'].max())} of the roof where "
                 f"counters are checked ({', '.join(checked['workload'])})" if len(checked) else
                 "roof unknown (no run's counters are checked)")
+        dram = s["dram_pct_of_peak"].dropna()
+        dram_text = (f"DRAM throughput {span(dram.min(), dram.max())} of peak (Nsight Compute)" if len(dram) else
+                     "DRAM throughput unknown (no counters)")
         text = f"SSM kernels take {low['ssm_time_pct']:.0f} % ({low['workload']}) to {high['ssm_time_pct']:.0f} % " \
-               f"({high['workload']}) of kernel time, {roof}, with DRAM throughput " \
-               f"{span(s['dram_pct_of_peak'].min(), s['dram_pct_of_peak'].max())} of peak (Nsight Compute). " \
-               "Share of SSM time memory-bound: " \
+               f"({high['workload']}) of kernel time, {roof}, with {dram_text}. Share of SSM time memory-bound: " \
                f"{bound}."
         rows.append(Finding("SSM kernels", "measured", span(low["ssm_time_pct"], high["ssm_time_pct"]), text,
                             "ssm_kernels"))
