@@ -259,26 +259,31 @@ def systematic_shifts(kernels: pd.DataFrame, kernels_a: pd.DataFrame, kernels_b:
         if len(rows) < SYSTEMATIC_FEWEST or len(directions) != 1 or 4 * len(moved) < 3 * len(rows):
             continue
         (direction,) = directions
-        pct = 100 * abs(1 / moved["speedup"].median() - 1)
-        note = (f"systematic: {len(moved)} of {len(rows)} {category} configurations {pct:.1f} % {direction} on B "
-                f"({moved['speedup'].min():.3f}-{moved['speedup'].max():.3f}x, each outside its own interval): the "
-                f"category moved as one (clocks, power, the GPU or the host), not kernel by kernel")
+        total = moved["time_ns_a"].sum() / moved["time_ns_b"].sum()
+        note = (f"systematic: {len(moved)} of {len(rows)} {category} configurations {direction} on B, median "
+                f"{moved['speedup'].median():.3f}x ({moved['speedup'].min():.3f}-{moved['speedup'].max():.3f}x, each "
+                f"outside its own interval; {total:.3f}x of their time together): the category moved as one "
+                "(clocks, power, the GPU or the host), not kernel by kernel")
         if category == "GEMM":
-            note += _peak_note(tensor_peaks)
+            note += _peak_note(tensor_peaks, direction)
         notes.append(note)
         table.loc[moved.index, "vs_noise"] = f"{direction} (systematic, {category})"
     return table.drop(columns="category"), notes
 
 
-def _peak_note(peaks: tuple[float | None, float | None]) -> str:
+def _peak_note(peaks: tuple[float | None, float | None], direction: str) -> str:
+    """The two runs' bf16 tensor peaks beside a systematic GEMM shift (`direction`: FASTER or SLOWER on B): whether
+    B's ceiling moved the same way as its GEMMs, which it could explain, or the other way, which it cannot."""
     a, b = peaks
     if a is None or b is None:
         return ""
     if a == b:
         return f"; both runs stand on the same bf16 tensor peak ({a:.1f} TFLOP/s): no calibration of B's own says why"
     change = 100 * (b / a - 1)
+    agrees = (change > 0) == (direction == FASTER)
     return (f"; B's calibrated bf16 tensor peak is {abs(change):.1f} % {'lower' if change < 0 else 'higher'} "
-            f"({b:.1f} vs {a:.1f} TFLOP/s)")
+            f"({b:.1f} vs {a:.1f} TFLOP/s)" + (": in line with the shift" if agrees else
+                                              f": the other way, so the peaks do not explain GEMMs {direction} on B"))
 
 
 def iteration_notes(runs: dict[str, tuple[RunInfo, pd.DataFrame]]) -> list[str]:
