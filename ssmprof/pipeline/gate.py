@@ -20,6 +20,7 @@ from ssmprof.analysis.change.gate import (
 )
 from ssmprof.analysis.change.history import run_rows, step_rows
 from ssmprof.errors import InvalidConfig, SsmprofError
+from ssmprof.history_store import Snapshot, snapshot
 from ssmprof.pipeline.history import check_history, recent_runs, refuse_repeated, rolling_baseline
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_file, write_text
@@ -157,18 +158,19 @@ def shared_gpu_check(judged: pd.DataFrame, note: str) -> pd.DataFrame:
 BOOTSTRAP = 3  # runs of a configuration the history must hold before the gate judges the next one
 
 
-def history_document(folder: Path, run: Run, last: int, bootstrap: int = BOOTSTRAP) -> tuple[Baseline | None, str]:
+def history_document(view: Snapshot, run: Run, last: int, bootstrap: int = BOOTSTRAP) -> tuple[Baseline | None, str]:
     """A baseline of the last `last` runs of `run`'s configuration in the history (`Baseline`), and the note
     saying which runs. Where the history holds fewer than `bootstrap` such runs (a new history, a new
     configuration) there is no baseline yet (None) and the note says from which run the gate judges: the first
-    jobs of a CI history pass and fill it, rather than fail until someone seeds it by hand."""
-    info = run.info
-    recent = recent_runs(folder, run, last)
+    jobs of a CI history pass and fill it, rather than fail until someone seeds it by hand. `view`: the history as
+    the command read it once (`history_store.snapshot`), so that every run it gates stands on the same runs."""
+    info, folder = run.info, view.folder
+    recent = recent_runs(view, run, last)
     if len(recent) < bootstrap:
         return None, (f"no baseline yet: history {folder} holds {len(recent)} earlier runs of {info.workload.name} "
                       f"with this config on {info.gpu.name} (GPU not shared); the gate judges from the "
                       f"{_ordinal(bootstrap + 1)} run on (--bootstrap {bootstrap})")
-    table = rolling_baseline(folder, recent["run_id"].tolist())
+    table = rolling_baseline(view, recent["run_id"].tolist())
     document = make_document(Baseline, workload=info.workload.model_dump(exclude_unset=True),
                              source=source_of(info, recent["run_id"].tolist()),
                              rows=table.to_dict("records"))
@@ -218,7 +220,8 @@ def regress(runs: list[Path], baseline_file: Path | None, junit: Path | None = N
         made = [(read_document(Baseline, baseline_file), "")] * len(loaded)
     else:
         assert history is not None  # refused above where neither is given
-        made = [history_document(history, run, last, min(bootstrap, last)) for _, run in loaded]
+        view = snapshot(history)  # one snapshot for every run of the command, whatever is appended meanwhile
+        made = [history_document(view, run, last, min(bootstrap, last)) for _, run in loaded]
     verdicts = [_verdict(document, note, path, run, thresholds, allow_different_gpu, allow_different_config)
                 for (document, note), (path, run) in zip(made, loaded, strict=True)]
     documents = [document for document, _ in made if document is not None]

@@ -24,16 +24,10 @@ from ssmprof.analysis.limits.roofline import roofline
 from ssmprof.analysis.step.communication import one_rank
 from ssmprof.errors import DuplicateRun, SsmprofError
 from ssmprof.hardware import run_ceilings
-from ssmprof.history_store import duckdb_module, query_history
+from ssmprof.history_store import History, Snapshot, duckdb_module, query_history, snapshot
 from ssmprof.pipeline.loading import load_run
 from ssmprof.pipeline.outputs import check_folder, write_text
-from ssmprof.schema import (
-    HISTORY_GLOB,
-    HISTORY_VERSION,
-    Run,
-    run_identity,
-    write_history_entry,
-)
+from ssmprof.schema import HISTORY_VERSION, Run, run_identity, write_history_entry
 
 COMMIT_VARIABLES = ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "GIT_COMMIT")  # CI systems' commit under test
 DEFAULT_LAST = 10  # runs in a rolling baseline
@@ -118,9 +112,8 @@ def append(runs: list[Path], folder: Path, commit: str | None = None) -> Appende
     holds already (same identity) is not appended again, so a job that appends the same run twice (`profile
     --history` then `regress --history`) counts it once."""
     check_history(folder)
-    known = set()
-    if any(Path(folder).glob(HISTORY_GLOB)):
-        known = set(runs_table(folder)["run_id"])  # a history that cannot be read is refused before appending
+    view = snapshot(folder)
+    known = set(runs_table(view)["run_id"]) if view.files else set()  # an unreadable history is refused here
     refuse_repeated(runs)
     loaded = [load_run(path) for path in runs]  # every run read before any is appended
     new = [run for run in loaded if history_run_id(run) not in known]
@@ -132,37 +125,39 @@ def append(runs: list[Path], folder: Path, commit: str | None = None) -> Appende
 # --- queries
 
 
-def runs_table(folder: Path) -> pd.DataFrame:
+def runs_table(history: History) -> pd.DataFrame:
     """One row per appended run, oldest first: run_id, created, commit, workload, preset, config, gpu,
-    gpu_shared."""
-    return query_history(folder, """
+    gpu_shared. `history`, here and in the queries below: a folder (read as it is at the query), or a snapshot of
+    it (`history_store.snapshot`) that every query of one command shares."""
+    return query_history(history, """
         SELECT run_id, any_value(created) AS created, any_value("commit") AS "commit",
                any_value(workload) AS workload, any_value(preset) AS preset, any_value(config) AS config,
                any_value(gpu) AS gpu, any_value(gpu_shared) AS gpu_shared
         FROM history GROUP BY run_id ORDER BY created, run_id""")
 
 
-def recent_runs(folder: Path, run: Run, last: int = DEFAULT_LAST) -> pd.DataFrame:
+def recent_runs(history: History, run: Run, last: int = DEFAULT_LAST) -> pd.DataFrame:
     """The last `last` runs (run_id, commit, created; newest first) in the history of the configuration of
     `run` (workload, config, GPU), leaving out runs on a shared GPU and `run` itself where it was appended
     already (same `history_run_id`). An empty or new history holds none."""
-    if not any(Path(folder).glob(HISTORY_GLOB)):
+    view = history if isinstance(history, Snapshot) else snapshot(history)
+    if not view.files:
         return pd.DataFrame(columns=["run_id", "commit", "created"])
     workload = run.info.workload
-    return query_history(folder, """
+    return query_history(view, """
         SELECT run_id, any_value("commit") AS "commit", any_value(created) AS created FROM history
         WHERE workload = ? AND config = ? AND gpu = ? AND gpu_shared <> 'yes' AND run_id <> ?
         GROUP BY run_id ORDER BY created DESC, run_id DESC LIMIT ?""",
         [workload.name, json.dumps(workload.config, sort_keys=True), run.info.gpu.name, history_run_id(run), last])
 
 
-def rolling_baseline(folder: Path, run_ids: list[str]) -> pd.DataFrame:
+def rolling_baseline(history: History, run_ids: list[str]) -> pd.DataFrame:
     """The baseline rows (`analysis.change.gate.build_baseline`'s, and the step rows of `build_step_baseline`) over
     the runs `run_ids`: medians and spreads (MAD scaled to a standard deviation) computed by DuckDB."""
     keys = ", ".join([*ROW_KEY, "metric"])
     metrics = ", ".join(f"'{m}'" for m in GATED_METRICS)
     marks = ", ".join("?" for _ in run_ids)
-    return query_history(folder, f"""
+    return query_history(history, f"""
         WITH rows AS (SELECT * FROM history WHERE run_id IN ({marks}) AND metric IN ({metrics})),
         medians AS (SELECT {keys}, median(value) AS median, count(*) AS runs FROM rows GROUP BY {keys})
         SELECT {", ".join(f"m.{c}" for c in [*ROW_KEY, "metric"])}, m.median,
@@ -171,9 +166,9 @@ def rolling_baseline(folder: Path, run_ids: list[str]) -> pd.DataFrame:
         GROUP BY ALL ORDER BY ALL""", list(run_ids))
 
 
-def configuration_rows(folder: Path, workload: str, config: str, gpu: str) -> pd.DataFrame:
+def configuration_rows(history: History, workload: str, config: str, gpu: str) -> pd.DataFrame:
     """Every row of one configuration's runs (the series the trends and change points are drawn from)."""
-    return query_history(folder, """
+    return query_history(history, """
         SELECT * FROM history WHERE workload = ? AND config = ? AND gpu = ? AND scope <> 'phase'
         ORDER BY created, run_id""", [workload, config, gpu])
 
@@ -200,12 +195,15 @@ class Trend:
         return int(self.changes["position"].nunique()) if len(self.changes) else 0
 
 
-def trends(folder: Path) -> list[Trend]:
-    """Each configuration of the history, its change points found and named."""
-    runs = runs_table(folder)
+def trends(history: History) -> list[Trend]:
+    """Each configuration of the history, its change points found and named; every query of one snapshot (a
+    folder is read once, as it is now: runs appended meanwhile by other processes are in no trend, rather than in
+    the rows of a configuration but not in its runs)."""
+    view = history if isinstance(history, Snapshot) else snapshot(history)
+    runs = runs_table(view)
     out = []
     for (workload, preset, config, gpu), group in runs.groupby(["workload", "preset", "config", "gpu"], sort=True):
-        rows = configuration_rows(folder, workload, config, gpu)
+        rows = configuration_rows(view, workload, config, gpu)
         group = group.reset_index(drop=True)
         changes = change_points(rows, group)
         ids = group["run_id"].tolist()
@@ -223,8 +221,8 @@ class HistoryResult:
 
 
 def history_report(folder: Path, out: Path | None) -> HistoryResult:
-    """`ssmprof history`: the history's trends and change points; the trend page (HTML) and its markdown written
-    into `out` where given, nowhere otherwise."""
+    """`ssmprof history`: the history's trends and change points, of one snapshot of it (`trends`); the trend
+    page (HTML) and its markdown written into `out` where given, nowhere otherwise."""
     from ssmprof.reports.history import history_html, history_markdown
 
     check_folder(out, "--out")
