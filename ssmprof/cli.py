@@ -132,8 +132,9 @@ FallbackOpt = Annotated[bool, typer.Option(help="run on a GPU even if fused kern
 TpOpt = Annotated[int, typer.Option("--tp", help="tensor-parallel ranks (one GPU each; gloo processes on the CPU)")]
 DpOpt = Annotated[int, typer.Option("--dp", help="data-parallel replicas of the tensor-parallel model")]
 SpOpt = Annotated[bool, typer.Option(help="sequence parallelism under --tp (mamba-ssm's default)")]
-GraphsOpt = Annotated[bool, typer.Option(help="also time the step captured as one CUDA graph (no per-launch host "
-                                              "cost); refused, with the reason, where it cannot be captured")]
+GraphsOpt = Annotated[bool, typer.Option(help="also time the step as one CUDA graph, --tp/--dp collectives "
+                                              "inside (no per-launch host cost); refused, with the reason, where it "
+                                              "cannot be captured")]
 
 
 @app.command()

@@ -968,7 +968,8 @@ def read_document(kind: type[Document], path: Path) -> Document:
 class RankJob(_Versioned):
     """What every rank of a multi-GPU run does (`profiler.distributed`), as one file the torchrun job's ranks
     read: the workload and split, the mode (`distributed.MODES`), the shared folder the ranks write into, the
-    ranks Nsight Compute wraps (`ncu_ranks`) and the pass they replay (`ncu_pass`, counters mode only)."""
+    ranks Nsight Compute wraps (`ncu_ranks`) and the pass they replay (`ncu_pass`, counters mode only), and whether
+    the step is also timed as one CUDA graph (`cuda_graphs`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     VERSION: ClassVar[int] = 1
@@ -988,6 +989,9 @@ class RankJob(_Versioned):
     allow_fallback: bool = False
     autotune: str | None = None  # an `AutotunePins` file: the timeline's Triton choices, pinned by counter passes
     keep_trace: bool = False  # timeline mode: also write each rank's raw torch.profiler trace
+    # train and timeline modes, GPU only: also capture the step, its collectives inside, as one CUDA graph and time
+    # its replays (`harness.time_graphed_steps`; `--cuda-graphs`)
+    cuda_graphs: bool = False
     ncu_ranks: tuple[int, ...] = ()  # counters mode: the ranks that run under Nsight Compute
     ncu_pass: dict[str, Any] | None = None  # counters mode: report stem, mode, metrics, targets, names, timeout
 
@@ -1005,6 +1009,7 @@ class RankRun(_Open):
     peak_memory_bytes: int | None = None
     gpu: dict[str, Any] = {}
     gpu_sharing: dict[str, Any] | None = None  # `nvml.SharingMonitor.summary`; None off the GPU
+    graphed_step_times_ms: list[float] | None = None  # `--cuda-graphs`: the rank's replays; None without
 
 
 class RankResult(_Versioned):

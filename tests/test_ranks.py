@@ -47,13 +47,51 @@ def test_busy_per_rank_excludes_waiting_and_stays_under_the_iteration(tp4, rank,
     assert row["busy_pct"] <= 100
 
 
-def test_the_late_rank_is_rank_1_and_its_host_made_it_late(tp4):
+def test_the_late_rank_is_rank_1_and_the_hosts_pace_the_step(tp4):
+    """Rank 1 arrived last; its GPU ran dry between its launches, and the step (137.2 ms, at least 135.0 ms in its
+    95 % interval) outlasts its 77.0 ms of compute and transfer by 58.0 ms: the hosts pace the step. The cause says
+    what kernels.parquet cannot tell (one slow host, or every host about as slow), and the remedy is the command."""
     row = late_rank(tp4.kernels, tp4.info).iloc[0]
     assert (row["late_rank"], row["arrived_last"], row["collectives"]) == (1, 69, 72)
     assert (round(row["cost_ms"], 1), round(row["cost_noise_ms"], 1), round(row["iteration_ms"], 1)) == \
            (143.1, 4.3, 234.5)
-    assert row["cause"].startswith("its host: median gap between its kernels 120.3 us against 1.5 us")
+    assert (round(row["gpu_work_ms"], 1), round(row["step_over_gpu_ms"], 1), row["hosts_pace"]) == (77.0, 58.0, True)
+    assert row["cause"].startswith("its GPU ran dry waiting for its host's launches (median gap between its kernels "
+                                   "120.3 us against 1.5 us")
+    assert "the hosts pace the step, not its GPU" in row["cause"]
+    assert "cannot tell one slow host from hosts that each need about the step" in row["cause"]
     assert "clocks not measured during the steps" in row["cause"]
+    assert "`ssmprof run mamba2-lm --preset paper --tp 4 --cuda-graphs`" in row["remedy"]
+    assert "a larger --batch-size" in row["remedy"]
+
+
+@pytest.mark.parametrize(("run", "paced", "over_ms"), [
+    ("h100-sxm/mamba2-lm-tp4", True, 38.5), ("h100-sxm/hybrid-tp4", False, -0.6),
+    ("h100-sxm/mamba1-lm-tp4", False, 0.9), ("h200/mamba2-lm-tp2", False, -1.8),
+    ("h200/mamba2-lm-tp2-no-sp", False, 3.5), ("h200/mamba1-lm-tp2", False, -0.1),
+    ("h200/mamba1-lm-tp2-no-sp", False, 0.6), ("h200/hybrid-tp2", False, -1.9),
+    ("planted", True, 141.1), ("cpu/tp2-cpu-gloo-mamba2-lm-sp", False, 52.8),
+    ("cpu/tp2-cpu-gloo-hybrid-sp", False, 125.9),
+])
+def test_the_hosts_pace_the_step_only_where_the_step_outlasts_the_gpu_work(run, paced, over_ms):
+    """The rule (`ranks.hosts_pace`) on the bundled multi-GPU runs and the fixtures: the H100 TP=4 mamba2-lm steps
+    outlast the last rank's GPU work by 24-62 % of the step, every other bundled run's step is its GPU work to within
+    3 %, and gloo ranks on the CPU, whose ops run on the host itself, are never said to be paced by it."""
+    gpu, _, name = run.partition("/")
+    path = (PLANTED if run == "planted" else DATA / name if gpu == "cpu"
+            else bundled.REFERENCE / gpu / bundled.PARALLEL / name)
+    loaded = load_run(path)
+    row = late_rank(loaded.kernels, loaded.info).iloc[0]
+    assert (bool(row["hosts_pace"]), round(row["step_over_gpu_ms"], 1)) == (paced, over_ms)
+    assert bool(row["remedy"]) is paced
+
+
+def test_every_tp4_run_on_the_h100_hosts_is_paced_by_its_hosts():
+    """The ten runs of tests/data/tp4-h100-late-rank-hosts: whichever rank is late, the step outlasts its GPU work
+    by more than a quarter, beyond noise; the hosts pace every one."""
+    rows = [_late_rank_of(run.name) for run in LATE_RANK_HOSTS.iterdir() if run.is_dir()]
+    assert len(rows) == 10 and all(row["hosts_pace"] for row in rows)
+    assert min(row["step_over_gpu_ms"] / row["step_ms"] for row in rows) > 0.25
 
 
 def test_scaling_against_the_single_gpu_twin_has_an_interval(tp4):
@@ -66,7 +104,8 @@ def test_scaling_against_the_single_gpu_twin_has_an_interval(tp4):
 
 def test_the_tp4_report_names_rank_1_and_calls_nothing_gpu_bound():
     text = reporting.report([TP4, TP1], "md")
-    assert "Rank 1 is late: it arrived last at 69 of 72 collectives" in text
+    assert "Rank 1 launches last: it arrived last at 69 of 72 collectives" in text
+    assert "the hosts pace the step, not its GPU" in text and "Remedy: capture the step as one CUDA graph" in text
     assert "it costs the profiled iteration 143.1 ms (61 % of its 234.5 ms; noise 4.3 ms)" in text
     assert "rank 0's collectives took 171.5 ms of the profiled iteration: 17.0 ms transfer, 154.5 ms waiting" in text
     assert "4 GPUs run the step 1.55x as fast as one (1.36-1.63x" in text

@@ -26,7 +26,15 @@ from ssmprof.pipeline import reporting
 from ssmprof.pipeline.history import check_history
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.profiler.distributed import Launch
-from ssmprof.profiler.harness import CaptureRefused, Prepared, Progress, RunResult, resolve_device, run_training
+from ssmprof.profiler.harness import (
+    CaptureRefused,
+    Prepared,
+    Progress,
+    RunResult,
+    capture_refusal,
+    resolve_device,
+    run_training,
+)
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.profile_run import ProfileSettings, check_counters_mode, identical_gpus
 from ssmprof.schema import SUITE_MANIFEST, DeviceProfile, RankJob, SuiteManifest, make_document, write_document
@@ -77,9 +85,6 @@ class ProfileRequest:
     history: Path | None = None  # appended to after the run (`history.append`); checked here with the outputs
 
     def __post_init__(self) -> None:
-        if self.settings.cuda_graphs and self.workload.parallelism().distributed:
-            raise CaptureRefused("--cuda-graphs runs one process: it does not capture the collectives of --tp/--dp "
-                                 "runs")
         if self.settings.autotune_from is not None and self.workload.parallelism().distributed:
             raise InvalidConfig("--autotune-from pins one process's Triton choices: --tp/--dp ranks autotune "
                                 "their own shapes")
@@ -130,12 +135,22 @@ def _check_parallel(workload: Workload, cfg: CommonConfig, options: WorkloadOpti
     check_devices(device, options.tp * options.dp // max(nodes, 1))
 
 
-def rank_job(ready: Prepared, options: WorkloadOptions, steps: int, mode: str):
-    """The job every rank of a parallel run runs (`profiler.distributed`)."""
+def rank_job(ready: Prepared, options: WorkloadOptions, steps: int, mode: str, cuda_graphs: bool = False):
+    """The job every rank of a parallel run runs (`profiler.distributed`); `cuda_graphs`: each rank also captures
+    its step, collectives inside, as one CUDA graph and times its replays."""
     return make_document(RankJob, workload=ready.workload.spec, preset=ready.preset, overrides=ready.overrides,
                          warmup=ready.warmup, steps=steps, tp=options.tp, dp=options.dp,
                          sequence_parallel=options.parallelism().sequence_parallel, device=ready.plan.device,
-                         mode=mode, scratch="", allow_fallback=options.allow_fallback)
+                         mode=mode, scratch="", allow_fallback=options.allow_fallback, cuda_graphs=cuda_graphs)
+
+
+def check_capture(ready: Prepared, cuda_graphs: bool) -> None:
+    """Refuse `--cuda-graphs` in one line, before any rank or step starts, where the step cannot be captured
+    (`harness.capture_refusal`: on the CPU, or a workload whose shapes change): a --tp/--dp job would otherwise
+    start its ranks and fail in each of them, after building the model."""
+    refusal = capture_refusal(ready.workload, ready.plan) if cuda_graphs else None
+    if refusal:
+        raise CaptureRefused(refusal)
 
 
 def parallel_numerics(options: WorkloadOptions, device: str = "auto") -> pd.DataFrame:
@@ -169,16 +184,17 @@ def _check_cpu_size(workload: Workload, cfg: CommonConfig, plan: KernelPlan) -> 
 def train(options: WorkloadOptions, device: str = "auto", steps: int = 10, json_out: Path | None = None,
           progress: Progress | None = None, cuda_graphs: bool = False) -> RunResult:
     """`ssmprof run`: a few training iterations, timed (no collectors); also written as JSON to `json_out`. With
-    `cuda_graphs`, the step is also captured as a CUDA graph and its replays timed (`harness.time_graphed_steps`)."""
+    `cuda_graphs`, the step is also captured as a CUDA graph and its replays timed (`harness.time_graphed_steps`);
+    under --tp/--dp on GPUs every rank captures its step with its NCCL collectives inside, and each replay counts as
+    long as its slowest rank (`distributed.merged_result`), as the eager steps do."""
     check_file(json_out, "--json")
     ready = prepare(options, device)
+    check_capture(ready, cuda_graphs)
     parallel = None
-    if cuda_graphs and options.parallelism().distributed:
-        raise CaptureRefused("--cuda-graphs runs one process: it does not capture the collectives of --tp/--dp runs")
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import train_parallel
 
-        result, parallel = train_parallel(rank_job(ready, options, steps, "train"))
+        result, parallel = train_parallel(rank_job(ready, options, steps, "train", cuda_graphs))
     else:
         result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, steps, ready.warmup, NvtxMarker(),
                               progress, cuda_graphs=cuda_graphs)
@@ -196,7 +212,8 @@ def profile(request: ProfileRequest, progress: Progress | None = None) -> Path |
     Single-GPU: `profiler.profile_run.profile_run`, its counter passes spread over `settings.pass_gpus` identical GPUs
     of the host (0: all), with Nsight Compute's `settings.replay` (`counters.replay_mode`: auto takes
     application replay where the process holds more than half the GPU); `settings.cuda_graphs` also times the
-    step captured as a CUDA graph (run.json's `harness.cuda_graphs`; the profiled iteration stays eager)."""
+    step captured as a CUDA graph (run.json's `harness.cuda_graphs`, on --tp/--dp each replay's slowest rank; the
+    profiled iteration stays eager)."""
     from ssmprof.profiler.profile_run import profile_run
 
     options, settings = request.workload, request.settings
@@ -207,8 +224,9 @@ def profile(request: ProfileRequest, progress: Progress | None = None) -> Path |
     if options.parallelism().distributed:
         from ssmprof.profiler.distributed import profile_parallel
 
-        path = profile_parallel(rank_job(ready, options, settings.steps, "timeline"), settings, check_run_counters,
-                                where=request.launch)
+        check_capture(ready, settings.cuda_graphs)
+        job = rank_job(ready, options, settings.steps, "timeline", settings.cuda_graphs)
+        path = profile_parallel(job, settings, check_run_counters, where=request.launch)
     else:
         path = profile_run(ready, settings, progress, check=check_run_counters)
     if request.report_file is not None and path is not None:

@@ -56,6 +56,9 @@ if TYPE_CHECKING:  # collect is imported where it is used: a rank process never 
     from ssmprof.profiler.profile_run import ProfileSettings
 
 MODES = ("train", "timeline", "counters", "numerics")
+# The modes whose ranks also time their step as one CUDA graph where the job asks (`RankJob.cuda_graphs`): a counter
+# pass replays one eager step under Nsight Compute, and a numerics check compares one forward and backward.
+GRAPHED_MODES = ("train", "timeline")
 # Set in the process a rank starts under Nsight Compute: that one runs the rank itself instead of wrapping again.
 UNDER_NCU_ENV = "SSMPROF_UNDER_NCU"
 
@@ -164,7 +167,8 @@ def _run_rank(job: RankJob, name: str, rank: int) -> RankResult:
                               progress=lambda stage, done, total: _mark_stage(out, rank, stage, done),
                               capture=capture, groups=groups,
                               timing=capture.record_timing if capture is not None and cuda else None,
-                              find_syncs=capture is not None)
+                              find_syncs=capture is not None,
+                              cuda_graphs=job.cuda_graphs and job.mode in GRAPHED_MODES)
         timing = None
         if capture is not None:
             table, timing = capture.table(agreed_iteration) if cuda else (cpu_table(capture.trace), None)
@@ -332,11 +336,21 @@ def check_same_gpus(results: list[RankResult]) -> None:
 
 
 def merged_result(results: list[RankResult]) -> RunResult:
-    """One result for the run: rank 0's, with each step as long as its slowest rank (a TP step waits for all)."""
+    """One result for the run: rank 0's, with each step as long as its slowest rank (a TP step waits for all), and
+    each CUDA-graph replay likewise (`--cuda-graphs`: the replays carry the collectives, so the ranks replay in
+    step; a rank that timed none leaves the run without graphed steps rather than with some ranks' alone)."""
     fields = {f.name for f in dataclasses.fields(RunResult)}
     result = RunResult(**{k: v for k, v in harness_of(results[0]).model_dump().items() if k in fields})
-    result.step_times_ms = [max(steps) for steps in zip(*(harness_of(r).step_times_ms for r in results), strict=True)]
+    result.step_times_ms = slowest_steps([harness_of(r).step_times_ms for r in results])
+    graphed = [harness_of(r).graphed_step_times_ms for r in results]
+    result.graphed_step_times_ms = slowest_steps([g for g in graphed if g]) if all(graphed) else None
     return result
+
+
+def slowest_steps(per_rank: list[list[float]]) -> list[float]:
+    """Step i of the job as its slowest rank's step i: a step that holds collectives ends on every rank only once
+    the last rank is done. The ranks time the same number of steps (a mismatch is a ValueError, not a guess)."""
+    return [max(steps) for steps in zip(*per_rank, strict=True)]
 
 
 def parallel_section(job: RankJob, results: list[RankResult], ncu_ranks: list[int], nnodes: int = 1) -> dict:
@@ -347,13 +361,20 @@ def parallel_section(job: RankJob, results: list[RankResult], ncu_ranks: list[in
         "backend": "nccl" if job.device == "cuda" else "gloo", "nnodes": nnodes,
         "counters_rank": ncu_ranks[0] if ncu_ranks else None, "counters_ranks": ncu_ranks,
         "ranks": [{"rank": r.rank, "node": r.node, "node_rank": r.node_rank, "tp_rank": r.tp_rank, "dp_rank": r.dp_rank,
-                   "step_ms": statistics.median(harness_of(r).step_times_ms), "final_loss": harness_of(r).final_loss,
+                   "step_ms": statistics.median(harness_of(r).step_times_ms), **_graphed_ms(harness_of(r)),
+                   "final_loss": harness_of(r).final_loss,
                    "peak_memory_bytes": harness_of(r).peak_memory_bytes, "gpu": harness_of(r).gpu.get("name"),
                    "gpu_sharing": harness_of(r).gpu_sharing} for r in results],
         "topology": (topo := topology() if job.device == "cuda" else None),
         "link": _link(harness_of(results[0]).gpu.get("name"), topo),
         "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if job.device == "cuda" else None,
     }
+
+
+def _graphed_ms(run: RankRun) -> dict[str, float]:
+    """A rank's median CUDA-graph replay (`graphed_step_ms`), where it timed them (`--cuda-graphs`); nothing
+    otherwise, so runs without graphs keep the entries they always had."""
+    return {"graphed_step_ms": statistics.median(run.graphed_step_times_ms)} if run.graphed_step_times_ms else {}
 
 
 def _link(gpu_name: str | None, topo: str | None) -> dict | None:

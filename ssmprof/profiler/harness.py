@@ -214,7 +214,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
     CaptureRefused (a step that cannot be captured)."""
     if steps < 1 or warmup < 0:
         raise InvalidConfig(f"need steps >= 1 and warmup >= 0, got steps={steps} warmup={warmup}")
-    refusal = capture_refusal(workload, plan, groups is not None) if cuda_graphs else None
+    refusal = capture_refusal(workload, plan) if cuda_graphs else None
     if refusal:
         raise CaptureRefused(refusal)
     report = progress or (lambda stage, done, total: None)
@@ -296,15 +296,16 @@ class CaptureRefused(InvalidConfig):
 CAPTURE_WARMUP = 3
 
 
-def capture_refusal(workload: Workload, plan: KernelPlan, parallel: bool) -> str | None:
+def capture_refusal(workload: Workload, plan: KernelPlan) -> str | None:
     """Why `--cuda-graphs` cannot run this step, in one line, or None where it can be tried: a CUDA graph replays
-    GPU work with the shapes and addresses of its capture, so it needs a GPU, one process (no collectives
-    across ranks in the capture here) and shapes that do not change between steps (`Workload.capture_blocker`)."""
+    GPU work with the shapes and addresses of its capture, so it needs a GPU (a --tp/--dp job on the CPU runs over
+    gloo, which has nothing to capture) and shapes that do not change between steps (`Workload.capture_blocker`).
+    A --tp/--dp step on GPUs is captured whole, its NCCL collectives inside: every rank captures the same sequence at
+    the same point and replays it with the others (`distributed.merged_result` keeps each replay's slowest rank)."""
     if plan.device != "cuda":
         return ("--cuda-graphs needs a CUDA GPU: a CUDA graph replays GPU kernels, and this run is on the CPU "
-                "(no GPU visible, or --device cpu)")
-    if parallel:
-        return "--cuda-graphs runs one process: it does not capture the collectives of --tp/--dp runs"
+                "(no GPU visible, or --device cpu; --tp/--dp ranks on the CPU run over gloo, which a graph cannot "
+                "capture)")
     if workload.capture_blocker:
         return f"{workload.name} cannot be captured as a CUDA graph: {workload.capture_blocker}"
     return None

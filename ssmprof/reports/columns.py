@@ -240,7 +240,7 @@ COLUMN_MEANINGS: dict[str, str] = {
     "ceiling_gb_s": "That ceiling's bandwidth; empty for Nsight Compute's own peak (GB/s)",
     "dram_pct": "The SSM kernels' DRAM bytes/s as % of that ceiling (%)",
     "cause": "What made the late rank late, in words: its host's launch gaps or its kernels (the larger excess over "
-             "the other ranks), its SM clock and other processes on its GPU (text)",
+             "the other ranks), whether the hosts pace the step, its SM clock and other processes on its GPU (text)",
     # the analytic model, the SSD chain's data flow and fusion
     "flops_ratio": "Measured FLOPs per launch over the analytic model's (ratio)",
     "min_bytes": "Minimal DRAM bytes per launch in the model: each input read once, each output written once (bytes)",
@@ -286,6 +286,14 @@ COLUMN_MEANINGS: dict[str, str] = {
                "rank waited, summed (ms)",
     "cost_noise_ms": "That cost's noise: the largest cost of any other rank by the same rule (ms)",
     "cost_pct": "The late rank's cost as % of its profiled iteration (%)",
+    "gpu_work_ms": "The late rank's GPU work in the profiled iteration: its compute plus its collectives' transfer "
+                   "(ms)",
+    "step_over_gpu_ms": "How far the step outlasts that GPU work: the low end of the median step's 95 % interval "
+                        "less gpu_work_ms; time no kernel of the last rank to launch fills (ms)",
+    "hosts_pace": "True where the hosts pace the step: on GPUs, the late rank's launch gaps set it apart and the "
+                  "step outlasts its GPU work by 5 % of the step or more beyond noise (True/False)",
+    "remedy": "Where the hosts pace the step: what takes the launches off the hosts (one CUDA graph, a larger "
+              "batch per rank) and the command that measures it; empty otherwise (text)",
     "gap_median_us": "Median host launch gap between the rank's consecutive kernels (us)",
     "others_gap_median_us": "The other ranks' median of their median launch gaps (us)",
     "gap_total_ms": "The rank's launch gaps summed, the positive ones (ms)",

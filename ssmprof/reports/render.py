@@ -60,7 +60,8 @@ TABLE_TITLES = {
     "rank_busy": "Per rank: busy time (collectives' waiting excluded) and its share of the rank's profiled "
                  "iteration, compute, transfer and waiting, and the host's launch gaps",
     "late_rank": "The late rank: the one the others wait for at the collectives (it arrived last: shortest kernel), "
-                 "what it costs the iteration (its noise: the most any other rank costs) and what made it late",
+                 "what it costs the iteration (its noise: the most any other rank costs), what made it late and, where "
+                 "the hosts pace the step, the remedy",
     "scaling_efficiency": "Scaling against the single-GPU run: speedup and efficiency with the 95 % interval of "
                           "the two runs' kept timed steps",
     "profiled_iteration": "The profiled iteration against the timed steps: kernel span and busy time beside the "
@@ -291,7 +292,8 @@ OVERVIEW_TITLES = {
     "parallel": "Communication per multi-GPU run: collectives per layer (as the structure predicts?), exposed transfer "
                 "and wait per step, bus bandwidth of the layers' largest collectives",
     "late_ranks": "The late rank of each run where one costs the others more than its noise (the most any other "
-                  "rank costs): its cost to the profiled iteration and what made it late",
+                  "rank costs): its cost to the profiled iteration, what made it late, whether the hosts pace the "
+                  "step and the remedy",
 }
 
 

@@ -24,14 +24,7 @@ def parallel_findings(scaling: pd.DataFrame, parallel: pd.DataFrame, late: pd.Da
                         + "; ".join(runs) + f". Waiting for the other ranks outweighs the transfer in "
                         f"{waiting_more} of {len(parallel)} runs.", "parallel"))
     if len(late):
-        worst = late.iloc[0]
-        others = "; ".join(f"{r.run} rank {r.late_rank} ({r.cost_pct:.0f} %)" for r in late.iloc[1:].itertuples())
-        rows.append(Finding("late rank", "late", f"rank {worst['late_rank']} late: {worst['cost_pct']:.0f} % of an "
-                            "iteration",
-                            f"In {worst['run']} the others wait for rank {worst['late_rank']}: "
-                            f"{worst['cost_ms']:.1f} ms of its {worst['iteration_ms']:.1f} ms iteration (noise "
-                            f"{worst['cost_noise_ms']:.1f} ms); what made it late: {worst['cause'].split(';')[0]}."
-                            + (f" Late beyond noise elsewhere: {others}." if others else ""), "late_ranks"))
+        rows.append(_late_rank(late))
     else:
         rows.append(Finding("late rank", "none late", "no rank late",
                             "No run has a rank that costs the others more than its noise.", "parallel"))
@@ -61,3 +54,20 @@ def _scaling_overview(scaling: pd.DataFrame) -> Finding:
     speedups = span(measured["speedup"].min(), measured["speedup"].max(), "x", "{:.2f}")
     efficiency = span(measured["efficiency_pct"].min(), measured["efficiency_pct"].max())
     return Finding("scaling", "measured", f"{speedups} on {gpus} GPUs ({efficiency} efficiency)", text, "scaling")
+
+
+def _late_rank(late: pd.DataFrame) -> Finding:
+    """The late rank of the run where it costs most (`ranks.late_ranks`), what made it late, and the others late
+    beyond noise. Where the hosts pace that run's step (`ranks.hosts_pace`) it says so, not "late": the rank is
+    the last to launch (another run of the same job can name another), and the remedy is what takes the launches off
+    the hosts."""
+    worst = late.iloc[0]
+    paced = bool(worst.get("hosts_pace", False))
+    others = "; ".join(f"{r.run} rank {r.late_rank} ({r.cost_pct:.0f} %)" for r in late.iloc[1:].itertuples())
+    value = (f"hosts pace, rank {worst['late_rank']} last" if paced else f"rank {worst['late_rank']} late") + \
+        f": {worst['cost_pct']:.0f} % of an iteration"
+    text = (f"In {worst['run']} the others wait for rank {worst['late_rank']}: {worst['cost_ms']:.1f} ms of its "
+            f"{worst['iteration_ms']:.1f} ms iteration (noise {worst['cost_noise_ms']:.1f} ms); what made it late: "
+            f"{worst['cause'].split(';')[0]}." + (f" Remedy: {worst['remedy']}." if paced else "")
+            + (f" Late beyond noise elsewhere: {others}." if others else ""))
+    return Finding("late rank", "hosts pace" if paced else "late", value, text, "late_ranks")

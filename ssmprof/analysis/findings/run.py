@@ -179,7 +179,8 @@ def _rank_host(host: pd.Series) -> list[Finding]:
 
 def _late_rank(summary: Summary) -> list[Finding]:
     """The rank the others wait for (`ranks.late_rank`), what it costs and what made it late; where its cost is
-    within its noise, that no rank is late."""
+    within its noise, that no rank is late. Where the hosts pace the step (`ranks.hosts_pace`) the rank is named as
+    the last to launch, not as one slow rank (which rank is last changes from run to run), with the remedy."""
     late = summary.late_rank
     if late is None or late.empty:
         return []
@@ -189,12 +190,14 @@ def _late_rank(summary: Summary) -> list[Finding]:
                         f"No rank is late beyond noise: the latest, rank {row['late_rank']}, costs "
                         f"{row['cost_ms']:.1f} ms, within the {row['cost_noise_ms']:.1f} ms other ranks cost.",
                         "late_rank")]
-    text = (f"Rank {row['late_rank']} is late: it arrived last at {row['arrived_last']} of {row['collectives']} "
-            f"collectives, where the other ranks waited {row['caused_wait_ms']:.1f} ms in all; it costs the profiled "
-            f"iteration {row['cost_ms']:.1f} ms ({row['cost_pct']:.0f} % of its {row['iteration_ms']:.1f} ms; noise "
-            f"{row['cost_noise_ms']:.1f} ms). What made it late: {row['cause']}.")
-    return [Finding("late rank", "late", f"rank {row['late_rank']} late, {row['cost_ms']:.0f} ms", text, "late_rank",
-                    float(row["cost_ms"]))]
+    paced = bool(row.get("hosts_pace", False))
+    text = (f"Rank {row['late_rank']} {'launches last' if paced else 'is late'}: it arrived last at "
+            f"{row['arrived_last']} of {row['collectives']} collectives, where the other ranks waited "
+            f"{row['caused_wait_ms']:.1f} ms in all; it costs the profiled iteration {row['cost_ms']:.1f} ms "
+            f"({row['cost_pct']:.0f} % of its {row['iteration_ms']:.1f} ms; noise {row['cost_noise_ms']:.1f} ms). "
+            f"What made it late: {row['cause']}." + (f" Remedy: {row['remedy']}." if paced else ""))
+    value = f"rank {row['late_rank']} {'last: hosts pace' if paced else 'late'}, {row['cost_ms']:.0f} ms"
+    return [Finding("late rank", "hosts pace" if paced else "late", value, text, "late_rank", float(row["cost_ms"]))]
 
 
 def _scaling(summary: Summary) -> list[Finding]:

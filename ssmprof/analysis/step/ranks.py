@@ -22,6 +22,18 @@ beside the other ranks (their median): the host's launch gaps (time between the 
 where nothing, not even a waiting collective, runs), its compute kernels' time, its SM clock during the timed
 steps and other processes on its GPU
 (run.json, per rank). The cause named is the larger of the host's extra idle time and the kernels' extra time.
+
+The hosts pace the step. Where the host's gaps set the late rank apart on GPUs and the step (the low end of its
+median's 95 % interval) outlasts the late rank's GPU work (its compute plus transfer) by HOST_LIMITED_SHARE of the
+step or more, the step runs at the pace that rank's host issues launches, not at its GPU's: its GPU ran dry between
+launches while the others waited for it in the collectives. kernels.parquet holds no host CPU time, so it cannot
+tell one slow host (a planted delay) from hosts that each need about the step to launch it, the late one having
+fallen furthest behind; on 4 H100s (tests/data/tp4-h100-late-rank-cause) it was the latter: every rank's host needed
+about 105-141 ms of CPU a step for 77 ms of GPU work, and which rank was late changed from run to run. Either way the
+remedy takes the launches off the host: the step captured as one CUDA graph (`--cuda-graphs`; there 145.9 -> 77.2 ms
+a step, tests/data/tp4-h100-cuda-graphs) or more work per launch (a larger batch per rank). The rule holds on every
+TP=4 mamba2-lm paper run on H100 kept (24-62 % of the step beyond the GPU work) and on none of the bundled runs whose
+step is their GPU work (within 3 %).
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ import pandas as pd
 
 from ssmprof.analysis.step.communication import transfer_split, with_transfer_times
 from ssmprof.analysis.step.host import HOST_LIMITED_SHARE, busy_ns, host_verdict
-from ssmprof.analysis.trust.noise import Interval, kept_steps, ratio_interval
+from ssmprof.analysis.trust.noise import Interval, kept_steps, ratio_interval, step_interval
 from ssmprof.schema import RunInfo
 
 
@@ -102,11 +114,12 @@ def late_rank(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     gap_excess = busy.loc[late, "gap_total_ms"] - others["gap_total_ms"].median()
     compute_excess = busy.loc[late, "compute_ms"] - others["compute_ms"].median()
     clocks, sharing = _rank_readings(info)
+    work_ms = float(busy.loc[late, "compute_ms"] + busy.loc[late, "transfer_ms"])
     row = {"late_rank": late, "collectives": len(arrived), "arrived_last": len(mine),
            "caused_wait_ms": mine["caused_ns"].sum() / 1e6, "cost_ms": costs[late] / 1e6,
            "cost_noise_ms": float(costs.drop(index=late).max()) / 1e6 if len(costs) > 1 else 0.0,
            "iteration_ms": busy.loc[late, "span_ms"], "cost_pct": 100 * costs[late] / 1e6 / busy.loc[late, "span_ms"],
-           "step_ms": info.harness.step_ms,
+           "step_ms": info.harness.step_ms, "gpu_work_ms": work_ms, "step_over_gpu_ms": _step_floor(info) - work_ms,
            "gap_median_us": busy.loc[late, "gap_median_us"], "others_gap_median_us": others["gap_median_us"].median(),
            "gap_total_ms": busy.loc[late, "gap_total_ms"], "others_gap_total_ms": others["gap_total_ms"].median(),
            "compute_ms": busy.loc[late, "compute_ms"], "others_compute_ms": others["compute_ms"].median(),
@@ -114,8 +127,39 @@ def late_rank(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
            "others_sm_clock_mhz": float(np.nanmedian([v for r, v in clocks.items() if r != late]))
            if len(clocks) > 1 else float("nan"),
            "other_processes": sharing.get(late)}
+    row["hosts_pace"] = hosts_pace(gap_excess, compute_excess, row["step_over_gpu_ms"], row["step_ms"],
+                                   info.parallel is not None and info.parallel.backend == "nccl")
     row["cause"] = _cause(row, gap_excess, compute_excess)
+    row["remedy"] = _remedy(info) if row["hosts_pace"] else ""
     return pd.DataFrame([row])
+
+
+def _step_floor(info: RunInfo) -> float:
+    """The low end of the median step's 95 % interval (`noise.step_interval`), the median itself where the run kept
+    one step: a step this long is what the timed steps support beyond their noise."""
+    interval = step_interval(kept_steps(info))
+    return interval.value if np.isnan(interval.low) else interval.low
+
+
+def hosts_pace(gap_excess_ms: float, compute_excess_ms: float, step_over_gpu_ms: float, step_ms: float,
+               on_gpus: bool) -> bool:
+    """Whether the hosts pace the step rather than one rank's GPU (see the module docstring): on GPUs (gloo ranks
+    on the CPU run their ops on the host itself), the late rank's extra launch gaps exceed its extra kernel time,
+    and the step, beyond its noise, outlasts that rank's GPU work by HOST_LIMITED_SHARE of the step or more: time
+    no kernel of the last rank to launch fills, which the GPU's speed does not set."""
+    return bool(on_gpus and gap_excess_ms > 0 and gap_excess_ms >= compute_excess_ms
+                and step_over_gpu_ms >= HOST_LIMITED_SHARE * step_ms)
+
+
+def _remedy(info: RunInfo) -> str:
+    """What takes the launches off the hosts, as the command that measures it for this run's workload and split."""
+    split = info.parallel
+    assert split is not None  # only multi-rank runs have a late rank
+    command = (f"ssmprof run {info.workload.name} --preset {info.workload.preset} --tp {split.tp}"
+               + (f" --dp {split.dp}" if split.dp > 1 else "") + " --cuda-graphs")
+    return (f"capture the step as one CUDA graph, collectives inside, which launches it without the hosts "
+            f"(`{command}` times the graphed step beside the eager one), or give each rank more work per launch "
+            "(a larger --batch-size)")
 
 
 def _rank_readings(info: RunInfo) -> tuple[dict[int, float], dict[int, int | None]]:
@@ -133,13 +177,22 @@ def _rank_readings(info: RunInfo) -> tuple[dict[int, float], dict[int, int | Non
 
 def _cause(row: dict, gap_excess_ms: float, compute_excess_ms: float) -> str:
     """What made the late rank late, in words: its host's launch gaps or its kernels (the larger excess over the
-    other ranks' median), then its clock and any other process on its GPU where recorded."""
-    host = (f"its host: median gap between its kernels {row['gap_median_us']:.1f} us against "
-            f"{row['others_gap_median_us']:.1f} us on the other ranks, {row['gap_total_ms']:.1f} ms of gaps against "
-            f"{row['others_gap_total_ms']:.1f} ms")
+    other ranks' median), then its clock and any other process on its GPU where recorded. Where the hosts pace the
+    step (`hosts_pace`), the host's part says so and what kernels.parquet cannot say: whether the other hosts need
+    about as long (it holds no host CPU time)."""
+    gaps = (f"median gap between its kernels {row['gap_median_us']:.1f} us against {row['others_gap_median_us']:.1f} "
+            f"us on the other ranks, {row['gap_total_ms']:.1f} ms of gaps against {row['others_gap_total_ms']:.1f} ms")
+    host = f"its host: {gaps}"
     kernels = (f"its kernels: {row['compute_ms']:.1f} ms of compute against {row['others_compute_ms']:.1f} ms on the "
                "other ranks")
     parts = [host, kernels] if gap_excess_ms >= compute_excess_ms else [kernels, host]
+    if row["hosts_pace"]:
+        parts = [f"its GPU ran dry waiting for its host's launches ({gaps}) while the step ({row['step_ms']:.1f} ms) "
+                 f"outlasts its GPU work ({row['gpu_work_ms']:.1f} ms of compute and transfer) by "
+                 f"{row['step_over_gpu_ms']:.1f} ms or more, beyond its noise: the hosts pace the step, not its GPU",
+                 "kernels.parquet holds no host CPU time, so it cannot tell one slow host from hosts that each need "
+                 "about the step to launch it, the last to launch having fallen furthest behind (docs/scale.md)",
+                 kernels]
     if row["sm_clock_mhz"] == row["sm_clock_mhz"]:
         parts.append(f"SM clock {row['sm_clock_mhz']:.0f} MHz during the timed steps against "
                      f"{row['others_sm_clock_mhz']:.0f} MHz")
@@ -206,7 +259,7 @@ def single_gpu_twin(info: RunInfo, candidates: list[RunInfo]) -> RunInfo | None:
 
 
 LATE_RANK_COLUMNS = ["run", "late_rank", "arrived_last", "collectives", "cost_ms", "cost_noise_ms", "cost_pct",
-                     "iteration_ms", "cause"]
+                     "iteration_ms", "hosts_pace", "cause", "remedy"]
 
 
 def late_ranks(by_run: dict[str, pd.DataFrame]) -> pd.DataFrame:
