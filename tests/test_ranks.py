@@ -249,3 +249,37 @@ def test_the_late_rank_is_slow_before_every_kind_of_launch():
     for op, late_us in expected.items():
         assert round(medians[True, op]) == late_us
         assert medians[True, op] >= 20 * max(medians[False, op], 1.0)
+
+
+def test_every_bundled_run_scales_against_its_own_twin_or_none():
+    """All bundled runs in one set (every suite, parallel, models and sweep point run, as `ssmprof report` over all
+    of them would take them): each multi-GPU run's speedup is the one its parallel page gives (the reviewed
+    snapshot), each single-GPU run 1x against itself; before, a run was set against the fastest single-GPU run of
+    its workload and preset (hybrid tp2x dp1 0.58x against a seq_len-2048 sweep point; single runs 0.08x)."""
+    import csv
+
+    from ssmprof import bundled
+    from ssmprof.analysis.step.communication import scaling
+    from ssmprof.schema import read_run_info
+
+    paths = sorted(path.parent for path in bundled.REFERENCE.rglob("run.json"))
+    table = scaling({str(path): read_run_info(path) for path in paths}).set_index("run")
+    assert len(table) == len(paths) > 60
+    single = table[table["world_size"] == 1]
+    assert (single["speedup"] == 1.0).all() and (single["single_gpu_run"] == single.index).all()
+    golden = Path(__file__).parent / "data" / "golden-bundled-runs"
+    for gpu in bundled.GPUS:
+        with open(golden / f"{gpu}-parallel" / "suite-scaling.csv") as file:
+            page = {row["run"]: row for row in csv.DictReader(file) if row["world_size"] != "1"}
+        runs = [path for path in bundled.parallel_runs(gpu) if read_run_info(path).parallel]
+        assert len(runs) == len(page) > 0
+        for path in runs:
+            mine = table.loc[str(path)]
+            label = next(label for label, row in page.items() if float(row["step_ms"]) == mine["step_ms"])
+            if page[label]["speedup"]:  # the page's own twin is among all runs: the same one is taken
+                assert mine["speedup"] == pytest.approx(float(page[label]["speedup"])), label
+            elif mine["single_gpu_run"]:  # none on its page; another folder may hold one of its configuration
+                twin = read_run_info(Path(mine["single_gpu_run"]))
+                info = read_run_info(path)
+                assert (twin.workload.name, twin.workload.preset, twin.workload.config, twin.gpu.name) == \
+                    (info.workload.name, info.workload.preset, info.workload.config, info.gpu.name)

@@ -33,8 +33,7 @@ from ssmprof.analysis.limits.roofline import (
     roofline_points,
 )
 from ssmprof.analysis.limits.tensor_vector import STUDY_WORKLOAD
-from ssmprof.analysis.step.communication import one_rank, parallel_overview
-from ssmprof.analysis.step.ranks import single_gpu_twin
+from ssmprof.analysis.step.communication import one_rank, parallel_overview, single_gpu_twin
 from ssmprof.analysis.summaries import suite
 from ssmprof.analysis.summaries.run import analyze, warnings_for
 from ssmprof.analysis.trust.noise import kept_steps, step_interval

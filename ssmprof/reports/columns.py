@@ -357,8 +357,10 @@ COLUMN_MEANINGS: dict[str, str] = {
     "tp": "Tensor-parallel degree (count)",
     "dp": "Data-parallel degree (count)",
     "sequence_parallel": "True where sequence parallelism is on (True/False)",
-    "single_gpu_step_ms": "Median step of the single-GPU run of the same workload, preset and GPU; empty where none "
-                          "is given (ms)",
+    "single_gpu_step_ms": "Median step of the run's single-GPU twin: the single-GPU run of the same workload, preset, "
+                          "config and GPU among those given (a single-GPU run is its own); empty where none is (ms)",
+    "single_gpu_run": "The label of the run's single-GPU twin, whose steps its speedup is measured against; empty "
+                      "where none is given (text)",
     "speedup": "Speedup over the single-GPU run: its median step over this one's (the global batch is the same) "
                "(ratio)",
     "speedup_low": "Low end of the speedup's 95 % bootstrap interval over the two runs' kept steps (ratio)",

@@ -24,6 +24,9 @@ installs jupyterlab and pytest as dependencies. `exposed_communication` computes
 
 from __future__ import annotations
 
+import math
+from datetime import datetime
+
 import pandas as pd
 
 from ssmprof.analysis.launches.categories import WAITING
@@ -292,31 +295,48 @@ def projection_check(projection: pd.DataFrame, measured: pd.DataFrame, link: str
     return table.assign(error_pct=100 * (table["projected_us"] / table["measured_us"] - 1))
 
 
+def single_gpu_twin(info: RunInfo, candidates: list[RunInfo]) -> RunInfo | None:
+    """The single-GPU run among `candidates` of the same workload, preset, config and GPU model as the multi-GPU run
+    `info` (the baseline of its scaling); where several are, the one measured nearest in time (most likely the same
+    host and software); None where there is none or `info` is itself single-GPU. Workload and preset alone are not
+    enough: a set of runs (a sweep's points beside a suite) holds single-GPU runs of the same workload at other
+    sequence lengths or state sizes, whose steps say nothing of this run's scaling."""
+    if not info.parallel:
+        return None
+    same = [other for other in candidates if not other.parallel and other.gpu.name == info.gpu.name
+            and other.workload.name == info.workload.name and other.workload.preset == info.workload.preset
+            and other.workload.config == info.workload.config]
+    return min(same, key=lambda other: _hours_apart(other, info), default=None)
+
+
+def _hours_apart(a: RunInfo, b: RunInfo) -> float:
+    """How far apart two runs were measured, in hours; infinite where either has no date (ordered last)."""
+    if not a.created or not b.created:
+        return math.inf
+    return abs((datetime.fromisoformat(a.created) - datetime.fromisoformat(b.created)).total_seconds()) / 3600
+
+
 def scaling(infos: dict[str, RunInfo]) -> pd.DataFrame:
-    """Step time from 1 to N GPUs: per workload, preset and GPU, each run's world size, step time, and speedup
-    and parallel efficiency over the same configuration's single-GPU run (NaN where none is among `infos`), each
-    with the interval of the ratio of the two runs' kept timed steps (`noise.ratio_interval`). The global batch is
-    the same at every size (TP splits the model, DP the batch), so speedup = t1 / tN."""
+    """Step time from 1 to N GPUs: each run's world size, step time, and speedup and parallel efficiency over its
+    single-GPU twin among `infos` (`single_gpu_twin`: same workload, preset, config and GPU; a single-GPU run is
+    its own, 1x; NaN where none is there), each with the interval of the ratio of the two runs' kept timed steps
+    (`noise.ratio_interval`). The global batch is the same at every size (TP splits the model, DP the batch), so
+    speedup = t1 / tN."""
     rows = []
+    labels = {id(info): label for label, info in infos.items()}
     for label, info in infos.items():
         parallel = info.parallel or ParallelSection()
+        twin = info if not info.parallel else single_gpu_twin(info, list(infos.values()))
+        interval = ratio_interval(kept_steps(twin), kept_steps(info)) if twin is not None else None
         rows.append({"run": label, "workload": info.workload.name, "preset": info.workload.preset,
-                     "gpu": info.gpu.name, "world_size": parallel.world_size,
-                     "tp": parallel.tp, "dp": parallel.dp, "step_ms": info.harness.step_ms})
+                     "gpu": info.gpu.name, "world_size": parallel.world_size, "tp": parallel.tp, "dp": parallel.dp,
+                     "step_ms": info.harness.step_ms,
+                     "single_gpu_step_ms": twin.harness.step_ms if twin is not None else float("nan"),
+                     "speedup": twin.harness.step_ms / info.harness.step_ms if twin is not None else float("nan"),
+                     "speedup_low": interval.low if interval else float("nan"),
+                     "speedup_high": interval.high if interval else float("nan"),
+                     "single_gpu_run": labels[id(twin)] if twin is not None else ""})
     table = pd.DataFrame(rows)
-    singles = {label: info for label, info in infos.items() if not info.parallel}
-    table = table.join(table[table["world_size"] == 1].sort_values("step_ms")
-                       .drop_duplicates(["workload", "preset", "gpu"])
-                       .set_index(["workload", "preset", "gpu"])["run"].rename("single_run"),
-                       on=["workload", "preset", "gpu"])
-    intervals = [ratio_interval(kept_steps(singles[single]), kept_steps(infos[run])) if single == single else None
-                 for run, single in zip(table["run"], table["single_run"], strict=True)]
-    table = table.assign(
-        single_gpu_step_ms=[infos[s].harness.step_ms if s == s else float("nan") for s in table["single_run"]],
-        speedup=[infos[s].harness.step_ms / infos[r].harness.step_ms if s == s else float("nan")
-                 for r, s in zip(table["run"], table["single_run"], strict=True)],
-        speedup_low=[i.low if i else float("nan") for i in intervals],
-        speedup_high=[i.high if i else float("nan") for i in intervals]).drop(columns="single_run")
     efficiency = {f"efficiency_pct{end}": 100 * table[f"speedup{end}"] / table["world_size"]
                   for end in ("", "_low", "_high")}
     return table.assign(**efficiency).sort_values(["workload", "preset", "gpu", "world_size"], ignore_index=True)

@@ -247,17 +247,6 @@ def rank_host(host: pd.DataFrame, kernels: pd.DataFrame, rank: int, late: pd.Dat
                        verdict=verdict if waits_for is None else f"waits for rank {waits_for}", host_cost=cost)
 
 
-def single_gpu_twin(info: RunInfo, candidates: list[RunInfo]) -> RunInfo | None:
-    """The single-GPU run among `candidates` of the same workload, preset, config and GPU model as the multi-GPU run
-    `info` (the baseline of its scaling), None where there is none or `info` is itself single-GPU."""
-    if not info.parallel:
-        return None
-    same = [other for other in candidates if not other.parallel and other.gpu.name == info.gpu.name
-            and other.workload.name == info.workload.name and other.workload.preset == info.workload.preset
-            and other.workload.config == info.workload.config]
-    return same[0] if same else None
-
-
 LATE_RANK_COLUMNS = ["run", "late_rank", "arrived_last", "collectives", "cost_ms", "cost_noise_ms", "cost_pct",
                      "iteration_ms", "hosts_pace", "cause", "remedy"]
 
