@@ -705,6 +705,8 @@ def read_run_info(path: Path) -> RunInfo:
     is a `CorruptRun` with one line saying what."""
     path = Path(path)
     _check_exists(path)
+    if path.name == RUN_JSON and path.is_file():
+        raise CorruptRun(f"{path} is a run's {RUN_JSON}: give its run directory, {path.parent}")
     if not (path / RUN_JSON).is_file():
         raise CorruptRun(f"{path} is not a run directory (no {RUN_JSON})")
     try:

@@ -38,6 +38,9 @@ def refused(tmp_path: Path, args: list[str]) -> str:
     (["report", RUN, "-o", f"{LONG}.html"], "File name too long"),
     # brackets that Rich would read as tags
     (["report", "[bold]run"], "[bold]run does not exist"),
+    # a run against itself, its run.json for its directory (both once accepted or misnamed)
+    (["compare", RUN, RUN], "is the same run as"),
+    (["report", f"{RUN}/run.json"], "mamba2-lm/run.json is a run's run.json: give its run directory"),
     (["report", "[red]x[/red]"], "[red]x[/red] does not exist"),
     (["report", "run\\[x]"], "run\\[x] does not exist"),
     (["compare", "a[/]", RUN], "a[/] does not exist"),
@@ -184,3 +187,9 @@ def test_arguments_are_named_in_capitals(command):
     usage = runner.invoke(app, [command, "--help"]).output.splitlines()[0]
     arguments = usage.split("[OPTIONS]", 1)[1]
     assert arguments.strip() and arguments == arguments.upper(), usage
+
+
+def test_project_takes_a_gpu_name_in_any_case():
+    """`--to H200` names the datasheet's `h200`: once refused as an unknown GPU."""
+    result = runner.invoke(app, ["project", RUN, "--to", "H200"])
+    assert result.exit_code == 0 and "PROJECTION (not a measurement)" in result.output

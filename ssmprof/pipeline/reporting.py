@@ -40,6 +40,7 @@ from ssmprof.analysis.trust.noise import kept_steps, step_interval
 from ssmprof.errors import InvalidConfig
 from ssmprof.hardware import SPECS, Ceilings, links_frame, model_ceilings, read_device_profile, run_ceilings, spec_for
 from ssmprof.pipeline import regimes
+from ssmprof.pipeline.history import refuse_repeated
 from ssmprof.pipeline.loading import load_run, origin
 from ssmprof.pipeline.outputs import check_file, check_folder, write_text
 from ssmprof.reports.render import (
@@ -308,6 +309,7 @@ def compare(run_a: Path, run_b: Path, fmt: str = "md", output: Path | None = Non
     """`ssmprof compare`: two runs of one workload, by category and by kernel (matched by launch config)."""
     _check_format(fmt)
     check_file(output, "--output")
+    refuse_repeated([run_a, run_b])  # a run against itself is no comparison: every difference would be zero
     a, b = (per_gpu(load_run(path)) for path in (run_a, run_b))
     notes = (check_comparable(a.info, b.info) + counter_notes(a.kernels, b.kernels)
              + iteration_notes({"A": (a.info, a.kernels), "B": (b.info, b.kernels)}))
@@ -362,6 +364,7 @@ def project(run: Path, to: str, check: Path | None = None) -> str:
     with `check`, a run measured on the target, the projection's error per category. Each side stands on its
     GPU's ceilings: the run's own (`ceilings_of`), the target model's device profile where one is bundled, else
     its datasheet row (`hardware.model_ceilings`)."""
+    to = to.lower()  # the datasheet's keys are lower case; `H200` names the same GPU as `h200`
     if to not in SPECS:
         raise InvalidConfig(f"unknown target GPU '{to}'; choose from: {', '.join(SPECS)}")
     measured = per_gpu(load_run(run))
