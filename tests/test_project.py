@@ -1,5 +1,7 @@
 """Projection onto another GPU: the roofline floor follows the target's ceilings, the time above it stays."""
 
+import re
+
 import pytest
 from known_work import analyzed, kernels, run_info, unpadded
 from typer.testing import CliRunner
@@ -44,3 +46,18 @@ def test_project_cli(tmp_path):
     assert result.output.startswith("# PROJECTION (not a measurement)") and "| memory |" in unpadded(result.output)
     bad = CliRunner().invoke(app, ["project", str(run), "--to", "b300"])
     assert bad.exit_code == 1 and "unknown target GPU 'b300'" in bad.output
+
+
+def test_the_step_is_projected_and_checked_against_a_run_it_never_saw():
+    """What a user asks first: the step there. The bundled H100 mamba2-lm projected onto the H200 lands within 3 %
+    of the bundled H200 run's step (211.1 against 207.2 ms); the error table's left-out categories are named."""
+    from ssmprof import bundled
+    from ssmprof.pipeline import reporting
+
+    text = reporting.project(bundled.REFERENCE / "h100-sxm" / "mamba2-lm", "h200",
+                             check=bundled.REFERENCE / "h200" / "mamba2-lm")
+    step = re.search(r"about (\d+\.\d) ms projected on the NVIDIA H200.*\n(?:.*\n)*?Step: \1 ms projected, "
+                     r"(\d+\.\d) ms measured there \(([+-]\d+\.\d) %\)", text)
+    assert step and abs(float(step.group(3))) < 3.0
+    assert "**Step: 214.7 ms measured (212.9-225.9, 95 % interval of the timed steps)" in text
+    assert "Left out of this table, each under 5 % of the measured target's kernel time: convolution" in text

@@ -20,7 +20,13 @@ from ssmprof.analysis.change.compare import (
     step_split_table,
     systematic_shifts,
 )
-from ssmprof.analysis.change.projection import project_categories, project_kernels, projection_error
+from ssmprof.analysis.change.projection import (
+    left_out,
+    project_categories,
+    project_kernels,
+    project_step,
+    projection_error,
+)
 from ssmprof.analysis.common.sections import Summary
 from ssmprof.analysis.findings.compare import compare_findings
 from ssmprof.analysis.findings.run import provenance
@@ -377,9 +383,15 @@ def project(run: Path, to: str, check: Path | None = None) -> str:
                             "--counters sampled); nothing was projected")
     target = _check_run(check, measured.info, to)
     target_ceilings = model_ceilings(to)
-    table = project_categories(project_kernels(measured.kernels, source, target_ceilings))
-    checked = None if target is None else (target.info, projection_error(table, target.kernels))
-    return render_projection(measured.info, SPECS[to].name, table, checked, (source.source, target_ceilings.source),
+    kernels = project_kernels(measured.kernels, source, target_ceilings)
+    table = project_categories(kernels)
+    checked = None
+    if target is not None:
+        errors = projection_error(table, target.kernels)
+        checked = (target.info, errors, left_out(table, errors))
+    step = project_step(measured.info, kernels, target.info if target is not None else None)
+    return render_projection(measured.info, SPECS[to].name, table, step, checked,
+                             (source.source, target_ceilings.source),
                              projection_limits(_spec_key(measured.info.gpu.name), to, check is not None))
 
 

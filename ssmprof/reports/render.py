@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.io as pio
 from tabulate import tabulate
 
+from ssmprof.analysis.change.projection import ERROR_MIN_SHARE
 from ssmprof.analysis.common.sections import Summary
 from ssmprof.analysis.limits.tensor_vector import (
     CLASS_RULE,
@@ -446,20 +447,33 @@ def render_compare(info_a: RunInfo, info_b: RunInfo, categories: pd.DataFrame, k
     return _page(f"{info_a.workload.name}: {info_a.gpu.name} vs {info_b.gpu.name} - ssmprof compare", parts)
 
 
-def render_projection(info: RunInfo, target_gpu: str, categories: pd.DataFrame,
-                      checked: tuple[RunInfo, pd.DataFrame] | None = None, sources: tuple[str, str] = ("", ""),
-                      limits: Sequence[str] = ()) -> str:
+def render_projection(info: RunInfo, target_gpu: str, categories: pd.DataFrame, step: pd.DataFrame,
+                      checked: tuple[RunInfo, pd.DataFrame, list[str]] | None = None,
+                      sources: tuple[str, str] = ("", ""), limits: Sequence[str] = ()) -> str:
     """Markdown of a projection, headed as one, with where each side's ceilings come from (`sources`: measured
-    GPU, target) and what it cannot know (`limits`) before its numbers; with the error against a run measured on
-    the target."""
+    GPU, target) and what it cannot know (`limits`) before its numbers: the step there first (`step`,
+    `projection.project_step`), then per category; with the error against a run measured on the target, and the
+    categories that error table leaves out named."""
+    s = step.iloc[0]
     lines = [f"# PROJECTION (not a measurement): {info.workload.name} from {info.gpu.name} to "
              f"{target_gpu}", "", "Roofline floor on the target plus each kernel's measured time above its floor "
              f"(ceilings: {sources[0]} on the measured GPU; {sources[1]} on the target).",
-             *[f"\n> {note}" for note in limits],
-             "", human_markdown_table(categories)]
+             *[f"\n> {note}" for note in limits], "",
+             f"**Step: {s['measured_step_ms']:.1f} ms measured ({s['measured_step_low_ms']:.1f}-"
+             f"{s['measured_step_high_ms']:.1f}, 95 % interval of the timed steps), about "
+             f"{s['projected_step_ms']:.1f} ms projected on the {target_gpu} ({s['projected_step_low_ms']:.1f}-"
+             f"{s['projected_step_high_ms']:.1f}: the steps' noise only, not the projection's own error), "
+             f"{s['speedup']:.2f}x.** The host's wait is carried over as measured.", "",
+             human_markdown_table(categories)]
     if checked is not None:
-        target_info, errors = checked
-        lines += ["", f"## Against the run measured on {target_info.gpu.name}", "", human_markdown_table(errors)]
+        target_info, errors, dropped = checked
+        lines += ["", f"## Against the run measured on {target_info.gpu.name}", "",
+                  f"Step: {s['projected_step_ms']:.1f} ms projected, {s['target_step_ms']:.1f} ms measured there "
+                  f"({s['error_pct']:+.1f} %).", "", human_markdown_table(errors)]
+        if dropped:
+            lines += ["", f"Left out of this table, each under {100 * ERROR_MIN_SHARE:.0f} % of the measured target's "
+                          "kernel time: "
+                          f"{', '.join(dropped)} (projected above)."]
     return "\n".join(lines) + "\n"
 
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ssmprof.analysis.trust.noise import kept_steps, step_interval
 from ssmprof.hardware import Ceilings
+from ssmprof.schema import RunInfo
 
 
 def _floor_seconds(frame: pd.DataFrame, ceilings: Ceilings) -> pd.Series:
@@ -52,8 +54,13 @@ def project_categories(projected: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values("measured_ms", ascending=False, ignore_index=True)
 
 
+# The share of a measured target's kernel time under which a category's projection error is left out of the error
+# table: a few ms of a small category swing its error by tens of %.
+ERROR_MIN_SHARE = 0.05
+
+
 def projection_error(projected_categories: pd.DataFrame, measured_target: pd.DataFrame,
-                     min_share: float = 0.05) -> pd.DataFrame:
+                     min_share: float = ERROR_MIN_SHARE) -> pd.DataFrame:
     """Per category above `min_share` of the measured target time: projected vs measured on the target, error %."""
     actual = measured_target.groupby("category", as_index=False)["duration_ns"].sum()
     actual["target_ms"] = actual.pop("duration_ns") / 1e6
@@ -61,3 +68,27 @@ def projection_error(projected_categories: pd.DataFrame, measured_target: pd.Dat
     table = table[table["target_ms"] / table["target_ms"].sum() >= min_share]
     table["error_pct"] = 100 * (table["projected_ms"] - table["target_ms"]) / table["target_ms"]
     return table[["category", "measured_ms", "projected_ms", "target_ms", "error_pct"]]
+
+
+def project_step(info: RunInfo, projected: pd.DataFrame, target: RunInfo | None = None) -> pd.DataFrame:
+    """The step on the target GPU, what a user asks first: the measured step (median of the kept timed steps, with
+    its 95 % interval) with its kernels' measured time replaced by their projected time (`projected`:
+    `project_kernels`), the host's wait and any overlap carried over as measured. The interval is the measured
+    steps' noise moved by the same amount: the projection's own error is not in it, and is known only against a
+    run measured on the target (`target`: its step and the error beside it)."""
+    interval = step_interval(kept_steps(info))
+    moved_ms = (projected["projected_ns"].sum() - projected["duration_ns"].sum()) / 1e6
+    row = {"measured_step_ms": interval.value, "measured_step_low_ms": interval.low,
+           "measured_step_high_ms": interval.high, "projected_step_ms": interval.value + moved_ms,
+           "projected_step_low_ms": interval.low + moved_ms, "projected_step_high_ms": interval.high + moved_ms,
+           "speedup": interval.value / (interval.value + moved_ms)}
+    if target is not None:
+        row["target_step_ms"] = target.harness.step_ms
+        row["error_pct"] = 100 * (row["projected_step_ms"] - target.harness.step_ms) / target.harness.step_ms
+    return pd.DataFrame([row])
+
+
+def left_out(projected_categories: pd.DataFrame, errors: pd.DataFrame) -> list[str]:
+    """The categories a projection projects but its error table leaves out (`projection_error`: under its share of
+    the target's time), so that the page can say so."""
+    return [c for c in projected_categories["category"] if c not in set(errors["category"])]
