@@ -536,20 +536,25 @@ def history_(
     folder: Annotated[Path, typer.Argument(metavar="HISTORY_DIR", help="the history folder (one parquet file per "
                                            "appended run)")],
     out: Annotated[Path | None, typer.Option(help="write history.html and history.md into this folder (without "
-                                             "it, only the runs and change points are printed)")] = None,
+                                             "it, nothing is written: the runs and change points are only "
+                                             "printed)")] = None,
     add: Annotated[list[Path] | None, typer.Option(help="run directories to append first (repeat it)")] = None,
     commit: CommitOpt = None,
 ) -> None:
-    """Trends of step time, kernel time and efficiency over the history's runs, with change points."""
+    """Trends of step time, kernel time and efficiency over the history's runs, with change points. Prints per
+    configuration its runs and change points, then one line per change point and series: its first changed run,
+    the run before, the change and the noise band it lies beyond."""
     from ssmprof.pipeline import history as store
 
     if add:
         _append_history(add, folder, commit)
     result = store.history_report(folder, out)
-    for trend in result.trends:
+    for trend, lines in zip(result.trends, result.change_lines, strict=True):
         runs, changes = len(trend.runs), trend.change_count
         _say(f"{trend.workload} ({trend.preset}, {trend.gpu}): {runs} run{'s' * (runs != 1)}, "
              f"{changes} change point{'s' * (changes != 1)}")
+        for line in lines:
+            _say(line)
     if result.html is not None and result.markdown is not None:  # written where --out was given
         _say(f"written: {_listed(result.html, result.markdown)}")
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ssmprof.analysis.change.history import change_points, moved_sites, run_rows
+from ssmprof.analysis.change.history import change_points, moved, moved_sites, run_rows
 from ssmprof.pipeline.loading import load_run
 
 H100 = Path(__file__).parent / "data" / "regress-reruns-h100"
@@ -119,3 +119,5 @@ def test_three_different_regressions_after_the_reruns_change_at_the_first():
     lines = moved_sites(rows, runs["run_id"].iloc[total["since"]:8].tolist(), runs["run_id"].iloc[8])
     assert lines[0].startswith("_chunk_scan_fwd_kernel [forward] config changed:") and "(+88 %)" in lines[0]
     assert "(+1.9 %)" in lines[-1] and total_agrees(lines, rows, runs, total["since"], 8)
+    sites = moved(rows, runs["run_id"].iloc[total["since"]:8].tolist(), runs["run_id"].iloc[8])
+    assert sites.index[0][:2] == (FWD, "forward") and len(sites) == len(lines) - 1  # what the page plots

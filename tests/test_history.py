@@ -266,3 +266,80 @@ def test_metrics_that_moved_at_one_run_are_one_change_point():
     trend = Trend("mamba2-lm", "small", "", "H100", pd.DataFrame(), pd.DataFrame(), changes)
     assert trend.change_count == 2
     assert Trend("mamba2-lm", "small", "", "H100", pd.DataFrame(), pd.DataFrame(), changes.iloc[:0]).change_count == 0
+
+
+ISSUE_RUNS = [*RERUNS, "planted-autotune", "planted-unfused-conv", "planted-cublas-no-workspace"]
+
+
+@pytest.fixture(scope="module")
+def uncommitted(tmp_path_factory):
+    """The issue's history appended as a new user does, outside a git checkout and CI (no commit recorded): the 8
+    reruns, then the three planted regressions (the chunk scan's new tile +88 % at the first)."""
+    from ssmprof.cli import app
+
+    root = tmp_path_factory.mktemp("uncommitted")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        for variable in history.COMMIT_VARIABLES:
+            patch.delenv(variable, raising=False)
+        args = ["history", str(root / "history")] + [a for name in ISSUE_RUNS for a in ("--add", str(H100 / name))]
+        added = runner.invoke(app, args)
+    assert added.exit_code == 0, added.output
+    assert set(history.runs_table(root / "history")["commit"]) == {"unknown"}
+    return root / "history"
+
+
+@pytest.mark.parametrize(("commits", "created", "labels"), [
+    (["0a1b2c3d4e", "9f8e7d6c5b"], ["2026-11-23T14:49:14+00:00", "2026-11-23T14:49:43+00:00"],
+     ["0a1b2c3 2026-11-23", "9f8e7d6 2026-11-23"]),  # commits recorded: commit and date
+    (["unknown", "unknown"], ["2026-11-23T14:49:14+00:00", "2026-11-23T14:52:13+00:00"],
+     ["2026-11-23 14:49", "2026-11-23 14:52"]),  # no commit: date and time
+    (["unknown", ""], ["2026-11-23T14:49:14+00:00", "2026-11-23T14:49:43+00:00"],
+     ["2026-11-23 14:49:14", "2026-11-23 14:49:43"]),  # one minute: to the second
+    (["0a1b2c3d4e", "0a1b2c3d4e"], ["2026-11-23T14:49:14+00:00", "2026-11-23T14:52:13+00:00"],
+     ["0a1b2c3 2026-11-23 14:49", "0a1b2c3 2026-11-23 14:52"]),  # reruns of one commit: with their time
+    (["unknown", "unknown"], ["2026-11-23T14:49:14+00:00", "2026-11-23T14:49:14+00:00"],
+     ["2026-11-23 14:49:14 #1", "2026-11-23 14:49:14 #2"]),  # one second: their place in the history
+], ids=["commits", "no-commit", "no-commit-one-minute", "one-commit-reruns", "one-second"])
+def test_each_run_is_named_apart_never_unknown(commits, created, labels):
+    from ssmprof.reports.history import run_labels
+
+    runs = pd.DataFrame({"run_id": [f"r{i}" for i in range(len(commits))], "commit": commits, "created": created})
+    assert run_labels(runs) == labels
+
+
+def test_a_history_without_commits_names_its_runs_and_change_points_apart(uncommitted, tmp_path):
+    """Runs without a commit are named by their date and time, not "unknown <date>"; a change point's first changed
+    run and the run before are two runs; the kernel that changed (+88 %) is among those plotted."""
+    from ssmprof.cli import app
+    from ssmprof.reports.history import _figures, change_table
+
+    result = runner.invoke(app, ["history", str(uncommitted), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    page, markdown = (tmp_path / "history.html").read_text(), (tmp_path / "history.md").read_text()
+    assert "unknown" not in page and "unknown" not in markdown
+    # rerun-1 and rerun-2 began in one minute: named to the second
+    assert "11 runs, 2026-11-23 14:49:14 to 2026-11-23 14:55; 1 change point." in markdown
+    (trend,) = history.trends(uncommitted)
+    table = change_table(trend)
+    assert table[["first_changed_run", "run_before"]].values.tolist() == [["2026-11-23 14:53", "2026-11-23 14:52"]]
+    plotted = {trace.name.split(" grid ")[0] for figure in _figures(trend)[2:] for trace in figure.data}
+    assert f"{FWD} [forward]" in plotted, plotted
+
+
+def test_history_without_out_prints_each_change_point(uncommitted, built):
+    """`ssmprof history DIR` prints, as its help says, each change point: one line per series, its first changed
+    run, the run before, the change and its noise band."""
+    from ssmprof.cli import app
+
+    result = runner.invoke(app, ["history", str(uncommitted)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].endswith("11 runs, 1 change point"), lines
+    total = next(line for line in lines if "total kernel time" in line)
+    assert "first changed run 2026-11-23 14:53, run before 2026-11-23 14:52" in total, total
+    assert "(+1.9 %)" in total and "beyond its noise band" in total, total
+    help_text = " ".join(runner.invoke(app, ["history", "--help"]).output.split())
+    assert "change point" in help_text
+    printed = runner.invoke(app, ["history", str(built[0])]).output.splitlines()
+    assert sum("first changed run 14ababa" in line for line in printed) == 2, printed  # step time and host wait

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from ssmprof.analysis.change.gate import EFFICIENCY, LAUNCHES, MAD_TO_SIGMA, PER_LAUNCH, ROW_KEY, STEP_METRICS, TIME
-from ssmprof.analysis.change.history import change_points, moved_sites, run_rows
+from ssmprof.analysis.change.history import change_points, moved, moved_sites, run_rows
 from ssmprof.analysis.launches.frame import has_counters
 from ssmprof.analysis.limits.limiters import limiters
 from ssmprof.analysis.limits.roofline import roofline
@@ -187,7 +187,9 @@ class Trend:
     gpu: str
     runs: pd.DataFrame  # run_id, created, commit, gpu_shared, oldest first
     rows: pd.DataFrame
-    changes: pd.DataFrame  # `analysis.change.history.change_points`, with `moved` (list of lines) per change point
+    # `analysis.change.history.change_points`, with `moved` (lines) and `moved_sites` (the sites those lines name:
+    # (kernel name, phase, launching op) tuples) per change point
+    changes: pd.DataFrame
 
     @property
     def change_count(self) -> int:
@@ -207,8 +209,9 @@ def trends(history: History) -> list[Trend]:
         group = group.reset_index(drop=True)
         changes = change_points(rows, group)
         ids = group["run_id"].tolist()
-        changes["moved"] = [moved_sites(rows, ids[since:i], ids[i])
-                            for since, i in zip(changes["since"], changes["position"], strict=True)]
+        spans = list(zip(changes["since"], changes["position"], strict=True))
+        changes["moved"] = [moved_sites(rows, ids[since:i], ids[i]) for since, i in spans]
+        changes["moved_sites"] = [list(moved(rows, ids[since:i], ids[i]).index) for since, i in spans]
         out.append(Trend(workload, preset, config, gpu, group, rows, changes))
     return out
 
@@ -218,20 +221,22 @@ class HistoryResult:
     markdown: Path | None  # None where no folder was asked for
     html: Path | None
     trends: list[Trend]
+    change_lines: list[list[str]]  # per trend, one line per change point and series (`reports.history.change_lines`)
 
 
 def history_report(folder: Path, out: Path | None) -> HistoryResult:
     """`ssmprof history`: the history's trends and change points, of one snapshot of it (`trends`); the trend
     page (HTML) and its markdown written into `out` where given, nowhere otherwise."""
-    from ssmprof.reports.history import history_html, history_markdown
+    from ssmprof.reports.history import change_lines, history_html, history_markdown
 
     check_folder(out, "--out")
     found = trends(folder)
     if not found:
         raise SsmprofError(f"history {folder} holds no runs")
+    lines = [change_lines(trend) for trend in found]
     if out is None:
-        return HistoryResult(None, None, found)
+        return HistoryResult(None, None, found, lines)
     markdown, page = out / "history.md", out / "history.html"
     write_text(markdown, history_markdown(found))
     write_text(page, history_html(found))
-    return HistoryResult(markdown, page, found)
+    return HistoryResult(markdown, page, found, lines)

@@ -1,8 +1,9 @@
 """The history's trend page and markdown: per configuration, one screen: its change points as a table (the
-first run that changed, its commit and date, what changed and what moved), then step time and host wait, total
-and per-category kernel time, the kernels with the most time (time per launch, with their intervals) and their
-efficiency, over the runs in order, each run named by its commit and date. A configuration with fewer runs than
-a change point needs (`analysis.change.history.FEWEST_RUNS`) gets a sentence and its latest values, not empty charts.
+first run that changed, the run before, what changed and what moved), then step time and host wait, total and
+per-category kernel time, the kernels with the most time and those its change points name (time per launch, with
+their intervals) and their efficiency, over the runs in order, each run named apart (`run_labels`: its commit and
+date, or, without a commit, its date and time). A configuration with fewer runs than a change point needs
+(`analysis.change.history.FEWEST_RUNS`) gets a sentence and its latest values, not empty charts.
 Look (page, tables, category colours, series palette) from `reports.render` and `reports.style`."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import pandas as pd
 import plotly.graph_objects as go
 
-from ssmprof.analysis.change.gate import PER_LAUNCH, TIME
+from ssmprof.analysis.change.gate import PER_LAUNCH, SITE, TIME
 from ssmprof.analysis.change.history import FEWEST_RUNS, LASTING, WINDOW
 from ssmprof.reports import style
 from ssmprof.reports.render import _page, chart, table_html
@@ -24,6 +25,7 @@ EFFICIENCY = {"pct_of_roof": "% of roof", "dram_throughput_pct": "DRAM throughpu
 SCALE = {"step_ms": 1.0, "host_wait_ms": 1.0, "gpu_busy_ms": 1.0, TIME: 1e-6, PER_LAUNCH: 1e-3}
 UNIT = {"step_ms": "ms", "host_wait_ms": "ms", "gpu_busy_ms": "ms", TIME: "ms", PER_LAUNCH: "us"}
 MOST_TICKS = 7  # commit labels on a chart's x axis: a half-width chart holds this many side by side
+NO_COMMIT = {"", "unknown", "none", "nan"}  # a run's commit where none was recorded (`pipeline.history.commit_of`)
 CHANGE_LINE = "#555555"  # a change point's vertical line: grey, no category's colour
 
 
@@ -54,29 +56,57 @@ def _title(trend) -> str:
     return f"{trend.workload} --preset {trend.preset} on {trend.gpu} ({shown})"
 
 
-def _run_label(trend, position: int) -> str:
-    """A run as a reader names it: its commit (short sha) and its date."""
-    run = trend.runs.iloc[position]
-    return f"{str(run['commit'])[:7]} {str(run['created'])[:10]}"
+def run_labels(runs: pd.DataFrame) -> list[str]:
+    """Each run (`runs`: run_id, commit, created; in order) as a reader names it, every run apart and none
+    "unknown": its commit (short sha) and date where a commit was recorded, else its date and time to the minute.
+    Runs that would read alike get more: their time to the minute (reruns of one commit), then to the second, then
+    their place among the runs (#1, #2, ...)."""
+    commits = ["" if pd.isna(c) or str(c).strip().lower() in NO_COMMIT else str(c)[:7] for c in runs["commit"]]
+    created = ["" if pd.isna(c) else str(c).replace("T", " ") for c in runs["created"]]
+
+    def label(i: int, detail: int) -> str:
+        when = created[i][:(10, 16, 19, 19)[detail]] + (f" #{i + 1}" if detail == 3 else "")
+        return f"{commits[i]} {when}".strip()
+
+    details = [0 if sha else 1 for sha in commits]
+    labels = [label(i, d) for i, d in enumerate(details)]
+    while len(set(labels)) < len(labels):
+        seen = pd.Series(labels)
+        for i in seen.index[seen.duplicated(keep=False)]:
+            details[i] = min(details[i] + 1, 3)
+        labels = [label(i, d) for i, d in enumerate(details)]
+    return labels
 
 
 def change_table(trend) -> pd.DataFrame:
-    """One row per change point: the first run that changed (commit, date), the run before it, what changed
-    (each series: before -> after, change) and what moved."""
-    rows = []
+    """One row per change point: the first run that changed, the run before it (two runs, named apart:
+    `run_labels`), what changed (each series: before -> after, change) and what moved."""
+    labels, rows = run_labels(trend.runs), []
     for position, group in trend.changes.groupby("position", sort=True):
         changed = [f"{_of(r)}: {_value(r['metric'], r['before'])} -> {_value(r['metric'], r['after'])} "
                    f"({100 * r['shift'] / abs(r['before']):+.1f} %)" for r in group.to_dict("records")]
         moved = group["moved"].iloc[0]
-        rows.append({"first_changed_run": _run_label(trend, position), "run_before": _run_label(trend, position - 1),
+        rows.append({"first_changed_run": labels[position], "run_before": labels[position - 1],
                      "what_changed": "; ".join(changed), "what_moved": "; ".join(moved) or "no kernel"})
     return pd.DataFrame(rows, columns=["first_changed_run", "run_before", "what_changed", "what_moved"])
 
 
+def change_lines(trend) -> list[str]:
+    """One line per change point and series, as `ssmprof history` prints them: the series, its first changed run
+    and the run before (`run_labels`), its level before (the segment's median) and after (the median of the runs
+    from the change on), the change, and the noise band it lies beyond (the detector's: the largest of 3x the
+    segment's run-to-run spread, the series' relative floor and the runs' own 95 % interval half-width)."""
+    labels = run_labels(trend.runs)
+    return [f"  change point: {_of(r)}: first changed run {labels[r['position']]}, run before "
+            f"{labels[r['position'] - 1]}: {_value(r['metric'], r['before'])} -> {_value(r['metric'], r['after'])} "
+            f"({100 * r['shift'] / abs(r['before']):+.1f} %), beyond its noise band "
+            f"+-{_value(r['metric'], r['band'])}" for r in trend.changes.to_dict("records")]
+
+
 def _summary(trend) -> str:
     shared = int((trend.runs["gpu_shared"] == "yes").sum())
-    runs, changes = len(trend.runs), trend.change_count
-    return (f"{runs} run{'s' * (runs != 1)}, {_run_label(trend, 0)} to {_run_label(trend, runs - 1)}; "
+    runs, changes, labels = len(trend.runs), trend.change_count, run_labels(trend.runs)
+    return (f"{runs} run{'s' * (runs != 1)}, {labels[0]} to {labels[-1]}; "
             f"{changes} change point{'s' * (changes != 1)}"
             + (f"; {shared} run{'s' * (shared != 1)} on a shared GPU" if shared else "") + ".")
 
@@ -110,6 +140,7 @@ def _trend_figure(trend, rows: pd.DataFrame, name, color, title: str, y_title: s
     known, the change points of the configuration as grey dashed lines before their first changed run; `log`: a
     log y axis, where series of one chart differ by orders of magnitude (categories, kernels)."""
     order = {run: i for i, run in enumerate(trend.runs["run_id"])}
+    labels = run_labels(trend.runs)
     figure = go.Figure()
     for index, (_, series) in enumerate(rows.groupby(["scope", "kernel_name", "phase", "category", "grid_x",
                                                       "grid_y", "grid_z", "block_x", "block_y", "block_z",
@@ -124,7 +155,7 @@ def _trend_figure(trend, rows: pd.DataFrame, name, color, title: str, y_title: s
             line={"color": color(first, index), "dash": style.series_dash(index)},
             marker={"color": color(first, index), "symbol": style.series_symbol(index), "size": 7}, error_y=error,
             hovertemplate=f"%{{text}}<br>%{{y:.4g}} {y_title}<extra>{html.escape(name(first))}</extra>",
-            text=[_run_label(trend, order[r]) for r in series["run_id"]])
+            text=[labels[order[r]] for r in series["run_id"]])
     for position in trend.changes["position"].unique():
         figure.add_vline(x=position - 0.5, line_dash="dash", line_color=CHANGE_LINE)
     ticks = list(range(len(trend.runs)))
@@ -134,22 +165,30 @@ def _trend_figure(trend, rows: pd.DataFrame, name, color, title: str, y_title: s
         height=300 + 16 * (len(figure.data) // 2), margin={"l": 60, "r": 10, "t": 40, "b": 10},
         legend={"font": {"size": 10}, "orientation": "h", "yanchor": "top", "y": -0.22, "x": 0},
         xaxis={"tickangle": 0, "tickvals": ticks[::step],
-               "ticktext": [_run_label(trend, i).replace(" ", "<br>") for i in ticks[::step]]},
+               "ticktext": [labels[i].replace(" ", "<br>") for i in ticks[::step]]},
         yaxis={"title": y_title, "type": "log" if log else "linear"})
     return figure
 
 
-def _top_kernels(trend) -> pd.Series:
-    """Rows of the kernels (launch configurations) with the most time in the latest run."""
+def _plotted_kernels(trend) -> pd.Series:
+    """Rows of the kernels (launch configurations) a page plots: the `TOP_KERNELS` with the most time in the latest
+    run, and every configuration of each site (kernel name, phase, launching op) a change point names, as a
+    changed series or as what moved, so that the kernel a change point names is always drawn."""
     rows = trend.rows
     key = ["kernel_name", "phase", "launch_op", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
-    latest = rows[(rows["run_id"] == trend.runs["run_id"].iloc[-1]) & (rows["scope"] == "kernel")]
+    kernel = rows["scope"] == "kernel"
+    latest = rows[(rows["run_id"] == trend.runs["run_id"].iloc[-1]) & kernel]
     table = latest.pivot_table(index=key, columns="metric", values="value", aggfunc="first")
-    if PER_LAUNCH not in table or "launches" not in table:
-        return pd.Series(False, index=rows.index)
-    ranked = (table[PER_LAUNCH] * table["launches"]).nlargest(TOP_KERNELS).index
-    chosen = pd.MultiIndex.from_frame(rows[key]).isin(ranked)
-    return pd.Series(chosen, index=rows.index) & (rows["scope"] == "kernel")
+    chosen = pd.Series(False, index=rows.index)
+    if PER_LAUNCH in table and "launches" in table:
+        ranked = (table[PER_LAUNCH] * table["launches"]).nlargest(TOP_KERNELS).index
+        chosen |= pd.MultiIndex.from_frame(rows[key]).isin(ranked)
+    changes = trend.changes
+    named = changes[changes["scope"].isin(["site", "kernel"])][SITE].itertuples(index=False, name=None) \
+        if "scope" in changes else []
+    sites = set(named) | {tuple(site) for listed in changes.get("moved_sites", []) for site in listed}
+    chosen |= pd.MultiIndex.from_frame(rows[SITE]).isin(list(sites))
+    return chosen & kernel
 
 
 def _palette(row, index: int) -> str:
@@ -163,14 +202,15 @@ def _by_category(row, index: int) -> str:
 
 def _figures(trend) -> list[go.Figure]:
     rows = trend.rows
-    top = _top_kernels(trend)
+    top = _plotted_kernels(trend)
     figures = [
         _trend_figure(trend, rows[(rows["scope"] == "step") & rows["metric"].isin(["step_ms", "host_wait_ms"])],
                       _of, _palette, "Step time and host wait (median of the timed steps, 95 % interval)", "ms"),
         _trend_figure(trend, rows[rows["scope"].isin(["total", "category"]) & (rows["metric"] == TIME)], _of,
                       _by_category, "Kernel time: total and per category", "ms", log=True),
         _trend_figure(trend, rows[top & (rows["metric"] == PER_LAUNCH)], _of, _by_category,
-                      f"Time per launch: the {TOP_KERNELS} kernels with the most time (95 % interval)",
+                      f"Time per launch: the {TOP_KERNELS} kernels with the most time, and those that changed "
+                      "(95 % interval)",
                       "us per launch", log=True),
     ]
     efficiency = rows[top & rows["metric"].isin(list(EFFICIENCY))]

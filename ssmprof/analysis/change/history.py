@@ -21,9 +21,9 @@ run fails too: a one-run spike is not a change, a change in the last 2 runs is f
 that merely lies at the edge of the noise before a change is not taken for it. After a change point the
 segment starts again at it.
 
-`moved_sites(rows, before, changed)`: what moved at a change point, site by site (the gate's matching: kernel
-name, phase, launching op, over its launch configurations), in the first changed run against the segment before
-it, with the total kernel time's change beside the sum of what is named.
+`moved(rows, before, changed)`, and `moved_sites` in words: what moved at a change point, site by site (the
+gate's matching: kernel name, phase, launching op, over its launch configurations), in the first changed run
+against the segment before it, with the total kernel time's change beside the sum of what is named.
 """
 
 from __future__ import annotations
@@ -220,35 +220,49 @@ def _impact_floor(found: pd.DataFrame, rows: pd.DataFrame, thresholds: Threshold
     return found[keep].reset_index(drop=True)
 
 
-def moved_sites(rows: pd.DataFrame, before: list[str], changed: str,
-                thresholds: Thresholds = Thresholds()) -> list[str]:
-    """What moved at a change point, in words, largest first: each site (kernel name, phase, launching op: the
-    gate's matching) whose time in the first changed run (`changed`, a run id) differs from its median over the
-    segment before it (`before`, run ids) by more than the kernel floor and the gate's impact floor, with its
-    launch configurations where they changed (a site absent from a run counts 0 us there); then the total kernel
-    time's change beside the sum of the sites listed, so that what is named can be checked against the change
-    it explains."""
+def moved(rows: pd.DataFrame, before: list[str], changed: str, thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
+    """The sites (kernel name, phase, launching op: the gate's matching) that moved at a change point, largest
+    change first: those whose time in the first changed run (`changed`, a run id) differs from its median over the
+    segment before it (`before`, run ids) by more than the kernel floor and the gate's impact floor (a site absent
+    from a run counts 0 us there). Indexed by site; columns `was`, `now`, `change` (ns)."""
     sites = rows[(rows["scope"] == "site") & (rows["metric"] == TIME)]
     table = sites.pivot_table(index=SITE, columns="run_id", values="value", aggfunc="sum")
     table = table.reindex(columns=[*before, changed]).fillna(0.0)
-    was, now = table[before].median(axis=1), table[changed]
-    change = now - was
+    found = pd.DataFrame({"was": table[before].median(axis=1), "now": table[changed]})
+    found["change"] = found["now"] - found["was"]
+    total_was = _total(rows, before)
+    keep = (found["change"].abs() > thresholds.min_effect * found["was"]) & \
+           (found["change"].abs() >= thresholds.min_impact * total_was)
+    found = found[keep]
+    return found.loc[found["change"].abs().sort_values(ascending=False, kind="stable").index]
+
+
+def _total(rows: pd.DataFrame, runs: list[str]) -> float:
+    """The median total kernel time (ns) over `runs` (run ids)."""
     totals = rows[(rows["scope"] == "total") & (rows["metric"] == TIME)].set_index("run_id")["value"]
-    total_was, total_now = float(totals.reindex(before).median()), float(totals.get(changed, np.nan))
-    moved = change[(change.abs() > thresholds.min_effect * was) & (change.abs() >= thresholds.min_impact * total_was)]
-    if moved.empty:
+    return float(totals.reindex(runs).median())
+
+
+def moved_sites(rows: pd.DataFrame, before: list[str], changed: str,
+                thresholds: Thresholds = Thresholds()) -> list[str]:
+    """What moved at a change point, in words, largest first: each site that moved (`moved`), with its launch
+    configurations where they changed; then the total kernel time's change beside the sum of the sites listed, so
+    that what is named can be checked against the change it explains."""
+    found = moved(rows, before, changed, thresholds)
+    if found.empty:
         return []
+    total_was, total_now = _total(rows, before), _total(rows, [changed])
     shapes = _site_configs(rows, before, changed)
     lines = []
-    for site in moved.abs().sort_values(ascending=False).index:
+    for site, was, now, change in found[["was", "now", "change"]].itertuples(name=None):
         old, new = shapes.get(site, ([], []))
         what = "" if old == new else {0: " new kernel", 1: " removed kernel"}.get(
             0 if not old else 1 if not new else 2, f" config changed: {_shape_change(old, new)},")
-        percent = f" ({100 * change[site] / was[site]:+.0f} %)" if was[site] else ""
-        lines.append(f"{site[0]} [{site[1]}]{what} {was[site] / 1e3:.1f} -> {now[site] / 1e3:.1f} us{percent}")
+        percent = f" ({100 * change / was:+.0f} %)" if was else ""
+        lines.append(f"{site[0]} [{site[1]}]{what} {was / 1e3:.1f} -> {now / 1e3:.1f} us{percent}")
     lines.append(f"total kernel time {total_was / 1e3:.1f} -> {total_now / 1e3:.1f} us "
                  f"({100 * (total_now - total_was) / total_was:+.1f} %); the sites above: "
-                 f"{moved.sum() / 1e3:+.1f} us")
+                 f"{found['change'].sum() / 1e3:+.1f} us")
     return lines
 
 
