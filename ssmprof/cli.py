@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -17,7 +20,69 @@ from rich.text import Text
 
 from ssmprof.errors import SsmprofError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+# --help text, as click wraps it, held together: a value is never broken at a hyphen ("WORKLOAD-" / "PRESET-TIME")
+# nor a `quoted command` at its spaces, and a value's metavar is a word (RUN_DIR..., --out PATH), not typer's
+# `<list[Path]>`. Both by the formatter alone, so every command (and any added later) gets them. The bases are
+# typer's own (click, or the copy of it typer vendors from 0.2x), never an `import click` of another version.
+_BaseContext = typer.core.TyperGroup.context_class
+_KEEP = str.maketrans({"-": "\ue000", " ": "\ue001"})  # private-use stand-ins, one column each like the originals
+_PUT_BACK = str.maketrans({"\ue000": "-", "\ue001": " "})
+_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "Path": "PATH", "bool": "BOOLEAN"}
+
+
+def _unbreakable(text: str) -> str:
+    """`text` with its hyphens, and the spaces inside `backticks`, no longer places to break a line."""
+    parts = text.split("`")
+    return "`".join(part.replace(" ", "\ue001") if i % 2 else part for i, part in enumerate(parts)).translate(
+        {ord("-"): "\ue000"})
+
+
+def _human_metavar(term: str) -> str:
+    """A help row's name column as a person writes it: "RUN_DIR <list[Path]>" -> "RUN_DIR...", "WORKLOAD <str>" ->
+    "WORKLOAD", "--out <path>" -> "--out PATH", "--set <list[str]>" -> "--set TEXT" (repeatable, as its help says)."""
+    name, _, shown = term.partition(" <")
+    if not shown.endswith(">"):
+        return term
+    shown = shown[:-1]
+    many = shown.startswith("list[") and shown.endswith("]")
+    shown = shown[5:-1] if many else shown
+    if not name.startswith("-"):  # an argument: its metavar is its name already
+        return f"{name}..." if many else name
+    return f"{name} {_TYPES.get(shown, '[' + shown + ']' if '|' in shown else shown.upper())}"
+
+
+class _HelpFormatter(_BaseContext.formatter_class):  # type: ignore[name-defined]
+    def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
+        args = re.sub(r"\{([A-Z_]+)\}", r"\1", args)  # typer's "{RUN_DIR}...": a required argument is plain
+        super().write_usage(_unbreakable(prog), _unbreakable(args), prefix)
+
+    def write_text(self, text: str) -> None:
+        super().write_text(_unbreakable(text))
+
+    def write_dl(self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+        super().write_dl([(_unbreakable(_human_metavar(term)), _unbreakable(text)) for term, text in rows],
+                         col_max, col_spacing)
+
+    def getvalue(self) -> str:
+        return super().getvalue().translate(_PUT_BACK)
+
+
+class _Context(_BaseContext):  # type: ignore[valid-type,misc]
+    formatter_class = _HelpFormatter
+
+
+class _Group(typer.core.TyperGroup):
+    """The app's group: every command's context formats its help with `_HelpFormatter`."""
+
+    context_class = _Context
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():
+            command.context_class = _Context
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, cls=_Group,
                   help="Characterize how Mamba-based SSMs train on NVIDIA GPUs.")
 # Markup off: every message holds paths, names and values the user typed ("runs[/]x", "r[bold]66.html"), and a
 # bracket in them is text, never a style tag. Colour comes only from `Text` styles (`_say`, `_styled`).
@@ -75,20 +140,37 @@ def error_boundary(command):
 @error_boundary
 def workloads() -> None:
     """List the workloads of the suite and their presets."""
+    import textwrap
+
     from ssmprof.workloads.registry import LISTED as WORKLOADS
 
-    table = Table(title="ssmprof workloads")
-    for column in ("workload", "preset", "batch x seq", "layers", "dtype", "notes"):
-        table.add_column(column)
+    # One block a workload, never a table: its full name on a line of its own (a column cut "hf:granite-4.0-hybrid"
+    # at 80 columns), its description wrapped under it, then a line a preset; nothing wider than the terminal.
+    width = max(40, min(console.width, 100))
+    _say(("ssmprof workloads", "bold"), ": a preset a line (batch x seq, layers, dtype, notes)")
     for workload in WORKLOADS.values():
-        for i, (preset, cfg) in enumerate(workload.presets.items()):
-            table.add_row(workload.name if i == 0 else "", preset, f"{cfg.batch_size} x {cfg.seq_len}",
-                          str(cfg.layers), cfg.dtype, workload.preset_notes.get(preset, ""),
-                          end_section=i == len(workload.presets) - 1)
-    console.print(table)
-    for workload in WORKLOADS.values():
-        _say((workload.name, "bold"), f" ({workload.unit}/s; kernels: {', '.join(workload.ops)}): "
-             f"{workload.description}")
+        _say("")
+        about = f"({workload.unit}/s; kernels: {', '.join(workload.ops)})"
+        if len(workload.name) + 2 + len(about) <= width:
+            _say((workload.name, "bold"), f"  {about}")
+        else:
+            _say((workload.name, "bold"))
+            _say(f"  {about}")
+        for line in textwrap.wrap(workload.description, width, initial_indent="  ", subsequent_indent="  ",
+                                  break_on_hyphens=False):
+            _say(line)
+        label = max(len(preset) for preset in workload.presets)
+        for preset, cfg in workload.presets.items():
+            shape = f"{cfg.batch_size} x {cfg.seq_len}"
+            head = f"  - {preset:<{label}}  {shape:<11} {cfg.layers:>3} layers  {cfg.dtype:<4}"
+            note = workload.preset_notes.get(preset, "")
+            lines = textwrap.wrap(note, width, initial_indent=f"{head}  ", subsequent_indent=" " * (len(head) + 2),
+                                  break_on_hyphens=False) if note and len(head) + 22 <= width else [head]
+            if note and len(head) + 22 > width:  # too narrow for the note beside the shape: under it
+                lines += textwrap.wrap(note, width, initial_indent=" " * 6, subsequent_indent=" " * 6,
+                                       break_on_hyphens=False)
+            for line in lines:
+                _say(line)
 
 
 @app.command()

@@ -193,3 +193,42 @@ def test_project_takes_a_gpu_name_in_any_case():
     """`--to H200` names the datasheet's `h200`: once refused as an unknown GPU."""
     result = runner.invoke(app, ["project", RUN, "--to", "H200"])
     assert result.exit_code == 0 and "PROJECTION (not a measurement)" in result.output
+
+
+def _commands() -> list[str]:
+    import typer
+
+    return ["", *typer.main.get_command(app).commands]  # "": the top-level help
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_help_reads_at_80_columns(command, monkeypatch):
+    """Every command's --help at 80 columns: no line over 80, a metavar a person writes (RUN_DIR..., --out PATH),
+    never typer's `<list[Path]>`, and no value broken at a hyphen ("WORKLOAD-" / "PRESET-TIME") nor a `quoted`
+    command at its spaces ("`git rev-" / "parse HEAD`")."""
+    monkeypatch.setenv("COLUMNS", "80")
+    result = runner.invoke(app, [*filter(None, [command]), "--help"], terminal_width=80)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert "<list[" not in result.output and not any(kind in result.output for kind in ("<str>", "<int>", "<path>"))
+    for line in lines:
+        assert not line.rstrip().endswith("-") or line.rstrip().endswith(" -"), line  # no word cut at its hyphen
+        assert line.count("`") % 2 == 0, line  # a `quoted value` whole on its line
+
+
+def test_workloads_fit_80_columns_with_whole_names(monkeypatch):
+    """`ssmprof workloads` at 80 columns: every name whole on its line (a table cut "hf:granite-4.0-hybrid" to
+    "hf:granite-4.0…"), every preset listed, nothing wider than the terminal."""
+    from ssmprof.workloads.registry import LISTED
+
+    monkeypatch.setenv("COLUMNS", "80")
+    result = runner.invoke(app, ["workloads"], terminal_width=80)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert "…" not in result.output
+    for workload in LISTED.values():
+        assert any(line.split()[:1] == [workload.name] for line in lines), workload.name
+        for preset in workload.presets:
+            assert any(line.split()[:2] == ["-", preset] for line in lines), (workload.name, preset)

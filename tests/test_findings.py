@@ -382,3 +382,16 @@ def test_no_finding_of_a_bundled_page_says_nan(path):
     parallel page once said "DRAM throughput nan % of peak" and "Counters checked in all 0 runs")."""
     text = path.read_text()
     assert not re.search(r"\bnan\b", text, re.IGNORECASE) and "in all 0 runs" not in text
+
+
+@pytest.mark.parametrize(("says", "never"), [
+    ("on CPU, TP=2 DP=1 (2 processes)", "(2 GPUs)"),  # the title: gloo processes, no GPU among them
+    ("- device: CPU (no GPU: PyTorch's CPU ops, one gloo process a rank)", "SMs"),  # no SM count of a CPU
+    ("The SSM ops ran as the pure-PyTorch reference on the CPU (ssd: torch-reference", "No SSM kernels in this run"),
+    ("Per rank, ops keep the rank's CPU busy", "keep the GPU busy"),
+])
+def test_a_cpu_run_says_cpu_where_it_is_a_cpu(says, never):
+    """A CPU-only user's profile (--device cpu --tp 2, gloo ranks): the page says CPU and processes, not GPUs, SMs
+    or missing SSM kernels (the reference ops are PyTorch's, never named as SSM kernels)."""
+    text = reporting.report([Path(__file__).parent / "data" / "tp2-cpu-gloo-mamba2-lm-sp"], "md")
+    assert says in text and never not in text

@@ -103,3 +103,31 @@ def test_provenance_is_checked_against_the_timeline(run, provenance, contradicte
     notes = provenance_mismatches(provenance or loaded.info.provenance, loaded.kernels["kernel_name"], True)
     assert [note.split(" ran ")[0].rsplit(" ", 1)[-1] for note in notes] == contradicted
     assert provenance_mismatches(provenance or loaded.info.provenance, loaded.kernels["kernel_name"], False) == []
+
+
+def test_cpu_fallback_line_names_the_real_cause_not_a_missing_package():
+    """On the CPU ssmprof hides mamba-ssm from transformers' import on purpose; transformers then printed "because
+    `mamba_ssm` is not installed" while `ssmprof doctor` lists it. The line says it is a CPU run instead."""
+    import logging
+
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    workload = get_workload("hf:mamba")
+    cfg = workload.config("tiny", {"seq_len": 16})
+    model = workload.build(cfg, plan_kernels(workload.ops, "cpu"))
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("transformers")
+    logger.addHandler(handler)
+    hf_logging.warning_once.cache_clear()  # transformers says it once a process: say it again here
+    try:
+        batch = workload.batch(cfg, torch.device("cpu"), torch.Generator().manual_seed(0))
+        workload.loss(model, batch).backward()
+    finally:
+        logger.removeHandler(handler)
+    fallback = [line for line in lines if "is falling back" in line]
+    assert fallback, lines
+    for line in fallback:
+        assert "is not installed. This is correct" not in line and "CPU run" in line, line

@@ -157,3 +157,35 @@ def test_a_timing_pass_of_other_launches_keeps_the_detail_times_and_says_why(nam
     table, summary = timed_table(detail, trace, iterations=3, choose=lambda spans: chosen.append(spans) or 0)
     assert refusal in summary["joined"] and summary["joined"].startswith("not joined")
     assert table is detail and chosen == [[]]  # every rank still takes part in choosing the iteration
+
+
+def test_a_cpu_capture_prints_nothing_among_the_progress_lines():
+    """`ssmprof profile` on the CPU printed kineto's "USDT: ... profiler_start/profiler_stop" lines (C++ stderr) and
+    torch.profiler's "Profiler clears events at the end of each cycle" warning among its progress lines. Run in a
+    fresh process (kineto reads its log level once); torch's warning is raised as torch raises it on a restart."""
+    import subprocess
+    import sys
+
+    code = """
+import os, warnings
+os.environ.pop("KINETO_LOG_LEVEL", None)
+warnings.simplefilter("always")
+import torch
+from torch.profiler import profiler
+from ssmprof.profiler.timeline import TimelineCapture
+prepare = profiler.profile.prepare_trace
+def prepare_again(self):
+    profiler._warn_once("Warning: Profiler clears events at the end of each cycle. Only events from the current "
+                        "cycle will be reported. To keep events across cycles, set acc_events=True.")
+    return prepare(self)
+profiler.profile.prepare_trace = prepare_again
+x = torch.randn(64, 64)
+for _ in range(2):
+    with TimelineCapture(cuda=False) as capture:
+        x @ x
+print("events", len(capture.trace["traceEvents"]) > 0)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "events True"
+    assert "USDT" not in done.stderr and "clears events" not in done.stderr, done.stderr

@@ -27,9 +27,11 @@ import bisect
 import contextlib
 import json
 import math
+import os
 import re
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,6 +53,23 @@ _LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 # timed steps fill it: odd, so that one of them has the median kernel span; five, because a host-bound step's spans
 # spread as its timed steps do (graph-mamba paper on an H100: 52-59 ms timed, three spans 64-82 ms).
 TIMING_ITERATIONS = 5
+# torch.profiler's warning when a profile is started again, printed among the progress lines: each capture here is
+# one profiled window, and its events are exported before the next starts, so nothing it warns of is lost.
+_CYCLE_WARNING = r"Warning: Profiler clears events at the end of each cycle"
+# Kineto's level above all it logs: on the CPU it writes "USDT: ... profiler_start" / "profiler_stop" lines to stderr
+# at every capture (USDT, level 5, its highest; KINETO_LOG_LEVEL is read when the profiler first starts).
+_KINETO_QUIET = "6"
+
+
+@contextlib.contextmanager
+def _quiet_profiler(cuda: bool):
+    """Around starting and stopping torch.profiler: without its cycle warning and, on the CPU, without kineto's
+    USDT lines (a level the user set is kept; on the GPU kineto's errors, CUPTI's among them, stay visible)."""
+    if not cuda:
+        os.environ.setdefault("KINETO_LOG_LEVEL", _KINETO_QUIET)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_CYCLE_WARNING, category=UserWarning)
+        yield
 
 
 def median_index(spans: list[float]) -> int:
@@ -78,13 +97,15 @@ class TimelineCapture:
         # Input shapes name the problem a library kernel solves: cuBLAS's persistent GEMMs launch one grid for
         # every shape, so (name, grid, block) alone cannot say which GEMM a launch is.
         self._profile = torch.profiler.profile(activities=self._activities, record_shapes=True)
-        self._profile.__enter__()
+        with _quiet_profiler(self.cuda):
+            self._profile.__enter__()
         return self
 
     def __exit__(self, *exc):
         if self.cuda:
             torch.cuda.synchronize()
-        self._profile.__exit__(*exc)
+        with _quiet_profiler(self.cuda):
+            self._profile.__exit__(*exc)
         if exc[0] is None:
             self.trace = _exported(self._profile)
         self.wall_s += time.perf_counter() - self._started
@@ -106,10 +127,15 @@ class TimelineCapture:
         # No external correlation either: the join is by launch order, and tagging every op with its correlation
         # id slowed host-bound steps (graph-mamba paper on an H100: spans 64-82 ms against 45-50 ms without it).
         quiet = torch._C._profiler._ExperimentalConfig(disable_external_correlation=True)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA],
-                                    experimental_config=quiet) as profile:
+        profile = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA], experimental_config=quiet)
+        with _quiet_profiler(cuda=True):
+            profile.__enter__()
+        try:
             yield
             torch.cuda.synchronize()
+        finally:
+            with _quiet_profiler(cuda=True):
+                profile.__exit__(None, None, None)
         self.timing_trace = _exported(profile)
         self.wall_s += time.perf_counter() - started
 

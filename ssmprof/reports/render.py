@@ -169,10 +169,12 @@ def _page(title: str, body: list[str]) -> str:
 
 def _title(info: RunInfo) -> str:
     """What a run is, in one line: workload, preset, GPU, and for a multi-GPU run its layout."""
-    title = f"{info.workload.name} --preset {info.workload.preset} on {info.gpu.name}"
+    device = "CPU" if info.gpu.name == "cpu" else info.gpu.name
+    title = f"{info.workload.name} --preset {info.workload.preset} on {device}"
     parallel = info.parallel
     if parallel:
-        title += f", TP={parallel.tp} DP={parallel.dp} ({parallel.world_size} GPUs" + \
+        units = "processes" if info.gpu.name == "cpu" else "GPUs"  # gloo ranks on the CPU: no GPU among them
+        title += f", TP={parallel.tp} DP={parallel.dp} ({parallel.world_size} {units}" + \
                  ("" if parallel.sequence_parallel else ", no sequence parallelism") + ")"
     return title
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import logging
+import re
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -329,6 +331,8 @@ class HFWorkload(Workload):
 
     def build(self, cfg: HFConfig, plan: KernelPlan) -> nn.Module:
         fused = plan.device == "cuda" and all(plan.choices[op].fused for op, _ in BOUND[self.arch.family])
+        if not fused:  # before record_kernels overwrites the plan's reasons
+            FALLBACK_CAUSE.set(plan, [op for op, _ in BOUND[self.arch.family]])
         module = modeling_module(self.arch, plan if fused else None)
         config = self.transformers_config(cfg, module)
         record_kernels(plan, module, self.arch, cfg)
@@ -367,6 +371,52 @@ def transformers_version() -> str:
     import transformers
 
     return transformers.__version__
+
+
+class _FallbackCause(logging.Filter):
+    """transformers says a mixer "is falling back to its reference PyTorch implementation because `mamba_ssm` is not
+    installed" whenever the package does not import, and on the PyTorch path ssmprof hides it on purpose
+    (`_kernel_packages`): the package may well be installed (`ssmprof doctor` lists it). This filter, on
+    transformers' kernel logger, puts the real cause in the line: a CPU run, or the plan's reason on the GPU."""
+
+    LINE = re.compile(r"because `(?P<package>[\w.-]+)` is not installed\. This is correct but much slower; "
+                      r"install `[\w.-]+` for the optimized kernel\.")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.device = "cpu"
+        self.reasons: list[str] = []
+
+    def set(self, plan: KernelPlan, ops: list[str]) -> None:
+        self.device = plan.device
+        chosen = [plan.choices[op] for op in ops if op in plan.choices]
+        self.reasons = list(dict.fromkeys(choice.note for choice in chosen if not choice.fused and choice.note))
+
+    def cause(self, package: str) -> str:
+        from importlib import metadata
+
+        from ssmprof.kernels import unbuilt_extensions
+
+        try:
+            have = f"`{package}` {unbuilt_extensions().get(package) or metadata.version(package) + ' is installed'}"
+        except (metadata.PackageNotFoundError, ValueError):
+            have = f"`{package}` is not installed"
+        if self.device == "cpu":
+            return (f"this is a CPU run ({have}; its fused kernels need a CUDA GPU, see `ssmprof doctor`), "
+                    f"so ssmprof binds transformers' PyTorch code.")
+        why = "; ".join(self.reasons) or "the plan has no fused kernel for this op"
+        return f"ssmprof's kernel plan binds transformers' PyTorch code ({have}): {why} (see `ssmprof doctor`)."
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        found = self.LINE.search(message)
+        if found:
+            record.msg, record.args = message[:found.start()] + "because " + self.cause(found["package"]), ()
+        return True
+
+
+FALLBACK_CAUSE = _FallbackCause()
+logging.getLogger("transformers.integrations.hub_kernels").addFilter(FALLBACK_CAUSE)
 
 
 @contextmanager

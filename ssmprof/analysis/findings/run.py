@@ -72,9 +72,20 @@ def _top_kernels(summary: Summary) -> list[Finding]:
                     "top_kernels", share * summary.by_category["time_ms"].sum())]
 
 
-def _ssm(summary: Summary) -> list[Finding]:
+def on_cpu(info: RunInfo | None) -> bool:
+    """A run measured on the CPU (`--device cpu`, gloo ranks under --tp/--dp): no GPU, no SMs, no fused kernels."""
+    return info is not None and info.gpu.name == "cpu"
+
+
+def _ssm(summary: Summary, info: RunInfo | None = None) -> list[Finding]:
     categories = summary.by_category
     ssm = categories[categories["category"] == SSM]
+    # on the CPU the reference ops are PyTorch's own, never named as SSM kernels
+    if ssm.empty and info is not None and on_cpu(info):
+        ran = ", ".join(f"{op}: {impl}" for op, impl in info.provenance.items()) or "not recorded"
+        return [Finding("SSM kernels", "none", "CPU reference",
+                        f"The SSM ops ran as the pure-PyTorch reference on the CPU ({ran}): there are no fused SSM "
+                        "kernels to measure; profile on a GPU for them.", "by_category")]
     if ssm.empty:
         return [Finding("SSM kernels", "none", "0 %", "No SSM kernels in this run.", "by_category")]
     share = float(ssm["share"].iloc[0])
@@ -133,10 +144,15 @@ def _headroom(summary: Summary) -> list[Finding]:
                     reachable)]
 
 
-def _host(summary: Summary) -> list[Finding]:
+def _host(summary: Summary, info: RunInfo | None = None) -> list[Finding]:
     host = summary.host.iloc[0]
     if "iteration_ms" in host:  # a multi-rank run: per rank, of its profiled iteration (`ranks.rank_host`)
-        return _rank_host(host)
+        return _rank_host(host, on_cpu(info))
+    if on_cpu(info):  # the host is the device: its ops and the Python between them share the one CPU
+        text = f"On the CPU, ops run {_busy(host['gpu_busy_pct'])} of the {host['step_ms']:.1f} ms step " \
+               f"({host['launches']:,} ops); the rest is Python and framework time between them on the same CPU."
+        value = f"{host['gpu_busy_pct']:.0f} % in ops" if host["gpu_busy_pct"] <= 100 else "in ops all step"
+        return [Finding("host", "CPU run", value, text, "host")]
     if host["verdict"] == "host-bound":
         text = f"Host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the {host['step_ms']:.1f} ms step " \
                f"and waits {host['gpu_idle_ms']:.1f} ms for the host; a faster GPU shortens only the busy part."
@@ -167,10 +183,12 @@ def _syncs(info: RunInfo) -> list[Finding]:
     return [Finding("host", "synchronizes", f"{total} sync{'s' if total > 1 else ''} a step", text, "host")]
 
 
-def _rank_host(host: pd.Series) -> list[Finding]:
+def _rank_host(host: pd.Series, cpu: bool = False) -> list[Finding]:
     """The host finding of a multi-rank run: busy per rank, of the rank's profiled iteration, NCCL waiting
-    excluded; the verdict names the rank it waits for where one is late (`ranks.rank_host`)."""
-    text = f"Per rank, kernels keep the GPU busy {host['gpu_busy_pct']:.0f} % of the profiled iteration " \
+    excluded; the verdict names the rank it waits for where one is late (`ranks.rank_host`). On the CPU (gloo
+    ranks) the ops keep the rank's CPU busy, not a GPU."""
+    busy = "ops keep the rank's CPU busy" if cpu else "kernels keep the GPU busy"
+    text = f"Per rank, {busy} {host['gpu_busy_pct']:.0f} % of the profiled iteration " \
            f"({host['gpu_busy_ms']:.1f} of {host['iteration_ms']:.1f} ms; collectives' waiting excluded): " \
            f"{host['verdict']}; {host['host_cost'].removeprefix('per rank, ')}."
     return [Finding("host", host["verdict"], f"{host['gpu_busy_pct']:.0f} % busy per rank", text, "host",
@@ -323,8 +341,8 @@ def _gemm_work(work: pd.DataFrame | None) -> str:
 
 def findings(summary: Summary, info: RunInfo) -> pd.DataFrame:
     """The run's findings, the largest impact first (see the module docstring)."""
-    return ranked(_late_rank(summary) + _scaling(summary) + _time(summary) + _top_kernels(summary) + _ssm(summary)
-                  + _tensor_instructions(summary, info) + _headroom(summary) + _host(summary) + _syncs(info)
+    return ranked(_late_rank(summary) + _scaling(summary) + _time(summary) + _top_kernels(summary) + _ssm(summary, info)
+                  + _tensor_instructions(summary, info) + _headroom(summary) + _host(summary, info) + _syncs(info)
                   + _iteration(summary) + _checks(summary, info))
 
 
@@ -348,6 +366,8 @@ def provenance(info: RunInfo, origin: str) -> pd.DataFrame:
     rows = [
         ("source", origin),
         ("measured", info.created or "unknown"),
+        ("device", "CPU (no GPU: PyTorch's CPU ops" + (", one gloo process a rank)" if info.parallel else ")"))
+        if on_cpu(info) else
         ("GPU", f"{gpu.name} ({_known(gpu.sm_count)} SMs, {_sm_clock(info)}, memory clock "
                 f"{_known(clocks.memory_mhz)} MHz)"),
         ("host", ", ".join(f"{k} {v}" for k, v in host.items()) if host else "not recorded"),
