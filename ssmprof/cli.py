@@ -504,8 +504,10 @@ def reference(
          f"{bundled.REFERENCE}), not measurements of this machine.")
     _say("To profile your own GPU: make profile (it installs and builds the kernels first), or: ssmprof suite "
          "--preset paper.")
-    for path in with_library(written):
-        _say(f"written: {path}")
+    files = with_library(written)
+    _say(f"Open first: {written[0]} (the {first} suite: findings, kernel time by category, the SSM kernels on "
+         f"their roofline). Written beside it: {len(files) - 1} more files in {out} (ssmprof's README says what "
+         "each shows).")
 
 
 @app.command()

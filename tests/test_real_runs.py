@@ -113,6 +113,8 @@ def test_reference_renders_without_a_gpu(bundled_reference):
     result, out = bundled_reference, bundled_reference.out
     assert result.exit_code == 0, result.output
     assert "BUNDLED measurements" in result.output
+    # one page to open first, not a list of every file written (once 18 "written:" lines)
+    assert f"Open first: {out / 'suite-h100-sxm.html'}" in result.output and "written:" not in result.output
     assert '<script src="plotly.min.js">' in (out / "suite-h100-sxm.html").read_text()  # beside it: offline
     assert (out / "plotly.min.js").stat().st_size > 1e6
     # the paper suite; mamba3-lm runs at batch 1 on the H100 and 2 on the H200: other work, not compared
