@@ -25,16 +25,16 @@ from ssmprof.errors import SsmprofError
 # `<list[Path]>`. Both by the formatter alone, so every command (and any added later) gets them. The bases are
 # typer's own (click, or the copy of it typer vendors from 0.2x), never an `import click` of another version.
 _BaseContext = typer.core.TyperGroup.context_class
-_KEEP = str.maketrans({"-": "\ue000", " ": "\ue001"})  # private-use stand-ins, one column each like the originals
-_PUT_BACK = str.maketrans({"\ue000": "-", "\ue001": " "})
+# private-use stand-ins for "-" and " ", one column each like the originals, put back once the text is wrapped
+_HYPHEN, _SPACE = "\ue000", "\ue001"
+_PUT_BACK = str.maketrans({_HYPHEN: "-", _SPACE: " "})
 _TYPES = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "Path": "PATH", "bool": "BOOLEAN"}
 
 
 def _unbreakable(text: str) -> str:
     """`text` with its hyphens, and the spaces inside `backticks`, no longer places to break a line."""
     parts = text.split("`")
-    return "`".join(part.replace(" ", "\ue001") if i % 2 else part for i, part in enumerate(parts)).translate(
-        {ord("-"): "\ue000"})
+    return "`".join(part.replace(" ", _SPACE) if i % 2 else part for i, part in enumerate(parts)).replace("-", _HYPHEN)
 
 
 def _human_metavar(term: str) -> str:
