@@ -17,6 +17,7 @@ from tabulate import tabulate
 
 from ssmprof.analysis.change.projection import ERROR_MIN_SHARE
 from ssmprof.analysis.common.sections import Summary
+from ssmprof.analysis.findings.run import on_cpu
 from ssmprof.analysis.limits.tensor_vector import (
     CLASS_RULE,
     TENSOR_ONLY,
@@ -169,11 +170,11 @@ def _page(title: str, body: list[str]) -> str:
 
 def _title(info: RunInfo) -> str:
     """What a run is, in one line: workload, preset, GPU, and for a multi-GPU run its layout."""
-    device = "CPU" if info.gpu.name == "cpu" else info.gpu.name
+    device = "CPU" if on_cpu(info) else info.gpu.name
     title = f"{info.workload.name} --preset {info.workload.preset} on {device}"
     parallel = info.parallel
     if parallel:
-        units = "processes" if info.gpu.name == "cpu" else "GPUs"  # gloo ranks on the CPU: no GPU among them
+        units = "processes" if on_cpu(info) else "GPUs"  # gloo ranks on the CPU: no GPU among them
         title += f", TP={parallel.tp} DP={parallel.dp} ({parallel.world_size} {units}" + \
                  ("" if parallel.sequence_parallel else ", no sequence parallelism") + ")"
     return title

@@ -81,7 +81,7 @@ def _ssm(summary: Summary, info: RunInfo | None = None) -> list[Finding]:
     categories = summary.by_category
     ssm = categories[categories["category"] == SSM]
     # on the CPU the reference ops are PyTorch's own, never named as SSM kernels
-    if ssm.empty and info is not None and on_cpu(info):
+    if ssm.empty and info is not None and on_cpu(info):  # the first test narrows the type
         ran = ", ".join(f"{op}: {impl}" for op, impl in info.provenance.items()) or "not recorded"
         return [Finding("SSM kernels", "none", "CPU reference",
                         f"The SSM ops ran as the pure-PyTorch reference on the CPU ({ran}): there are no fused SSM "
