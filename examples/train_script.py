@@ -2,8 +2,8 @@
 and loss `ssmprof profile mamba2-lm` trains) under a plain loop. The lines marked `# ssmprof` are all that
 profiling adds; without `ssmprof profile` they do nothing.
 
-    ssmprof profile --script examples/train_script.py -- --steps 20
-    python examples/train_script.py --steps 20        # the same loop, unprofiled
+    ssmprof profile --script examples/train_script.py -- --steps 40
+    python examples/train_script.py --steps 40        # the same loop, unprofiled
 """
 
 import argparse
@@ -17,7 +17,7 @@ from ssmprof.workloads.registry import get_workload
 parser = argparse.ArgumentParser()
 parser.add_argument("--workload", default="mamba2-lm")
 parser.add_argument("--preset", default="small")
-parser.add_argument("--steps", type=int, default=20)
+parser.add_argument("--steps", type=int, default=40)
 parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
 args = parser.parse_args()
 

@@ -1,12 +1,13 @@
 """Golden outputs: what `ssmprof reference` shows, kept as reviewed snapshots under tests/data/golden-bundled-runs/.
 
 Each page set of the bundled runs (a suite per GPU, its multi-GPU runs, the shipped models, each sweep, each
-H100-vs-H200 comparison) is analyzed as the page analyzes it, and every table is written as `--csv` writes it
-(the comparisons as their markdown page). A table larger than INLINE_BYTES (the per-launch frames: roofline,
-tensor/vector classes) is kept as its digest, rows, size and header line in `digests.json`; every other file is kept
-whole, so that a change of a finding's wording or of a number is reviewed as a diff. tests/test_golden.py fails on
-any change; `make golden` (this script) writes them anew, to be reviewed and committed with the change that moved
-them.
+H100-vs-H200 comparison), and the runs of tests/data/host-time-h100 (recorded with the host sampler, which the
+bundled reference predates: their sections and columns are reviewed and documented too), is analyzed as the page
+analyzes it, and every table is written as `--csv` writes it (the comparisons as their markdown page). A table larger
+than INLINE_BYTES (the per-launch frames: roofline, tensor/vector classes) is kept as its digest, rows, size and
+header line in `digests.json`; every other file is kept whole, so that a change of a finding's wording or of a
+number is reviewed as a diff. tests/test_golden.py fails on any change; `make golden` (this script) writes them
+anew, to be reviewed and committed with the change that moved them.
 
     python scripts/golden.py [--check]
 """
@@ -28,6 +29,7 @@ from ssmprof import bundled
 from ssmprof.pipeline import regimes, reporting
 
 GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "data" / "golden-bundled-runs"
+HOST_TIME_RUNS = GOLDEN.parent / "host-time-h100"
 INLINE_BYTES = 16_000  # a CSV kept whole up to this size, as its digest beyond
 DIGESTS = "digests.json"
 
@@ -45,7 +47,8 @@ def _compare(run_a: Path, run_b: Path, out: Path) -> None:
 
 
 def page_sets() -> dict[str, Callable[[Path], None]]:
-    """Each page set of `ssmprof reference` by folder name -> what writes its tables into a folder."""
+    """Each page set of `ssmprof reference`, and the host-time fixture's, by folder name -> what writes its tables
+    into a folder."""
     sets: dict[str, Callable[[Path], None]] = {}
     for gpu in bundled.GPUS:
         for name, paths in (("suite", bundled.runs(gpu)), ("parallel", bundled.parallel_runs(gpu)),
@@ -59,6 +62,7 @@ def page_sets() -> dict[str, Callable[[Path], None]]:
     for path in bundled.runs(first):
         if path.name in on_second:
             sets[f"compare-{path.name}"] = partial(_compare, path, on_second[path.name])
+    sets["fixture-host-time-h100"] = partial(_runs, sorted(path.parent for path in HOST_TIME_RUNS.glob("*/run.json")))
     return sets
 
 

@@ -46,6 +46,14 @@ RUN_JSON = "run.json"
 KERNELS_PARQUET = "kernels.parquet"
 PHASES = ("forward", "backward", "optimizer")  # the NVTX-marked phases of a training step (profiler.markers)
 FORWARD, BACKWARD, OPTIMIZER = PHASES
+SCRIPT_PRESET = "script"  # run.json `workload.preset` of a --script run: its sizes are the script's own
+# What the host was doing when the sampler read its stack (`profiler.host_sampler`, run.json `harness.host_time`):
+# Python of the model and the loop, torch's own Python (modules, functional, optimizer), a call into C (dispatch and
+# the CUDA API: launches, allocation), Triton's launcher, autograd's engine (C++), a call that waits for the GPU,
+# garbage collection, and the rest of a step after its last reading
+HOST_CATEGORIES = ("Python", "torch's Python", "dispatch and CUDA API", "Triton launcher", "autograd engine",
+                   "synchronizing calls", "garbage collection", "unattributed")
+PYTHON, TORCH_PYTHON, DISPATCH, TRITON, AUTOGRAD, SYNCHRONIZING, GARBAGE_COLLECTION, UNATTRIBUTED = HOST_CATEGORIES
 PHASE_VALUES = (*PHASES, "other")  # `phase` of a launch: one of PHASES, or "other" (outside every phase)
 
 
@@ -318,6 +326,34 @@ class GraphedSteps(_RunSection):
     step_times_ms: list[float] = []
 
 
+class HostTime(_RunSection):
+    """run.json `harness.host_time`: where the host's time in a step went (`profiler.host_sampler`). `steps` more
+    steps after the timed ones, sampled and unsampled in turn (their GPU step times: the sampler's overhead), and what
+    each sampled step's host time was charged to, as (step, category of HOST_CATEGORIES, site, ms)."""
+
+    interval_ms: float
+    switch_interval_ms: float
+    readings: int
+    sampled_steps_ms: list[float]
+    unsampled_steps_ms: list[float]
+    rows: list[tuple[int, str, str, float]] = []
+
+
+class ProcessSection(_RunSection):
+    """run.json `harness.process` (and each rank's in `parallel.ranks`): where the training process ran beside its
+    GPU and what Linux counted over its timed steps (`profiler.harness.process_record`)."""
+
+    cpus: str  # the CPUs it may run on, as Linux lists them ("0-63")
+    cpu_count: int
+    cpu_numa_nodes: list[int] = []  # the NUMA nodes of those CPUs
+    gpu_numa_node: int | None = None  # its GPU's, from sysfs; None where not exposed or off the GPU
+    omp_num_threads: str | None = None  # the environment's, as given
+    mkl_num_threads: str | None = None
+    torch_threads: int | None = None  # torch's intra-op threads
+    threads: int | None = None  # the process's threads after the timed steps
+    per_step: dict[str, float] = {}  # voluntary_switches, involuntary_switches, migrations a timed step
+
+
 class HarnessSection(_RunSection):
     step_ms: float  # median of `step_times_ms`
     throughput: float
@@ -337,6 +373,11 @@ class HarnessSection(_RunSection):
     # the calls of one step that make the host wait for the GPU, counted by site (`profiler.syncs`); absent off the
     # GPU, for a --script run and in runs written before it was looked for
     sync_sites: dict[str, int] | None = None
+    host_time: HostTime | None = None  # absent where not sampled and in runs written before the sampler
+    # the timed steps were extended to the harness's cap and their median's interval is still wider than 5 %
+    # (`noise.steady`); absent where it held, or was not asked
+    steps_capped: bool | None = None
+    process: ProcessSection | None = None  # absent in runs written before it was recorded
 
 
 class HarnessCollector(_RunSection):
@@ -1012,6 +1053,8 @@ class RankRun(_Open):
     gpu: dict[str, Any] = {}
     gpu_sharing: dict[str, Any] | None = None  # `nvml.SharingMonitor.summary`; None off the GPU
     graphed_step_times_ms: list[float] | None = None  # `--cuda-graphs`: the rank's replays; None without
+    host_time: dict[str, Any] | None = None  # `harness.sampled_steps`; None where not sampled
+    process: dict[str, Any] | None = None  # `harness.process_record`
 
 
 class RankResult(_Versioned):
@@ -1052,6 +1095,9 @@ class ScriptJob(_Versioned):
     # iterations timed under CUDA activity alone after the timed ones (`timeline.TimelineCapture.timing_window`),
     # whose kernel times stand for the profiled iteration's; 0: none (the CPU, counter passes)
     timing_iterations: int = 0
+    # iterations after the timed ones, unsampled and sampled in turn (`profiler.host_sampler`); 0: none (counter
+    # passes)
+    sampled_iterations: int = 0
     result: str  # the `ScriptResult` file (timeline mode)
     table: str  # the kernel table's parquet file (timeline mode)
     # an `AutotunePins` file pinned at the first marked step: the timeline's Triton choices (counters mode), or

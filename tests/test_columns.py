@@ -19,7 +19,6 @@ from column_reference import DOC, generate, read_headers  # noqa: E402 -- the sc
 HEADERS = read_headers()
 # Sections declared that no bundled run writes (their CSV file exists only for runs with that data): section -> why.
 NOT_BUNDLED = {
-    "cuda_graphs": "needs a run profiled with --cuda-graphs (run.json harness.cuda_graphs); no bundled run has one",
     "suite-ssd_dataflow_by_cache": "needs one workload measured both with --ncu-cache flush and --ncu-cache keep; the "
                                    "bundled runs are all flushed",
 }

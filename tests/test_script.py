@@ -21,7 +21,7 @@ from ssmprof.profiler.counters import pass_seconds
 from ssmprof.profiler.harness import run_training
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.script import script_command
-from ssmprof.profiler.script_child import StepDriver, run_script
+from ssmprof.profiler.script_child import StepDriver, iterations_needed, run_script
 from ssmprof.profiler.timeline import TimelineCapture, cpu_table
 from ssmprof.workloads.registry import get_workload
 
@@ -41,14 +41,15 @@ def test_a_script_outside_the_repository_profiles_like_its_workload(tmp_path, on
     assert sum("# ssmprof" in line for line in script.read_text().splitlines()) <= 3
     out = tmp_path / "runs"
     result = CliRunner().invoke(app, ["profile", "--script", str(script), "--device", "cpu", "--out", str(out),
-                                      "--name", "mine", "--", "--steps", "12", "--preset", "tiny", "--device", "cpu"])
+                                      "--name", "mine", "--", "--steps", "32", "--preset", "tiny", "--device", "cpu"])
     assert result.exit_code == 0, result.output
     run = schema.read_run(out / "mine")
     assert run.info.workload.name == "train.py" and run.info.workload.preset == "script"
-    assert run.info.workload.config == {"script": str(script), "args": ["--steps", "12", "--preset", "tiny",
+    assert run.info.workload.config == {"script": str(script), "args": ["--steps", "32", "--preset", "tiny",
                                                                         "--device", "cpu"]}
     assert set(run.kernels["phase"]) == {"forward", "backward", "optimizer"}
     assert len(run.info.harness.step_times_ms) == 10 and run.info.coverage.phase_time_fraction == 1.0
+    assert len(run.info.harness.host_time.sampled_steps_ms) == 10  # 1 warm-up, 10 timed, 20 host-sampled, 1 profiled
 
     # the same model as a workload, through the harness: the same ops, in the same order, in the same phases
     workload = get_workload("mamba2-lm")
@@ -96,7 +97,8 @@ BAD_SCRIPTS = [
     ("exception inside the step", LOOP.format(steps=20, body="if i == 2: raise ValueError('boom')"),
      "train.py:9: ValueError: boom (in ssmprof.step() iteration 3)"),
     ("no marked iteration", LOOP.format(steps=3, body="pass"),
-     "train.py: the script ended after 3 ssmprof.step() iterations; profiling needs 4 (1 warm-up, 2 timed"),
+     "train.py: the script ended after 3 ssmprof.step() iterations; profiling needs 4 (1 warm-up, 2 timed, "
+     "1 profiled)"),
     ("nested steps", LOOP.format(steps=20, body="ssmprof.step().__enter__()"),
      "entered inside the iteration entered at"),
     ("a script that exits non-zero", LOOP.format(steps=20, body="sys.exit(3) if i == 1 else None"),
@@ -104,6 +106,20 @@ BAD_SCRIPTS = [
     ("out of memory in the step", LOOP.format(steps=20, body="if i: raise torch.cuda.OutOfMemoryError('')"),
      "train.py:9: GPU out of memory (in ssmprof.step() iteration 2)"),
 ]
+
+
+# (device, timing iterations, what the count says): on the GPU the timing pass's iterations count too (an H100 run
+# of examples/train_script.py with --steps 20 said this, and --steps 39 profiled)
+NEEDED = [("cpu", 0, "32 (1 warm-up, 10 timed, 20 host-sampled, 1 profiled)"),
+          ("cuda", 5, "37 (1 warm-up, 10 timed, 20 host-sampled, 5 timing, 1 profiled)")]
+
+
+@pytest.mark.parametrize(("device", "timing", "says"), NEEDED, ids=[case[0] for case in NEEDED])
+def test_the_iterations_a_script_needs_count_every_stage(tmp_path, device, timing, says):
+    job = schema.make_document(schema.ScriptJob, script="train.py", device=device, mode="timeline", warmup=1,
+                               steps=10, timing_iterations=timing, sampled_iterations=20,
+                               result=str(tmp_path / "r.json"), table=str(tmp_path / "t.parquet"))
+    assert iterations_needed(job) == says
 
 
 @pytest.mark.parametrize(("text", "says"), [case[1:] for case in BAD_SCRIPTS], ids=[case[0] for case in BAD_SCRIPTS])

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from ssmprof.analysis.trust.counter_checks import check_counters
+from ssmprof.analysis.trust.noise import steady
 from ssmprof.errors import InvalidConfig, NoGpu, SsmprofError
 from ssmprof.hardware import DEVICE_PROFILE, datasheet_peaks, identity_note, spec_for
 from ssmprof.kernels import KernelPlan, plan_kernels
@@ -228,7 +229,7 @@ def profile(request: ProfileRequest, progress: Progress | None = None) -> Path |
         job = rank_job(ready, options, settings.steps, "timeline", settings.cuda_graphs)
         path = profile_parallel(job, settings, check_run_counters, where=request.launch)
     else:
-        path = profile_run(ready, settings, progress, check=check_run_counters)
+        path = profile_run(ready, settings, progress, check=check_run_counters, steady=steady)
     if request.report_file is not None and path is not None:
         reporting.report_runs([path], "html", request.report_file)
     return path

@@ -115,12 +115,14 @@ def _analyze(paths: list[Path], loaded: dict[int, tuple[Run, Ceilings | None, li
 
 def run_labels(loaded: dict[int, tuple[Run, Ceilings | None, list[str]]]) -> list[str]:
     """A name per run that tells it apart from the others of the set: the workload, its parallel layout where it
-    has one (`tp2x dp1`, `no-SP`), and the GPU and position only where two would still read alike."""
+    has one (`tp2x dp1`, `no-SP`), `cuda-graphs` where it timed the step as one, and the GPU and position only where
+    two would still read alike."""
     labels = []
     for index, (run, _, _) in loaded.items():
         parallel = run.info.parallel
         label = run.info.workload.name + (f" tp{parallel.tp}x dp{parallel.dp}" if parallel else "")
         label += " no-SP" if parallel and not parallel.sequence_parallel else ""
+        label += " cuda-graphs" if run.info.harness.cuda_graphs else ""
         labels.append(label if label not in labels else f"{label} ({run.info.gpu.name}, #{index})")
     return labels
 

@@ -167,7 +167,7 @@ def _run_rank(job: RankJob, name: str, rank: int) -> RankResult:
                               progress=lambda stage, done, total: _mark_stage(out, rank, stage, done),
                               capture=capture, groups=groups,
                               timing=capture.record_timing if capture is not None and cuda else None,
-                              find_syncs=capture is not None,
+                              find_syncs=capture is not None, sample_host=capture is not None,
                               cuda_graphs=job.cuda_graphs and job.mode in GRAPHED_MODES)
         timing = None
         if capture is not None:
@@ -364,7 +364,8 @@ def parallel_section(job: RankJob, results: list[RankResult], ncu_ranks: list[in
                    "step_ms": statistics.median(harness_of(r).step_times_ms), **_graphed_ms(harness_of(r)),
                    "final_loss": harness_of(r).final_loss,
                    "peak_memory_bytes": harness_of(r).peak_memory_bytes, "gpu": harness_of(r).gpu.get("name"),
-                   "gpu_sharing": harness_of(r).gpu_sharing} for r in results],
+                   "gpu_sharing": harness_of(r).gpu_sharing, "process": harness_of(r).process,
+                   "host_time": harness_of(r).host_time} for r in results],
         "topology": (topo := topology() if job.device == "cuda" else None),
         "link": _link(harness_of(results[0]).gpu.get("name"), topo),
         "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if job.device == "cuda" else None,

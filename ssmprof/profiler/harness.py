@@ -26,9 +26,10 @@ import torch
 
 from ssmprof.errors import GpuKernelFault, GpuOutOfMemory, InvalidConfig, NoGpu, TrainingFailed
 from ssmprof.kernels import KernelPlan
-from ssmprof.profiler.environment import gpu_properties
+from ssmprof.profiler.environment import gpu_properties, process_counters, process_placement
+from ssmprof.profiler.host_sampler import HostSampler
 from ssmprof.profiler.markers import PhaseMarker
-from ssmprof.profiler.nvml import SharingMonitor
+from ssmprof.profiler.nvml import SharingMonitor, current_device
 from ssmprof.profiler.syncs import synchronizing_sites
 from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER
 from ssmprof.workloads.base import CommonConfig, Workload
@@ -37,6 +38,8 @@ from ssmprof.workloads.parallel import ParallelCausalLM
 from ssmprof.workloads.user import failure_in_user_code
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
+# Rounds of `steps` timed steps at most, where a steadiness rule asks for more (`run_training`'s `steady`)
+STEADY_ROUNDS = 5
 # The stages `run_training` reports through `Progress`, in order (`distributed` names a rank left behind by them)
 STAGES = ("warm-up", "timed steps")
 
@@ -103,6 +106,13 @@ class RunResult:
     # the calls of one step that make the host wait for the GPU, counted by site (`syncs.synchronizing_sites`);
     # None off the GPU and where not looked for
     sync_sites: dict[str, int] | None = None
+    # where the host's time in a step went (`sampled_steps`, run.json `harness.host_time`); None where not sampled
+    host_time: dict | None = None
+    # the timed steps ran STEADY_ROUNDS rounds and their median's interval is still wider than the rule asked
+    steps_capped: bool = False
+    # where the process ran and what Linux counted over the timed steps (`process_record`, run.json
+    # `harness.process`)
+    process: dict | None = None
 
     @property
     def step_ms(self) -> float:
@@ -203,15 +213,18 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
                  warmup: int, marker: PhaseMarker | None = None, progress: Progress | None = None,
                  seed: int = 0, capture: contextlib.AbstractContextManager | None = None, groups=None,
                  timing: Callable[[Callable[[], object]], None] | None = None,
-                 cuda_graphs: bool = False, find_syncs: bool = False) -> RunResult:
-    """Build, warm up, time `steps` iterations, hand the step to `timing` (e.g. `TimelineCapture.record_timing`,
-    which runs it a few more times under CUDA activity alone), then run the profiled iteration (inside `capture`,
-    e.g. a timeline collector, and cudaProfilerStart/Stop for Nsight Compute); with `find_syncs` (on the GPU), run
-    one more step before the timing pass, untimed, that counts the step's synchronizing calls
-    (`syncs.synchronizing_sites`); with `cuda_graphs`, then capture the step as a CUDA graph and time `steps`
-    replays of it (the profiled iteration stays eager: its kernels are what the collectors join). A failure on the
-    way is one typed line: GpuOutOfMemory, GpuKernelFault (a CUDA error), TrainingFailed (any other RuntimeError),
-    CaptureRefused (a step that cannot be captured)."""
+                 cuda_graphs: bool = False, find_syncs: bool = False, sample_host: bool = False,
+                 steady: Callable[[list[float]], bool] | None = None) -> RunResult:
+    """Build, warm up, time `steps` iterations (with `steady`, a rule that says whether steps pin their median down,
+    `steps` more at a time until it holds or STEADY_ROUNDS rounds ran: `RunResult.steps_capped`), hand the step to
+    `timing` (e.g. `TimelineCapture.record_timing`, which runs it a few more times under CUDA activity alone), then
+    run the profiled iteration (inside `capture`, e.g. a timeline collector, and cudaProfilerStart/Stop for Nsight
+    Compute); with `find_syncs` (on the GPU), run one more step before the timing pass, untimed, that counts the
+    step's synchronizing calls (`syncs.synchronizing_sites`); with `sample_host`, then `sampled_steps`; with
+    `cuda_graphs`, then capture the step as a CUDA graph and time `steps` replays of it (the profiled iteration stays
+    eager: its kernels are what the collectors join). A failure on the way is one typed line: GpuOutOfMemory,
+    GpuKernelFault (a CUDA error), TrainingFailed (any other RuntimeError), CaptureRefused (a step that cannot be
+    captured)."""
     if steps < 1 or warmup < 0:
         raise InvalidConfig(f"need steps >= 1 and warmup >= 0, got steps={steps} warmup={warmup}")
     refusal = capture_refusal(workload, plan) if cuda_graphs else None
@@ -236,12 +249,20 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
+        counted = process_counters()
         with SharingMonitor() if cuda else contextlib.nullcontext() as sharing:
-            losses, times_ms = time_steps(trainer, steps, lambda done: report(STAGES[1], done, steps))
+            losses, times_ms, capped = steady_steps(trainer, steps, steady,
+                                                    lambda done: report(STAGES[1], done, steps))
+        process = process_record(cuda, counted, len(times_ms))
         seconds["timed"] = time.perf_counter() - t0
 
         _sync(cuda)
         sync_sites = synchronizing_sites(trainer.step) if cuda and find_syncs else None
+        host_time = None
+        if sample_host:
+            t0 = time.perf_counter()
+            host_time = sampled_steps(trainer.step, steps, cuda, sync_sites or {})
+            seconds["sampled"] = time.perf_counter() - t0
         if timing is not None:  # first: a host that has just recorded every op runs the next steps slower
             t0 = time.perf_counter()
             timing(trainer.step)
@@ -267,7 +288,7 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         first_loss=float((first_losses or losses)[0]), provenance=plan.provenance(), harness_seconds=seconds,
         profiled_ms=[elapsed_ms], graphed_step_times_ms=graphed,
         gpu_sharing=sharing.summary() if sharing is not None else None, workload_source=workload.source,
-        sync_sites=sync_sites)
+        sync_sites=sync_sites, host_time=host_time, steps_capped=capped, process=process)
 
 
 def profiled_iteration(trainer: Trainer, capture: contextlib.AbstractContextManager | None
@@ -368,6 +389,19 @@ def _raised_in(exc: BaseException) -> str:
     return tb.tb_frame.f_globals.get("__name__", tb.tb_frame.f_code.co_filename)
 
 
+def steady_steps(trainer: Trainer, steps: int, steady: Callable[[list[float]], bool] | None,
+                 on_step: Callable[[int], None]) -> tuple[list[torch.Tensor], list[float], bool]:
+    """`time_steps`, then (with `steady`) `steps` more at a time until the rule holds or STEADY_ROUNDS rounds ran;
+    the losses, the times and whether the cap was hit with the rule still failing."""
+    losses, times_ms = time_steps(trainer, steps, on_step)
+    for _ in range(STEADY_ROUNDS - 1):
+        if steady is None or steady(times_ms):
+            break
+        more_losses, more_ms = time_steps(trainer, steps, on_step)
+        losses, times_ms = losses + more_losses, times_ms + more_ms
+    return losses, times_ms, steady is not None and not steady(times_ms)
+
+
 def time_steps(trainer: Trainer, steps: int, on_step: Callable[[int], None] | None = None
                ) -> tuple[list[torch.Tensor], list[float]]:
     """Run `steps` training iterations; return their losses and per-step milliseconds.
@@ -386,6 +420,33 @@ def time_steps(trainer: Trainer, steps: int, on_step: Callable[[int], None] | No
         torch.cuda.synchronize()
         return losses, [start.elapsed_time(end) for start, end in marks]
     return losses, [(end - start) * 1e3 for start, end in marks]
+
+
+def process_record(cuda: bool, before: dict[str, int], steps: int) -> dict:
+    """run.json `harness.process`: where the process ran beside its GPU (`environment.process_placement`), its
+    threads, and its context switches and CPU migrations a step over the `steps` timed steps (counted `before`
+    them and now, `environment.process_counters`)."""
+    after = process_counters()
+    counted = ("voluntary_switches", "involuntary_switches", "migrations")
+    per_step = {name: (after[name] - before[name]) / steps for name in counted if name in after and name in before}
+    return {**process_placement(current_device().pci_bus_id if cuda else None), "threads": after.get("threads"),
+            "per_step": per_step}
+
+
+def sampled_steps(step: Callable[[], object], steps: int, cuda: bool, sync_sites: dict[str, int]) -> dict:
+    """2 x `steps` more steps, unsampled and sampled in turn by `host_sampler.HostSampler` (pipelined and timed as
+    `time_steps` times its own): run.json's `harness.host_time`. Taking turns keeps a drift of the host's pace out
+    of the sampler's measured overhead."""
+    marks = []
+    with HostSampler(sync_sites=set(sync_sites)) as sampler:
+        for i in range(2 * steps):
+            start = _now(cuda)
+            with sampler.step(i // 2, sampled=i % 2 == 1):
+                step()
+            marks.append((start, _now(cuda)))
+    _sync(cuda)
+    times = [start.elapsed_time(end) if cuda else (end - start) * 1e3 for start, end in marks]
+    return sampler.host_time(times)
 
 
 def _now(cuda: bool):

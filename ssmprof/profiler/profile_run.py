@@ -171,6 +171,9 @@ def run_info(result: RunResult, overrides: dict, collectors: dict, kernels: pd.D
             **({"cuda_graphs": {"step_ms": result.graphed_step_ms, "step_times_ms": result.graphed_step_times_ms}}
                if result.graphed_step_times_ms else {}),
             **({"sync_sites": result.sync_sites} if result.sync_sites is not None else {}),
+            **({"host_time": result.host_time} if result.host_time is not None else {}),
+            **({"steps_capped": True} if result.steps_capped else {}),
+            **({"process": result.process} if result.process is not None else {}),
         },
         "gpu_sharing": result.gpu_sharing,
         "collectors": collectors,
@@ -381,10 +384,11 @@ def identical_gpus(count: int) -> list[str]:
 
 
 def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress | None = None, *,
-                check: CounterCheck) -> Path:
+                check: CounterCheck, steady: Callable[[list[float]], bool] | None = None) -> Path:
     """Profile one training iteration of `ready` (timeline, then Nsight Compute counters unless
     `settings.counters` is "none") and write its run directory as `settings` says; returns its path. Nothing is
-    written if a collector fails."""
+    written if a collector fails. `steady`: the rule that says the timed steps pin their median down
+    (`harness.run_training`)."""
     if ready.plan.device != "cuda":
         raise NoGpu("profiling characterizes GPU kernels: it needs a CUDA GPU (`ssmprof run --device cpu` "
                     "exercises the CPU reference path)")
@@ -396,7 +400,7 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
     started = time.perf_counter()
     result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, settings.steps, ready.warmup,
                           NvtxMarker(), progress, capture=capture, timing=capture.record_timing,
-                          cuda_graphs=settings.cuda_graphs, find_syncs=True)
+                          cuda_graphs=settings.cuda_graphs, find_syncs=True, sample_host=True, steady=steady)
     timed, timing = capture.table()
     kernels = schema.conform_kernels(timed)
     triton_choices = autotune.snapshot()

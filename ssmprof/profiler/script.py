@@ -33,8 +33,8 @@ from ssmprof.profiler.profile_run import (
     identical_gpus,
     run_info,
 )
-from ssmprof.profiler.script_child import PRESET
 from ssmprof.profiler.timeline import TIMING_ITERATIONS
+from ssmprof.schema import SCRIPT_PRESET
 
 
 def script_command(job_file: Path) -> list[str]:
@@ -58,7 +58,8 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
         pins = str(schema.write_autotune_pins(pinned, scratch)) if pinned else None
         job = schema.make_document(schema.ScriptJob, script=str(script), args=list(args), device=device,
                                    mode="timeline", warmup=warmup, steps=settings.steps,
-                                   timing_iterations=TIMING_ITERATIONS if cuda else 0, autotune=pins,
+                                   timing_iterations=TIMING_ITERATIONS if cuda else 0,
+                                   sampled_iterations=2 * settings.steps, autotune=pins,
                                    result=str(scratch / "result.json"), table=str(scratch / "timeline.parquet"))
         tell("timeline (the script runs)", 0, 1)
         outcome = _run_timeline(job, scratch)
@@ -79,7 +80,7 @@ def profile_script(script: Path, args: list[str], settings: ProfileSettings, dev
             kernels, notes, checks = _counters(job, outcome, result, kernels, settings, scratch, check, tell)
             collectors["counters"].update(notes)
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        path = Path(settings.out) / (settings.name or f"{script.stem}-{PRESET}-{stamp}")
+        path = Path(settings.out) / (settings.name or f"{script.stem}-{SCRIPT_PRESET}-{stamp}")
         info = run_info(result, {}, collectors, kernels, outcome.triton_autotune, checks)
         return schema.write_run(path, info, kernels)
 
@@ -104,7 +105,8 @@ def _counters(job: schema.ScriptJob, outcome: schema.ScriptResult, result: RunRe
     timeline's Triton choices pinned. Returns (the joined table, run.json's counter notes, its checks)."""
     pins = schema.write_autotune_pins(outcome.triton_autotune, scratch)
     counted = job.model_copy(update={"mode": "counters", "warmup": min(job.warmup, PASS_WARMUP), "steps": 1,
-                                     "timing_iterations": 0, "autotune": str(pins)})
+                                     "timing_iterations": 0, "sampled_iterations": 0,
+                                     "autotune": str(pins)})
     job_file = schema.write_document(counted, scratch / "counters-job.json")
     chosen = replay_mode(settings.replay, result.peak_memory_bytes, result.gpu["memory_bytes"])
     passes = ChildPasses(script_command(job_file), settings.ncu_timeout_s, identical_gpus(settings.pass_gpus),

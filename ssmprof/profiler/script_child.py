@@ -34,14 +34,15 @@ from ssmprof import api, schema
 from ssmprof.errors import ScriptFailed, SsmprofError
 from ssmprof.profiler import autotune
 from ssmprof.profiler.counters import GO_ENV
-from ssmprof.profiler.environment import gpu_properties
+from ssmprof.profiler.environment import gpu_properties, imported_kernels
 from ssmprof.profiler.harness import RunResult, _first_line, _now, _sync
+from ssmprof.profiler.host_sampler import HostSampler
 from ssmprof.profiler.markers import NvtxMarker
+from ssmprof.profiler.nvml import SharingMonitor
 from ssmprof.profiler.timeline import TimelineCapture, cpu_table
-from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER, PHASES
+from ssmprof.schema import BACKWARD, FORWARD, OPTIMIZER, PHASES, SCRIPT_PRESET
 
 SSMPROF_DIR = Path(__file__).resolve().parents[1]
-PRESET = "script"  # run.json `workload.preset` of a script's run: its sizes are the script's own
 
 
 class ProfileDone(BaseException):
@@ -71,7 +72,11 @@ class StepDriver:
         self.table = None
         self.timing: dict | None = None  # the timing pass's summary, once joined (`timeline.timed_table`)
         self.window: contextlib.AbstractContextManager | None = None  # the open timing window
-        self.seconds = {"warmup": 0.0, "timed": 0.0, "timing": 0.0, "profiled": 0.0}
+        self.seconds = {"warmup": 0.0, "timed": 0.0, "sampled": 0.0, "timing": 0.0, "profiled": 0.0}
+        self.sampler: HostSampler | None = None  # open over the sampled iterations
+        self.sharing: SharingMonitor | None = None  # open over the timed iterations (on the GPU)
+        self.sampled_marks: list[tuple] = []
+        self.host_time: dict | None = None  # run.json `harness.host_time`, once the sampled iterations ran
         self.clock = time.perf_counter()
 
     @property
@@ -80,11 +85,14 @@ class StepDriver:
 
     def stage(self, index: int) -> str:
         timed_end = self.job.warmup + self.job.steps
+        sampled_end = timed_end + self.job.sampled_iterations
         if index < self.job.warmup:
             return "warmup"
         if index < timed_end:
             return "timed"
-        return "timing" if index < timed_end + self.job.timing_iterations else "profiled"
+        if index < sampled_end:
+            return "sampled"
+        return "timing" if index < sampled_end + self.job.timing_iterations else "profiled"
 
     def step(self, model, optimizer, items: int | None, site: str) -> _Step:
         self._hook(model, optimizer)
@@ -130,6 +138,8 @@ class StepDriver:
             # pinned once the script has imported and built its kernels, before any of them runs: the timeline's
             # Triton choices, so a counter pass launches the configurations the timeline measured
             autotune.pin(schema.read_document(schema.AutotunePins, Path(self.job.autotune)).choices)
+        if stage == "sampled" and self.sampler is None:
+            self.sampler = HostSampler().__enter__()
         if stage == "timing" and self.window is None and self.capture is not None:
             self.window = self.capture.timing_window()
             self.window.__enter__()
@@ -142,8 +152,12 @@ class StepDriver:
                 self.capture.__enter__()
         if stage == "timed" and not self.marks and self.cuda:
             torch.cuda.reset_peak_memory_stats()  # the peak of the timed and profiled iterations, as the harness's
+            self.sharing = SharingMonitor().__enter__()  # the clock and other processes while the timed steps run
         self.clock = time.perf_counter()
         self.started = _now(self.cuda) if stage != "warmup" else None
+        sampled = self.entered - 1 - self.job.warmup - self.job.steps
+        if stage == "sampled" and sampled % 2 == 1 and self.sampler is not None:
+            self.sampler.begin(sampled // 2)
 
     def end(self, site: str, exc_info: tuple) -> None:
         """Close the iteration entered at `site` (`exc_info`: the exception leaving it, if any); raise ProfileDone
@@ -158,7 +172,14 @@ class StepDriver:
             self.marks.append((self.started, ended))
             if len(self.marks) == self.job.steps:
                 _sync(self.cuda)
+                if self.sharing is not None:
+                    self.sharing.__exit__(None, None, None)
                 self.times_ms = [_elapsed_ms(start, stop, self.cuda) for start, stop in self.marks]
+        elif stage == "sampled" and self.sampler is not None:
+            self.sampler.end()
+            self.sampled_marks.append((self.started, ended))
+            if failed or self.stage(self.entered) != "sampled":
+                self._sampled()
         elif stage == "timing" and self.window is not None and (failed or self.stage(self.entered) != "timing"):
             self.window.__exit__(*exc_info)
         elif stage == "profiled":
@@ -173,6 +194,15 @@ class StepDriver:
         self.seconds[stage] += time.perf_counter() - self.clock
         if not failed and self.done:
             raise ProfileDone
+
+    def _sampled(self) -> None:
+        """Close the sampler after the last sampled iteration: run.json's `harness.host_time`."""
+        assert self.sampler is not None
+        self.sampler.__exit__(None, None, None)
+        _sync(self.cuda)
+        times = [_elapsed_ms(start, stop, self.cuda) for start, stop in self.sampled_marks]
+        self.host_time = self.sampler.host_time(times)
+        self.sampler = None
 
     def _table(self, site: str):
         """The profiled iteration's kernel table (CPU: its aten ops); none in counters mode."""
@@ -197,13 +227,14 @@ class StepDriver:
     def result(self, script: str) -> RunResult:
         peak = torch.cuda.max_memory_allocated() if self.cuda else None
         return RunResult(
-            workload=Path(script).name, preset=PRESET, config={"script": script, "args": list(self.job.args)},
+            workload=Path(script).name, preset=SCRIPT_PRESET, config={"script": script, "args": list(self.job.args)},
             device=self.job.device, gpu=gpu_properties(self.cuda), warmup=self.job.warmup,
             step_times_ms=self.times_ms, items_per_step=self.items or 1,
             unit="items" if self.items else "iterations", peak_memory_bytes=peak,
             peak_reserved_bytes=torch.cuda.max_memory_reserved() if self.cuda else None,
             final_loss=math.nan,  # the script's loss is its own: ssmprof never sees it
-            provenance={}, harness_seconds=dict(self.seconds), profiled_ms=self.profiled_ms)
+            provenance=imported_kernels(), harness_seconds=dict(self.seconds), profiled_ms=self.profiled_ms,
+            host_time=self.host_time, gpu_sharing=self.sharing.summary() if self.sharing is not None else None)
 
 
 class _Step(contextlib.ContextDecorator):
@@ -272,11 +303,17 @@ def run_script(job: schema.ScriptJob, driver: StepDriver) -> RunResult:
         raise ScriptFailed(f"{_user_line(exc, script)}: {type(exc).__name__}: {_first_line(exc)} "
                            f"({_when(driver)})") from None
     if driver.table is None:
-        needed = job.warmup + job.steps + 1
         raise ScriptFailed(f"{script}: the script ended after {driver.entered} ssmprof.step() iterations; profiling "
-                           f"needs {needed} ({job.warmup} warm-up, {job.steps} timed, 1 profiled): run it longer "
-                           "or lower --steps/--warmup")
+                           f"needs {iterations_needed(job)}: run it longer or lower --steps/--warmup")
     return driver.result(script)
+
+
+def iterations_needed(job: schema.ScriptJob) -> str:
+    """`31 (3 warm-up, 10 timed, 20 host-sampled, 5 timing, 1 profiled)`: every stage the job runs."""
+    stages = [(job.warmup, "warm-up"), (job.steps, "timed"), (job.sampled_iterations, "host-sampled"),
+              (job.timing_iterations, "timing"), (1, "profiled")]
+    total = sum(count for count, _ in stages)
+    return f"{total} ({', '.join(f'{count} {name}' for count, name in stages if count)})"
 
 
 def _when(driver: StepDriver) -> str:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 
 import torch
 
@@ -59,8 +61,18 @@ def call_site(stack: list[traceback.FrameSummary]) -> str:
     its package on: `site-packages/` and the folder above `ssmprof/` left out)."""
     for frame in reversed(stack):
         if not Path(frame.filename).is_relative_to(_TORCH) and frame.filename != warnings.__file__:
-            return f"{_short(frame.filename)}:{frame.lineno} in {frame.name}"
+            return _site(frame.filename, frame.lineno, frame.name)
     return "torch"
+
+
+def call_site_of(frame: FrameType) -> str:
+    """A live frame as `call_site` names one: `path:line in function`."""
+    return _site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _site(filename: str, line: int | None, name: str) -> str:
+    return f"{_short(filename)}:{line} in {name}"
 
 
 def _short(filename: str) -> str:

@@ -441,6 +441,53 @@ COLUMN_MEANINGS: dict[str, str] = {
     "kernel_noise_verdict": "noise_verdict on kernel time per item (text)",
     "kernel_tied_at": "tied_at on kernel time per item (text)",
     "kernel_tied_gap_pct": "tied_gap_pct on kernel time per item (text, %)",
+    # CUDA graphs (`analysis.step.cuda_graphs`)
+    "graphed_step_ms": "Median step replayed as one captured CUDA graph (--cuda-graphs); on several ranks the slowest "
+                       "rank's, step by step (ms)",
+    "graphed_speedup": "The single-GPU run's median step over this run's graphed step (graphed_step_ms): the speedup "
+                       "without per-launch host cost (ratio)",
+    "graphed_speedup_low": "Low end of graphed_speedup's 95 % bootstrap interval over the two sets of steps (ratio)",
+    "graphed_speedup_high": "High end of graphed_speedup's 95 % bootstrap interval (ratio)",
+    "gain_ms": "The eager step less the graphed step: the host cost the graph took off a step (ms)",
+    "host_wait_ms": "The eager step less the GPU's busy time of the profiled iteration: the most a graph could take "
+                    "off (ms)",
+    "gain_share_of_host_wait": "gain_ms over host_wait_ms (share 0-1)",
+    "check": "ok where the graphed step is not under the GPU's busy time (by 5 %), else why the two steps did not run "
+             "the same work (text)",
+    # the host's time in the sampled steps (`analysis.step.host_time`)
+    "site": "Where the host was: the innermost Python frame outside torch, Triton and the standard library, as "
+            "`path:line in function`; empty where the sampler saw none (text)",
+    "ms": "Host time a step charged to the row, mean over the sampled steps (ms)",
+    "ms_low": "Low end of the 95 % bootstrap interval of `ms` over the sampled steps (ms)",
+    "ms_high": "High end of the 95 % bootstrap interval of `ms` over the sampled steps (ms)",
+    "host_pct": "The row's share of the host's mean sampled step (%)",
+    "host_ms": "The host's mean sampled step: every charge of a step summed (ms)",
+    "attributed_pct": "Share of the host's time the sampler named (any category but unattributed) (%)",
+    "wait_covered_pct": "The named host time as a share of the GPU's wait for the host, at most 100 (%)",
+    "overhead_pct": "What sampling cost the step: sampled steps' median over the unsampled steps', less 1 (%)",
+    "overhead_low_pct": "Low end of the 95 % interval of overhead_pct (%)",
+    "overhead_high_pct": "High end of the 95 % interval of overhead_pct (%)",
+    "sampled_steps": "Steps the sampler read (as many more ran unsampled between them) (count)",
+    "readings": "Stack readings the sampler took over the sampled steps (count)",
+    "interval_ms": "The sampler's mean period between readings (ms)",
+    "gc_ms": "Host time a step in garbage collection, timed by gc.callbacks, mean over the sampled steps (ms)",
+    "sync_ms": "Host time a step in synchronizing calls, mean over the sampled steps (ms)",
+    "top_category": "What the rank's host spent most time on (a host category) (text)",
+    "top_site": "The line the rank's host spent most time at (text)",
+    "top_site_ms": "Host time a step at top_site (ms)",
+    "cpus": "The CPUs the process may run on, as Linux lists them (text)",
+    "cpu_numa_nodes": "The NUMA nodes of those CPUs (text)",
+    "gpu_numa_node": "The NUMA node of the rank's GPU, from sysfs; empty where not exposed (index)",
+    "on_gpu_node": "Whether the process's CPUs all lie on its GPU's NUMA node (yes/no)",
+    "torch_threads": "torch's intra-op threads in the process (count)",
+    "omp_num_threads": "OMP_NUM_THREADS as the process was given it; empty where unset (text)",
+    "threads": "The process's threads after the timed steps (count)",
+    "switches_per_step": "Context switches of the process a timed step, voluntary and involuntary (count)",
+    "migrations_per_step": "Moves of the process's threads between CPUs a timed step (count)",
+    "late_ms": "The late rank's host time a step at the line (ms)",
+    "others_ms": "The other ranks' median host time a step at the line (ms)",
+    "excess_ms": "The late rank's host time at the line beyond the others' median (ms)",
+    "excess_share": "Running share of the late rank's total excess host time, largest lines first (share 0-1)",
     # findings and provenance
     "status": "The finding's verdict, what pages and other analyses read (e.g. GPU-bound, memory-bound, late, tie) "
               "(text)",
@@ -459,6 +506,17 @@ SECTION_MEANINGS: dict[tuple[str, str], str] = {
                          "takes longer than running), host-limited (waits at least 5 %), GPU-bound, or waits for "
                          "rank N (text)",
     ("provenance", "value"): "What the run is for that item (text)",
+    ("cuda_graphs", "speedup"): "The eager step's median over the graphed step's (ratio)",
+    ("cuda_graphs", "speedup_low"): "Low end of that speedup's 95 % bootstrap interval over the two sets of steps "
+                                    "(ratio)",
+    ("cuda_graphs", "speedup_high"): "High end of that speedup's 95 % bootstrap interval (ratio)",
+    ("cuda_graphs", "verdict"): "The graph's speedup against its noise: faster, slower or within noise (text)",
+    ("host_categories", "category"): "What the host was doing (`schema.HOST_CATEGORIES`): Python, torch's Python, "
+                                     "dispatch and CUDA API, Triton launcher, autograd engine, synchronizing calls, "
+                                     "garbage collection, unattributed (text)",
+    ("host_sites", "category"): "What the host was doing at the site (`schema.HOST_CATEGORIES`) (text)",
+    ("late_rank_sites", "category"): "What the late rank's host was doing at the site (`schema.HOST_CATEGORIES`) "
+                                     "(text)",
     ("communication_projection", "kind"): "What the number is: a projection, its model and assumptions (text)",
     ("table_ii_causes", "cause"): "A cause of the difference between ssmprof's Table II and the study's (text)",
     ("table_ii_causes", "evidence"): "That cause's number: the kernels near the tolerance, the run's ngroups, the "

@@ -17,7 +17,7 @@ from tabulate import tabulate
 
 from ssmprof.analysis.change.projection import ERROR_MIN_SHARE
 from ssmprof.analysis.common.sections import Summary
-from ssmprof.analysis.findings.run import on_cpu
+from ssmprof.analysis.findings.run import on_cpu, workload_words
 from ssmprof.analysis.limits.tensor_vector import (
     CLASS_RULE,
     TENSOR_ONLY,
@@ -59,8 +59,18 @@ TABLE_TITLES = {
                  "(checked counters)",
     "host": "GPU busy share of the step (of each rank's profiled iteration on several ranks, collectives' waiting "
             "excluded): host-bound, GPU-bound or waiting for a late rank",
+    "host_time": "Where the host's time goes (sampled steps): the host's step, the share the sampler named, the GPU's "
+                 "wait it covers, and what sampling cost the step (its interval)",
+    "host_categories": "The host's time by what it did: ms a step (95 % interval over the sampled steps) and share",
+    "host_sites": "The host's time by line: the innermost frame outside torch, Triton and the standard library, "
+                  "ms a step (95 % interval over the sampled steps) and share",
     "rank_busy": "Per rank: busy time (collectives' waiting excluded) and its share of the rank's profiled "
                  "iteration, compute, transfer and waiting, and the host's launch gaps",
+    "rank_hosts": "Per rank: its host's sampled step, what it spent most on and where, garbage collection and "
+                  "synchronizing calls; where it ran (CPUs and their NUMA nodes beside its GPU's), its threads, "
+                  "context switches and CPU migrations a timed step",
+    "late_rank_sites": "The late rank's host against the others': per line, its ms a step beside the other ranks' "
+                       "median, the excess and its running share (the lines up to 80 % of its excess)",
     "late_rank": "The late rank: the one the others wait for at the collectives (it arrived last: shortest kernel), "
                  "what it costs the iteration (its noise: the most any other rank costs), what made it late and, where "
                  "the hosts pace the step, the remedy",
@@ -171,7 +181,7 @@ def _page(title: str, body: list[str]) -> str:
 def _title(info: RunInfo) -> str:
     """What a run is, in one line: workload, preset, GPU, and for a multi-GPU run its layout."""
     device = "CPU" if on_cpu(info) else info.gpu.name
-    title = f"{info.workload.name} --preset {info.workload.preset} on {device}"
+    title = f"{workload_words(info)} on {device}"
     parallel = info.parallel
     if parallel:
         units = "processes" if on_cpu(info) else "GPUs"  # gloo ranks on the CPU: no GPU among them

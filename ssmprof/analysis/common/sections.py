@@ -43,8 +43,13 @@ class Summary(Sections):
     counter_checks: pd.DataFrame
     profiled_iteration: pd.DataFrame
     host: pd.DataFrame
+    host_time: pd.DataFrame | None = None
+    host_categories: pd.DataFrame | None = None
+    host_sites: pd.DataFrame | None = None
     rank_busy: pd.DataFrame | None = None
     late_rank: pd.DataFrame | None = None
+    rank_hosts: pd.DataFrame | None = None
+    late_rank_sites: pd.DataFrame | None = None
     cuda_graphs: pd.DataFrame | None = None
     gemm_work: pd.DataFrame | None = None
     limiters: pd.DataFrame | None = None

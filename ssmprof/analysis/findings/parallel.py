@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ssmprof.analysis.findings.phrases import Finding, ms_span, ranked, span
+from ssmprof.analysis.findings.phrases import Finding, graphed_words, ms_span, ranked, span
 from ssmprof.analysis.trust.noise import CONFIDENCE
 
 
@@ -45,7 +45,8 @@ def _scaling_overview(scaling: pd.DataFrame) -> Finding:
     measured, alone = multi[multi["speedup"].notna()], multi[multi["speedup"].isna()]
     gpus = span(multi["world_size"].min(), multi["world_size"].max(), "")
     runs = [f"{r.run} {r.speedup:.2f}x ({r.speedup_low:.2f}-{r.speedup_high:.2f}x), {r.efficiency_pct:.0f} % "
-            f"efficiency ({r.efficiency_pct_low:.0f}-{r.efficiency_pct_high:.0f} %)" for r in measured.itertuples()]
+            f"efficiency ({r.efficiency_pct_low:.0f}-{r.efficiency_pct_high:.0f} %)" + graphed_words(r._asdict())
+            for r in measured.itertuples()]
     text = (f"Speedup over the same workload's single-GPU run ({100 * CONFIDENCE:.0f} % intervals of the two runs' "
             "timed steps): " + "; ".join(runs) + "." if runs else "No multi-GPU run has its single-GPU run here.")
     text += f" No single-GPU run here for {', '.join(alone['run'])}: no speedup." if len(alone) and runs else ""
@@ -53,7 +54,10 @@ def _scaling_overview(scaling: pd.DataFrame) -> Finding:
         return Finding("scaling", "no twin", "no speedup measured", text, "scaling")
     speedups = span(measured["speedup"].min(), measured["speedup"].max(), "x", "{:.2f}")
     efficiency = span(measured["efficiency_pct"].min(), measured["efficiency_pct"].max())
-    return Finding("scaling", "measured", f"{speedups} on {gpus} GPUs ({efficiency} efficiency)", text, "scaling")
+    graphed = measured["graphed_speedup"].dropna() if "graphed_speedup" in measured else pd.Series(dtype=float)
+    as_graph = f"; {span(graphed.min(), graphed.max(), 'x', '{:.2f}')} as one CUDA graph" if len(graphed) else ""
+    return Finding("scaling", "measured", f"{speedups} on {gpus} GPUs ({efficiency} efficiency){as_graph}", text,
+                   "scaling")
 
 
 def _late_rank(late: pd.DataFrame) -> Finding:

@@ -62,3 +62,12 @@ def span(low: float, high: float, unit: str = " %", form: str = "{:.0f}") -> str
 
 def ms_span(values: pd.Series) -> str:
     return span(values.min(), values.max(), " ms")
+
+
+def graphed_words(row: dict) -> str:
+    """`; as one CUDA graph 2.75x (2.70-2.77x)`, where the run timed its step as a CUDA graph."""
+    speedup = row.get("graphed_speedup")
+    if speedup is None or speedup != speedup:  # absent, or NaN beside a run that has it: no graphed steps
+        return ""
+    return (f"; as one CUDA graph {row['graphed_speedup']:.2f}x ({row['graphed_speedup_low']:.2f}-"
+            f"{row['graphed_speedup_high']:.2f}x)")

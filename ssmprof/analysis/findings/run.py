@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ssmprof.analysis.common.sections import Summary
-from ssmprof.analysis.findings.phrases import TOP, Finding, ms, ranked
+from ssmprof.analysis.findings.phrases import TOP, Finding, graphed_words, ms, ms_span, ranked
 from ssmprof.analysis.launches.categories import SSM
 from ssmprof.analysis.launches.frame import profiled_with_counters
 from ssmprof.analysis.limits.roofline import REACHABLE, kernel_bounds
@@ -22,7 +22,15 @@ from ssmprof.analysis.step.communication import described_rank
 from ssmprof.analysis.step.profiled_iteration import iteration_note
 from ssmprof.analysis.trust.counter_checks import describe_removed
 from ssmprof.analysis.trust.noise import CONFIDENCE
-from ssmprof.schema import CHECKED_STATUSES, CollectorsSection, CountersCollector, RunInfo
+from ssmprof.schema import (
+    CHECKED_STATUSES,
+    SCRIPT_PRESET,
+    SYNCHRONIZING,
+    UNATTRIBUTED,
+    CollectorsSection,
+    CountersCollector,
+    RunInfo,
+)
 
 NO_COUNTERS = "No counters in this run"  # how a run's counters finding opens where it has none (--counters none)
 # The statuses of the counters finding, what the suite page counts: none collected, collected before the
@@ -152,7 +160,7 @@ def _host(summary: Summary, info: RunInfo | None = None) -> list[Finding]:
         text = f"On the CPU, ops run {_busy(host['gpu_busy_pct'])} of the {host['step_ms']:.1f} ms step " \
                f"({host['launches']:,} ops); the rest is Python and framework time between them on the same CPU."
         value = f"{host['gpu_busy_pct']:.0f} % in ops" if host["gpu_busy_pct"] <= 100 else "in ops all step"
-        return [Finding("host", "CPU run", value, text, "host")]
+        return [Finding("host", "CPU run", value, text + host_time_words(summary, cpu=True), "host")]
     if host["verdict"] == "host-bound":
         text = f"Host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the {host['step_ms']:.1f} ms step " \
                f"and waits {host['gpu_idle_ms']:.1f} ms for the host; a faster GPU shortens only the busy part."
@@ -164,10 +172,45 @@ def _host(summary: Summary, info: RunInfo | None = None) -> list[Finding]:
                f"step ({host['launches']:,} launches, {host['short_launch_pct']:.0f} % under 10 us); " \
                f"{host['host_cost']}."
     value = f"{host['gpu_busy_pct']:.0f} % busy" if host["gpu_busy_pct"] <= 100 else "busy all step"
+    text += host_time_words(summary)
     return [Finding("host", host["verdict"], value, text, "host", max(float(host["gpu_idle_ms"]), 0.0))]
 
 
-def _syncs(info: RunInfo) -> list[Finding]:
+def host_time_words(summary: Summary, cpu: bool = False) -> str:
+    """` The host's 61.2 ms a step (sampled): Triton launcher 20.1 ms (33 %), ...; the lines: ...; 99 % named (the
+    GPU's 60.0 ms wait covered 100 %); the sampler cost +1.2 % (-0.5 % to +2.9 %).`, where the run sampled its host
+    (`host_time`); empty otherwise."""
+    if summary.host_time is None or summary.host_categories is None or summary.host_sites is None:
+        return ""
+    row = summary.host_time.iloc[0]
+    categories = summary.host_categories[summary.host_categories["category"] != UNATTRIBUTED]
+    sites = summary.host_sites[summary.host_sites["category"] != UNATTRIBUTED]
+    doing = ", ".join(f"{c.category} {c.ms:.1f} ms ({c.host_pct:.0f} %)" for c in categories.head(TOP).itertuples())
+    where = "; ".join(f"{s.site} ({s.category}) {s.ms:.1f} ms ({s.host_pct:.0f} %)"
+                      for s in sites.head(TOP).itertuples())
+    covered = (f"; the GPU's {row['gpu_idle_ms']:.1f} ms wait covered {row['wait_covered_pct']:.0f} %"
+               if row["gpu_idle_ms"] > 0 and not cpu else "")
+    cost = (f"{row['overhead_pct']:+.1f} % ({row['overhead_low_pct']:+.1f} % to {row['overhead_high_pct']:+.1f} %)"
+            if row["overhead_low_pct"] == row["overhead_low_pct"] else f"{row['overhead_pct']:+.1f} % (one step)")
+    steps = int(row["sampled_steps"])
+    return (f" The host's {row['host_ms']:.1f} ms a step ({steps} sampled steps): {doing}; by line: {where}; "
+            f"{row['attributed_pct']:.0f} % named{covered}; sampling cost the step {cost}.")
+
+
+def _sync_cost(host_categories: pd.DataFrame | None) -> str:
+    """`; waiting in them took 12.3 ms a step (11.0-13.4; 9 % of the host's time, sampled)`: the synchronizing
+    calls' share of the host's time (`host_time.host_categories`), where the run sampled its host."""
+    if host_categories is None:
+        return ""
+    synced = host_categories[host_categories["category"] == SYNCHRONIZING]
+    if synced.empty:
+        return ", which cost no sampled time"
+    row = synced.iloc[0]
+    return (f"; waiting in them took {row['ms']:.1f} ms a step ({row['ms_low']:.1f}-{row['ms_high']:.1f}; "
+            f"{row['host_pct']:.0f} % of the host's time, sampled)")
+
+
+def _syncs(info: RunInfo, host_categories: pd.DataFrame | None = None) -> list[Finding]:
     """The calls of a step that make the host wait for the GPU (run.json `harness.sync_sites`), the three that
     happen most by name; none said where the step has none or the run did not look."""
     sites = info.harness.sync_sites
@@ -177,7 +220,8 @@ def _syncs(info: RunInfo) -> list[Finding]:
     ranked_sites = sorted(sites.items(), key=lambda item: (-item[1], item[0]))
     named = "; ".join(f"{site} ({count}x)" for site, count in ranked_sites[:TOP])
     more = f"; and {len(ranked_sites) - TOP} more sites" if len(ranked_sites) > TOP else ""
-    text = (f"The host waits for the GPU {total} time{'s' if total > 1 else ''} a step, at {named}{more}. After "
+    cost = _sync_cost(host_categories)
+    text = (f"The host waits for the GPU {total} time{'s' if total > 1 else ''} a step, at {named}{more}{cost}. After "
             "each, the GPU's queue is empty and the kernels that follow start at the host's pace: that part of the "
             "step is host-bound whatever its kernels, and any host cost (a slower CPU, a tracer) lengthens it.")
     return [Finding("host", "synchronizes", f"{total} sync{'s' if total > 1 else ''} a step", text, "host")]
@@ -213,9 +257,27 @@ def _late_rank(summary: Summary) -> list[Finding]:
             f"{row['arrived_last']} of {row['collectives']} collectives, where the other ranks waited "
             f"{row['caused_wait_ms']:.1f} ms in all; it costs the profiled iteration {row['cost_ms']:.1f} ms "
             f"({row['cost_pct']:.0f} % of its {row['iteration_ms']:.1f} ms; noise {row['cost_noise_ms']:.1f} ms). "
-            f"What made it late: {row['cause']}." + (f" Remedy: {row['remedy']}." if paced else ""))
+            f"What made it late: {row['cause']}." + _late_host(summary)
+            + (f" Remedy: {row['remedy']}." if paced else ""))
     value = f"rank {row['late_rank']} {'last: hosts pace' if paced else 'late'}, {row['cost_ms']:.0f} ms"
     return [Finding("late rank", "hosts pace" if paced else "late", value, text, "late_rank", float(row["cost_ms"]))]
+
+
+def _late_host(summary: Summary) -> str:
+    """` Sampled, the hosts need 92-154 ms a step (rank 1: 154 ms); its excess over the others' median is at: ...`,
+    where the ranks' hosts were sampled (`host_time.rank_hosts`, `late_rank_sites`)."""
+    hosts, sites = summary.rank_hosts, summary.late_rank_sites
+    if hosts is None or "host_ms" not in hosts or sites is None or summary.late_rank is None:
+        return ""
+    late = int(summary.late_rank["late_rank"].iloc[0])
+    mine = hosts.loc[hosts["rank"] == late, "host_ms"]
+    excess = sites[sites["excess_ms"] > 0]
+    named = "; ".join(f"{s.site} ({s.category}) +{s.excess_ms:.1f} ms" for s in excess.head(TOP).itertuples())
+    more = f" and {len(excess) - TOP} more lines" if len(excess) > TOP else ""
+    share = f"{more} ({100 * excess['excess_share'].iloc[-1]:.0f} % of its excess)" if len(excess) else ""
+    return (f" Sampled, the ranks' hosts spend {ms_span(hosts['host_ms'])} a step (rank {late}: "
+            f"{float(mine.iloc[0]):.1f} ms)" + (f"; its excess over the others' median is at {named}{share}."
+                                                if named else "; it needs no more than the others."))
 
 
 def _scaling(summary: Summary) -> list[Finding]:
@@ -228,7 +290,8 @@ def _scaling(summary: Summary) -> list[Finding]:
     text = (f"{int(row['gpus'])} GPUs run the step {row['speedup']:.2f}x as fast as one ({row['speedup_low']:.2f}-"
             f"{row['speedup_high']:.2f}x, {100 * CONFIDENCE:.0f} % interval; {row['step_ms']:.1f} against "
             f"{row['single_gpu_step_ms']:.1f} ms): {row['efficiency_pct']:.0f} % scaling efficiency "
-            f"({row['efficiency_pct_low']:.0f}-{row['efficiency_pct_high']:.0f} %).")
+            f"({row['efficiency_pct_low']:.0f}-{row['efficiency_pct_high']:.0f} %)"
+            + graphed_words(row.to_dict()) + ".")
     lost = float(row["step_ms"] - row["single_gpu_step_ms"] / row["gpus"])
     return [Finding("scaling", "measured", f"{row['efficiency_pct']:.0f} % efficiency", text, "scaling_efficiency",
                     max(lost, 0.0))]
@@ -342,8 +405,8 @@ def _gemm_work(work: pd.DataFrame | None) -> str:
 def findings(summary: Summary, info: RunInfo) -> pd.DataFrame:
     """The run's findings, the largest impact first (see the module docstring)."""
     return ranked(_late_rank(summary) + _scaling(summary) + _time(summary) + _top_kernels(summary) + _ssm(summary, info)
-                  + _tensor_instructions(summary, info) + _headroom(summary) + _host(summary, info) + _syncs(info)
-                  + _iteration(summary) + _checks(summary, info))
+                  + _tensor_instructions(summary, info) + _headroom(summary) + _host(summary, info)
+                  + _syncs(info, summary.host_categories) + _iteration(summary) + _checks(summary, info))
 
 
 def provenance(info: RunInfo, origin: str) -> pd.DataFrame:
@@ -372,7 +435,7 @@ def provenance(info: RunInfo, origin: str) -> pd.DataFrame:
                 f"{_known(clocks.memory_mhz)} MHz)"),
         ("host", ", ".join(f"{k} {v}" for k, v in host.items()) if host else "not recorded"),
         ("versions", versions or "not recorded"),
-        ("workload", f"{workload.name} --preset {workload.preset}"
+        ("workload", workload_words(info)
                      + (f" (overrides: {workload.overrides})" if workload.overrides else "")
                      + (f", from {workload.source.spec} (sha256 {workload.source.sha256[:12]})"
                         if workload.source else "")),
@@ -400,6 +463,16 @@ def _sm_clock(info: RunInfo) -> str:
     if sampled is None:
         return "SM clock not measured during the steps"
     return f"SM clock {sampled.median:.0f} MHz during the steps ({sampled.min:.0f}-{sampled.max:.0f})"
+
+
+def workload_words(info: RunInfo) -> str:
+    """What ran: `mamba2-lm --preset paper`, or for a --script run `train.py (a training script, run with --steps
+    60)`: a script has no preset, its sizes are its own."""
+    workload = info.workload
+    if workload.preset != SCRIPT_PRESET:
+        return f"{workload.name} --preset {workload.preset}"
+    args = " ".join(workload.config.get("args") or [])
+    return f"{workload.name} (a training script" + (f", run with {args})" if args else ")")
 
 
 def _known(value) -> str:

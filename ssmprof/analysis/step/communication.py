@@ -215,6 +215,10 @@ def exposed_communication(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# A rank's entries that are tables of their own, not a number of its row (`host_time.rank_hosts` reads them)
+RANK_DETAIL = ("process", "host_time")
+
+
 def per_rank(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     """One row per rank: its step time, final loss, launches, compute time, and its collectives' time split into
     transfer and waiting for the other ranks (`with_transfer_times`)."""
@@ -227,6 +231,7 @@ def per_rank(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     times = times.join(comm).fillna(0.0)
     times[["compute_ms", "comm_ms", "transfer_ms", "wait_ms"]] /= 1e6
     ranks = pd.DataFrame(info.parallel.ranks if info.parallel else []).set_index("rank")
+    ranks = ranks.drop(columns=[name for name in RANK_DETAIL if name in ranks])
     return ranks.join(times, how="outer").reset_index()
 
 
@@ -316,6 +321,19 @@ def _hours_apart(a: RunInfo, b: RunInfo) -> float:
     return abs((datetime.fromisoformat(a.created) - datetime.fromisoformat(b.created)).total_seconds()) / 3600
 
 
+def graphed_speedup(info: RunInfo, twin: RunInfo | None) -> dict[str, float]:
+    """`graphed_speedup` (with `_low`, `_high`): the single-GPU twin's median step over this run's step replayed as
+    one CUDA graph (`--cuda-graphs`), with the interval of the ratio of the two sets of steps; none where either is
+    missing. The eager speedup is the step as a training loop runs it; this one, the step without per-launch host
+    cost."""
+    graphed = info.harness.cuda_graphs
+    if twin is None or graphed is None or not graphed.step_times_ms:
+        return {}
+    interval = ratio_interval(kept_steps(twin), graphed.step_times_ms)
+    return {"graphed_speedup": interval.value, "graphed_speedup_low": interval.low,
+            "graphed_speedup_high": interval.high}
+
+
 def scaling(infos: dict[str, RunInfo]) -> pd.DataFrame:
     """Step time from 1 to N GPUs: each run's world size, step time, and speedup and parallel efficiency over its
     single-GPU twin among `infos` (`single_gpu_twin`: same workload, preset, config and GPU; a single-GPU run is
@@ -335,7 +353,8 @@ def scaling(infos: dict[str, RunInfo]) -> pd.DataFrame:
                      "speedup": twin.harness.step_ms / info.harness.step_ms if twin is not None else float("nan"),
                      "speedup_low": interval.low if interval else float("nan"),
                      "speedup_high": interval.high if interval else float("nan"),
-                     "single_gpu_run": labels[id(twin)] if twin is not None else ""})
+                     "single_gpu_run": labels[id(twin)] if twin is not None else "",
+                     **graphed_speedup(info, twin if info.parallel else None)})
     table = pd.DataFrame(rows)
     efficiency = {f"efficiency_pct{end}": 100 * table[f"speedup{end}"] / table["world_size"]
                   for end in ("", "_low", "_high")}
@@ -364,7 +383,8 @@ def parallel_overview(runs: dict[str, Run]) -> pd.DataFrame:
         largest = inside[inside["message_bytes"] == inside["message_bytes"].max()]
         rows.append({"run": label, "workload": info.workload.name, "tp": parallel.tp,
                      "dp": parallel.dp, "sequence_parallel": parallel.sequence_parallel,
-                     **steps.loc[label, ["step_ms", "single_gpu_step_ms", "speedup"]].to_dict(),
+                     **steps.loc[label, ["step_ms", "single_gpu_step_ms", "speedup",
+                                         *(["graphed_speedup"] if "graphed_speedup" in steps else [])]].to_dict(),
                      **{f"{phase}_per_layer": _per_layer(counts[counts["phase"] == phase])
                         for phase in (FORWARD, BACKWARD)},
                      "as_predicted": bool(counts["matches"].all()),

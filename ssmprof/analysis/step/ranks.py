@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ssmprof.analysis.step.communication import transfer_split, with_transfer_times
+from ssmprof.analysis.step.communication import graphed_speedup, transfer_split, with_transfer_times
 from ssmprof.analysis.step.host import HOST_LIMITED_SHARE, busy_ns, host_verdict
 from ssmprof.analysis.trust.noise import Interval, kept_steps, ratio_interval, step_interval
 from ssmprof.schema import RunInfo
@@ -214,7 +214,8 @@ def scaling_efficiency(info: RunInfo, single: RunInfo) -> pd.DataFrame:
                           "speedup": speedup.value, "speedup_low": speedup.low, "speedup_high": speedup.high,
                           "efficiency_pct": 100 * speedup.value / ranks,
                           "efficiency_pct_low": 100 * speedup.low / ranks,
-                          "efficiency_pct_high": 100 * speedup.high / ranks, "steps": speedup.samples}])
+                          "efficiency_pct_high": 100 * speedup.high / ranks, "steps": speedup.samples,
+                          **graphed_speedup(info, single)}])
 
 
 def collective_split(kernels: pd.DataFrame, rank: int) -> tuple[float, float]:

@@ -50,11 +50,12 @@ from ssmprof.analysis.step.communication import (
 )
 from ssmprof.analysis.step.cuda_graphs import graph_gain
 from ssmprof.analysis.step.host import host_summary, slow_iteration_note
+from ssmprof.analysis.step.host_time import host_categories, host_sites, host_time_summary, late_rank_sites, rank_hosts
 from ssmprof.analysis.step.profiled_iteration import iteration_check, iteration_note
 from ssmprof.analysis.step.ranks import collective_split, late_rank, rank_busy, rank_host, scaling_efficiency
 from ssmprof.analysis.summaries.suite import dram_beside_study
 from ssmprof.analysis.trust.counter_checks import describe_removed, gemm_work, status_table
-from ssmprof.analysis.trust.noise import kept_steps, step_interval
+from ssmprof.analysis.trust.noise import STEADY_PCT, kept_steps, step_interval
 from ssmprof.analysis.trust.provenance import provenance_mismatches
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import Link, Run, RunInfo
@@ -73,7 +74,9 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
     summary = Summary(
         breakdown=breakdown(kernels), by_category=by_category(kernels), top_kernels=top_kernels(kernels),
         caches=cache_summary(kernels), counter_checks=status_table(kernels),
-        profiled_iteration=iteration_check(run.kernels, run.info), host=host, rank_busy=rank_busy, late_rank=late,
+        profiled_iteration=iteration_check(run.kernels, run.info), host=host, **_host_time(run, host),
+        rank_busy=rank_busy, late_rank=late, rank_hosts=rank_hosts(run.info),
+        late_rank_sites=late_rank_sites(run.info, int(late["late_rank"].iloc[0])) if late is not None else None,
         # `--cuda-graphs`: the measured gain beside the host wait it was estimated from
         cuda_graphs=graph_gain(run.info.harness.model_dump(), host), gemm_work=work if len(work) else None,
         scaling_efficiency=scaling_efficiency(run.info, single) if single is not None and run.info.parallel else None)
@@ -186,11 +189,20 @@ def _host_tables(run: Run) -> tuple[pd.DataFrame, pd.DataFrame | None, pd.DataFr
     return rank_host(host, run.kernels, rank, late), rank_busy(run.kernels), late if len(late) else None
 
 
+def _host_time(run: Run, host: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Where the host's time went in the sampled steps (`host_time`), where the run sampled them."""
+    sampled = run.info.harness.host_time
+    if sampled is None:
+        return {}
+    return {"host_time": host_time_summary(sampled, float(host["gpu_idle_ms"].iloc[0])),
+            "host_categories": host_categories(sampled), "host_sites": host_sites(sampled)}
+
+
 def warnings_for(run: Run, summary: Summary, ceiling_notes: Sequence[str] = ()) -> list[str]:
     """The warnings shown above a run's tables, read from its `summary` (`analyze`) and run.json: the other
     category's share, a host-bound step, an unrepresentative iteration, collectives' waiting, counters unchecked,
-    thin or mismatched, checks that removed counters; then `ceiling_notes` (what `hardware.run_ceilings` said of
-    the ceilings) and the calibration defects."""
+    thin or mismatched, checks that removed counters, timed steps that never steadied; then `ceiling_notes` (what
+    `hardware.run_ceilings` said of the ceilings) and the calibration defects."""
     kernels = one_rank(run.kernels, run.info)
     warning = other_share_warning(kernels)
     notes = [warning] if warning else []
@@ -201,6 +213,11 @@ def warnings_for(run: Run, summary: Summary, ceiling_notes: Sequence[str] = ()) 
                      f"{host['short_launch_pct']:.0f} % of them under 10 us); a faster GPU shortens only the busy part")
     elif host["verdict"] == "host-limited":
         notes.append(f"host-limited: {host['host_cost']}")
+    if run.info.harness.steps_capped:
+        steps = step_interval(kept_steps(run.info))
+        notes.append(f"the {steps.samples} timed steps (the harness's cap) leave the median step "
+                     f"{steps.value:.1f} ms with a 95 % interval of {steps.low:.1f}-{steps.high:.1f} ms, wider than "
+                     f"{STEADY_PCT:.0f} % of it: the host paces these steps unevenly")
     slow = (iteration_note(summary.profiled_iteration)  # every rank's: a wait spans them all
             or slow_iteration_note(host["gpu_busy_ms"], host["step_ms"]))  # the busy time host_summary measured
     if slow:

@@ -99,6 +99,19 @@ def step_interval(times_ms) -> Interval:
     return Interval(median, *_quantiles(_median_draws(times, np.random.default_rng(SEED))), len(times))
 
 
+# How tightly the timed steps must pin their median before the harness stops adding steps (`steady`): both ends of
+# its 95 % interval within this share of it. Host-paced steps vary from step to step far more than GPU-paced ones
+# (mamba2-lm small: medians of 29 and 47 ms in two runs of ten steps), so ten steps do not pin them down.
+STEADY_PCT = 5.0
+
+
+def steady(times_ms) -> bool:
+    """Whether the steps' median is pinned down: its interval (`step_interval`) within STEADY_PCT of it."""
+    interval = step_interval(times_ms)
+    reach = max(interval.value - interval.low, interval.high - interval.value)
+    return bool(interval.samples > 2 and reach <= STEADY_PCT / 100 * interval.value)
+
+
 def ratio_interval(times_a, times_b) -> Interval:
     """A's median step over B's (a speedup of B where above 1) and the bootstrap interval of that ratio."""
     a, b = np.asarray(times_a, dtype=float), np.asarray(times_b, dtype=float)
