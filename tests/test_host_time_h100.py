@@ -6,7 +6,7 @@ host finding names the top lines with ms and % and at least 90 % of the host's t
 step (mamba2-lm paper) the sampler's cost is at most 3 % at the top of its interval; a planted collection is found
 at its line within 10 % of what the script timed, and the planted busy-wait and sync together at theirs; a TP=2 run
 gives each rank's host and placement and the lines of the late rank's excess; host-paced steps extended until
-their median is pinned down."""
+their median is pinned down; hf:granite-4.0-hybrid's synchronizing calls get their cost in ms of the step."""
 
 import json
 import statistics
@@ -82,3 +82,15 @@ def test_host_paced_steps_are_timed_until_their_median_is_pinned_down():
     harness = load("graph-mamba-paper").info.harness
     assert len(harness.step_times_ms) == 40 and not harness.steps_capped
     assert steady(harness.step_times_ms)
+
+
+def test_a_model_that_synchronizes_says_what_its_syncs_cost():
+    """hf:granite-4.0-hybrid small: 405 synchronizing calls a step; their cost in ms of the step, beside the other
+    host causes."""
+    summary = load("granite-small").summary
+    syncs = summary.findings.set_index("status").loc["synchronizes", "finding"]
+    categories = summary.host_categories.set_index("category")
+    cost = categories.loc["synchronizing calls"]
+    assert "405 times a step" in syncs
+    assert f"waiting in them took {cost['ms']:.1f} ms a step ({cost['ms_low']:.1f}-{cost['ms_high']:.1f}" in syncs
+    assert 0 < cost["ms_low"] and cost["host_pct"] > 10  # beside autograd's engine and dispatch, the third cause
