@@ -18,6 +18,7 @@ import argparse
 import difflib
 import hashlib
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -36,6 +37,17 @@ DIGESTS = "digests.json"
 
 def _runs(paths: list[Path], out: Path) -> None:
     reporting.analyze_runs(paths, csv=out)
+
+
+def _fixture_runs(out: Path) -> None:
+    """The host-time fixture's runs, named from the repository's root (their pages say the path they were given,
+    which must not be this checkout's)."""
+    root, here, out = HOST_TIME_RUNS.parents[2], Path.cwd(), out.resolve()
+    os.chdir(root)
+    try:
+        _runs(sorted(path.parent.relative_to(root) for path in HOST_TIME_RUNS.glob("*/run.json")), out)
+    finally:
+        os.chdir(here)
 
 
 def _sweep(folder: Path, out: Path) -> None:
@@ -62,7 +74,7 @@ def page_sets() -> dict[str, Callable[[Path], None]]:
     for path in bundled.runs(first):
         if path.name in on_second:
             sets[f"compare-{path.name}"] = partial(_compare, path, on_second[path.name])
-    sets["fixture-host-time-h100"] = partial(_runs, sorted(path.parent for path in HOST_TIME_RUNS.glob("*/run.json")))
+    sets["fixture-host-time-h100"] = _fixture_runs
     return sets
 
 

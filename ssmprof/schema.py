@@ -329,13 +329,15 @@ class GraphedSteps(_RunSection):
 class HostTime(_RunSection):
     """run.json `harness.host_time`: where the host's time in a step went (`profiler.host_sampler`). `steps` more
     steps after the timed ones, sampled and unsampled in turn (their GPU step times: the sampler's overhead), and what
-    each sampled step's host time was charged to, as (step, category of HOST_CATEGORIES, site, ms)."""
+    each sampled step's host time was charged to, as (step, category of HOST_CATEGORIES, site, ms); where the
+    sampler failed, only why (`missing`)."""
 
-    interval_ms: float
-    switch_interval_ms: float
-    readings: int
-    sampled_steps_ms: list[float]
-    unsampled_steps_ms: list[float]
+    missing: str | None = None
+    interval_ms: float = 0.0
+    switch_interval_ms: float = 0.0
+    readings: int = 0
+    sampled_steps_ms: list[float] = []
+    unsampled_steps_ms: list[float] = []
     rows: list[tuple[int, str, str, float]] = []
 
 

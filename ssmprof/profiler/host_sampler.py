@@ -34,11 +34,13 @@ import contextlib
 import dis
 import gc
 import importlib.util
+import os
 import random
 import sys
 import sysconfig
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -98,9 +100,25 @@ def _in_c_call(frame: FrameType) -> bool:
     return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] in _CALL_CODES
 
 
+_OPEN: weakref.WeakSet[HostSampler] = weakref.WeakSet()  # the samplers entered and not yet left
+
+
+def _forked() -> None:
+    """In a child forked while a sampler runs (a script's worker, a data loader): the child has no sampling thread and
+    its copy of the sampler's lock may be held for ever, so its collections are not timed there."""
+    for sampler in list(_OPEN):
+        sampler.failure = "forked"
+        if sampler._collected in gc.callbacks:
+            gc.callbacks.remove(sampler._collected)
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 class HostSampler:
-    """`with HostSampler() as sampler:` then `with sampler.step(index, sampled):` around each step; `record()`
-    gives run.json's `harness.host_time`."""
+    """`with HostSampler() as sampler:` then `with sampler.step(index, sampled):` around each step; `host_time()`
+    gives run.json's `harness.host_time`. Where the sampling thread fails, the steps run on unsampled and
+    `host_time()` says why (`failure`): a run is never lost to its sampler."""
 
     def __init__(self, interval_s: float = INTERVAL_S, sync_sites: set[str] | frozenset[str] = frozenset()):
         self.interval_s, self.sync_sites = interval_s, frozenset(sync_sites)
@@ -118,9 +136,11 @@ class HostSampler:
         self._lock = threading.RLock()  # a collection's callback may come inside a held lock
         self._thread = threading.Thread(target=self._run, name="ssmprof-host-sampler", daemon=True)
         self._switch = sys.getswitchinterval()
+        self.failure: str | None = None  # why the sampling thread stopped early
 
     def __enter__(self) -> HostSampler:
         gc.callbacks.append(self._collected)
+        _OPEN.add(self)
         self._thread.start()
         return self
 
@@ -129,7 +149,9 @@ class HostSampler:
         self._stop.set()
         self._sampling.set()
         self._thread.join()
-        gc.callbacks.remove(self._collected)
+        _OPEN.discard(self)
+        if self._collected in gc.callbacks:
+            gc.callbacks.remove(self._collected)
 
     def begin(self, index: int) -> None:
         """Sample from here until `end`: step `index`, run by the calling thread. Only a sampled step runs with
@@ -161,13 +183,22 @@ class HostSampler:
 
     def host_time(self, times_ms: list[float]) -> dict:
         """run.json `harness.host_time`, given the step times of the unsampled and sampled steps in turn (the
-        unsampled first): (step, category, site, ms) for every sampled step, and the readings' settings."""
+        unsampled first): (step, category, site, ms) for every sampled step, and the readings' settings; where the
+        sampling thread failed, only why (`missing`)."""
+        if self.failure is not None:
+            return {"missing": f"the host sampler stopped: {self.failure}"}
         return {"interval_ms": self.interval_s * 1e3, "switch_interval_ms": SWITCH_INTERVAL_S * 1e3,
                 "readings": self.readings, "sampled_steps_ms": times_ms[1::2], "unsampled_steps_ms": times_ms[::2],
                 "rows": [[step, category, site, ns / 1e6]
                          for (step, category, site), ns in sorted(self.charged.items())]}
 
     def _run(self) -> None:
+        try:
+            self._read()
+        except Exception as exc:  # the sampler's own defect: the steps go on unsampled, the run says why
+            self.failure = f"{type(exc).__name__}: {exc}"
+
+    def _read(self) -> None:
         own = threading.get_ident()
         while not self._stop.is_set():
             self._sampling.wait()

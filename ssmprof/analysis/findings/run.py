@@ -160,7 +160,8 @@ def _host(summary: Summary, info: RunInfo | None = None) -> list[Finding]:
         text = f"On the CPU, ops run {_busy(host['gpu_busy_pct'])} of the {host['step_ms']:.1f} ms step " \
                f"({host['launches']:,} ops); the rest is Python and framework time between them on the same CPU."
         value = f"{host['gpu_busy_pct']:.0f} % in ops" if host["gpu_busy_pct"] <= 100 else "in ops all step"
-        return [Finding("host", "CPU run", value, text + host_time_words(summary, cpu=True), "host")]
+        return [Finding("host", "CPU run", value, text + host_time_words(summary, cpu=True) + _host_time_missing(info),
+                        "host")]
     if host["verdict"] == "host-bound":
         text = f"Host-bound: the GPU runs kernels {host['gpu_busy_pct']:.0f} % of the {host['step_ms']:.1f} ms step " \
                f"and waits {host['gpu_idle_ms']:.1f} ms for the host; a faster GPU shortens only the busy part."
@@ -172,8 +173,14 @@ def _host(summary: Summary, info: RunInfo | None = None) -> list[Finding]:
                f"step ({host['launches']:,} launches, {host['short_launch_pct']:.0f} % under 10 us); " \
                f"{host['host_cost']}."
     value = f"{host['gpu_busy_pct']:.0f} % busy" if host["gpu_busy_pct"] <= 100 else "busy all step"
-    text += host_time_words(summary)
+    text += host_time_words(summary) + _host_time_missing(info)
     return [Finding("host", host["verdict"], value, text, "host", max(float(host["gpu_idle_ms"]), 0.0))]
+
+
+def _host_time_missing(info: RunInfo | None) -> str:
+    """` The host's time is not attributed: the host sampler stopped: ...`, where the run's sampler failed."""
+    sampled = info.harness.host_time if info is not None else None
+    return f" The host's time is not attributed: {sampled.missing}." if sampled is not None and sampled.missing else ""
 
 
 def host_time_words(summary: Summary, cpu: bool = False) -> str:

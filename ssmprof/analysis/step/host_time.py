@@ -88,7 +88,8 @@ def host_time_summary(host_time: HostTime, gpu_idle_ms: float) -> pd.DataFrame:
 def _rank_host_times(info: RunInfo) -> dict[int, HostTime]:
     """Each rank's sampled host time (run.json `parallel.ranks[*].host_time`), where it was sampled."""
     ranks = info.parallel.ranks if info.parallel else []
-    return {int(entry["rank"]): HostTime(**entry["host_time"]) for entry in ranks if entry.get("host_time")}
+    timed = {int(entry["rank"]): HostTime(**entry["host_time"]) for entry in ranks if entry.get("host_time")}
+    return {rank: times for rank, times in timed.items() if not times.missing}
 
 
 def rank_hosts(info: RunInfo) -> pd.DataFrame | None:

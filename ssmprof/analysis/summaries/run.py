@@ -192,7 +192,7 @@ def _host_tables(run: Run) -> tuple[pd.DataFrame, pd.DataFrame | None, pd.DataFr
 def _host_time(run: Run, host: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Where the host's time went in the sampled steps (`host_time`), where the run sampled them."""
     sampled = run.info.harness.host_time
-    if sampled is None:
+    if sampled is None or sampled.missing:  # the host finding says why it is missing
         return {}
     return {"host_time": host_time_summary(sampled, float(host["gpu_idle_ms"].iloc[0])),
             "host_categories": host_categories(sampled), "host_sites": host_sites(sampled)}
