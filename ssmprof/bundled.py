@@ -14,7 +14,9 @@ Results section from them. Sweeps (`ssmprof sweep`, through `scripts/gpu_check.s
 tensor-parallel runs (`scripts/gpu_check.sh tp` and `tp-claim` on 2 H200s) live in `<gpu>/parallel/<scenario>/` with
 the single-GPU runs of the same host: `ssmprof reference` gives them a suite page of their own and the Results a
 table. Models people ship (`hf:` workloads, `ssmprof profile hf:<arch> --preset small`) live in `<gpu>/models/<name>/`,
-each with the device profile of the host that ran it, and get a page of their own.
+each with the device profile of the host that ran it (as mamba3-lm on the H100), and get a page of their own. Those
+profiles are their hosts' records: every bundled run stands on its GPU's one bundled profile
+(`hardware.profile_folders`), so each GPU's pages state one set of ceilings.
 """
 
 from __future__ import annotations

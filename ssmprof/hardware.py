@@ -7,7 +7,8 @@ Profiler, analysis and pipeline all read the hardware from here; this module rea
 Ceilings, one set per GPU. A run is judged on the ceilings of its own GPU, chosen by `run_ceilings` in this
 order: a device profile given explicitly (`--device-profile`), then `device-profile.json` inside the run
 directory or in its parent folder (where the bundled ones sit: `reference/<gpu>/device-profile.json`), then
-the bundled device profile of the run's GPU model, then that model's datasheet row. A device profile applies
+the bundled device profile of the run's GPU model, then that model's datasheet row; a bundled run's own directory is
+not searched (`profile_folders`), so the reference pages are one set per GPU. A device profile applies
 only to runs of the GPU it was measured on (same device name): another GPU's ceilings would put every kernel
 on the wrong roof with nothing on the page to say so. The ceilings never depend on the other runs of a report
 and are never raised to what a launch reaches: a launch above a calibrated ceiling is a defect of the
@@ -221,6 +222,20 @@ def model_ceilings(gpu_key: str, gpu_name: str | None = None) -> Ceilings:
     return Ceilings.from_datasheet(SPECS[gpu_key])
 
 
+def profile_folders(run_dir: Path) -> tuple[Path, ...]:
+    """The folders whose `device-profile.json` the run at `run_dir` may stand on: its own and its parent folder; for a
+    bundled run (inside REFERENCE) its parent folder only. Rule: the reference pages stand on one set of ceilings per
+    GPU, whatever page shows a run (suite, models, parallel, sweep, compare, Results), the README glossary's promise:
+    the profile of its GPU's folder, beside the suite's runs and found by GPU model for the others (`model_ceilings`).
+    A profile inside a bundled run's directory is the calibration of the host that ran it, kept as its record, not
+    applied: applied, the H100's three calibrations (bundled 833.5, mamba3-lm's host 830.5, the shipped models' host
+    830.2 TFLOP/s tensor, 0.4 % apart) gave one GPU three tensor peaks across the pages, and the suite's chart one
+    run's roof over six runs judged on another's."""
+    if run_dir.resolve().is_relative_to(REFERENCE.resolve()):
+        return (run_dir.parent,)
+    return (run_dir, run_dir.parent)
+
+
 def run_ceilings(gpu_name: str, run_dir: Path | None = None,
                  given: DeviceProfile | None = None) -> tuple[Ceilings | None, list[str]]:
     """(ceilings, notes) of a run on the GPU named `gpu_name` whose directory is `run_dir`, by the rule of this
@@ -230,7 +245,7 @@ def run_ceilings(gpu_name: str, run_dir: Path | None = None,
     found = [(given, "given with --device-profile")]
     if run_dir is not None:
         found += [(read_device_profile(folder / DEVICE_PROFILE), "device profile beside the run")
-                  for folder in (Path(run_dir), Path(run_dir).parent) if (folder / DEVICE_PROFILE).is_file()]
+                  for folder in profile_folders(Path(run_dir)) if (folder / DEVICE_PROFILE).is_file()]
     for profile, where in found:
         if profile is None:
             continue

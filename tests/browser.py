@@ -1,7 +1,8 @@
 """Pages as a reader sees them: one headless Chromium driven over the DevTools protocol (aiohttp's websocket
 client, no browser package), each page opened in turn at a window size, its first screen saved as PNG and what a
 reader would notice measured in the page: script errors, charts without data, text clipped by its chart or
-overlapping other text (from the SVG boxes of titles, tick labels, annotations and legends)."""
+overlapping other text (from the SVG boxes of titles, tick labels, annotations and legends), and a label (a roof's)
+over a marker's centre."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ CHECK = """new Promise(function(done){
   if (window.Plotly) plots.forEach(function(p){ Plotly.Plots.resize(p); });
   setTimeout(function(){
     var said = document.getElementById('no-plotly');
-    var found = {plots: plots.length, clipped: [], overlapping: [], empty: [], plotly: !!window.Plotly,
+    var found = {plots: plots.length, clipped: [], overlapping: [], covered: [], empty: [], plotly: !!window.Plotly,
                  no_plotly_said: !!(said && said.offsetParent), title: document.title};
     var drawn = function(pt){ return (typeof pt.y === 'number' && isFinite(pt.y)) ||
       (typeof pt.s === 'number' && isFinite(pt.s)) || (Array.isArray(pt.z) && pt.z.some(function(row){
@@ -44,6 +45,13 @@ CHECK = """new Promise(function(done){
       texts.forEach(function(a){
         if (a.r.left < box.left - 1 || a.r.right > box.right + 1 || a.r.top < box.top - 1 ||
             a.r.bottom > box.bottom + 1) found.clipped.push(title + ' :: ' + a.t);
+      });
+      var centres = Array.from(p.querySelectorAll('.scatterlayer .point')).map(function(e){
+        var r = e.getBoundingClientRect(); return {x: (r.left + r.right) / 2, y: (r.top + r.bottom) / 2}; });
+      p.querySelectorAll('.annotation-text').forEach(function(t){
+        var r = t.getBoundingClientRect();
+        if (centres.some(function(c){ return c.x > r.left && c.x < r.right && c.y > r.top && c.y < r.bottom; }))
+          found.covered.push(title + ' :: ' + t.textContent.trim());
       });
       for (var i = 0; i < texts.length; i++) for (var j = i + 1; j < texts.length; j++) {
         if (texts[i].turned || texts[j].turned) continue;

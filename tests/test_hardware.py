@@ -103,19 +103,33 @@ def test_a_gpu_without_profile_or_datasheet_row_has_no_roofline():
 
 
 def test_bundled_runs_find_their_gpus_profile_beside_them():
-    """The rule as `ssmprof reference` meets it: every bundled run, sweep point and multi-GPU run on its own host's
-    profile where its run directory holds one (mamba3-lm on the H100, the shipped models), else on its GPU's
-    bundled profile, whether beside it (the suite) or found by its GPU model (sweeps, parallel runs)."""
+    """The rule as `ssmprof reference` meets it: every bundled run, sweep point, multi-GPU run and shipped model on
+    its GPU's bundled profile, whether beside it (the suite) or found by its GPU model (sweeps, parallel runs, the
+    shipped models), never on the calibration of its host kept in its own directory (mamba3-lm on the H100, the
+    shipped models): one set of ceilings per GPU on every reference page."""
+    kept = 0
     for gpu in bundled.GPUS:
-        bundled_dram = read_device_profile(bundled.device_profile(gpu)).measured.dram_gb_s
+        measured = read_device_profile(bundled.device_profile(gpu)).measured
         paths = bundled.runs(gpu) + bundled.parallel_runs(gpu) + bundled.shipped_models(gpu)
         paths += [point.parent for folder in bundled.sweeps(gpu) for point in folder.glob("*/run.json")]
         for path in paths:
             info = schema.read_run(path).info
             ceilings, said = run_ceilings(info.gpu.name, path)
-            own = path / "device-profile.json"
-            measured = read_device_profile(own).measured.dram_gb_s if own.is_file() else bundled_dram
-            assert (ceilings.dram_gb_s, said) == (measured, []), path
+            assert ((ceilings.dram_gb_s, ceilings.bf16_tensor_tflops, ceilings.l1_gb_s), said) == (
+                (measured.dram_gb_s, measured.bf16_tensor_tflops, measured.l1_gb_s), []), path
+            kept += (path / DEVICE_PROFILE).is_file()
+    assert kept == 3  # H100: mamba3-lm, hf-bamba, hf-nemotron-h
+
+
+def test_a_profile_inside_a_run_directory_applies_outside_the_bundled_runs(tmp_path):
+    """A copy of a bundled run with its host's calibration, outside the package, stands on that calibration: the
+    bundled runs' exception is theirs alone."""
+    run = tmp_path / "mamba3-lm"
+    shutil.copytree(bundled.REFERENCE / "h100-sxm" / "mamba3-lm", run)
+    ceilings, _ = run_ceilings(schema.read_run(run).info.gpu.name, run)
+    own = read_device_profile(run / DEVICE_PROFILE).measured
+    assert (ceilings.bf16_tensor_tflops, ceilings.source) == (own.bf16_tensor_tflops,
+                                                              f"{MEASURED}, device profile beside the run")
 
 
 @pytest.mark.parametrize(("gpu", "named_as", "mismatch"), [("h100-sxm", None, False), ("h200", None, False),

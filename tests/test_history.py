@@ -120,6 +120,7 @@ def test_history_command_renders_the_trend_page(built, tmp_path):
     page, markdown = (tmp_path / "history.html").read_text(), (tmp_path / "history.md").read_text()
     assert "mamba2-lm --preset small on NVIDIA H100 80GB HBM3" in page and "<pre>" not in page
     assert '<table class="data">' in page and '"title":{"text":"ms"}' in page  # a table; units on the axes
+    assert "<th>First changed run</th><th>Run before</th>" in page  # was "first changed run": the column's name
     assert "12ababa\\u003cbr\\u003e2026-01-01" in page  # the x axis: commit and date
     assert "26 runs, 00ababa 2026-01-01 to 25ababa 2026-01-01; 3 change points." in markdown
     assert "| 14ababa 2026-01-01 | 13ababa 2026-01-01 | host wait: " in markdown
@@ -137,6 +138,27 @@ def test_history_page_in_headless_chromium(built, tmp_path):
     shot, check, log = browse(page, tmp_path, "history-checked")
     assert shot.stat().st_size > 50_000 and check["errors"] == [] and "Uncaught" not in log, check
     assert check["plots"] == 3 and check["empty"] == [] and check["wide"] == [] and check["over"] == [], check
+
+
+def test_the_trend_charts_log_axes_are_ticked_in_full(built):
+    """Plotly's own ticks on a log axis spanning a decade or two labelled its minor ticks with one small digit each,
+    squashed together (2 5 2 5; issue #55): each log axis ticks a few values labelled in full over the values it
+    draws, and a chart grows with its legend, so that its plot keeps its height."""
+    from ssmprof.reports import history as page
+    from ssmprof.reports.figures import MOST_LOG_TICKS
+    from ssmprof.reports.style import decade_label
+
+    (trend,) = history.trends(built[0])
+    charts = [chart for chart in page._figures(trend) if chart.layout.yaxis.type == "log"]
+    assert len(charts) == 2
+    for chart in charts:
+        axis = chart.layout.yaxis
+        assert 2 <= len(axis.tickvals) <= MOST_LOG_TICKS  # each tick one of ours, labelled in full: no minor digits
+        assert list(axis.ticktext) == [f"{value:g}" if value < 1000 else decade_label(value) for value in axis.tickvals]
+        drawn = [y for trace in chart.data for y in trace.y if y and y > 0]
+        assert 10 ** axis.range[0] <= min(drawn) and max(drawn) <= 10 ** axis.range[1]
+        legend_rows = page._legend_rows([trace.name for trace in chart.data])
+        assert chart.layout.height == 300 + page.LEGEND_ROW * legend_rows
 
 
 def test_rolling_baseline_gates_like_a_baseline_file(built):

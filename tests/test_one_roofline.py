@@ -11,7 +11,7 @@ from ssmprof import bundled
 from ssmprof.analysis.limits.limiters import limiters
 from ssmprof.analysis.limits.roofline import CALIBRATION_TOLERANCE, l2_peak_bytes_per_s, roofline
 from ssmprof.analysis.step.communication import one_rank
-from ssmprof.hardware import read_device_profile, run_ceilings
+from ssmprof.hardware import DEVICE_PROFILE, profile_folders, read_device_profile, run_ceilings
 from ssmprof.pipeline import reporting
 from ssmprof.pipeline.loading import load_run
 from ssmprof.reports.render import TABLE_TITLES, render_markdown
@@ -79,11 +79,11 @@ def test_the_run_has_one_roofline_in_every_view(bundled_suites):
 
 def exceeding(kernels: pd.DataFrame, path) -> set[tuple[int, str]]:
     """(launch, rate) of every checked launch above a ceiling of the device profile the run at `path` stands on
-    (its own where it holds one, else the one beside it) by more than the calibration's tolerance for that
-    ceiling, computed here from the raw counters and the profile's numbers (L2's peak is the counter's own: no
-    launch is above it)."""
-    own = path / "device-profile.json"
-    measured = read_device_profile(own if own.is_file() else path.parent / "device-profile.json").measured
+    (the first of `hardware.profile_folders` that holds one: its own, else the one beside it; a bundled run's never
+    its own) by more than the calibration's tolerance for that ceiling, computed here from the raw counters and the
+    profile's numbers (L2's peak is the counter's own: no launch is above it)."""
+    folder = next(folder for folder in profile_folders(path) if (folder / DEVICE_PROFILE).is_file())
+    measured = read_device_profile(folder / DEVICE_PROFILE).measured
     checked = kernels[kernels["counter_status"].isin(CHECKED_STATUSES)]
     seconds = checked["ncu_duration_ns"].fillna(checked["duration_ns"]) / 1e9
     tensor_flops = checked[[f"tensor_ops_{kind}" for kind in ("bf16", "fp16", "tf32", "fp64", "fp8")]].sum(axis=1)

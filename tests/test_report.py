@@ -48,7 +48,7 @@ def test_markdown_and_csv(tmp_path):
     assert "### Findings" in result.output and "1. **" in result.output  # findings in words, first
     assert result.output.index("### Findings") < result.output.index("### Kernel time by category")
     assert "- source: run directory" in result.output  # provenance
-    assert "counters cover 50% of kernel time" in result.output
+    assert "counters cover 50.0 % of kernel time" in result.output
     tensor_vector = pd.read_csv(tmp_path / "csv" / "tensor_vector.csv")
     assert {"kernel_name", "phase", "class"} <= set(tensor_vector.columns)
     assert dict(zip(tensor_vector["kernel_name"], tensor_vector["class"], strict=True))[
@@ -296,8 +296,8 @@ def test_bundled_pages_in_headless_chromium_at_two_widths(reference_pages, tmp_p
 @pytest.mark.skipif(not browser.READY, reason="needs Debian's chromium (installed by .ci/run) and aiohttp")
 def test_every_bundled_page_reads_cleanly_in_chromium(reference_pages, tmp_path):
     """Every page `ssmprof reference` writes, every section open, in one headless Chromium at 1280 x 800: no
-    script error, every chart with data, no text clipped by its chart or over other text (measured from the SVG
-    boxes), a tab title of its own, and a screenshot of its first screen."""
+    script error, every chart with data, no text clipped by its chart or over other text or a marker (measured
+    from the SVG boxes), a tab title of its own, and a screenshot of its first screen."""
     found = browser.visit(reference_pages, tmp_path / "shots")
     assert sorted(found) == sorted(page.name for page in reference_pages)
     for name, seen in found.items():
@@ -305,6 +305,7 @@ def test_every_bundled_page_reads_cleanly_in_chromium(reference_pages, tmp_path)
         assert seen["plots"] >= 1 and seen["empty"] == [], (name, seen["empty"])
         assert seen["clipped"] == [], (name, seen["clipped"][:5])
         assert seen["overlapping"] == [], (name, seen["overlapping"][:5])
+        assert seen["covered"] == [], (name, seen["covered"][:5])  # a roof's label over a kernel (issue #55)
         assert not seen["no_plotly_said"], name
         assert (tmp_path / "shots" / f"{Path(name).stem}.png").stat().st_size > 20_000, name
     titles = [seen["title"] for seen in found.values()]

@@ -69,14 +69,15 @@ def _rounded(values: pd.Series) -> list[float]:
     return [float(f"{v:.4g}") for v in values]
 
 
-def _add_roofs(figure: go.Figure, roofline: pd.DataFrame, x_range: tuple[float, float], prefix: str = "",
-               color: str = style.ROOF_COLORS[0], second: bool = False) -> None:
+def _add_roofs(figure: go.Figure, roofline: pd.DataFrame, ranges: tuple[tuple[float, float], list[float]],
+               prefix: str = "", color: str = style.ROOF_COLORS[0], second: bool = False) -> None:
     """The roofs (tensor and/or vector path) the verdicts of `roofline` were made against, grey, dashed by path,
-    across the axis range, each ceiling labelled on the chart with its value, once (the paths share their
-    bandwidth slopes). A `second` run's labels keep clear of the first's: bandwidths a decade and a half further
-    right, peaks under their line rather than over it."""
-    low, high = 10 ** x_range[0], 10 ** x_range[1]
-    labelled = {annotation.text for annotation in figure.layout.annotations}
+    across the axis range (`ranges`: the log10 x and y ranges), each ceiling labelled on the chart with its value,
+    once (the paths share their bandwidth slopes), where the chart shows its line and no marker lies under the
+    label (`_place`; the markers are those already drawn: add the kernels first). A `second` run's peaks are
+    labelled under their line first, so that the two runs' labels keep apart."""
+    low, high = (10 ** bound for bound in ranges[0])
+    labelled = {annotation.text.replace("<br>", " ") for annotation in figure.layout.annotations}
     for path, rows in roofline.groupby("path"):
         peak = rows["peak_flop_per_s"].iloc[0]
         source = rows["ceiling_source"].iloc[0]
@@ -88,16 +89,87 @@ def _add_roofs(figure: go.Figure, roofline: pd.DataFrame, x_range: tuple[float, 
             figure.add_scatter(x=xs, y=[min(peak, peak * x / ridge) for x in xs], mode="lines", hoverinfo="name",
                                name=f"{prefix}roof: {path}, {level} ({source})", showlegend=False,
                                line={"dash": style.ROOF_DASH.get(path, "solid"), "color": color, "width": width})
-            slope_x = low * 10 ** (1.65 if second else 0.15)
-            text = f"{prefix}{level} {style.si(peak / ridge, 'B/s')}"
-            if text not in labelled:
-                labelled.add(text)
-                figure.add_annotation(x=math.log10(slope_x), y=math.log10(min(peak, peak * slope_x / ridge)),
-                                      text=text, **style.ROOF_LABEL, textangle=0, xanchor="left", yanchor="bottom",
-                                      font={"color": color, "size": 11})
-        figure.add_annotation(x=math.log10(high), y=math.log10(peak), xanchor="right",
-                              yanchor="top" if second else "bottom", text=f"{prefix}{path} peak "
-                              f"{style.si(peak, 'FLOP/s')}", **style.ROOF_LABEL, font={"color": color, "size": 11})
+            name, value = f"{prefix}{level}", style.si(peak / ridge, "B/s")
+            if f"{name} {value}" not in labelled:
+                labelled.add(f"{name} {value}")
+                _label(figure, _place(figure, (name, value), _slope_spots(math.log10(peak), math.log10(ridge),
+                                                                          ranges), ranges), color)
+        flat = math.log10(min(ridge for _, ridge, _ in levels))  # where the path's flat roof begins
+        _label(figure, _place(figure, (f"{prefix}{path} peak", style.si(peak, "FLOP/s")),
+                              _peak_spots(math.log10(peak), flat, ranges, second), ranges), color)
+
+
+# A roof label's size in a roofline chart's plot area at its narrowest (a 560 px chart beside its legend, 560 px
+# high): what `_place` takes a label and a marker to cover, in decades of the chart's log axes.
+PLOT_PX = (300, 420)  # the plot area's width and height
+LABEL_PX = (7.0, 15)  # an 11 px label's character width (capitals and digits) and line height
+MARKER_PX = 6  # a marker's radius, the largest drawn (11 px diamonds) and its line
+SPOT_STEP = 0.2  # decades between the places a label is tried at along its line
+ON_LINE = 0.3  # decades of a compute roof's flat line a label of it ends over, at least: it labels that line
+
+
+def _slope_spots(peak: float, ridge: float, ranges) -> list[tuple[float, float, str, str]]:
+    """Where a bandwidth roof's label may go (log10 x, log10 y, xanchor, yanchor): on its slope where the chart
+    shows it (from where it enters the plot, above the y axis' minimum, to its ridge), the label above the line and
+    left of the point (nothing is above a roof but another roof), from the lowest place up; then under it."""
+    (x_low, x_high), (y_low, _) = ranges
+    start, stop = max(x_low, ridge - peak + y_low), min(ridge, x_high)
+    xs = [start + SPOT_STEP * k for k in range(int(max(stop - start, 0) / SPOT_STEP) + 1)]
+    return [(x, peak + x - ridge, "right", "bottom") for x in xs] + [(x, peak + x - ridge, "left", "top") for x in xs]
+
+
+def _peak_spots(peak: float, flat: float, ranges, under_first: bool = False) -> list[tuple[float, float, str, str]]:
+    """Where a compute roof's label may go: right-aligned on its line, above it first (under it first for
+    `under_first`), from the chart's right edge leftward while the label ends over the flat part of the line (from
+    `flat`, its first ridge, on) by `ON_LINE` decades; then, where kernels crowd the flat part, further left at its
+    height."""
+    (x_low, x_high), _ = ranges
+    steps = int((x_high - x_low) / SPOT_STEP) + 1
+    on_line = min(steps, int(max(x_high - flat - ON_LINE, 0) / SPOT_STEP) + 1)
+    sides = ("top", "bottom") if under_first else ("bottom", "top")
+    return [(x_high - SPOT_STEP * k, peak, "right", side) for ks in (range(on_line), range(on_line, steps))
+            for side in sides for k in ks]
+
+
+def _box(spot: tuple[float, float, str, str], text: str, ranges) -> tuple[float, float, float, float]:
+    """The box (x0, x1, y0, y1, in log10 units) a label of `text` (lines split at <br>) covers at `spot`."""
+    (x_low, x_high), (y_low, y_high) = ranges
+    lines = text.split("<br>")
+    width = max(len(line) for line in lines) * LABEL_PX[0] * (x_high - x_low) / PLOT_PX[0]
+    height = len(lines) * LABEL_PX[1] * (y_high - y_low) / PLOT_PX[1]
+    x, y, xanchor, yanchor = spot
+    x0 = x - width if xanchor == "right" else x
+    y0 = y if yanchor == "bottom" else y - height
+    return x0, x0 + width, y0, y0 + height
+
+
+def _place(figure: go.Figure, label: tuple[str, str], spots, ranges) -> tuple[float, float, str, str, str]:
+    """Where a roof's label (its name and value) goes, and its text: the first of `spots` where it lies inside the
+    plot (or in the margin above it) over no marker and no other label, on one line, else on two (name over value,
+    half as wide: kernels crowd a roof); else the place over the fewest (a label out of the plot, never)."""
+    (x_low, x_high), (y_low, y_high) = ranges
+    pad = (MARKER_PX * (x_high - x_low) / PLOT_PX[0], MARKER_PX * (y_high - y_low) / PLOT_PX[1])
+    points = [(math.log10(x), math.log10(y)) for trace in figure.data if "markers" in (trace.mode or "")
+              for x, y in zip(() if trace.x is None else trace.x, () if trace.y is None else trace.y, strict=True)
+              if x is not None and y is not None and x > 0 and y > 0]
+    taken = [_box((a.x, a.y, a.xanchor, a.yanchor), a.text, ranges) for a in figure.layout.annotations]
+
+    def cost(placed: tuple[float, float, str, str, str]) -> float:
+        x0, x1, y0, y1 = _box(placed[:4], placed[4], ranges)
+        outside = x0 < x_low or x1 > x_high or y0 < y_low or y0 > y_high  # the top margin holds a label above
+        covered = sum(x0 - pad[0] < x < x1 + pad[0] and y0 - pad[1] < y < y1 + pad[1] for x, y in points)
+        crossed = sum(x0 < b[1] and b[0] < x1 and y0 < b[3] and b[2] < y1 for b in taken)
+        return 1000 * outside + 100 * crossed + covered
+
+    name, value = label
+    tried = [(*spot, text) for text in (f"{name} {value}", f"{name}<br>{value}") for spot in spots]
+    return min(tried, key=cost)  # the first of the cheapest: in order of preference
+
+
+def _label(figure: go.Figure, placed: tuple[float, float, str, str, str], color: str) -> None:
+    x, y, xanchor, yanchor, text = placed
+    figure.add_annotation(x=x, y=y, text=text, **style.ROOF_LABEL, textangle=0, xanchor=xanchor, yanchor=yanchor,
+                          font={"color": color, "size": 11})
 
 
 def _x_range(*rooflines: pd.DataFrame) -> tuple[float, float]:
@@ -129,6 +201,34 @@ def _decades(log_range) -> dict:
     return {"tickvals": values, "ticktext": [style.decade_label(v) for v in values]}
 
 
+MOST_LOG_TICKS = 6  # labels on a log axis spanning few decades (a history chart's plot, about 220 px high)
+LOG_STEPS = ((1, 2, 5), (1, 3), (1,))  # ticks within a decade: the finest that keeps to MOST_LOG_TICKS
+
+
+def _tick_text(value: float) -> str:
+    """A log axis' tick in full: 0.5, 20, 500, 2k (a unit's prefix would read as one: 500m ms)."""
+    return f"{value:g}" if value < 1000 else style.decade_label(value)
+
+
+def log_ticks(low: float, high: float) -> dict:
+    """The y axis of a log chart over values from `low` to `high` (both > 0): ticks at 1, 2 and 5 times the powers
+    of ten (or 1 and 3 times, or the powers alone, the finest that keeps to `MOST_LOG_TICKS`; beyond, every other
+    power or fewer), from the tick at or below `low` to the one at or above `high`, each labelled in full
+    (`_tick_text`), the range their span. Plotly's own ticks label the minor ones with their first digit in a
+    smaller font, squashed together where the axis is short (2 5 2 5)."""
+    decades = range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 2)
+    for steps in LOG_STEPS:
+        ladder = [m * 10.0 ** k for k in decades for m in steps]
+        first = max(value for value in ladder if value <= low * (1 + 1e-9))
+        last = min(value for value in ladder if value >= high * (1 - 1e-9))
+        values = [value for value in ladder if first <= value <= last]
+        if len(values) <= MOST_LOG_TICKS:
+            break
+    values = values[::math.ceil(len(values) / MOST_LOG_TICKS)]
+    return {"tickvals": values, "ticktext": [_tick_text(v) for v in values],
+            "range": [math.log10(first) - 0.05, math.log10(last) + 0.05]}
+
+
 def _log_axes(figure: go.Figure, title: str, x_range, y_range, l2_points: bool = False) -> go.Figure:
     x_title = "FLOP per DRAM byte" + ("; open grey: per L2 byte" if l2_points else "")  # fits a 560 px chart
     return layout(figure, title, height=560,
@@ -142,7 +242,7 @@ def roofline_scatter(roofline: pd.DataFrame, title: str, color_by: str = "catego
     series palette (never a category's colour), the workload's own on every page (`style.series_indices`)."""
     figure = go.Figure()
     x_range = _x_range(roofline)
-    places = style.series_indices([str(group) for group in roofline[color_by].unique()])
+    places = style.series_indices([str(group) for group in roofline[color_by].unique()], color_by == "workload")
     for group, rows in roofline.groupby(color_by, sort=False):
         if color_by == "category":
             _add_kernels(figure, rows, str(group), style.category_color(str(group)))
@@ -150,8 +250,9 @@ def roofline_scatter(roofline: pd.DataFrame, title: str, color_by: str = "catego
             place = places[str(group)]
             _add_kernels(figure, rows, str(group), style.series_color(place), style.series_symbol(place), 9)
     l2_points = _add_l2_points(figure, roofline)
-    _add_roofs(figure, roofline, x_range)
-    return _log_axes(figure, title, x_range, _y_range(roofline), l2_points)
+    y_range = _y_range(roofline)
+    _add_roofs(figure, roofline, (x_range, y_range))
+    return _log_axes(figure, title, x_range, y_range, l2_points)
 
 
 def _add_l2_points(figure: go.Figure, roofline: pd.DataFrame) -> bool:
@@ -184,12 +285,14 @@ def roofline_overlay(rooflines: dict[str, pd.DataFrame], title: str) -> go.Figur
             _add_kernels(figure, rows, f"{label}: {category}", style.category_color(str(category)),
                          style.RUN_SYMBOLS[index], style.RUN_SIZES[index], group=label, show=False)
             shown.add(str(category))
-        _add_roofs(figure, roofline, x_range, f"{label.split(':')[0]}: ", style.ROOF_COLORS[index % 2],
+    y_range = _y_range(*rooflines.values())
+    for index, (label, roofline) in enumerate(rooflines.items()):  # every run's kernels drawn: labels avoid them all
+        _add_roofs(figure, roofline, (x_range, y_range), f"{label.split(':')[0]}: ", style.ROOF_COLORS[index % 2],
                    second=index % 2 == 1)  # "A: " on the chart; the legend says which GPU A is
     for category in [c for c in style.CATEGORY_COLORS if c in shown]:
         figure.add_scatter(x=[None], y=[None], mode="markers", name=category,
                            marker={"color": style.category_color(category), "symbol": "square", "size": 9})
-    return _log_axes(figure, title, x_range, _y_range(*rooflines.values()))
+    return _log_axes(figure, title, x_range, y_range)
 
 
 def rate_bars(caches: pd.DataFrame, title: str) -> go.Figure:

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from ssmprof.analysis.change.gate import PER_LAUNCH, SITE, TIME
 from ssmprof.analysis.change.history import FEWEST_RUNS, LASTING, WINDOW
-from ssmprof.reports import style
+from ssmprof.reports import figures, style
 from ssmprof.reports.render import _page, chart, table_html
 
 TOP_KERNELS = 6  # kernels drawn per configuration: those with the most time in the latest run
@@ -25,6 +25,9 @@ EFFICIENCY = {"pct_of_roof": "% of roof", "dram_throughput_pct": "DRAM throughpu
 SCALE = {"step_ms": 1.0, "host_wait_ms": 1.0, "gpu_busy_ms": 1.0, TIME: 1e-6, PER_LAUNCH: 1e-3}
 UNIT = {"step_ms": "ms", "host_wait_ms": "ms", "gpu_busy_ms": "ms", TIME: "ms", PER_LAUNCH: "us"}
 MOST_TICKS = 7  # commit labels on a chart's x axis: a half-width chart holds this many side by side
+# The legend under a chart, 10 px text: a row's height, and the width a row holds (a half-width chart's) and an
+# entry takes besides its name (its line and marker) and per character of it.
+LEGEND_ROW, LEGEND_WIDTH, LEGEND_ENTRY, LEGEND_CHAR = 19, 560, 40, 6
 NO_COMMIT = {"", "unknown", "none", "nan"}  # a run's commit where none was recorded (`pipeline.history.commit_of`)
 CHANGE_LINE = "#555555"  # a change point's vertical line: grey, no category's colour
 
@@ -141,13 +144,14 @@ def _trend_figure(trend, rows: pd.DataFrame, name, color, title: str, y_title: s
     log y axis, where series of one chart differ by orders of magnitude (categories, kernels)."""
     order = {run: i for i, run in enumerate(trend.runs["run_id"])}
     labels = run_labels(trend.runs)
-    figure = go.Figure()
+    figure, drawn = go.Figure(), []
     for index, (_, series) in enumerate(rows.groupby(["scope", "kernel_name", "phase", "category", "grid_x",
                                                       "grid_y", "grid_z", "block_x", "block_y", "block_z",
                                                       "metric"], sort=False)):
         first = series.iloc[0]
         scale = SCALE.get(first["metric"], 1.0)
         has = series["high"].notna()
+        drawn += [series[column] * scale for column in ("value", "low", "high")]
         error = dict(type="data", symmetric=False, array=((series["high"] - series["value"]) * scale).where(has),
                      arrayminus=((series["value"] - series["low"]) * scale).where(has)) if has.any() else None
         figure.add_scatter(
@@ -162,12 +166,26 @@ def _trend_figure(trend, rows: pd.DataFrame, name, color, title: str, y_title: s
     step = -(-len(ticks) // MOST_TICKS)  # labels a half-width chart holds without overlapping
     figure.update_layout(
         title={"text": title, "font": {"size": 13}, "x": 0.01, "xanchor": "left"}, font={"family": style.FONT},
-        height=300 + 16 * (len(figure.data) // 2), margin={"l": 60, "r": 10, "t": 40, "b": 10},
+        height=300 + LEGEND_ROW * _legend_rows([trace.name for trace in figure.data]),
+        margin={"l": 60, "r": 10, "t": 40, "b": 10},
         legend={"font": {"size": 10}, "orientation": "h", "yanchor": "top", "y": -0.22, "x": 0},
         xaxis={"tickangle": 0, "tickvals": ticks[::step],
                "ticktext": [labels[i].replace(" ", "<br>") for i in ticks[::step]]},
         yaxis={"title": y_title, "type": "log" if log else "linear"})
+    values = pd.concat(drawn) if drawn else pd.Series(dtype=float)
+    values = values[values > 0]
+    if log and len(values):  # ticks labelled in full, none of plotly's squashed minor digits
+        figure.update_yaxes(**figures.log_ticks(float(values.min()), float(values.max())))
     return figure
+
+
+def _legend_rows(names: list[str]) -> int:
+    """Rows the legend under a chart takes: as many entries a row as the longest name lets fit. The chart grows by
+    them, so that its plot keeps its height (about 200 px) however many series it draws: with the kernels' long
+    names one a row, a 364 px chart had 100 px left to plot them and its log axis' labels ran together."""
+    longest = max((len(name or "") for name in names), default=0)
+    per_row = max(1, LEGEND_WIDTH // (LEGEND_ENTRY + LEGEND_CHAR * longest))
+    return -(-len(names) // per_row)
 
 
 def _plotted_kernels(trend) -> pd.Series:
@@ -203,7 +221,7 @@ def _by_category(row, index: int) -> str:
 def _figures(trend) -> list[go.Figure]:
     rows = trend.rows
     top = _plotted_kernels(trend)
-    figures = [
+    charts = [
         _trend_figure(trend, rows[(rows["scope"] == "step") & rows["metric"].isin(["step_ms", "host_wait_ms"])],
                       _of, _palette, "Step time and host wait (median of the timed steps, 95 % interval)", "ms"),
         _trend_figure(trend, rows[rows["scope"].isin(["total", "category"]) & (rows["metric"] == TIME)], _of,
@@ -215,9 +233,9 @@ def _figures(trend) -> list[go.Figure]:
     ]
     efficiency = rows[top & rows["metric"].isin(list(EFFICIENCY))]
     if len(efficiency):
-        figures.append(_trend_figure(trend, efficiency, lambda r: f"{_of(r)} {EFFICIENCY[r['metric']]}",
+        charts.append(_trend_figure(trend, efficiency, lambda r: f"{_of(r)} {EFFICIENCY[r['metric']]}",
                                      _by_category, "Efficiency of those kernels", "%"))
-    return figures
+    return charts
 
 
 def history_html(trends: list) -> str:

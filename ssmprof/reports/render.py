@@ -17,6 +17,7 @@ from tabulate import tabulate
 
 from ssmprof.analysis.change.projection import ERROR_MIN_SHARE
 from ssmprof.analysis.common.sections import Summary
+from ssmprof.analysis.findings.phrases import shown_pct
 from ssmprof.analysis.findings.run import on_cpu, workload_words
 from ssmprof.analysis.limits.tensor_vector import (
     CLASS_RULE,
@@ -205,15 +206,24 @@ def collapsed(summary: str, body: str, ident: str | None = None, kind: str = "mo
     return f"<details{attributes}><summary>{summary}</summary>{body}</details>"
 
 
+def shown(table: pd.DataFrame, key: str = "") -> tuple[pd.DataFrame, list[str]]:
+    """The columns a page shows of `table` (less `HIDDEN`'s), and each row's unit: where the row's numbers are in
+    a unit of its own (`style.ROW_UNIT`), those cells carry it and the `unit` column goes."""
+    table = table.drop(columns=[c for c in HIDDEN.get(key, ()) if c in table.columns])
+    if "unit" in table and any(column in table for column in style.ROW_UNIT):
+        return table.drop(columns="unit"), table["unit"].fillna("").astype(str).tolist()
+    return table, [""] * len(table)
+
+
 def table_html(table: pd.DataFrame, key: str = "", anchor: str | None = None) -> str:
     """A frame as an HTML table: human headers, formatted numbers with units, long names wrapped, sortable."""
-    table = table.drop(columns=[c for c in HIDDEN.get(key, ()) if c in table.columns])
+    table, units = shown(table, key)
     head = "".join(f"<th>{html.escape(style.header(str(c)))}</th>" for c in table.columns)
     rows = []
-    for values in table.itertuples(index=False):
+    for unit, values in zip(units, table.itertuples(index=False), strict=True):
         cells = []
         for column, value in zip(table.columns, values, strict=True):
-            text = style.cell(str(column), value)
+            text = style.cell(str(column), value, unit)
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
             if numeric:
                 sort = "" if pd.isna(value) else f' data-v="{float(value)!r}"'
@@ -526,9 +536,9 @@ def findings_markdown(findings: pd.DataFrame) -> list[str]:
 
 def human_markdown_table(table: pd.DataFrame, key: str = "") -> str:
     """A frame as a markdown table with human headers and formatted numbers (as the HTML tables)."""
-    table = table.drop(columns=[c for c in HIDDEN.get(key, ()) if c in table.columns])
-    rows = [[style.cell(str(c), v) for c, v in zip(table.columns, row, strict=True)]
-            for row in table.itertuples(index=False)]
+    table, units = shown(table, key)
+    rows = [[style.cell(str(c), v, unit) for c, v in zip(table.columns, row, strict=True)]
+            for unit, row in zip(units, table.itertuples(index=False), strict=True)]
     return _markdown([style.header(str(c)) for c in table.columns], rows)
 
 
@@ -584,9 +594,10 @@ def render_results(labels: tuple[str, str], step_times: pd.DataFrame, cost: pd.D
     the study's (`tensor_vector.table_ii_beside_study`, `table_ii_causes`, `suite.dram_beside_study`)."""
     table_ii, causes, dram = study
     a, b = labels
+    steps = step_times.astype({"throughput": "int64"}).assign(  # the coverage as every page shows it
+        counter_coverage_pct=step_times["counter_coverage_pct"].map(shown_pct))
     rounded = {name: frame.round(1) for name, frame in
-               (("steps", step_times.astype({"throughput": "int64"})), ("shares", shares), ("ssm", ssm),
-                ("errors", errors))}
+               (("steps", steps), ("shares", shares), ("ssm", ssm), ("errors", errors))}
     rounded["pair"] = pair.round(2)
     lines = [
         RESULTS_START,

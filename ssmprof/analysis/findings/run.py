@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ssmprof.analysis.common.sections import Summary
-from ssmprof.analysis.findings.phrases import TOP, Finding, graphed_words, ms, ms_span, ranked
+from ssmprof.analysis.findings.phrases import TOP, Finding, graphed_words, ms, ms_span, pct_text, ranked
 from ssmprof.analysis.launches.categories import SSM
 from ssmprof.analysis.launches.frame import profiled_with_counters
 from ssmprof.analysis.limits.roofline import REACHABLE, kernel_bounds
@@ -359,12 +359,12 @@ def _checks(summary: Summary, info: RunInfo) -> list[Finding]:
         text, verdict = f"{NO_COUNTERS} (timeline only): no rates, roofline, limiters or tensor/vector classes.", \
             COUNTERS_NONE
     elif "unchecked" in share:
-        text = f"Counters cover {100 * counted:.0f} % of kernel time, unchecked: a run written before the " \
+        text = f"Counters cover {pct_text(100 * counted)} of kernel time, unchecked: a run written before the " \
                "self-checks (schema 1), whose counters were joined by short name and launch configuration."
         verdict = COUNTERS_UNCHECKED
     else:
-        sources = ", ".join(f"{k} {100 * v:.0f} %" for k, v in share.items() if k in CHECKED_STATUSES)
-        text = f"Counters cover {100 * counted:.0f} % of kernel time ({sources}; lent: one profiled launch per " \
+        sources = ", ".join(f"{k} {pct_text(100 * v)}" for k, v in share.items() if k in CHECKED_STATUSES)
+        text = f"Counters cover {pct_text(100 * counted)} of kernel time ({sources}; lent: one profiled launch per " \
                "configuration stands for the others) and passed the self-checks"
         removed = describe_removed(info.checks.rejected if info.checks else [], status["time_ns"].sum())
         verdict = COUNTERS_REMOVED if removed else COUNTERS_CHECKED
@@ -380,7 +380,7 @@ def _checks(summary: Summary, info: RunInfo) -> list[Finding]:
                      f"problems under {100 * skipped.min_share:.2f} % of it each were not profiled (the second "
                      "pass skips them)")
         text += _not_placed(collector) + "." + _gemm_work(summary.gemm_work)
-    return [Finding("counters", verdict, f"{100 * counted:.0f} %", text, "counter_checks")]
+    return [Finding("counters", verdict, pct_text(100 * counted), text, "counter_checks")]
 
 
 def _not_placed(counters: CountersCollector) -> str:
@@ -427,11 +427,11 @@ def provenance(info: RunInfo, origin: str) -> pd.DataFrame:
     checks = info.checks
     if checks:
         shares = checks.status_time_fraction
-        checked = f"checked: {', '.join(f'{k} {100 * v:.0f} %' for k, v in shares.items())} of kernel time"
+        checked = f"checked: {', '.join(f'{k} {pct_text(100 * v)}' for k, v in shares.items())} of kernel time"
     else:
         checked = "not checked (written before the self-checks, schema 1)"
     counted = (f"{counters.mode} ({counters.tool or 'no tool'}), covering "
-               f"{100 * coverage.counter_time_fraction:.0f} % of kernel time; {checked}"
+               f"{pct_text(100 * coverage.counter_time_fraction)} of kernel time; {checked}"
                if profiled_with_counters(info) else "none (timeline only: --counters none)")
     rows = [
         ("source", origin),

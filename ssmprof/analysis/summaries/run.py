@@ -8,6 +8,7 @@ from dataclasses import replace
 import pandas as pd
 
 from ssmprof.analysis.common.sections import Summary
+from ssmprof.analysis.findings.phrases import pct_text
 from ssmprof.analysis.findings.run import findings, provenance
 from ssmprof.analysis.launches.categories import SSM
 from ssmprof.analysis.launches.frame import has_counters
@@ -232,7 +233,7 @@ def warnings_for(run: Run, summary: Summary, ceiling_notes: Sequence[str] = ()) 
         notes.append("counters unchecked: a schema-1 run, whose counters were joined by short name, grid and block "
                      "size and may belong to another launch; profile again for checked counters")
     if run.info.coverage.counter_time_fraction < 0.95:
-        notes.append(f"counters cover {run.info.coverage.counter_time_fraction:.0%} of kernel time "
+        notes.append(f"counters cover {pct_text(100 * run.info.coverage.counter_time_fraction)} of kernel time "
                      "(profile with --counters sampled or all for the roofline and cache views)")
     notes += provenance_mismatches(run.info.provenance, kernels["kernel_name"], run.info.gpu.name != "cpu")
     removed = describe_removed(run.info.checks.rejected if run.info.checks else [], kernels["duration_ns"].sum())
