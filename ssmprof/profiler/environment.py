@@ -39,11 +39,8 @@ def imported_kernels() -> dict[str, str]:
 
 def cpu_model() -> str:
     """The CPU's model name as Linux reports it (/proc/cpuinfo), or "" where it does not."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            return next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "")
-    except OSError:
-        return ""
+    lines = (_kernel_text("/proc/cpuinfo") or "").splitlines()
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
 
 
 def host_info() -> dict:

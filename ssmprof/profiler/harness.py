@@ -445,8 +445,13 @@ def sampled_steps(step: Callable[[], object], steps: int, cuda: bool, sync_sites
                 step()
             marks.append((start, _now(cuda)))
     _sync(cuda)
-    times = [start.elapsed_time(end) if cuda else (end - start) * 1e3 for start, end in marks]
+    times = [_elapsed_ms(start, end, cuda) for start, end in marks]
     return sampler.host_time(times)
+
+
+def _elapsed_ms(start, end, cuda: bool) -> float:
+    """Milliseconds between two `_now` marks."""
+    return start.elapsed_time(end) if cuda else (end - start) * 1e3
 
 
 def _now(cuda: bool):

@@ -35,7 +35,7 @@ from ssmprof.errors import ScriptFailed, SsmprofError
 from ssmprof.profiler import autotune
 from ssmprof.profiler.counters import GO_ENV
 from ssmprof.profiler.environment import gpu_properties, imported_kernels
-from ssmprof.profiler.harness import RunResult, _first_line, _now, _sync
+from ssmprof.profiler.harness import RunResult, _elapsed_ms, _first_line, _now, _sync
 from ssmprof.profiler.host_sampler import HostSampler
 from ssmprof.profiler.markers import NvtxMarker
 from ssmprof.profiler.nvml import SharingMonitor
@@ -271,10 +271,6 @@ def installed(driver: StepDriver):
     finally:
         torch.autograd.backward = original
         api.install(None)
-
-
-def _elapsed_ms(start, end, cuda: bool) -> float:
-    return start.elapsed_time(end) if cuda else (end - start) * 1e3
 
 
 def run_script(job: schema.ScriptJob, driver: StepDriver) -> RunResult:
