@@ -206,16 +206,22 @@ class HostSampler:
             # readings a fixed period after each step's start would fall at the same places of every step
             time.sleep(self.interval_s * (0.5 + self._jitter.random()))
             with self._lock:
-                if self._step is None:
-                    continue
-                now = time.perf_counter_ns()
-                frames = sys._current_frames()
-                frames.pop(own, None)
-                leaf = frames.get(self._stepper)
-                if leaf is not None and leaf.f_code.co_filename == __file__:
-                    continue  # inside `_collected`: the collection just timed is charged once it returns
-                self._charge(self._step, now, self._doing(frames))
-                self.readings += 1
+                if self._step is not None:
+                    self._take_reading(own)
+
+    def _take_reading(self, own: int) -> None:
+        """One reading of the step's stacks. Its own method so that the frames die with it: a frame read and kept
+        while the thread sleeps keeps its locals alive, the step's activations among them (the mamba2-lm paper
+        step's peak rose from 35.9 to 42.4 GiB on an H100 while a reading's frames outlived it)."""
+        now = time.perf_counter_ns()
+        frames = sys._current_frames()
+        frames.pop(own, None)
+        leaf = frames.get(self._stepper)
+        if leaf is not None and leaf.f_code.co_filename == __file__:
+            return  # inside `_collected`: the collection just timed is charged once it returns
+        assert self._step is not None
+        self._charge(self._step, now, self._doing(frames))
+        self.readings += 1
 
     def _charge(self, step: int, now: int, doing: tuple[str, str]) -> None:
         """Charge the wall time since the previous reading, less the collections charged meanwhile, to what the
