@@ -61,8 +61,9 @@ def _scaling_overview(scaling: pd.DataFrame) -> Finding:
 
 
 def _late_rank(late: pd.DataFrame) -> Finding:
-    """The late rank of the run where it costs most (`ranks.late_ranks`), what made it late, and the others late
-    beyond noise. Where the hosts pace that run's step (`ranks.hosts_pace`) it says so, not "late": the rank is
+    """The late rank of the run where it costs most (`ranks.late_ranks`), what made it late, how far its launch gaps
+    exceed the other ranks' launch by launch and where 80 % of that falls (`ranks.gap_excess_words`), and the others
+    late beyond noise. Where the hosts pace that run's step (`ranks.hosts_pace`) it says so, not "late": the rank is
     the last to launch (another run of the same job can name another), and the remedy is what takes the launches off
     the hosts."""
     worst = late.iloc[0]
@@ -72,6 +73,7 @@ def _late_rank(late: pd.DataFrame) -> Finding:
         f": {worst['cost_pct']:.0f} % of an iteration"
     text = (f"In {worst['run']} the others wait for rank {worst['late_rank']}: {worst['cost_ms']:.1f} ms of its "
             f"{worst['iteration_ms']:.1f} ms iteration (noise {worst['cost_noise_ms']:.1f} ms); what made it late: "
-            f"{worst['cause'].split(';')[0]}." + (f" Remedy: {worst['remedy']}." if paced else "")
+            f"{worst['cause'].split(';')[0]}; launch by launch, {worst['gap_excess_where']}."
+            + (f" Remedy: {worst['remedy']}." if paced else "")
             + (f" Late beyond noise elsewhere: {others}." if others else ""))
     return Finding("late rank", "hosts pace" if paced else "late", value, text, "late_ranks")

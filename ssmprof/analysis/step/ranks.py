@@ -34,6 +34,14 @@ remedy takes the launches off the host: the step captured as one CUDA graph (`--
 a step, tests/data/tp4-h100-cuda-graphs) or more work per launch (a larger batch per rank). The rule holds on every
 TP=4 mamba2-lm paper run on H100 kept (24-62 % of the step beyond the GPU work) and on none of the bundled runs whose
 step is their GPU work (within 3 %).
+
+Where the late rank's host fell behind, launch by launch. Every rank launches the same compute kernels in the same
+order, so the n-th of each rank is the same work (`launch_gaps`, which counts the positions whose kernel names agree).
+At each, the late rank's GPU idle before the launch less the other ranks' median is its excess there; summed by phase,
+layer and the kernel whose launch waited, the fewest groups reaching 80 % of it say where its host spent the time
+(`late_gap_groups`). On tests/data/tp4-h100-mamba2-lm-paper-straggler rank 1's compute kernels start a median 218 us
+after the one before in forward and 113.5 us in backward, 1.8 us in the optimizer, against 1.3-2.2 us on the others:
+147.8 ms of excess idle (noise 8.6 ms), 66 % of it in backward, 34 % in forward.
 """
 
 from __future__ import annotations
@@ -102,7 +110,9 @@ def late_rank(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     """One row: the late rank (see the module docstring), the collectives it arrived last at, the waiting it
     caused the other ranks, its cost to the profiled iteration and that cost's noise (the largest cost of any
     other rank), its share of the iteration; beside the other ranks' median: its launch gaps, compute time, SM
-    clock and other processes on its GPU; and the cause in words. Empty for one rank or unpaired collectives."""
+    clock and other processes on its GPU; its launch gaps against the others' launch by launch (`launch_gaps`: the
+    launches aligned, the % of them the same kernel on every rank, its excess idle, that excess's noise and where
+    it falls, `gap_excess_words`); and the cause in words. Empty for one rank or unpaired collectives."""
     arrived = arrivals(kernels)
     if arrived.empty:
         return pd.DataFrame()
@@ -127,11 +137,21 @@ def late_rank(kernels: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
            "others_sm_clock_mhz": float(np.nanmedian([v for r, v in clocks.items() if r != late]))
            if len(clocks) > 1 else float("nan"),
            "other_processes": sharing.get(late)}
+    row |= _gap_excess(kernels, late)
     row["hosts_pace"] = hosts_pace(gap_excess, compute_excess, row["step_over_gpu_ms"], row["step_ms"],
                                    info.parallel is not None and info.parallel.backend == "nccl")
     row["cause"] = _cause(row, gap_excess, compute_excess)
     row["remedy"] = _remedy(info) if row["hosts_pace"] else ""
     return pd.DataFrame([row])
+
+
+def _gap_excess(kernels: pd.DataFrame, late: int) -> dict:
+    """The late rank's launch-by-launch gap columns of `late_rank` (`launch_gaps`, `late_gap_groups`)."""
+    gaps = launch_gaps(kernels, late)
+    noise = gap_excess_noise_ms(kernels, late)
+    return {"aligned_launches": len(gaps), "names_agree_pct": 100 * float(gaps["names_agree"].mean()),
+            "gap_excess_ms": gaps["excess_ns"].sum() / 1e6, "gap_excess_noise_ms": noise,
+            "gap_excess_where": gap_excess_words(gaps, late_gap_groups(gaps), noise)}
 
 
 def _step_floor(info: RunInfo) -> float:
@@ -249,7 +269,7 @@ def rank_host(host: pd.DataFrame, kernels: pd.DataFrame, rank: int, late: pd.Dat
 
 
 LATE_RANK_COLUMNS = ["run", "late_rank", "arrived_last", "collectives", "cost_ms", "cost_noise_ms", "cost_pct",
-                     "iteration_ms", "hosts_pace", "cause", "remedy"]
+                     "iteration_ms", "hosts_pace", "cause", "gap_excess_ms", "gap_excess_where", "remedy"]
 
 
 def late_ranks(by_run: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -260,3 +280,173 @@ def late_ranks(by_run: dict[str, pd.DataFrame]) -> pd.DataFrame:
             if len(frame) and frame.iloc[0]["cost_ms"] > frame.iloc[0]["cost_noise_ms"]]
     table = pd.DataFrame(rows, columns=LATE_RANK_COLUMNS)
     return table.sort_values("cost_pct", ascending=False, ignore_index=True)
+
+
+# Launch by launch. Under tensor parallelism every rank launches the same kernels in the same order, so the n-th
+# compute launch (NCCL kernels apart) of every rank is the same work: lined up by position, the late rank's launch
+# gaps read against the other ranks' at the same point of the step, and where its excess falls names what its host
+# was doing late: a phase, a layer, the kernel whose launch waited.
+GAP_COVER_SHARE = 0.8  # the share of the late rank's gap excess the named groups cover
+OUTSIDE_LAYERS = -1  # `schema` layer of a launch outside every layer range
+GAP_GROUP_COLUMNS = ["by", "group", "launches", "excess_ms", "excess_pct", "covered_pct", "launch_gap_median_us",
+                     "others_launch_gap_median_us"]
+
+
+def rank_launch_gaps(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, its compute launches (collectives apart) in start order, numbered from 0 (`position`), each with
+    two gaps before it, in ns, undefined for a rank's first: `gap_ns`, its start minus the latest end of the rank's
+    earlier compute launches (the pace its host launched them at; never below 0: overlapping kernels leave none),
+    and `idle_ns`, that gap less the time a collective of the rank ran in it (the GPU had nothing to run). The two
+    differ where a collective lies between: there the compute gap holds the collective, whose waiting on an on-time
+    rank is what the late rank cost it, not its own host's delay, while a late host's delay before it (the late
+    rank launching a collective late) stays idle."""
+    frames = []
+    for rank, mine in kernels.groupby("rank"):
+        order = mine.sort_values("start_ns", kind="stable")
+        collective = _is_collective(order).to_numpy()
+        starts = order["start_ns"].to_numpy(dtype=float)
+        ends = starts + order["duration_ns"].to_numpy(dtype=float)
+        launch_starts, launch_ends = starts[~collective], np.maximum.accumulate(ends[~collective])
+        gap = np.clip(np.r_[np.nan, launch_starts[1:] - launch_ends[:-1]], 0, None)
+        lows, highs = _merged(starts[collective], ends[collective])
+        gap_opens = np.r_[np.nan, np.minimum(launch_ends[:-1], launch_starts[1:])]
+        in_gap = _covered_before(lows, highs, launch_starts) - _covered_before(lows, highs, gap_opens)
+        launches = order.loc[~collective, ["kernel_name", "phase", "layer"]].reset_index(drop=True)
+        frames.append(launches.assign(rank=int(rank), position=np.arange(len(launches)), gap_ns=gap,
+                                      idle_ns=gap - in_gap))
+    columns = ["rank", "position", "kernel_name", "phase", "layer", "gap_ns", "idle_ns"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals [starts, ends) merged where they overlap, in order: the time they cover, each instant once."""
+    lows: list[float] = []
+    highs: list[float] = []
+    for start, end in sorted(zip(starts, ends, strict=True)):
+        if highs and start <= highs[-1]:
+            highs[-1] = max(highs[-1], end)
+        else:
+            lows.append(start)
+            highs.append(end)
+    return np.array(lows), np.array(highs)
+
+
+def _covered_before(lows: np.ndarray, highs: np.ndarray, instants: np.ndarray) -> np.ndarray:
+    """The time the merged intervals [lows, highs) cover before each instant (NaN for a NaN instant)."""
+    if not len(lows):
+        return np.where(np.isnan(instants), np.nan, 0.0)
+    whole = np.r_[0.0, np.cumsum(highs - lows)]  # covered before each interval starts
+    last = np.searchsorted(lows, instants, side="right") - 1  # the last interval starting at or before the instant
+    reached = np.clip(last, 0, None)
+    partial = np.clip(instants - lows[reached], 0, highs[reached] - lows[reached])
+    return np.where(last < 0, 0.0, whole[reached] + partial) + 0 * instants  # NaN instants stay NaN
+
+
+def launch_gaps(kernels: pd.DataFrame, late: int) -> pd.DataFrame:
+    """The late rank's launch gaps beside the other ranks' (`rank_launch_gaps`), position by position over the
+    positions every rank has, its first apart (no gap): the late rank's kernel, phase and layer, whether every rank
+    launched the same kernel there (else the alignment slipped), its gaps and the other ranks' median of each, and
+    its excess, its GPU idle less the others' median. The excess is read on the idle time, not the compute gap:
+    after a collective the on-time ranks' compute gap holds their waiting for the late rank, which would cancel its
+    excess against the waiting it causes (on tests/data/tp4-h100-mamba2-lm-paper-straggler +134 ms against -132 ms)."""
+    per_rank = rank_launch_gaps(kernels)
+    aligned = per_rank[per_rank["position"] < per_rank.groupby("rank")["position"].max().min() + 1]
+    wide = aligned.pivot(index="position", columns="rank")
+    mine = aligned[aligned["rank"] == late].set_index("position")
+    others = [rank for rank in wide["gap_ns"].columns if rank != late]
+    gaps = pd.DataFrame({"kernel_name": mine["kernel_name"], "phase": mine["phase"], "layer": mine["layer"],
+                         "names_agree": wide["kernel_name"].nunique(axis=1) == 1,
+                         "gap_ns": mine["gap_ns"], "others_gap_ns": wide["gap_ns"][others].median(axis=1),
+                         "idle_ns": mine["idle_ns"], "others_idle_ns": wide["idle_ns"][others].median(axis=1)})
+    gaps["excess_ns"] = gaps["idle_ns"] - gaps["others_idle_ns"]
+    return gaps.iloc[1:].reset_index()
+
+
+def gap_excess_noise_ms(kernels: pd.DataFrame, late: int) -> float:
+    """The noise of the late rank's gap excess: the largest excess, either sign, the same rule finds on the ranks
+    nobody delayed (each on-time rank's summed idle less the median of the other on-time ranks', position by
+    position). NaN with fewer than two on-time ranks: one has no others to be read against."""
+    on_time = kernels[kernels["rank"] != late]
+    ranks = sorted(on_time["rank"].unique())
+    if len(ranks) < 2:
+        return float("nan")
+    idle = rank_launch_gaps(on_time).pivot(index="position", columns="rank", values="idle_ns").dropna()
+    return max(abs(float((idle[rank] - idle.drop(columns=rank).median(axis=1)).sum())) for rank in ranks) / 1e6
+
+
+def late_gap_groups(gaps: pd.DataFrame, share: float = GAP_COVER_SHARE) -> pd.DataFrame:
+    """Where the late rank's gap excess (`launch_gaps`) falls, read three ways (`by`): per phase, per layer and per
+    kernel whose launch waited; for each, the fewest groups whose excess reaches `share` of the total (the largest
+    first): what a reader looks at to find what the host did late. Per group: its positions, excess (ms and % of the
+    total), the running share, and the median compute gap of the late rank beside the median of the others' (the
+    launch pace each host kept there). Empty where the late rank has no excess."""
+    total = gaps["excess_ns"].sum()
+    if not total > 0:
+        return pd.DataFrame(columns=GAP_GROUP_COLUMNS)
+    labels = {"phase": gaps["phase"].astype(str), "layer": gaps["layer"].map(_layer_label),
+              "kernel": gaps["kernel_name"].astype(str)}
+    tables = []
+    for by, label in labels.items():
+        table = gaps.groupby(label).agg(launches=("excess_ns", "size"), excess_ns=("excess_ns", "sum"),
+                                        gap_median_ns=("gap_ns", "median"),
+                                        others_gap_median_ns=("others_gap_ns", "median"))
+        table = table.sort_values("excess_ns", ascending=False)
+        covered = table["excess_ns"].cumsum() / total
+        table = table[covered.shift(fill_value=0.0) < share]  # up to the group that reaches the share
+        tables.append(pd.DataFrame({"by": by, "group": table.index, "launches": table["launches"].to_numpy(),
+                                    "excess_ms": table["excess_ns"].to_numpy() / 1e6,
+                                    "excess_pct": 100 * table["excess_ns"].to_numpy() / total,
+                                    "covered_pct": 100 * covered[table.index].to_numpy(),
+                                    "launch_gap_median_us": table["gap_median_ns"].to_numpy() / 1e3,
+                                    "others_launch_gap_median_us": table["others_gap_median_ns"].to_numpy() / 1e3}))
+    return pd.concat(tables, ignore_index=True)[GAP_GROUP_COLUMNS]
+
+
+def _layer_label(layer: int) -> str:
+    return "outside the layers" if layer == OUTSIDE_LAYERS else f"layer {layer}"
+
+
+def gap_excess_words(gaps: pd.DataFrame, groups: pd.DataFrame, noise_ms: float) -> str:
+    """The late rank's gap excess (`launch_gaps`) in one clause: how much, its noise, and where at least
+    GAP_COVER_SHARE of it falls (`late_gap_groups`): the phases with their shares, the layers as ranges, the kernels
+    (up to three by name, else how many and the first), each with its ms (a share could pass 100 %: where the late
+    rank idles less than the others, its excess is negative); within its noise, only that its gaps match the
+    others'."""
+    excess_ms = gaps["excess_ns"].sum() / 1e6
+    noise = "" if np.isnan(noise_ms) else f"noise {noise_ms:.1f} ms"
+    if groups.empty or excess_ms <= noise_ms:
+        return f"its GPU idles between launches as long as the others' ({excess_ms:+.1f} ms, {noise or 'no noise'})"
+    by = dict(tuple(groups.groupby("by", sort=False)))
+    phases = " and ".join(f"{r.group} ({r.excess_ms:.1f} ms)" for r in by["phase"].itertuples())
+    kernels = by["kernel"]
+    named = (", ".join(kernels["group"]) if len(kernels) <= 3 else
+             f"{len(kernels)} kernels led by {kernels['group'].iloc[0]} ({kernels['excess_ms'].iloc[0]:.1f} ms)")
+    return (f"its GPU idles {excess_ms:.1f} ms longer than the others' between launches"
+            + (f" ({noise})" if noise else "") + f", at least {100 * GAP_COVER_SHARE:.0f} % of it in {phases}, "
+            f"in {_layer_ranges(by['layer']['group'])}, before {named}")
+
+
+def _layer_ranges(labels: pd.Series) -> str:
+    """Layer groups in words: their numbers as runs ("layers 1-5, 7"), then the launches outside the layers."""
+    numbers = sorted(int(label.split()[1]) for label in labels if label.startswith("layer "))
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    spans = ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
+    words = [f"layer{'s' if len(numbers) > 1 else ''} {spans}"] if numbers else []
+    if (labels == _layer_label(OUTSIDE_LAYERS)).any():
+        words.append("outside the layers")
+    return " and ".join(words)
+
+
+def late_rank_gap_groups(kernels: dict[str, pd.DataFrame], late: pd.DataFrame) -> pd.DataFrame:
+    """`late_gap_groups` of the late rank of each run of `late` (`late_ranks`), its run named first: `kernels`, each
+    run's kernels by run label, every rank's."""
+    tables = [late_gap_groups(launch_gaps(kernels[row.run], int(row.late_rank))).assign(run=row.run)
+              for row in late.itertuples()]
+    columns = ["run", *GAP_GROUP_COLUMNS]
+    tables = [table[columns] for table in tables if len(table)]
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=columns)

@@ -34,7 +34,7 @@ from ssmprof.analysis.limits.tensor_vector import (
 )
 from ssmprof.analysis.step.communication import one_rank, parallel_overview, scaling
 from ssmprof.analysis.step.host import busy_ns, slow_iteration
-from ssmprof.analysis.step.ranks import late_ranks
+from ssmprof.analysis.step.ranks import late_rank_gap_groups, late_ranks
 from ssmprof.hardware import Ceilings
 from ssmprof.schema import CHECKED_STATUSES, PHASES, Run, RunInfo
 
@@ -54,6 +54,7 @@ class SuiteOverview(Sections):
     scaling: pd.DataFrame | None = None
     parallel: pd.DataFrame | None = None
     late_ranks: pd.DataFrame | None = None
+    late_rank_gaps: pd.DataFrame | None = None
     parallel_findings: pd.DataFrame | None = None
     findings: pd.DataFrame
 
@@ -62,7 +63,8 @@ def overview(runs: dict[str, Run], ceilings: dict[str, Ceilings | None],
              summaries: dict[str, Summary]) -> SuiteOverview:
     """The overview of several runs (by label: every rank's kernels, each run's own ceilings and its summary,
     `summaries.run.analyze`): step times, category shares, the SSM kernels and their roofline, the SSD chain with the
-    caches flushed and kept, for multi-GPU runs scaling, communication and the late ranks, and the findings."""
+    caches flushed and kept, for multi-GPU runs scaling, communication, the late ranks and where their launch gaps
+    exceed the others' (`ranks.late_rank_gap_groups`), and the findings."""
     kernels = {label: one_rank(run.kernels, run.info) for label, run in runs.items()}
     infos = {label: run.info for label, run in runs.items()}
     roofs = {label: limits for label, limits in ceilings.items() if limits is not None}
@@ -78,7 +80,8 @@ def overview(runs: dict[str, Run], ceilings: dict[str, Ceilings | None],
         scaled, communication = scaling(infos), parallel_overview(runs)  # every rank's kernels, set against each other
         late = late_ranks({label: summary.late_rank for label, summary in summaries.items()
                            if summary.late_rank is not None})
-        suite = replace(suite, scaling=scaled, parallel=communication, late_ranks=late,
+        gaps = late_rank_gap_groups({label: run.kernels for label, run in runs.items()}, late)
+        suite = replace(suite, scaling=scaled, parallel=communication, late_ranks=late, late_rank_gaps=gaps,
                         parallel_findings=parallel_findings(scaled, communication, late))
     return suite
 
