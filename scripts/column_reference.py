@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "data" / "golden-bundled-runs"
 DOC = ROOT / "docs" / "columns.md"
 DIGESTS = "digests.json"
-# `3-breakdown.csv` -> run 3's breakdown; `suite-ssm_kernels.csv`, `sweep-best.csv` keep their prefix
-CSV_NAME = re.compile(r"^(?:(?P<run>\d+)-|(?P<page>suite-|sweep-))(?P<section>\w+)\.csv$")
+# `3-breakdown.csv` -> run 3's breakdown; `suite-ssm_kernels.csv`, `sweep-best.csv` keep their prefix; a page of one
+# run writes `breakdown.csv`
+CSV_NAME = re.compile(r"^(?:(?P<run>\d+)-|(?P<page>suite-|sweep-))?(?P<section>\w+)\.csv$")
 
 
 def section_of(name: str) -> tuple[int, str] | None:
@@ -34,8 +35,8 @@ def section_of(name: str) -> tuple[int, str] | None:
     match = CSV_NAME.match(name)
     if match is None:
         return None
-    if match["run"] is not None:
-        return int(match["run"]), match["section"]
+    if match["page"] is None:
+        return int(match["run"] or 0), match["section"]
     return sys.maxsize, match["page"] + match["section"]
 
 

@@ -1,8 +1,9 @@
 """Golden outputs: what `ssmprof reference` shows, kept as reviewed snapshots under tests/data/golden-bundled-runs/.
 
 Each page set of the bundled runs (a suite per GPU, its multi-GPU runs, the shipped models, each sweep, each
-H100-vs-H200 comparison), and the runs of tests/data/host-time-h100 (recorded with the host sampler, which the
-bundled reference predates: their sections and columns are reviewed and documented too), is analyzed as the page
+H100-vs-H200 comparison), and the runs of tests/data/host-time-h100 and tests/data/counter-plan-h100 (recorded with
+the host sampler and the counter plan of families, which the bundled reference predates: their sections and columns
+are reviewed and documented too), is analyzed as the page
 analyzes it, and every table is written as `--csv` writes it (the comparisons as their markdown page). A table larger
 than INLINE_BYTES (the per-launch frames: roofline, tensor/vector classes) is kept as its digest, rows, size and
 header line in `digests.json`; every other file is kept whole, so that a change of a finding's wording or of a
@@ -30,7 +31,7 @@ from ssmprof import bundled
 from ssmprof.pipeline import regimes, reporting
 
 GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "data" / "golden-bundled-runs"
-HOST_TIME_RUNS = GOLDEN.parent / "host-time-h100"
+FIXTURES = ("host-time-h100", "counter-plan-h100")  # tests/data folders of runs newer than the bundled reference
 INLINE_BYTES = 16_000  # a CSV kept whole up to this size, as its digest beyond
 DIGESTS = "digests.json"
 
@@ -39,13 +40,13 @@ def _runs(paths: list[Path], out: Path) -> None:
     reporting.analyze_runs(paths, csv=out)
 
 
-def _fixture_runs(out: Path) -> None:
-    """The host-time fixture's runs, named from the repository's root (their pages say the path they were given,
-    which must not be this checkout's)."""
-    root, here, out = HOST_TIME_RUNS.parents[2], Path.cwd(), out.resolve()
+def _fixture_runs(fixture: Path, out: Path) -> None:
+    """A fixture's runs, named from the repository's root (their pages say the path they were given, which must not
+    be this checkout's)."""
+    root, here, out = fixture.parents[2], Path.cwd(), out.resolve()
     os.chdir(root)
     try:
-        _runs(sorted(path.parent.relative_to(root) for path in HOST_TIME_RUNS.glob("*/run.json")), out)
+        _runs(sorted(path.parent.relative_to(root) for path in fixture.glob("*/run.json")), out)
     finally:
         os.chdir(here)
 
@@ -59,8 +60,8 @@ def _compare(run_a: Path, run_b: Path, out: Path) -> None:
 
 
 def page_sets() -> dict[str, Callable[[Path], None]]:
-    """Each page set of `ssmprof reference`, and the host-time fixture's, by folder name -> what writes its tables
-    into a folder."""
+    """Each page set of `ssmprof reference`, and each fixture's of FIXTURES, by folder name -> what writes its
+    tables into a folder."""
     sets: dict[str, Callable[[Path], None]] = {}
     for gpu in bundled.GPUS:
         for name, paths in (("suite", bundled.runs(gpu)), ("parallel", bundled.parallel_runs(gpu)),
@@ -74,7 +75,8 @@ def page_sets() -> dict[str, Callable[[Path], None]]:
     for path in bundled.runs(first):
         if path.name in on_second:
             sets[f"compare-{path.name}"] = partial(_compare, path, on_second[path.name])
-    sets["fixture-host-time-h100"] = _fixture_runs
+    for fixture in FIXTURES:
+        sets[f"fixture-{fixture}"] = partial(_fixture_runs, GOLDEN.parent / fixture)
     return sets
 
 

@@ -267,9 +267,8 @@ def profile(
     dtype: DtypeOpt = None,
     set_: SetOpt = None,
     allow_fallback: FallbackOpt = False,
-    counters: Annotated[str, typer.Option(help="Nsight Compute counters: sampled (one launch per launch "
-                                          "configuration), all (every launch), focus (sampled, the SSM kernels "
-                                          "and the 5 longest others only) or none (timeline only)")] = "sampled",
+    counters: Annotated[str, typer.Option(help="ncu counters: sampled (a launch per configuration or grid bin), "
+                                          "all, focus (SSM and 5 longest kernels) or none")] = "sampled",
     keep_report: Annotated[bool, typer.Option(help="keep the ncu reports and the trace in the run "
                                                           "directory")] = False,
     ncu_timeout: Annotated[float, typer.Option(help="seconds the Nsight Compute child may take")] = 1800,
@@ -289,8 +288,10 @@ def profile(
                                                            "nodes")] = None,
     job_id: Annotated[str, typer.Option(help="names the rendezvous and the ranks' shared folder: the same on "
                                              "every node (e.g. $SLURM_JOB_ID)")] = "ssmprof",
-    pass_gpus: Annotated[int, typer.Option(help="single-GPU profile: spread the counter passes over this many "
-                                                "identical GPUs of the host (0: all)")] = 1,
+    pass_gpus: Annotated[int, typer.Option(help="spread a single-GPU profile's counter passes over N identical "
+                                                "GPUs (0: all)")] = 0,
+    budget: Annotated[float | None, typer.Option(help="seconds the counter passes may take (the plan checking the "
+                                                 "most kernel time)")] = None,
     name: Annotated[str | None, typer.Option(help="the run directory's name [default: "
                                              "WORKLOAD-PRESET-TIME]")] = None,
     replay: Annotated[str, typer.Option(help="ncu replay: kernel, application (a rerun per pass) or "
@@ -314,7 +315,7 @@ def profile(
     settings = measure.ProfileSettings(out=out, steps=steps, counters=counters, replay=replay, ncu_cache=ncu_cache,
                                        ncu_timeout_s=ncu_timeout, ncu_ranks=tuple(ncu_rank or [0]),
                                        pass_gpus=pass_gpus, cuda_graphs=cuda_graphs, keep_report=keep_report,
-                                       name=name, autotune_from=autotune_from)
+                                       name=name, autotune_from=autotune_from, budget_s=budget)
     launch = measure.Launch(nnodes, node_rank, rdzv_endpoint, job_id)
     request = measure.ProfileRequest(options, settings, device, launch, report_file, history)
     with _progress() as report:

@@ -96,7 +96,8 @@ KERNEL_COLUMNS: dict[str, Column] = {
     "start_ns": Column("int64", "ns", "start on the timeline, relative to the iteration's first kernel"),
     "duration_ns": Column("int64", "ns", "duration on the timeline (torch.profiler/CUPTI): the time base"),
     "counter_status": Column("string", "", "where this row's counters come from: measured (this launch was "
-                             "profiled), lent (from a profiled launch of the same configuration and problem), "
+                             "profiled), lent (from a profiled launch of the same configuration and problem, or scaled "
+                             "by `counter_scale` from another problem of it or its family's nearest grid), "
                              "rejected: <check> (counters failed a self-check and were removed), unmatched (no "
                              "profiled launch of its problem), not collected, or unchecked (schema 1 runs)"),
     "counter_lender": Column("int64", "", "launch_idx of the launch whose counters this row carries (its own when "
@@ -114,6 +115,14 @@ PARALLEL_COLUMNS: dict[str, Column] = {
     "message_bytes": Column("int64", "bytes", "a collective's size as NCCL-tests counts it (all-reduce: the "
                             "buffer; all-gather: the gathered output; reduce-scatter: the input); -1: none", -1),
     "group_size": Column("int64", "ranks", "ranks in the collective's process group; -1 where not recorded", -1),
+}
+# How a lent launch's counters were made from its lender's (`profiler.counters.attach_counters`). Optional: runs
+# written before families were lent by grid lent only within a configuration, at scale 1.
+LENDING_COLUMNS: dict[str, Column] = {
+    "counter_scale": Column("float64", "x", "the factor the lender's work counters (bytes, instructions, tensor "
+                            "ops, waves) were multiplied by: this launch's grid over its lender's where it borrows "
+                            "from another grid of its family, 1 where measured or lent within its configuration",
+                            1.0),
 }
 # On the CPU (gloo) there are no kernels: a run's rows are its innermost aten ops and its gloo collectives, and
 # `stream` holds the thread id.
@@ -236,7 +245,8 @@ STALL_COLUMNS: dict[str, Column] = {
                            "own when profiled in the stall pass; the same configuration and problem otherwise), "
                            "NaN where none"),
 }
-ALL_COLUMNS: dict[str, Column] = {**KERNEL_COLUMNS, **PARALLEL_COLUMNS, **COUNTER_COLUMNS, **STALL_COLUMNS}
+ALL_COLUMNS: dict[str, Column] = {**KERNEL_COLUMNS, **PARALLEL_COLUMNS, **LENDING_COLUMNS, **COUNTER_COLUMNS,
+                                  **STALL_COLUMNS}
 
 
 class SchemaError(SsmprofError):
@@ -417,6 +427,25 @@ class PassReplay(_RunSection):
     gib_per_pass_max: float | None = None
 
 
+class LentFamily(_RunSection):
+    """A family profiled at grid bins (`profiler.counters.family_errors`): its configurations and launches, their
+    share of the kernel time, how many were measured and lent, and the held-out check of lending by grid (median
+    |lent / measured - 1| in % over `held_out` measured launches inside its measured grids; None: none to hold
+    out, or the counter not collected)."""
+
+    family: str
+    kernel_name: str
+    configurations: int
+    launches: int
+    time_fraction: float
+    measured: int
+    lent: int
+    held_out: int
+    dram_error_pct: float | None = None
+    l2_error_pct: float | None = None
+    inst_error_pct: float | None = None
+
+
 class NotProfiled(_RunSection):
     """Launches a counter pass left out by rule: `functions` under `min_share` of the kernel time each (or, for
     the second pass, problems under it), and the share of kernel time they hold together."""
@@ -450,6 +479,12 @@ class CountersCollector(_RunSection):
     pass_wall_s: list[float] = []
     pass_replay: list[PassReplay | None] = []
     pass_seconds: list[dict[str, float]] = []  # each pass's parts outside the replayed iteration, by name
+    # the plan's cost as predicted before its passes started (`profiler.counter_cost`), whole and per pass, the
+    # --budget it was chosen within, and what that budget made it leave out (words; empty: nothing)
+    predicted_s: float | None = None
+    pass_predicted_s: list[float] = []
+    budget_s: float | None = None
+    left_out: str = ""
     minor_functions: NotProfiled | None = None
     too_small_for_pass_2: NotProfiled | None = None
     profiled_not_placed: list[str] = []
@@ -466,6 +501,10 @@ class CountersCollector(_RunSection):
     profiled_not_on_timeline: list[str] = []
     targeted_invocations: dict[str, list[int]] = {}  # function -> the invocations a targeted pass profiled
     focus_kernels: list[str] = []  # --counters focus
+    families: list[LentFamily] = []  # the families profiled at grid bins, with their held-out check
+    # the share of the counter passes' report rows that found their launch on the timeline (None: before it was kept)
+    grid_match_pct: float | None = None
+    traced_weights: bool | None = None  # the passes ran the traced iteration's weights (`Workload.routes_tokens`)
     pass_gpus: int | None = None
     pass_work: dict[str, Any] | None = None  # each pass's training losses, checked alike (`check_same_work`)
     replay_mode: str | None = None  # kernel or application

@@ -28,6 +28,8 @@ import pandas as pd
 
 from ssmprof.errors import SsmprofError
 from ssmprof.kernels import is_fused_kernel
+from ssmprof.op_work import problem_work
+from ssmprof.profiler.counter_cost import AHEAD_SET_UP_S, ITERATION_UNDER_NCU_S, SECONDS_PER_LAUNCH
 from ssmprof.profiler.ncu_argv import FLUSH, REPLAYS, ncu_argv, parse_query_metrics
 from ssmprof.schema import COUNTER_COLUMNS, LAUNCH_CONFIG, STALL_COLUMNS, config_label, signal_file
 
@@ -200,14 +202,16 @@ PASS_WARMUP = 1
 
 
 def child_command(workload: str, preset: str, overrides: dict, warmup: int, allow_fallback: bool,
-                  autotune_file: Path | None = None, timings_file: Path | None = None) -> list[str]:
+                  autotune_file: Path | None = None, timings_file: Path | None = None,
+                  state_file: Path | None = None) -> list[str]:
     """The child's argv (`warmup`: the timeline run's, capped at PASS_WARMUP); `autotune_file` holds the parent's
     Triton autotuning choices (`autotune.snapshot`), `timings_file` receives the child's own timings
-    (`pass_seconds`)."""
+    (`pass_seconds`), `state_file` the weights the parent's profiled iteration ran (`harness.run_training`)."""
     command = [sys.executable, "-m", "ssmprof.profiler.ncu_child", workload, preset, json.dumps(overrides),
                str(min(warmup, PASS_WARMUP))]
     command += ["--allow-fallback"] if allow_fallback else []
     command += ["--autotune", str(autotune_file)] if autotune_file else []
+    command += ["--state", str(state_file)] if state_file else []
     return command + (["--timings", str(timings_file)] if timings_file else [])
 
 
@@ -339,51 +343,96 @@ def is_nccl(names: pd.Series) -> pd.Series:
     return names.str.startswith("nccl")
 
 
+# A family: the launch configurations of one kernel instantiation (its signature) and tile (block, shared memory)
+# that differ only in grid. Where the grid follows the data (a mixture of experts sizes each expert's GEMMs and
+# elementwise kernels by the tokens routed to it), every expert is a configuration of its own: hf:granite-4.0-hybrid
+# small has 1,207 configurations in 180 families, 19 of them holding 1,020. A family with more configurations than
+# FAMILY_BINS is not profiled configuration by configuration but at FAMILY_BINS grids spanning it (its smallest,
+# its largest, and the bins of log-grid between), and lends to the rest with the work scaled by grid
+# (`FAMILY_SCALED_UNITS`). Three: the smallest and the largest bound every lent launch (the lending interpolates,
+# never extrapolates), and the one between is the held-out check of the lending (`family_errors`).
+FAMILY_BINS = 3
+FAMILY_KEY = ["kernel_name", "block_x", "block_y", "block_z", "shared_mem_bytes"]
+# Counters that count work (bytes moved, instructions, tensor ops, waves of blocks) grow with the blocks a launch
+# runs; rates, shares, hit rates and per-thread attributes do not, and are lent as measured.
+FAMILY_SCALED_UNITS = ("bytes", "inst", "ops", "wavefronts", "waves")
+SCALED_COLUMNS = [name for name, column in COUNTER_COLUMNS.items() if column.unit in FAMILY_SCALED_UNITS]
+# What the held-out check compares: the work counters the roofline and the cache analyses stand on
+HELD_OUT_COLUMNS = {"dram_error_pct": ["dram_read_bytes", "dram_write_bytes"], "l2_error_pct": ["l2_bytes"],
+                    "inst_error_pct": ["warp_inst_executed"]}
+
+
 @dataclass
 class SamplingPlan:
     """Which launches each Nsight Compute pass measures, in launch order. Pass 1 (sampled): the first launch
-    of each launch configuration. Pass 2, where a configuration holds several problems: the first launch of
-    each further problem holding at least PASS_2_MIN_SHARE of the kernel time, asked for by function name and
-    invocation number. Nsight Compute numbers the invocations of a function across all its launch configurations
-    (seen on the H100: numbers computed per configuration picked launches of other configurations), so the
-    numbers here are per function."""
+    of each launch configuration of the functions profiled by configuration. Pass 2 (targeted): the first launch
+    of each further problem holding at least PASS_2_MIN_SHARE of the kernel time where a configuration holds
+    several, and for the functions with a family of many grids (`binned`), one launch in each of FAMILY_BINS grid
+    bins of each of their families; asked for by function name and invocation number. Nsight Compute numbers the
+    invocations of a function across all its launch configurations (seen on the H100: numbers computed per
+    configuration picked launches of other configurations), so the numbers here are per function."""
 
     signatures: pd.Series  # each launch's `kernel_signature`
     problems: pd.Series
     ambiguous: list[str]  # configurations holding several problems
-    targets: dict[str, list[int]]  # pass 2: function name -> 1-based invocation numbers
+    targets: dict[str, list[int]]  # the targeted passes together: function name -> 1-based invocation numbers
     first_of_config: pd.Series
     invocation: pd.Series  # each launch's 1-based invocation number of its function
     too_small: pd.Series  # launches of a further problem too small for pass 2 (PASS_2_MIN_SHARE): not collected
     functions: list[str]  # the functions the passes profile: the SSM kernels, the others at PASS_1_MIN_SHARE
     minor: pd.Series  # launches of the other functions: not collected
+    family: pd.Series  # each launch's family (`FAMILY_KEY` and signature, as words)
+    binned: list[str]  # functions profiled at grid bins of their families, in the targeted pass only
+    blocks: pd.Series  # each launch's grid size in blocks
+    target_passes: list[dict[str, list[int]]]  # `targets` split into the passes that profile them (`_split_targets`)
 
     @classmethod
     def of(cls, timeline: pd.DataFrame, min_share: float = PASS_2_MIN_SHARE,
-           function_share: float = PASS_1_MIN_SHARE) -> SamplingPlan:
-        """The plan for `timeline`; no pass profiles a function under `function_share` of the kernel time, pass 2
-        skips further problems under `min_share` of it."""
+           function_share: float = PASS_1_MIN_SHARE, only: list[str] | None = None,
+           bins: int | None = FAMILY_BINS) -> SamplingPlan:
+        """The plan for `timeline`; no pass profiles a function under `function_share` of the kernel time (nor,
+        with `only`, one it does not name), pass 2 skips further problems under `min_share` of it; families of
+        more configurations than `bins` are profiled at that many grids (None: every configuration, as runs
+        recorded before families were)."""
         signatures = _signatures(timeline)
         problem = problems(timeline, signatures)
         invocation = timeline.groupby("kernel_name", sort=False).cumcount() + 1
         kernel_time = timeline.groupby("kernel_name")["duration_ns"].sum()
         held = kernel_time >= function_share * max(kernel_time.sum(), 1)
         functions = sorted(kernel_time.index[held | kernel_time.index.map(is_fused_kernel)])  # the SSM kernels always
+        if only is not None:
+            functions = sorted(set(only) & set(kernel_time.index))
         minor = ~timeline["kernel_name"].isin(functions)
+        asked = ~minor & ~is_nccl(timeline["kernel_name"])
+        family = family_labels(timeline, signatures)
+        blocks = timeline["grid_x"] * timeline["grid_y"] * timeline["grid_z"]
+        config = _joined(timeline, CONFIG_KEY)
+        binned = _worth_binning(timeline[asked], config[asked], family[asked], bins)
+        in_bins = timeline["kernel_name"].isin(binned) & asked
         first = ~timeline.duplicated(CONFIG_KEY)
         frame = timeline[CONFIG_KEY].assign(problem=problem)
         several = frame.groupby(CONFIG_KEY, sort=False)["problem"].transform("nunique") > 1
         # every launch of a problem the first pass does not measure could represent it
         unmeasured = frame.groupby(CONFIG_KEY, sort=False)["problem"].transform("first") != frame["problem"]
-        pair = frame["problem"] + "@" + frame[CONFIG_KEY].astype(str).agg(" ".join, axis=1)
+        pair = frame["problem"] + "@" + config
         share = timeline.groupby(pair)["duration_ns"].transform("sum") / max(timeline["duration_ns"].sum(), 1)
-        too_small = several & unmeasured & (share < min_share) & ~minor
-        asked = ~minor & ~is_nccl(timeline["kernel_name"])
-        candidates = timeline.loc[several & unmeasured & ~too_small & asked, ["kernel_name"]].assign(
-            number=invocation, pair=pair)
-        targets = _cheapest_invocations(candidates, invocation.groupby(timeline["kernel_name"]).max())
+        too_small = several & unmeasured & (share < min_share) & ~minor & ~in_bins
+        further = several & unmeasured & ~too_small & asked & ~in_bins
+        grid_bin = family + "#" + _grid_bins(family[in_bins], blocks[in_bins], bins or FAMILY_BINS).astype(str)
+        reach = pd.concat([pair[further], grid_bin[in_bins]])  # (a problem, a family's grid bin) of each candidate
+        candidates = pd.DataFrame({"kernel_name": timeline["kernel_name"][reach.index],
+                                   "number": invocation[reach.index], "pair": reach})
+        launched = invocation.groupby(timeline["kernel_name"]).max()
+        target_passes = _split_targets(candidates, launched)
+        targets = {name: numbers for wanted in target_passes for name, numbers in wanted.items()}
         labels = [_config_label(r) for r in timeline[several].drop_duplicates(CONFIG_KEY).to_dict("records")]
-        return cls(signatures, problem, labels, targets, first, invocation, too_small, functions, minor)
+        return cls(signatures, problem, labels, targets, first, invocation, too_small, functions, minor, family,
+                   binned, blocks, target_passes)
+
+    @property
+    def by_configuration(self) -> list[str]:
+        """The functions pass 1 profiles configuration by configuration: all but the `binned` ones."""
+        return [name for name in self.functions if name not in self.binned]
 
     def expected(self, timeline: pd.DataFrame, mode: str, targets: dict[str, list[int]] | None = None,
                  names: list[str] | None = None) -> pd.Index:
@@ -398,6 +447,45 @@ class SamplingPlan:
         elif mode == "sampled":
             profiled &= self.first_of_config
         return timeline.index[profiled]
+
+
+def _worth_binning(timeline: pd.DataFrame, config: pd.Series, family: pd.Series, bins: int | None) -> list[str]:
+    """The functions profiled at grid bins: those whose families need at most half as many launches at `bins` grids
+    each as their configurations one by one. A binned function goes to the targeted passes, whose invocation numbers
+    also profile the other functions named there, so binning that saves little costs launches: with every function
+    holding a family of more than `bins` grids binned, the H100 mamba2-lm paper run needed 73 launches where
+    configuration by configuration took 70, while hf:granite-4.0-hybrid small's 1,207 configurations need 99 bins."""
+    if bins is None:
+        return []
+    per_family = config.groupby(family).nunique()
+    needed = per_family.clip(upper=bins).groupby(timeline.groupby(family)["kernel_name"].first()).sum()
+    configurations = per_family.groupby(timeline.groupby(family)["kernel_name"].first()).sum()
+    return sorted(needed.index[2 * needed <= configurations])
+
+
+def _joined(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
+    """Each row's `columns` as words joined by spaces (a key to group by), built column by column: a row-wise join
+    took 0.9 s on hf:granite-4.0-hybrid small's 5,414 launches."""
+    joined = frame[columns[0]].astype(str)
+    for column in columns[1:]:
+        joined = joined + " " + frame[column].astype(str)
+    return joined
+
+
+def family_labels(timeline: pd.DataFrame, signatures: pd.Series) -> pd.Series:
+    """Each launch's family in words: its kernel's signature, block and shared memory (`FAMILY_KEY`)."""
+    tile = _joined(timeline, FAMILY_KEY[1:])
+    return timeline["kernel_name"] + " [" + signatures + "] block/smem " + tile
+
+
+def _grid_bins(family: pd.Series, blocks: pd.Series, bins: int = FAMILY_BINS) -> pd.Series:
+    """Each launch's grid bin within its family: 0 for the family's smallest grid, `bins - 1` for its largest,
+    and between them equal ranges of log-grid (a family spans 1 to thousands of blocks)."""
+    size = np.log(blocks.astype(float))
+    low, high = size.groupby(family).transform("min"), size.groupby(family).transform("max")
+    inner = 1 + np.floor((size - low) / (high - low).where(high > low, 1) * (bins - 2)).clip(0, bins - 3)
+    return pd.Series(np.where(size == low, 0, np.where(size == high, bins - 1, inner)), index=family.index,
+                     dtype="int64")
 
 
 # `--counters focus`: the SSM layer's fused kernels and this many others, the longest by total time.
@@ -425,44 +513,87 @@ def _cheapest_invocations(candidates: pd.DataFrame, invocations: pd.Series) -> d
     only of the functions launched that often. Greedy weighted set cover: the number that reaches the most
     problems not yet reached per launch it costs, the lowest on ties."""
     left = set(candidates["pair"])
-    reach = candidates.groupby("number")["pair"].agg(set)
-    named = invocations[invocations.index.isin(candidates["kernel_name"])]
-    cost = pd.Series([int((named >= number).sum()) for number in reach.index], index=reach.index)
+    reach = {int(number): set(pairs) for number, pairs in candidates.groupby("number")["pair"]}
+    named = invocations[invocations.index.isin(candidates["kernel_name"])].to_numpy()
+    cost = {number: int((named >= number).sum()) for number in reach}
     chosen = []
     while left:
-        gains = pd.Series([len(pairs & left) for pairs in reach], index=reach.index) / cost
-        number = int(gains[gains == gains.max()].index.min())
+        number = max(reach, key=lambda n: (len(reach[n] & left) / cost[n], -n))
         chosen.append(number)
         left -= reach[number]
     picked = candidates[candidates["number"].isin(chosen)]
     return {name: sorted(set(group["number"].astype(int))) for name, group in picked.groupby("kernel_name")}
 
 
+# One more targeted pass costs about as much as profiling this many launches more: its set-up once its preparation
+# overlapped the pass before it, and the iteration under ncu (`counter_cost`), over the cost of a profiled launch.
+PASS_IN_LAUNCHES = (AHEAD_SET_UP_S + ITERATION_UNDER_NCU_S) / SECONDS_PER_LAUNCH
+
+
+def _split_targets(candidates: pd.DataFrame, launched: pd.Series) -> list[dict[str, list[int]]]:
+    """The targeted passes over `candidates` (`_cheapest_invocations`' columns; `launched`: each function's launches).
+    One --kernel-id applies the union of its numbers to every function it names, so a pass naming many functions
+    profiles each at the others' numbers too: on hf:granite-4.0-hybrid small one pass for all profiled 396 launches
+    to reach 99 grid bins. Each function starts in a pass of its own at its own numbers; the two passes whose
+    merging adds the fewest launches are merged while that is fewer than one pass costs (PASS_IN_LAUNCHES); each
+    merged pass then takes the numbers chosen for its functions together where those profile fewer launches."""
+
+    def launches(group: dict[str, list[int]]) -> int:
+        numbers = np.array(sorted({n for wanted in group.values() for n in wanted}))
+        return int(sum((numbers <= launched[name]).sum() for name in group))
+
+    groups = [{name: _cheapest_invocations(group, launched)[name]}
+              for name, group in candidates.groupby("kernel_name", sort=True)]
+    while len(groups) > 1:
+        costs = [launches(group) for group in groups]
+        extra, first, second = min((launches({**groups[i], **groups[j]}) - costs[i] - costs[j], i, j)
+                                   for i in range(len(groups)) for j in range(i + 1, len(groups)))
+        if extra >= PASS_IN_LAUNCHES:
+            break
+        groups[first] = {**groups[first], **groups.pop(second)}
+    together = [_cheapest_invocations(candidates[candidates["kernel_name"].isin(group)], launched)
+                for group in groups]
+    return [joint if launches(joint) < launches(group) else group
+            for group, joint in zip(groups, together, strict=True)]
+
+
 def attach_counters(timeline: pd.DataFrame, passes: list[tuple[pd.DataFrame, pd.Index]],
                     plan: SamplingPlan) -> tuple[pd.DataFrame, dict]:
-    """The timeline with its counter columns, `counter_status` and `counter_lender` filled from the reports,
-    and notes for run.json. `passes`: (report rows in profiling order, the timeline positions that pass
-    profiles, from `plan.expected`).
+    """The timeline with its counter columns, `counter_status`, `counter_lender` and `counter_scale` filled from
+    the reports, and notes for run.json. `passes`: (report rows in profiling order, the timeline positions that
+    pass profiles, from `plan.expected`).
 
     Each report row is placed on the next expected launch of the same configuration and kernel signature
-    (the child repeats the parent's iteration, so the orders agree; a row that fits no launch is named, not
-    guessed). Placed rows make their launches `measured`; every other launch borrows from a measured launch
-    of the same configuration and problem (`lent`) or has no counters (`unmatched`)."""
+    (the child repeats the parent's iteration, so the orders agree; a row that fits no launch is named with its
+    cause, `not_placed_cause`, never guessed). Placed rows make their launches `measured`; every other launch
+    borrows from a measured launch of the same configuration and problem, or, in a family profiled at grid bins
+    (`plan.binned`), from the measured launch of its family nearest in grid, its work counters scaled by the
+    ratio of grids and its Nsight Compute duration by the ratio of timeline durations (`lent`); or has no
+    counters (`unmatched`)."""
     timeline = timeline.reset_index(drop=True)
     signatures = pd.Series(plan.signatures.to_numpy(), index=timeline.index)
     columns = list(COUNTER_COLUMNS)
     measured: dict[int, pd.Series] = {}
     unplaced: list[str] = []
+    rows_read = 0
     for rows, expected in passes:
         placed, missed = _align(rows, timeline.loc[expected], signatures.loc[expected])
         for position, row in placed:
             measured.setdefault(position, row.reindex(columns))
-        unplaced += missed
+        unplaced += [f"{label}: {not_placed_cause(row, timeline, signatures)}" for label, row in missed]
+        rows_read += len(rows)
     joined = timeline.copy()
     own, lender = _lenders(timeline, plan, measured)
+    scale = _scaled_lenders(timeline, plan, own, lender)
     values = pd.DataFrame.from_dict(measured, orient="index", columns=columns) if measured else None
     for column in columns:
         joined[column] = lender.map(values[column]) if values is not None else float("nan")
+    joined[SCALED_COLUMNS] = joined[SCALED_COLUMNS].mul(scale.to_numpy(), axis=0)
+    durations = timeline["duration_ns"].to_numpy(dtype=float)
+    rescaled = (scale != 1).to_numpy()
+    lender_rows = lender[rescaled].astype(int).to_numpy()
+    joined.loc[rescaled, "ncu_duration_ns"] *= durations[rescaled] / np.maximum(durations[lender_rows], 1)
+    joined["counter_scale"] = scale.to_numpy()
     joined["counter_lender"] = timeline["launch_idx"].reindex(lender).fillna(-1).astype("int64").to_numpy()
     unlent = lender.isna().to_numpy()
     skipped = plan.too_small.to_numpy() & unlent
@@ -481,8 +612,26 @@ def attach_counters(timeline: pd.DataFrame, passes: list[tuple[pd.DataFrame, pd.
              "minor_functions": left_out(minor, PASS_1_MIN_SHARE,
                                          functions=int(timeline.loc[minor, "kernel_name"].nunique())),
              "too_small_for_pass_2": left_out(skipped, PASS_2_MIN_SHARE),
-             "profiled_not_placed": sorted(set(unplaced))}
+             "profiled_not_placed": sorted(set(unplaced)),
+             "grid_match_pct": 100.0 * (rows_read - len(unplaced)) / rows_read if rows_read else None,
+             "families": family_errors(joined, plan, measured)}
     return joined, notes
+
+
+def not_placed_cause(row: pd.Series, timeline: pd.DataFrame, signatures: pd.Series) -> str:
+    """Why a profiled report row found no launch of the timeline: its kernel never ran in the traced iteration, or
+    ran there only at other grids (the profiled iteration ran other sizes: tokens routed otherwise, data-dependent
+    shapes), or ran there in this configuration but not among the launches the pass was to profile (another
+    order, more launches)."""
+    signature = kernel_signature(row["kernel_name_full"], row["kernel_name"])
+    same_kernel = signatures == signature
+    if not same_kernel.any():
+        return "its kernel is not in the traced iteration"
+    same_config = same_kernel & (timeline[CONFIG_KEY] == pd.Series(row[CONFIG_KEY].to_numpy(), index=CONFIG_KEY)
+                                 ).all(axis=1)
+    if not same_config.any():
+        return "its grid is not in the traced iteration (the profiled iteration ran other sizes)"
+    return "the traced iteration has it, but not where this pass expected it (launched in another order or more often)"
 
 
 def _lenders(timeline: pd.DataFrame, plan: SamplingPlan, measured: dict) -> tuple[pd.Series, pd.Series]:
@@ -497,6 +646,81 @@ def _lenders(timeline: pd.DataFrame, plan: SamplingPlan, measured: dict) -> tupl
     # positions as an array: pandas 3.0.0 (the GPU hosts' torch environment) refuses an Index on an all-True mask
     lender[own.to_numpy()] = timeline.index[own].to_numpy()
     return own, lender
+
+
+def _scaled_lenders(timeline: pd.DataFrame, plan: SamplingPlan, own: pd.Series, lender: pd.Series) -> pd.Series:
+    """Fill `lender` (in place) for the launches that found no measured launch of their configuration and problem:
+    first the measured launch of the same configuration and kernel whose recorded work (`op_work.problem_work`:
+    2MNK of a GEMM, else its largest input) is nearest, then, in a binned family, the measured launch nearest in
+    grid; each nearest in log scale, the larger on a tie. Returns each launch's `counter_scale`: its work or grid
+    over its lender's for those, 1 for every other launch."""
+    scale = pd.Series(1.0, index=timeline.index)
+    pairs = list(zip(timeline["launch_op"].fillna(""), timeline["launch_shapes"].fillna(""), strict=True))
+    works = {pair: problem_work(*pair) for pair in set(pairs)}
+    work = np.log(np.array([works[pair] for pair in pairs], dtype=float).clip(min=1e-300))
+    known = np.isfinite(work) & (work > -600)
+    config = (_joined(timeline, CONFIG_KEY) + " " + plan.signatures).to_numpy()
+    _lend_nearest(config, work, own.to_numpy() & known, lender.isna().to_numpy() & known, lender, scale)
+    binned = timeline["kernel_name"].isin(plan.binned).to_numpy()
+    blocks = np.log(plan.blocks.to_numpy(dtype=float))
+    _lend_nearest(plan.family.to_numpy(), blocks, own.to_numpy() & binned, lender.isna().to_numpy() & binned,
+                  lender, scale)
+    return scale
+
+
+def _lend_nearest(groups: np.ndarray, size: np.ndarray, donors: np.ndarray, takers: np.ndarray, lender: pd.Series,
+                  scale: pd.Series) -> None:
+    """Each taker's lender (in place): the donor of its group whose log `size` is nearest; its scale exp(size
+    difference)."""
+    frame = pd.DataFrame({"group": groups, "size": size})
+    for name, group in frame[donors].groupby("group"):
+        ordered = group.sort_values("size", kind="stable").drop_duplicates("size", keep="first")
+        wanting = np.flatnonzero(takers & (groups == name))
+        if not len(wanting):
+            continue
+        sizes = ordered["size"].to_numpy()
+        right = np.clip(np.searchsorted(sizes, size[wanting]), 0, len(sizes) - 1)
+        left = np.clip(right - 1, 0, len(sizes) - 1)
+        nearest = np.where(np.abs(sizes[left] - size[wanting]) < np.abs(sizes[right] - size[wanting]), left, right)
+        chosen = ordered.index.to_numpy()[nearest]
+        lender.iloc[wanting] = chosen
+        scale.iloc[wanting] = np.exp(size[wanting] - size[chosen])
+
+
+def family_errors(joined: pd.DataFrame, plan: SamplingPlan, measured: dict) -> list[dict]:
+    """The held-out check of lending by grid, per binned family: each measured launch strictly inside its family's
+    measured grids is lent to as if it had not been measured (from the nearest other measured grid, scaled) and
+    compared with what it measured, for the work counters of `HELD_OUT_COLUMNS` (median |lent / measured - 1|, %).
+    Also the family's configurations, launches, share of kernel time and how many of its launches were lent."""
+    binned = joined["kernel_name"].isin(plan.binned).to_numpy()
+    if not binned.any():
+        return []
+    total = max(joined["duration_ns"].sum(), 1)
+    size = pd.Series(np.log(plan.blocks.to_numpy(dtype=float)), index=joined.index)
+    rows = []
+    for name, members in joined[binned].groupby(plan.family[binned], sort=False):
+        mine = [position for position in members.index if position in measured]
+        grids = size[mine]
+        held = [p for p in mine if grids.min() < size[p] < grids.max()]
+        errors: dict[str, list[float]] = {label: [] for label in HELD_OUT_COLUMNS}
+        for position in held:
+            others = grids[(grids != size[position])]
+            lender = (others - size[position]).abs().idxmin()
+            ratio = float(np.exp(size[position] - size[lender]))
+            for label, columns in HELD_OUT_COLUMNS.items():
+                truth = sum(float(measured[position][c]) for c in columns)
+                lent = ratio * sum(float(measured[lender][c]) for c in columns)
+                if truth > 0 and np.isfinite(truth) and np.isfinite(lent):
+                    errors[label].append(abs(lent / truth - 1))
+        rows.append({"family": name, "kernel_name": members["kernel_name"].iloc[0],
+                     "configurations": int(members[CONFIG_KEY].drop_duplicates().shape[0]),
+                     "launches": len(members), "time_fraction": float(members["duration_ns"].sum() / total),
+                     "measured": len(mine), "lent": int((members["counter_status"] == "lent").sum()
+                                                        if "counter_status" in members else 0),
+                     "held_out": len(held),
+                     **{label: (100 * float(np.median(values)) if values else None)
+                        for label, values in errors.items()}})
+    return sorted(rows, key=lambda row: -row["time_fraction"])
 
 
 def stall_targets(timeline: pd.DataFrame, always: Callable[[str], bool]) -> dict[str, list[int]]:
@@ -531,13 +755,16 @@ def attach_stalls(kernels: pd.DataFrame, rows: pd.DataFrame, expected: pd.Index,
     total = kernels["duration_ns"].sum()
     notes = {"functions": sorted(set(kernels.loc[expected, "kernel_name"])), "launches_profiled": int(own.sum()),
              "time_fraction": float(kernels.loc[lender.notna().to_numpy(), "duration_ns"].sum() / total)
-             if total else 0.0, "profiled_not_placed": sorted(set(unplaced))}
+             if total else 0.0,
+             "profiled_not_placed": sorted({f"{label}: {not_placed_cause(row, kernels, signatures)}"
+                                            for label, row in unplaced})}
     return out, notes
 
 
-def _align(rows: pd.DataFrame, expected: pd.DataFrame, signatures: pd.Series) -> tuple[list, list[str]]:
+def _align(rows: pd.DataFrame, expected: pd.DataFrame, signatures: pd.Series) -> tuple[list, list]:
     """Pair report rows (profiling order) with expected launches (launch order): each row with the next
-    expected launch of its configuration and signature. Returns ([(timeline position, row)], unplaced labels)."""
+    expected launch of its configuration and signature. Returns ([(timeline position, row)], [(label, row)] of
+    the rows placed nowhere)."""
     wanted = [(tuple(values), signature) for values, signature in
               zip(expected[CONFIG_KEY].itertuples(index=False), signatures, strict=True)]
     positions = list(expected.index)
@@ -546,7 +773,7 @@ def _align(rows: pd.DataFrame, expected: pd.DataFrame, signatures: pd.Series) ->
         identity = (tuple(row[CONFIG_KEY]), kernel_signature(row["kernel_name_full"], row["kernel_name"]))
         hit = next((k for k in range(start, len(wanted)) if wanted[k] == identity), None)
         if hit is None:
-            unplaced.append(_config_label(row))
+            unplaced.append((_config_label(row), row))
             continue
         placed.append((positions[hit], row))
         start = hit + 1

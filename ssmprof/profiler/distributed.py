@@ -501,7 +501,8 @@ def rank_counters(job: RankJob, where: Launch, tables: dict[int, pd.DataFrame], 
         passes = RankPasses(pinned, where, rank, settings.ncu_timeout_s)
         tables[rank], found, checked, written = collect_counters(
             schema.conform_kernels(tables[rank]), settings.counters, harness_of(results[rank]).gpu, folder,
-            passes.start, check, lambda stage, done, total: None, harness_of(results[rank]).peak_memory_bytes or 0.0)
+            passes.start, check, lambda stage, done, total: None, harness_of(results[rank]).peak_memory_bytes or 0.0,
+            budget_s=settings.budget_s)
         notes = notes or {**found, "rank": rank, "ranks": ncu_ranks}
         checks = checks or checked
         reports.update({f"rank{rank}-{path.name}": path for path in written})

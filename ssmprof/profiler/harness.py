@@ -20,7 +20,8 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import torch
 
@@ -38,6 +39,7 @@ from ssmprof.workloads.parallel import ParallelCausalLM
 from ssmprof.workloads.user import failure_in_user_code
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
+T = TypeVar("T")
 # Rounds of `steps` timed steps at most, where a steadiness rule asks for more (`run_training`'s `steady`)
 STEADY_ROUNDS = 5
 # The stages `run_training` reports through `Progress`, in order (`distributed` names a rank left behind by them)
@@ -214,7 +216,8 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
                  seed: int = 0, capture: contextlib.AbstractContextManager | None = None, groups=None,
                  timing: Callable[[Callable[[], object]], None] | None = None,
                  cuda_graphs: bool = False, find_syncs: bool = False, sample_host: bool = False,
-                 steady: Callable[[list[float]], bool] | None = None) -> RunResult:
+                 steady: Callable[[list[float]], bool] | None = None, save_state: Path | None = None,
+                 load_state: Path | None = None) -> RunResult:
     """Build, warm up, time `steps` iterations (with `steady`, a rule that says whether steps pin their median down,
     `steps` more at a time until it holds or STEADY_ROUNDS rounds ran: `RunResult.steps_capped`), hand the step to
     `timing` (e.g. `TimelineCapture.record_timing`, which runs it a few more times under CUDA activity alone), then
@@ -222,7 +225,8 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
     Compute); with `find_syncs` (on the GPU), run one more step before the timing pass, untimed, that counts the
     step's synchronizing calls (`syncs.synchronizing_sites`); with `sample_host`, then `sampled_steps`; with
     `cuda_graphs`, then capture the step as a CUDA graph and time `steps` replays of it (the profiled iteration stays
-    eager: its kernels are what the collectors join). A failure on the way is one typed line: GpuOutOfMemory,
+    eager: its kernels are what the collectors join); `save_state`/`load_state`: `traced_weights`. A failure on the
+    way is one typed line: GpuOutOfMemory,
     GpuKernelFault (a CUDA error), TrainingFailed (any other RuntimeError), CaptureRefused (a step that cannot be
     captured)."""
     if steps < 1 or warmup < 0:
@@ -258,26 +262,19 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
 
         _sync(cuda)
         sync_sites = synchronizing_sites(trainer.step) if cuda and find_syncs else None
-        host_time = None
-        if sample_host:
-            t0 = time.perf_counter()
-            host_time = sampled_steps(trainer.step, steps, cuda, sync_sites or {})
-            seconds["sampled"] = time.perf_counter() - t0
+        host_time = _stage(seconds, "sampled", lambda: sampled_steps(trainer.step, steps, cuda, sync_sites or {})) \
+            if sample_host else None
         if timing is not None:  # first: a host that has just recorded every op runs the next steps slower
-            t0 = time.perf_counter()
-            timing(trainer.step)
-            seconds["timing"] = time.perf_counter() - t0
+            _stage(seconds, "timing", lambda: timing(trainer.step))
+        traced_weights(trainer, save_state, load_state)
         t0 = time.perf_counter()
         loss, elapsed_ms = profiled_iteration(trainer, capture)
         losses.append(loss)
         seconds["profiled"] = time.perf_counter() - t0  # under Nsight Compute: its replays of the launches
         peak = torch.cuda.max_memory_allocated() if cuda else None
         reserved = torch.cuda.max_memory_reserved() if cuda else None
-        graphed = None
-        if cuda_graphs:
-            t0 = time.perf_counter()
-            graphed = time_graphed_steps(trainer, steps, workload.name)
-            seconds["graphed"] = time.perf_counter() - t0
+        graphed = _stage(seconds, "graphed", lambda: time_graphed_steps(trainer, steps, workload.name)) \
+            if cuda_graphs else None
     final_loss = float(losses[-1])
     if not math.isfinite(final_loss):
         raise InvalidConfig(f"the loss is not finite ({final_loss}); the configuration diverges")
@@ -289,6 +286,30 @@ def run_training(workload: Workload, preset: str, cfg: CommonConfig, plan: Kerne
         profiled_ms=[elapsed_ms], graphed_step_times_ms=graphed,
         gpu_sharing=sharing.summary() if sharing is not None else None, workload_source=workload.source,
         sync_sites=sync_sites, host_time=host_time, steps_capped=capped, process=process)
+
+
+def _stage(seconds: dict[str, float], name: str, run: Callable[[], T]) -> T:
+    """`run()`, its wall time kept in `seconds` under `name` (RunResult.harness_seconds)."""
+    began = time.perf_counter()
+    try:
+        return run()
+    finally:
+        seconds[name] = time.perf_counter() - began
+
+
+def traced_weights(trainer: Trainer, save: Path | None, load: Path | None) -> None:
+    """Write to `save`, or take from `load`, the model's weights and the generators a step may draw from (dropout,
+    a router's noise: the CPU's and the current GPU's), so that a counter pass's iteration runs the traced one's."""
+    cuda = trainer.device.type == "cuda"
+    if save is not None:
+        states = {"cpu": torch.get_rng_state(), **({"cuda": torch.cuda.get_rng_state()} if cuda else {})}
+        torch.save({"model": trainer.model.state_dict(), "rng": states}, save)
+    if load is not None:
+        saved = torch.load(load, map_location=trainer.device, weights_only=True)
+        trainer.model.load_state_dict(saved["model"])
+        torch.set_rng_state(saved["rng"]["cpu"].cpu())
+        if cuda:
+            torch.cuda.set_rng_state(saved["rng"]["cuda"].cpu())
 
 
 def profiled_iteration(trainer: Trainer, capture: contextlib.AbstractContextManager | None

@@ -1,7 +1,7 @@
 """The process Nsight Compute profiles: the same training iteration as the parent's, nothing else.
 
     python -m ssmprof.profiler.ncu_child WORKLOAD PRESET OVERRIDES_JSON WARMUP [--allow-fallback] [--autotune FILE]
-                                     [--timings FILE]
+                                     [--timings FILE] [--state FILE]
 
 Same workload, config and seed as the timeline run, and the timeline run's Triton autotuning choices pinned
 (FILE, `schema.AutotunePins`), so the bracketed iteration launches the same kernels with the same launch
@@ -11,7 +11,8 @@ code began (after Nsight Compute's start-up, Python's and the imports), when it 
 pass started ahead of its turn imports what it can, touching no GPU, then waits for the pass before it to
 end), when CUDA was initialized, when its kernels were planned and the autotuning choices pinned, the
 harness's seconds per stage and when it ended, so a pass's wall time can be taken apart, and the work it ran
-(`pass_work`), which the passes of one profile must agree on (`schema.PassRecord`).
+(`pass_work`), which the passes of one profile must agree on (`schema.PassRecord`). `--state`: the weights the
+parent's profiled iteration ran, loaded right before the child's (a mixture of experts routes by them).
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def main(argv: list[str]) -> int:
         if "--autotune" in argv:
             autotune.pin(schema.read_document(schema.AutotunePins, Path(argv[argv.index("--autotune") + 1])).choices)
         pinned = time.time()
-        result = run_training(workload, preset, cfg, plan, steps=1, warmup=warmup, marker=NvtxMarker())
+        state = Path(argv[argv.index("--state") + 1]) if "--state" in argv else None
+        result = run_training(workload, preset, cfg, plan, steps=1, warmup=warmup, marker=NvtxMarker(),
+                              load_state=state)
         if "--timings" in argv:
             stamps = {"began": began, "went": went, "cuda_ready": cuda_ready, "planned": planned, "pinned": pinned,
                       **result.harness_seconds, "ended": time.time()}

@@ -33,7 +33,10 @@ from ssmprof import schema
 from ssmprof.errors import InvalidConfig, NoGpu
 from ssmprof.kernels import is_fused_kernel
 from ssmprof.profiler import autotune
+from ssmprof.profiler.counter_cost import PlanCost, PlannedPass, duration_words, plan_message, predict_plan
 from ssmprof.profiler.counters import (
+    FAMILY_BINS,
+    PASS_1_MIN_SHARE,
     REPLAY_CHOICES,
     NcuPass,
     SamplingPlan,
@@ -80,8 +83,9 @@ class ProfileSettings:
     Nsight Compute's `replay` (`counters.replay_mode`), the seconds a pass may take, the ranks it profiles in a
     --tp/--dp run, the identical GPUs the passes of a single-GPU run spread over (`identical_gpus`), whether the
     step is also timed as a CUDA graph, the run whose Triton autotuning choices to pin (`autotune_from`), and the
-    run directory: `name` (default workload-preset-time) under `out`, with the raw reports where `keep_report`.
-    Checked as it is built, so a bad mode is one line before any work."""
+    run directory: `name` (default workload-preset-time) under `out`, with the raw reports where `keep_report`;
+    `budget_s`: the seconds the counter passes may take (`choose_plan`). Checked as it is built, so a bad mode or
+    budget is one line before any work."""
 
     out: Path = Path("runs")
     steps: int = 10
@@ -90,14 +94,21 @@ class ProfileSettings:
     ncu_cache: str = FLUSH
     ncu_timeout_s: float = 1800
     ncu_ranks: tuple[int, ...] = (0,)
-    pass_gpus: int = 1
+    pass_gpus: int = 0  # all identical GPUs (`identical_gpus`)
     cuda_graphs: bool = False
     keep_report: bool = False
     name: str | None = None
     autotune_from: Path | None = None
+    budget_s: float | None = None
 
     def __post_init__(self) -> None:
         check_counters_mode(self.counters)
+        if self.budget_s is not None and self.counters == "none":
+            raise InvalidConfig("--budget bounds the counter passes' time: it needs --counters sampled, all or focus")
+        smallest = predict_plan([PlannedPass("counters", 1)], 0.0, 1.0).total_s
+        if self.budget_s is not None and self.budget_s < smallest:
+            raise InvalidConfig(f"--budget {self.budget_s:g} s is too small for any counter plan: the smallest (one "
+                                f"pass profiling one launch) costs about {duration_words(smallest)}")
         self.pinned_choices  # noqa: B018 - read (and refused where bad) before any work
         if self.ncu_cache not in CACHE_CONTROL:
             raise InvalidConfig(f"--ncu-cache must be {' or '.join(CACHE_CONTROL)}, got '{self.ncu_cache}'")
@@ -240,35 +251,108 @@ def _pass_progress(tell: Callable[[str, int, int], None], label: str, total: int
     return lambda done: tell(label, done, total)
 
 
+# (metric group, ncu mode, targeted invocations, function names asked for by name or None): one counter pass
+PassSpec = tuple[str, str, dict[str, list[int]] | None, list[str] | None]
+
+
+@dataclass(frozen=True)
+class CounterPlan:
+    """The passes a profile runs (`passes`), the sampling plan they follow, their predicted cost, and what a
+    budget made it leave out (`left_out`, words; empty without a budget or where the whole plan fits)."""
+
+    plan: SamplingPlan
+    passes: list[PassSpec]
+    cost: PlanCost
+    left_out: str = ""
+
+
+def _counter_passes(kernels: pd.DataFrame, counters: str, plan: SamplingPlan, stalls: bool) -> list[PassSpec]:
+    """The passes of mode `counters`: the counters of every launch configuration (by configuration: all but the
+    minor functions and the binned ones; of the focus kernels only in focus mode), of each further problem and
+    grid bin, then (`stalls`) the warp stalls of the kernels that hold the time."""
+    names = plan.by_configuration if counters != "all" else None
+    passes: list[PassSpec] = []
+    if counters == "all" or names:
+        passes.append(("counters", "all" if counters == "all" else "sampled", None, names))
+    if counters != "all":
+        passes += [("counters", "sampled", targets, plan.functions) for targets in plan.target_passes]
+    if stalls:
+        passes.append(("stalls", "sampled", stall_targets(kernels, is_fused_kernel), None))
+    return passes
+
+
+def _predict(kernels: pd.DataFrame, plan: SamplingPlan, passes: list[PassSpec], held_gib: float,
+             gpu_gib: float, lanes: int) -> PlanCost:
+    planned = [PlannedPass(group, len(plan.expected(kernels, mode, targets, names if group == "counters" else None)))
+               for group, mode, targets, names in passes]
+    return predict_plan(planned, held_gib, gpu_gib, lanes)
+
+
+# What a budget gives up, in order, until the plan fits: the warp-stall pass, then the held-out grid of each binned
+# family (two grids, the smallest and the largest, lend to the rest unchecked), then the functions holding the least
+# kernel time (never the SSM kernels), at these shares of the kernel time each.
+BUDGET_FUNCTION_SHARES = (PASS_1_MIN_SHARE, 0.002, 0.005, 0.01, 0.02, 0.05)
+BUDGET_CHOICES = ((FAMILY_BINS, True), (FAMILY_BINS, False), (2, False))  # (grid bins, warp-stall pass)
+
+
+def choose_plan(kernels: pd.DataFrame, counters: str, held_bytes: float, gpu_memory_bytes: float, lanes: int = 1,
+                budget_s: float | None = None) -> CounterPlan:
+    """The counter plan of mode `counters` for the timeline `kernels`, and its predicted cost
+    (`counter_cost.predict_plan`). With `budget_s`: the plan that checks the most kernel time within it, giving up
+    first the warp stalls, then each family's held-out grid, then the functions of least time
+    (BUDGET_FUNCTION_SHARES); none fitting is one line (InvalidConfig) naming the smallest plan's cost."""
+    focus = focus_kernels(kernels) if counters == "focus" else None
+    held_gib, gpu_gib = held_bytes / 2**30, gpu_memory_bytes / 2**30
+    stalls = counters != "focus"
+    plan = SamplingPlan.of(kernels, only=focus)
+    passes = _counter_passes(kernels, counters, plan, stalls)
+    cost = _predict(kernels, plan, passes, held_gib, gpu_gib, lanes)
+    if budget_s is None or cost.total_s <= budget_s or counters == "all":
+        return CounterPlan(plan, passes, cost)
+    total = max(kernels["duration_ns"].sum(), 1)
+    smallest = SamplingPlan.of(kernels, function_share=BUDGET_FUNCTION_SHARES[-1], only=focus,
+                               bins=BUDGET_CHOICES[-1][0])
+    cost = _predict(kernels, smallest, _counter_passes(kernels, counters, smallest, False), held_gib, gpu_gib, lanes)
+    if cost.total_s > budget_s:
+        raise InvalidConfig(f"--budget {budget_s:g} s is too small for any counter plan of this run: the smallest "
+                            f"costs about {duration_words(cost.total_s)} ({plan_message(cost)}); raise it, or use "
+                            "--counters focus or none")
+    for share in BUDGET_FUNCTION_SHARES:
+        for bins, with_stalls in BUDGET_CHOICES:
+            plan = SamplingPlan.of(kernels, function_share=share, only=focus, bins=bins)
+            passes = _counter_passes(kernels, counters, plan, with_stalls and stalls)
+            cost = _predict(kernels, plan, passes, held_gib, gpu_gib, lanes)
+            if cost.total_s <= budget_s:
+                dropped = kernels.loc[plan.minor.to_numpy(), "duration_ns"].sum() / total
+                given_up = [what for what, gone in (
+                    ("the warp-stall pass", stalls and not with_stalls),
+                    ("the held-out grid of each family (its lending unchecked)", bins < FAMILY_BINS),
+                    (f"the functions under {100 * share:g} % of the kernel time each ({100 * dropped:.1f} % of it)",
+                     share > PASS_1_MIN_SHARE)) if gone]
+                return CounterPlan(plan, passes, cost, "; ".join(given_up))
+    raise AssertionError("the smallest plan fits the budget")  # checked above: the last choice is the smallest
+
+
 def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, start_pass: StartPass,
                      check: CounterCheck, tell: Callable[[str, int, int], None], held_bytes: float,
-                     lanes: int = 1, replay: str = "kernel") -> tuple[pd.DataFrame, dict, dict, list[Path]]:
-    """Counters for the timeline `kernels` in mode `counters` (sampled, all, focus): the passes, the join, the
-    self-checks. Returns (the joined, checked table; run.json's counter collector notes; its `checks`; the
-    pass reports, under `scratch`). Every metric is checked against ncu's list for the chip first. On one GPU
-    (`lanes` 1) each pass after the first is started while the one before it replays (`counters.NcuPass`); with
-    `lanes` identical GPUs, that many passes replay at once (`start_pass` puts each on its GPU). `held_bytes`:
-    the peak of live tensors in the iteration; where replay will save it through the host, each pass's progress
-    says so. `replay`: the replay `start_pass` gives its passes (`counters.replay_mode`)."""
+                     lanes: int = 1, replay: str = "kernel",
+                     budget_s: float | None = None) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
+    """Counters for the timeline `kernels` in mode `counters` (sampled, all, focus): the passes (`choose_plan`,
+    within `budget_s` where given), the join, the self-checks. Returns (the joined, checked table; run.json's
+    counter collector notes, with the plan's predicted cost beside the measured; its `checks`; the pass reports,
+    under `scratch`). Every metric is checked against ncu's list for the chip first. On one GPU (`lanes` 1) each
+    pass after the first is started while the one before it replays (`counters.NcuPass`); with `lanes` identical
+    GPUs, that many passes replay at once (`start_pass` puts each on its GPU). `held_bytes`: the peak of live
+    tensors in the iteration; where replay will save it through the host, each pass's progress says so.
+    `replay`: the replay `start_pass` gives its passes (`counters.replay_mode`)."""
     chip = chip_for(gpu["compute_capability"])
     metrics = {group: counter_metrics(chip, group) for group in METRIC_GROUPS}
     check_metrics([m for group in metrics.values() for m in group], available_metrics(chip), chip)
-    plan = SamplingPlan.of(kernels)
-    focus = focus_kernels(kernels) if counters == "focus" else None
-    # the functions pass 1 asks for by name: in focus mode the focus kernels, sampled all but the minor ones
-    names = focus if focus is not None else plan.functions if counters == "sampled" else None
-    # (metric group, mode, targeted invocations): the counters of every launch configuration (of the focus
-    # kernels only in focus mode), of each further problem, then the warp stalls of the kernels that hold the
-    # time (not in focus mode: a sweep point pays for one pass)
-    passes: list[tuple[str, str, dict[str, list[int]] | None]] = [
-        ("counters", "all" if counters == "all" else "sampled", None)]
-    if counters == "sampled" and plan.targets:
-        passes.append(("counters", "sampled", plan.targets))
-    if counters != "focus":
-        passes.append(("stalls", "sampled", stall_targets(kernels, is_fused_kernel)))
-    # each pass also with the function names it asks for (the counter passes only) and its report
+    chosen = choose_plan(kernels, counters, held_bytes, gpu["memory_bytes"], lanes, budget_s)
+    plan = chosen.plan
+    focus = plan.functions if counters == "focus" else None
     planned = [(group, mode, targets, names if group == "counters" else None, scratch / f"{group}-{number}.ncu-rep")
-               for number, (group, mode, targets) in enumerate(passes, start=1)]
+               for number, (group, mode, targets, names) in enumerate(chosen.passes, start=1)]
     reports: dict[str, list[tuple[pd.DataFrame, pd.Index]]] = {group: [] for group in METRIC_GROUPS}
     walls, replays = [], []
     through_host = replay == "kernel" and replay_through_host(held_bytes, gpu["memory_bytes"])
@@ -288,7 +372,9 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
             started.append(start_pass(later_path, later_mode, metrics[later], later_targets, later_only,
                                       lanes == 1 and number + len(started) > 1))
         expected = plan.expected(kernels, mode, targets, only)
-        label = f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number}{slow})"
+        label = (f"{'warp stalls' if group == 'stalls' else 'counters'} (ncu pass {number} of {len(planned)}, "
+                 f"predicted {duration_words(chosen.cost.pass_seconds[number - 1])} of "
+                 f"{duration_words(chosen.cost.total_s)}{slow})")
         current = started.popleft()
         try:  # passes waiting for a turn that will not come are stopped, not left behind
             walls.append(current.finish(_pass_progress(tell, label, len(expected))))
@@ -308,7 +394,8 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     kernels, checks = check(schema.conform_kernels(kernels), gpu["name"])
     wall = sum(walls) if lanes == 1 else time.perf_counter() - began  # passes side by side: the span of them all
     notes = {"tool": "ncu", "chip": chip, "pass_gpus": lanes, "wall_s": wall, "pass_wall_s": walls,
-             "pass_replay": replays,
+             "pass_replay": replays, "predicted_s": chosen.cost.total_s,
+             "pass_predicted_s": chosen.cost.pass_seconds, "budget_s": budget_s, "left_out": chosen.left_out,
              "replay_through_host": through_host, "replay_mode": replay, **notes,
              "metrics": metrics["counters"], "stall_metrics": metrics["stalls"],
              "columns_not_collected": {c: NOT_ASKED.get(c, f"not on {chip}") for group in METRIC_GROUPS
@@ -397,23 +484,27 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
     if pinned:
         autotune.pin(pinned)
     capture = TimelineCapture(cuda=True)
-    started = time.perf_counter()
-    result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, settings.steps, ready.warmup,
-                          NvtxMarker(), progress, capture=capture, timing=capture.record_timing,
-                          cuda_graphs=settings.cuda_graphs, find_syncs=True, sample_host=True, steady=steady)
-    timed, timing = capture.table()
-    kernels = schema.conform_kernels(timed)
-    triton_choices = autotune.snapshot()
-    collectors: dict[str, dict[str, Any]] = {
-        "harness": {"wall_s": time.perf_counter() - started, "host_launch_us": host_launch_us(),
-                    **({"autotune_from": str(settings.autotune_from)} if pinned else {})},
-        "timeline": {"tool": "torch.profiler", "wall_s": capture.wall_s, "timing": timing or None},
-        "counters": {"mode": settings.counters, "cache": settings.ncu_cache},
-    }
-    # The child needs the GPU memory this process used for the model.
-    gc.collect()
-    torch.cuda.empty_cache()
     with tempfile.TemporaryDirectory() as scratch:
+        # a model that routes tokens by its weights is profiled on the weights its traced iteration ran
+        state = Path(scratch) / "state.pt" if settings.counters != "none" and \
+            ready.workload.routes_tokens(ready.cfg) else None
+        started = time.perf_counter()
+        result = run_training(ready.workload, ready.preset, ready.cfg, ready.plan, settings.steps, ready.warmup,
+                              NvtxMarker(), progress, capture=capture, timing=capture.record_timing,
+                              cuda_graphs=settings.cuda_graphs, find_syncs=True, sample_host=True, steady=steady,
+                              save_state=state)
+        timed, timing = capture.table()
+        kernels = schema.conform_kernels(timed)
+        triton_choices = autotune.snapshot()
+        collectors: dict[str, dict[str, Any]] = {
+            "harness": {"wall_s": time.perf_counter() - started, "host_launch_us": host_launch_us(),
+                        **({"autotune_from": str(settings.autotune_from)} if pinned else {})},
+            "timeline": {"tool": "torch.profiler", "wall_s": capture.wall_s, "timing": timing or None},
+            "counters": {"mode": settings.counters, "cache": settings.ncu_cache},
+        }
+        # The child needs the GPU memory this process used for the model.
+        gc.collect()
+        torch.cuda.empty_cache()
         extra: dict[str, Path] = {}
         checks: dict[str, Any] = {}
         if settings.keep_report:  # the raw inputs of the join, for inspection and as test fixtures
@@ -423,14 +514,16 @@ def profile_run(ready: Prepared, settings: ProfileSettings, progress: Progress |
             chosen = replay_mode(settings.replay, result.peak_memory_bytes, result.gpu["memory_bytes"])
             choices_path = schema.write_autotune_pins(triton_choices, Path(scratch))
             child = child_command(ready.workload.spec, ready.preset, ready.overrides, ready.warmup,
-                                  ready.allow_fallback, choices_path)
+                                  ready.allow_fallback, choices_path, state_file=state)
             passes = ChildPasses(child, settings.ncu_timeout_s, identical_gpus(settings.pass_gpus), chosen,
                                  settings.ncu_cache)
             kernels, notes, checks, reports = collect_counters(kernels, settings.counters, result.gpu,
                                                                Path(scratch), passes.start, check, tell,
                                                                result.peak_memory_bytes or 0,
-                                                               lanes=len(passes.devices) or 1, replay=chosen)
+                                                               lanes=len(passes.devices) or 1, replay=chosen,
+                                                               budget_s=settings.budget_s)
             notes["pass_work"] = check_same_work(passes.works)
+            notes["traced_weights"] = state is not None
             collectors["counters"].update(notes, pass_seconds=passes.phases)
             if settings.keep_report:
                 extra.update({report.name: report for report in reports})

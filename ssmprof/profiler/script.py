@@ -113,5 +113,6 @@ def _counters(job: schema.ScriptJob, outcome: schema.ScriptResult, result: RunRe
                          chosen)
     kernels, notes, checks, _ = collect_counters(kernels, settings.counters, result.gpu, scratch, passes.start,
                                                  check, tell, result.peak_memory_bytes or 0,
-                                                 lanes=len(passes.devices) or 1, replay=chosen)
+                                                 lanes=len(passes.devices) or 1, replay=chosen,
+                                                 budget_s=settings.budget_s)
     return kernels, {**notes, "pass_seconds": passes.phases, "pass_work": check_same_work(passes.works)}, checks

@@ -139,6 +139,28 @@ COLUMN_MEANINGS: dict[str, str] = {
     "ratio_to_2mnk": "Measured tensor FLOPs over 2MNK of the recorded shapes; near 1 for sound counters (ratio)",
     "ratio_to_issued": "Measured tensor FLOPs over the FLOPs whole tiles issue (ratio)",
     "padding_share": "Share of the issued tensor work that is tile padding: 1 - 2MNK / issued (share 0-1)",
+    # the counter plan: families lent by grid (run.json `collectors.counters.families`) and the plan's cost
+    "family": "The family (the launch configurations of one kernel instantiation and tile that differ only in "
+              "grid) in words less its kernel's name: the instantiation's template arguments, then block and shared "
+              "memory (text)",
+    "configurations": "Launch configurations of the family: its grids (count)",
+    "measured_launches": "The family's launches Nsight Compute measured, at its grid bins (count)",
+    "lent_launches": "The family's launches whose counters were lent by a measured one, work counters scaled by grid "
+                     "(count)",
+    "held_out_launches": "Measured launches strictly inside the family's measured grids, lent to as if unmeasured "
+                         "for the held-out check; 0: none to hold out, the error columns empty (count)",
+    "dram_error_pct": "Held-out error of the lent DRAM bytes read and written: median |lent / measured - 1| over the "
+                      "held-out launches (%)",
+    "l2_error_pct": "Held-out error of the lent L2 bytes: median |lent / measured - 1| over the held-out launches (%)",
+    "inst_error_pct": "Held-out error of the lent warp instructions executed: median |lent / measured - 1| over the "
+                      "held-out launches (%)",
+    "counter_pass": "The Nsight Compute pass, in the order they ran, or `all` for the whole plan (text)",
+    "launches_profiled": "Launches the pass replayed and profiled (count)",
+    "predicted_s": "The pass's wall time the plan predicted before the passes ran (`profiler.counter_cost`); the "
+                   "plan's whole for `all` (s)",
+    "measured_s": "The pass's measured wall time; the passes' sum for `all` (s)",
+    "prediction_error_pct": "The prediction's error: predicted / measured - 1; negative where the pass took longer "
+                            "than predicted (%)",
     # the host and the profiled iteration
     "gpu_busy_ms": "Time at least one kernel runs in the profiled iteration (collectives' waiting excluded); on "
                    "several ranks the rank's own (ms)",
@@ -488,6 +510,24 @@ COLUMN_MEANINGS: dict[str, str] = {
     "others_ms": "The other ranks' median host time a step at the line (ms)",
     "excess_ms": "The late rank's host time at the line beyond the others' median (ms)",
     "excess_share": "Running share of the late rank's total excess host time, largest lines first (share 0-1)",
+    "aligned_launches": "Compute launches (collectives apart) lined up across the ranks by their order on each rank, "
+                        "the first apart: the positions every rank has (count)",
+    "names_agree_pct": "Share of those positions where every rank launched the same kernel (%)",
+    "gap_excess_ms": "The late rank's GPU idle before its compute launches (start less the latest end of any earlier "
+                     "launch, collectives included) beyond the other ranks' median, position by position, summed "
+                     "(ms)",
+    "gap_excess_noise_ms": "That excess's noise: the largest the same rule finds on a rank nobody delayed, against the "
+                           "other on-time ranks; empty with fewer than two of them (ms)",
+    "gap_excess_where": "That excess in words: how much, its noise and where at least 80 % of it falls (phases, "
+                        "layers, the kernels whose launches waited) (text)",
+    "by": "How the late rank's idle excess is grouped: phase, layer or kernel (the kernel whose launch waited) (text)",
+    "group": "The phase, the layer (or outside the layers) or the kernel name (text)",
+    "excess_pct": "The group's share of the late rank's total idle excess (%)",
+    "covered_pct": "Running share of that excess, largest groups first; the groups stop at the first reaching 80 % "
+                   "(%)",
+    "launch_gap_median_us": "The late rank's median gap before the group's launches: its start less the latest end of "
+                            "its earlier compute launches (us)",
+    "others_launch_gap_median_us": "Median over the group's launches of the other ranks' median gap there (us)",
     # findings and provenance
     "status": "The finding's verdict, what pages and other analyses read (e.g. GPU-bound, memory-bound, late, tie) "
               "(text)",
@@ -515,6 +555,8 @@ SECTION_MEANINGS: dict[tuple[str, str], str] = {
                                      "dispatch and CUDA API, Triton launcher, autograd engine, synchronizing calls, "
                                      "garbage collection, unattributed (text)",
     ("host_sites", "category"): "What the host was doing at the site (`schema.HOST_CATEGORIES`) (text)",
+    ("suite-late_rank_gaps", "excess_ms"): "The late rank's GPU idle before the group's launches beyond the other "
+                                           "ranks' median, position by position, summed (ms)",
     ("late_rank_sites", "category"): "What the late rank's host was doing at the site (`schema.HOST_CATEGORIES`) "
                                      "(text)",
     ("communication_projection", "kind"): "What the number is: a projection, its model and assumptions (text)",

@@ -58,6 +58,12 @@ TABLE_TITLES = {
     "counter_checks": "Counter self-checks: where each launch's counters come from (share of kernel time)",
     "gemm_work": "GEMM self-check: measured tensor work against 2MNK and against the work whole tiles issue "
                  "(checked counters)",
+    "lent_by_grid": "Lent by grid: the held-out check. Each family (one kernel instantiation and tile, launched at "
+                    "many grids) was profiled at grid bins and lends to its other launches, work counters scaled by "
+                    "grid; its measured launches inside its measured grids, lent to as if unmeasured, give the "
+                    "error of that lending (median |lent / measured - 1|), largest share of kernel time first",
+    "counter_pass_costs": "The counter plan's cost: each Nsight Compute pass's seconds predicted before it ran "
+                          "against its wall time (the prediction's error: how far a --budget can be trusted)",
     "host": "GPU busy share of the step (of each rank's profiled iteration on several ranks, collectives' waiting "
             "excluded): host-bound, GPU-bound or waiting for a late rank",
     "host_time": "Where the host's time goes (sampled steps): the host's step, the share the sampler named, the GPU's "
@@ -318,10 +324,14 @@ OVERVIEW_TITLES = {
     "late_ranks": "The late rank of each run where one costs the others more than its noise (the most any other "
                   "rank costs): its cost to the profiled iteration, what made it late, whether the hosts pace the "
                   "step and the remedy",
+    "late_rank_gaps": "Where the late rank's launch gaps exceed the others', launch by launch (the n-th compute "
+                      "launch of every rank aligned): its GPU idle before each launch less the other ranks' median, "
+                      "summed by phase, layer and the kernel whose launch waited; per way, the fewest groups making "
+                      "80 % of the excess, with the median gap before their launches on the late rank and the others",
 }
 
 
-PARALLEL_KEYS = ("scaling", "parallel", "late_ranks")  # a multi-GPU page's first tables, open
+PARALLEL_KEYS = ("scaling", "parallel", "late_ranks", "late_rank_gaps")  # a multi-GPU page's first tables, open
 
 
 def _parallel_html(overview: SuiteOverview) -> list[str]:

@@ -90,6 +90,12 @@ class Workload(ABC, Generic[ConfigT]):
         that swaps a layer's kernels (the hybrid's SSM layer, Mamba-3 MIMO) overrides this."""
         return self.ops
 
+    def routes_tokens(self, cfg: ConfigT) -> bool:
+        """Whether the model's launch configurations follow its weights: a mixture of experts sizes each expert's
+        kernels by the tokens its router sends there, so a counter pass must run the traced iteration's weights,
+        not those its own fewer steps reach (`harness.run_training`'s `save_state`)."""
+        return False
+
     # ---- the training iteration ----------------------------------------------------------------
     @abstractmethod
     def build(self, cfg: ConfigT, plan: KernelPlan) -> nn.Module: ...

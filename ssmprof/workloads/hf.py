@@ -329,6 +329,9 @@ class HFWorkload(Workload):
                   f"first attention layer, got {cfg.layers}")
         self.arch.kwargs(cfg)  # a layer pattern the layer count cannot hold is refused here
 
+    def routes_tokens(self, cfg: HFConfig) -> bool:
+        return cfg.experts > 1
+
     def build(self, cfg: HFConfig, plan: KernelPlan) -> nn.Module:
         fused = plan.device == "cuda" and all(plan.choices[op].fused for op, _ in BOUND[self.arch.family])
         if not fused:  # before record_kernels overwrites the plan's reasons

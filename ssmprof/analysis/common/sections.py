@@ -52,6 +52,8 @@ class Summary(Sections):
     late_rank_sites: pd.DataFrame | None = None
     cuda_graphs: pd.DataFrame | None = None
     gemm_work: pd.DataFrame | None = None
+    lent_by_grid: pd.DataFrame | None = None
+    counter_pass_costs: pd.DataFrame | None = None
     limiters: pd.DataFrame | None = None
     limiters_ssm: pd.DataFrame | None = None
     instruction_bounds: pd.DataFrame | None = None

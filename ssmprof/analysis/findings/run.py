@@ -379,7 +379,8 @@ def _checks(summary: Summary, info: RunInfo) -> list[Finding]:
             text += (f"; {skipped.launches} launches ({100 * skipped.time_fraction:.2f} % of kernel time) of "
                      f"problems under {100 * skipped.min_share:.2f} % of it each were not profiled (the second "
                      "pass skips them)")
-        text += _not_placed(collector) + "." + _gemm_work(summary.gemm_work)
+        text += (_not_placed(collector) + _lent_by_grid(summary.lent_by_grid) + _grid_match(collector)
+                 + _plan_cost(collector) + "." + _gemm_work(summary.gemm_work))
     return [Finding("counters", verdict, pct_text(100 * counted), text, "counter_checks")]
 
 
@@ -392,6 +393,56 @@ def _not_placed(counters: CountersCollector) -> str:
     shown = ", ".join(missed[:3]) + (f" and {len(missed) - 3} more" if len(missed) > 3 else "")
     return (f"; {len(missed)} profiled launch configuration{'s' * (len(missed) != 1)} found no timeline launch to "
             f"sit on, {'their' if len(missed) != 1 else 'its'} counters unused ({shown})")
+
+
+def _lent_by_grid(families: pd.DataFrame | None) -> str:
+    """The families profiled at grid bins (`trust.lent_by_grid.lent_families`) and what their held-out check says
+    of the lent DRAM bytes, the counter the roofline and the cache views stand on most: the median over the
+    families checked and the worst family, so that a reader weighs the lent launches' numbers by it. Nothing for a
+    run without families; the error clause only where a family held a launch out."""
+    if families is None:
+        return ""
+    text = (f"; {len(families)} famil{'ies' if len(families) != 1 else 'y'} "
+            f"({pct_text(100 * families['time_share'].sum())} of kernel time) profiled at grid bins lend to "
+            f"{families['lent_launches'].sum():,} launches, their work counters scaled by grid")
+    checked = families.dropna(subset=["dram_error_pct"])
+    if checked.empty:
+        return text
+    worst = checked.loc[checked["dram_error_pct"].idxmax()]
+    return (text + f"; held-out error of lent DRAM bytes: median {checked['dram_error_pct'].median():.1f} % over "
+            f"{len(checked)} famil{'ies' if len(checked) != 1 else 'y'} (worst family {worst['dram_error_pct']:,.0f} "
+            f"%, {worst['kernel_name']})")
+
+
+def _grid_match(counters: CountersCollector) -> str:
+    """The share of the counter passes' report rows that found their timeline launch, only where some did not:
+    the rest of the profiled counters sit on no launch (`_not_placed` names them)."""
+    match = counters.grid_match_pct
+    if match is None or match >= 100:
+        return ""
+    return f"; {match:.1f} % of the counter passes' report rows found their timeline launch"
+
+
+def _plan_cost(counters: CountersCollector) -> str:
+    """What the counter passes took against what the plan predicted before they ran (how far a --budget, chosen
+    on the prediction, can be trusted), and what the budget made the plan leave out, where it left anything."""
+    text = ""
+    if counters.predicted_s is not None and counters.wall_s:
+        error = 100 * (counters.predicted_s / counters.wall_s - 1)
+        text = (f"; counters took {_duration_words(counters.wall_s)}, predicted "
+                f"{_duration_words(counters.predicted_s)} ({error:+.0f} %)")
+    if counters.left_out:
+        within = f"within the {counters.budget_s:.0f} s budget " if counters.budget_s is not None else ""
+        text += f"; {within}it left out {counters.left_out}"
+    return text
+
+
+def _duration_words(seconds: float) -> str:
+    """`seconds` as a person reads a wait, "47 s", "4 min 47 s": the words the profile printed its prediction in
+    before the passes (`profiler.counter_cost.duration_words`, which analyses do not import: the profiler package
+    sets up Triton's cache on import)."""
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
 def _gemm_work(work: pd.DataFrame | None) -> str:

@@ -56,6 +56,7 @@ from ssmprof.analysis.step.profiled_iteration import iteration_check, iteration_
 from ssmprof.analysis.step.ranks import collective_split, late_rank, rank_busy, rank_host, scaling_efficiency
 from ssmprof.analysis.summaries.suite import dram_beside_study
 from ssmprof.analysis.trust.counter_checks import describe_removed, gemm_work, status_table
+from ssmprof.analysis.trust.lent_by_grid import counter_pass_costs, lent_families
 from ssmprof.analysis.trust.noise import STEADY_PCT, kept_steps, step_interval
 from ssmprof.analysis.trust.provenance import provenance_mismatches
 from ssmprof.hardware import Ceilings
@@ -72,6 +73,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
     kernels = one_rank(run.kernels, run.info)
     host, rank_busy, late = _host_tables(run)
     work = gemm_work(kernels)  # GEMMs with checked counters (none in runs written before the checks)
+    counters = run.info.collectors.counters  # the plan's families and predicted cost (none in runs before them)
     summary = Summary(
         breakdown=breakdown(kernels), by_category=by_category(kernels), top_kernels=top_kernels(kernels),
         caches=cache_summary(kernels), counter_checks=status_table(kernels),
@@ -80,6 +82,7 @@ def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
         late_rank_sites=late_rank_sites(run.info, int(late["late_rank"].iloc[0])) if late is not None else None,
         # `--cuda-graphs`: the measured gain beside the host wait it was estimated from
         cuda_graphs=graph_gain(run.info.harness.model_dump(), host), gemm_work=work if len(work) else None,
+        lent_by_grid=lent_families(counters), counter_pass_costs=counter_pass_costs(counters),
         scaling_efficiency=scaling_efficiency(run.info, single) if single is not None and run.info.parallel else None)
     counted = has_counters(kernels)
     if counted:

@@ -59,7 +59,6 @@ Warp stalls (their own pass, `stall_lender` set) are checked apart, and removed 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -70,6 +69,7 @@ import pandas as pd
 from ssmprof.analysis.launches.derived import derive, tensor_flops
 from ssmprof.analysis.launches.distinct import per_distinct
 from ssmprof.hardware import Peaks
+from ssmprof.op_work import gemm_flops, gemm_problem
 from ssmprof.schema import CHECKED_STATUSES, COUNTER_COLUMNS, PHASES, STALL_COLUMNS, STALL_REASONS, RejectedGroup
 
 DURATION_FLOOR_NS = 4000
@@ -78,11 +78,6 @@ HIT_RATE_SLACK = 1.0
 # Tensor FLOPs of a GEMM launch: at least [0] x 2MNK, at most [1] x the work padded to the kernel's tile.
 GEMM_RATIO_BAND = (0.8, 1.25)
 STALL_SUM_TOLERANCE = 0.1
-# Ops whose input shapes give a GEMM's work, and where M, K, N stand in the shapes ([batch,] rows, inner).
-_GEMM_OPS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
-             "aten::addbmm": (1, 2)}
-
-
 @dataclass(frozen=True)
 class Tile:
     """A GEMM kernel's CTA tile: rows x columns of the output it computes, and the K step of its main loop."""
@@ -100,31 +95,6 @@ DEFAULT_TILE = Tile(128, 128, 64)
 _TILE_PATTERNS = (re.compile(r"(?:gemm\w*?_|tilesize)(\d+)x(\d+)x(\d+)_"),
                   re.compile(r"(?:nvjet|gemm)\w*?_(\d+)x(\d+)_(\d+)x\d+_"),
                   re.compile(r"gemm\w*?_(\d+)x(\d+)_"))
-
-
-def gemm_problem(launch_op: str, launch_shapes: str) -> tuple[float, int, int, int] | None:
-    """(batch, M, N, K) of a GEMM op from its recorded input shapes; None where the op or shapes say nothing."""
-    where = _GEMM_OPS.get(launch_op)
-    if where is None or not launch_shapes:
-        return None
-    try:
-        shapes = json.loads(launch_shapes)
-        a, b = shapes[where[0]], shapes[where[1]]
-    except (ValueError, IndexError, TypeError):
-        return None
-    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
-        return None
-    batch = float(np.prod(a[:-2])) if len(a) > 2 else 1.0
-    return batch, a[-2], b[-1], a[-1]
-
-
-def gemm_flops(launch_op: str, launch_shapes: str) -> float:
-    """2*M*N*K (x batch) of a GEMM op from its recorded input shapes; NaN where the op or shapes say nothing."""
-    problem = gemm_problem(launch_op, launch_shapes)
-    if problem is None:
-        return float("nan")
-    batch, m, n, k = problem
-    return 2.0 * batch * m * n * k
 
 
 def kernel_tile(kernel_name: str) -> Tile | None:

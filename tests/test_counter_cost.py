@@ -1,0 +1,186 @@
+"""The counter passes' predicted cost (`profiler.counter_cost`): its constants are the fit of the training runs, and
+its error is measured on runs it was not fitted on, from what a plan knows before the passes start (each pass's
+metric group and launches, the run's peak memory, the GPU's memory)."""
+
+import ast
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ssmprof.profiler import counter_cost
+from ssmprof.profiler.counter_cost import PlannedPass, pass_cost, plan_message, predict_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAINING = ROOT / "tests/data/suite-cost-h100"  # passes not started ahead
+CALIBRATION = ROOT / "tests/data/suite-h100-same-host-calibration"  # passes after the first started ahead
+STAGES_AFTER_TURN = ("cuda", "plan", "pin", "build", "warmup", "timed", "harness", "exit")
+
+
+def counters_of(path: Path) -> dict:
+    return json.loads(path.read_text()).get("collectors", {}).get("counters", {})
+
+
+def held_out_runs() -> list[Path]:
+    """Every run with pass records and kernel replay bookkeeping (`pass_replay`) but the fitted ones; runs of
+    application replay, which the model leaves out, are not among them."""
+    found = [*ROOT.glob("ssmprof/reference/**/run.json"), *ROOT.glob("tests/data/**/*run.json")]
+    return sorted(path for path in found
+                  if not path.is_relative_to(TRAINING) and not path.is_relative_to(CALIBRATION)
+                  and "pass_replay" in (counters := counters_of(path)) and "pass_seconds" in counters
+                  and counters.get("replay_mode", "kernel") == "kernel")
+
+
+def plan_of(run: dict) -> list[PlannedPass]:
+    """The run's passes as its plan had them: the last of several is the warp-stall pass except in focus mode."""
+    counters = run["collectors"]["counters"]
+    launches = [replay["launches"] for replay in counters["pass_replay"]]
+    last = len(launches) - 1
+    return [PlannedPass("stalls" if counters["mode"] != "focus" and 0 < number == last else "counters", count)
+            for number, count in enumerate(launches)]
+
+
+def predicted_and_measured(path: Path) -> tuple[list[float], list[float]]:
+    """Each pass's predicted and measured wall time; a run whose passes were not started ahead (no `ahead`
+    stage: before that existed) is predicted so."""
+    run = json.loads(path.read_text())
+    counters = run["collectors"]["counters"]
+    peak_gib, gpu_gib = run["harness"]["peak_memory_bytes"] / 2**30, run["gpu"]["memory_bytes"] / 2**30
+    plan = plan_of(run)
+    if any("ahead" in stages for stages in counters["pass_seconds"]):
+        predicted = predict_plan(plan, peak_gib, gpu_gib).pass_seconds
+    else:
+        predicted = [pass_cost(planned.launches, counter_cost.REPLAY_PASSES[planned.group], peak_gib, gpu_gib,
+                               False).wall_s(0.0) for planned in plan]
+    return predicted, counters["pass_wall_s"]
+
+
+def relative_error(predicted: float, measured: float) -> float:
+    return (predicted - measured) / measured
+
+
+# (runs, largest |error| of a run's total, of one pass): what the held-out runs measure, a point or two above
+BOUNDS = [
+    # the bundled workloads, H100 and H200: totals -14..+18 %, passes -27..+30 %
+    ("ssmprof/reference/*/*/run.json", 0.20, 0.32),
+    ("ssmprof/reference/*/models/*/run.json", 0.20, 0.32),
+    # the bundled sweeps, one focus pass of 5-31 launches (15-36 s): H100 -9..+4 %, H200 -13..+49 % (the
+    # transformer's points of 5-12 launches on a host that starts faster than the training host)
+    ("ssmprof/reference/*/sweeps/*/*/run.json", 0.50, 0.50),
+    # other runs under tests/data: the small preset (cache-modes, hybrid-mamba3-small, own-model,
+    # instruction-bounds) builds and replays faster than the paper preset fitted, +25..+48 %; the older
+    # 14-pass graph-mamba -27 %, the H200 suite before passes were started ahead +17..+35 %
+    ("tests/data/**/*run.json", 0.50, 0.76),
+]
+
+
+@pytest.mark.parametrize(("pattern", "total_bound", "pass_bound"), BOUNDS)
+def test_held_out_error(pattern, total_bound, pass_bound):
+    runs = [path for path in held_out_runs() if path in set(ROOT.glob(pattern))]
+    assert runs
+    for path in runs:
+        predicted, measured = predicted_and_measured(path)
+        assert abs(relative_error(sum(predicted), sum(measured))) <= total_bound, path
+        assert max(abs(relative_error(p, m)) for p, m in zip(predicted, measured, strict=True)) <= pass_bound, path
+
+
+def test_the_bundled_paper_suites_meet_the_goal_of_25_percent():
+    """The issue's goal, per workload: the bundled H100 and H200 suites' totals within 25 %, and typically within
+    10 %."""
+    errors = [relative_error(*map(sum, predicted_and_measured(path)))
+              for path in held_out_runs() if path.parts[-3] in ("h100-sxm", "h200")]
+    assert len(errors) == 16
+    assert max(map(abs, errors)) < 0.25
+    assert statistics.median(map(abs, errors)) < 0.10
+
+
+def training_passes() -> list[tuple[dict, dict, float]]:
+    """(pass_replay, pass_seconds, wall) of every training pass, with the run's peak GiB in pass_replay."""
+    rows = []
+    for path in sorted(TRAINING.glob("*-run.json")):
+        run = json.loads(path.read_text())
+        counters = run["collectors"]["counters"]
+        peak = run["harness"]["peak_memory_bytes"] / 2**30
+        rows += [({**replay, "peak": peak}, stages, wall) for replay, stages, wall
+                 in zip(counters["pass_replay"], counters["pass_seconds"], counters["pass_wall_s"], strict=True)]
+    return rows
+
+
+def test_constants_are_the_fit_of_the_training_runs():
+    rows = training_passes()
+    assert len(rows) == 18 and not any("ahead" in stages for _, stages, _ in rows)
+    assert {replay["passes_median"] for replay, _, _ in rows[0::3] + rows[1::3]} == {counter_cost.REPLAY_PASSES[
+        "counters"]}
+    assert {replay["passes_median"] for replay, _, _ in rows[2::3]} == {counter_cost.REPLAY_PASSES["stalls"]}
+    share = sum(r["launches"] * r["gib_per_pass_median"] for r, _, _ in rows) / \
+        sum(r["launches"] * r["peak"] for r, _, _ in rows)
+    assert share == pytest.approx(counter_cost.RESTORED_SHARE_OF_PEAK, abs=0.005)
+    set_up = statistics.median(wall - stages["profiled"] for _, stages, wall in rows)
+    assert set_up == pytest.approx(counter_cost.SET_UP_S, abs=0.05)
+    terms = np.array([[1.0, r["launches"], r["launches"] * r["passes_median"] * r["gib_per_pass_median"]]
+                      for r, _, _ in rows])
+    fit = np.linalg.lstsq(terms, np.array([stages["profiled"] for _, stages, _ in rows]), rcond=None)[0]
+    assert fit == pytest.approx([counter_cost.ITERATION_UNDER_NCU_S, counter_cost.SECONDS_PER_LAUNCH,
+                                 counter_cost.SECONDS_PER_GIB_RESTORED], rel=0.01)
+
+
+def test_ahead_constants_are_the_fit_of_the_calibration_runs():
+    after_turn, preparations = [], []
+    for path in sorted(CALIBRATION.glob("*/run.json")):
+        counters = counters_of(path)
+        for stages, wall in list(zip(counters["pass_seconds"], counters["pass_wall_s"], strict=True))[1:]:
+            own = sum(stages[stage] for stage in STAGES_AFTER_TURN)
+            after_turn.append(own)
+            if wall - own - stages["profiled"] > 0.5:  # its turn came before it was ready
+                preparations.append(stages["start"] + stages["ahead"])
+    assert len(after_turn) == 12 and len(preparations) == 2
+    assert statistics.median(after_turn) == pytest.approx(counter_cost.AHEAD_SET_UP_S, abs=0.05)
+    assert statistics.median(preparations) == pytest.approx(counter_cost.AHEAD_PREPARATION_S, abs=0.05)
+
+
+def test_through_host_constant_is_the_micro_benchmark():
+    log = (ROOT / "tests/data/ncu-pass-cost-h100/ncu-pass-cost.log").read_text()
+    holds = {line.split(" GiB more")[0].rsplit(" ", 1)[1]: ast.literal_eval(line[line.index("{"):])
+             for line in log.splitlines() if "GiB more" in line}
+    empty, past_edge = holds["0"], holds["45"]  # 20 launches each
+    per_gib = (past_edge["wall_s"] - empty["wall_s"]) / (20 * past_edge["passes"] * past_edge["gib_per_pass"])
+    assert per_gib == pytest.approx(counter_cost.THROUGH_HOST_SECONDS_PER_GIB, rel=0.01)
+
+
+def test_a_pass_started_ahead_waits_only_for_the_preparation_left():
+    ahead = pass_cost(10, 7, 1.0, 80.0, started_ahead=True)
+    assert ahead.wall_s(100.0) == pytest.approx(ahead.set_up + ahead.replay)
+    assert ahead.wall_s(4.0) == pytest.approx(counter_cost.AHEAD_PREPARATION_S - 4.0 + ahead.set_up + ahead.replay)
+    alone = pass_cost(10, 7, 1.0, 80.0, started_ahead=False)
+    assert alone.preparation == 0.0 and alone.set_up == counter_cost.SET_UP_S
+
+
+def test_plan_on_one_gpu_and_on_several():
+    plan = [PlannedPass("counters", 60), PlannedPass("counters", 10), PlannedPass("stalls", 30)]
+    one = predict_plan(plan, 36.0, 79.2)
+    first = pass_cost(60, 7, 36.0, 79.2, False).wall_s(0.0)
+    assert one.pass_seconds[0] == pytest.approx(first) and one.total_s == pytest.approx(sum(one.pass_seconds))
+    # the third's turn comes after the short second: it is still preparing then
+    assert one.pass_seconds[2] > pass_cost(30, 8, 36.0, 79.2, True).wall_s(float("inf"))
+    three = predict_plan(plan, 36.0, 79.2, lanes=3)
+    assert three.total_s == pytest.approx(max(three.pass_seconds))
+    two = predict_plan(plan, 36.0, 79.2, lanes=2)
+    # the third starts once the first has been waited for
+    assert two.total_s == pytest.approx(max(two.pass_seconds[0] + two.pass_seconds[2], two.pass_seconds[1]))
+
+
+def test_replay_through_the_host_is_marked_a_lower_bound():
+    near_edge = predict_plan([PlannedPass("counters", 52)], 49.1, 79.2)  # mamba3-lm paper on an H100
+    assert near_edge.through_host
+    assert near_edge.total_s > 200  # it did not finish in 270 s
+    assert predict_plan([PlannedPass("counters", 23)], 75.3, 139.8).through_host is False  # H200, 32k tokens
+    assert plan_message(near_edge).startswith("counters: 1 pass, 52 launches, at least ")
+    assert "lower bound" in plan_message(near_edge)
+
+
+def test_message():
+    cost = counter_cost.PlanCost([PlannedPass("counters", 200), PlannedPass("stalls", 45)], [95.2, 34.6], 129.8,
+                                 False)
+    assert plan_message(cost) == "counters: 2 passes, 245 launches, about 2 min 10 s (pass 1 95 s, pass 2 35 s)"
