@@ -3,6 +3,8 @@ down (`noise.steady`: both ends of its 95 % interval within 5 % of it) or its ca
 Table-driven on step times of known spread, and one CPU run of the real harness with rules that never and always
 hold."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,8 @@ from ssmprof.analysis.trust.noise import steady
 from ssmprof.kernels import plan_kernels
 from ssmprof.profiler.harness import STEADY_ROUNDS, run_training
 from ssmprof.workloads.registry import get_workload
+
+DATA = Path(__file__).resolve().parent / "data"
 
 RNG = np.random.default_rng(0)
 # (scenario, step times in ms, steady?)
@@ -36,3 +40,20 @@ def test_the_harness_adds_rounds_until_the_rule_holds_or_the_cap(rule, rounds, c
     result = run_training(workload, "tiny", cfg, plan, steps=2, warmup=0, steady=rule)
     assert len(result.step_times_ms) == 2 * rounds
     assert result.steps_capped is capped
+
+
+def test_a_script_whose_steps_did_not_steady_is_told_how_many_would():
+    """A script's timed steps are what its loop gives: where their median's interval is wider than STEADY_PCT, the
+    page says so and how many steps would pin it (the interval narrows as 1/sqrt(n)): the host-bound script over
+    mamba-ssm's LM class on an H100, 10 steps of 73.6 ms (63.5-79.2)."""
+    from ssmprof import load
+    from ssmprof.analysis.summaries.run import warnings_for
+    from ssmprof.analysis.trust.noise import kept_steps, steady, steps_to_steady
+
+    bound = load(DATA / "host-time-h100" / "script-host-bound")
+    assert not steady(kept_steps(bound.info)) and steps_to_steady(kept_steps(bound.info)) == 76
+    assert ("the script's 10 timed steps leave the median step 73.6 ms with a 95 % interval of 63.5-79.2 ms, wider "
+            "than 5 % of it; about 76 timed steps would pin it: profile with --steps 76") in " ".join(
+        warnings_for(bound, bound.summary))
+    planted = load(DATA / "host-time-h100" / "script-planted")  # 261.2 ms (256.7-272.8): steady
+    assert not any("timed steps would pin it" in note for note in warnings_for(planted, planted.summary))

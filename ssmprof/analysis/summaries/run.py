@@ -57,10 +57,10 @@ from ssmprof.analysis.step.ranks import collective_split, late_rank, rank_busy, 
 from ssmprof.analysis.summaries.suite import dram_beside_study
 from ssmprof.analysis.trust.counter_checks import describe_removed, gemm_work, status_table
 from ssmprof.analysis.trust.lent_by_grid import counter_pass_costs, lent_families
-from ssmprof.analysis.trust.noise import STEADY_PCT, kept_steps, step_interval
+from ssmprof.analysis.trust.noise import STEADY_PCT, kept_steps, steady, step_interval, steps_to_steady
 from ssmprof.analysis.trust.provenance import provenance_mismatches
 from ssmprof.hardware import Ceilings
-from ssmprof.schema import Link, Run, RunInfo
+from ssmprof.schema import SCRIPT_PRESET, Link, Run, RunInfo
 
 
 def analyze(run: Run, ceilings: Ceilings | None, origin: str | None = None,
@@ -205,7 +205,8 @@ def _host_time(run: Run, host: pd.DataFrame) -> dict[str, pd.DataFrame]:
 def warnings_for(run: Run, summary: Summary, ceiling_notes: Sequence[str] = ()) -> list[str]:
     """The warnings shown above a run's tables, read from its `summary` (`analyze`) and run.json: the other
     category's share, a host-bound step, an unrepresentative iteration, collectives' waiting, counters unchecked,
-    thin or mismatched, checks that removed counters, timed steps that never steadied; then `ceiling_notes` (what
+    thin or mismatched, checks that removed counters, timed steps that never steadied (a script's: how many would);
+    then `ceiling_notes` (what
     `hardware.run_ceilings` said of the ceilings) and the calibration defects."""
     kernels = one_rank(run.kernels, run.info)
     warning = other_share_warning(kernels)
@@ -222,6 +223,12 @@ def warnings_for(run: Run, summary: Summary, ceiling_notes: Sequence[str] = ()) 
         notes.append(f"the {steps.samples} timed steps (the harness's cap) leave the median step "
                      f"{steps.value:.1f} ms with a 95 % interval of {steps.low:.1f}-{steps.high:.1f} ms, wider than "
                      f"{STEADY_PCT:.0f} % of it: the host paces these steps unevenly")
+    elif run.info.workload.preset == SCRIPT_PRESET and not steady(kept_steps(run.info)):
+        steps = step_interval(kept_steps(run.info))
+        notes.append(f"the script's {steps.samples} timed steps leave the median step {steps.value:.1f} ms with a "
+                     f"95 % interval of {steps.low:.1f}-{steps.high:.1f} ms, wider than {STEADY_PCT:.0f} % of it; "
+                     f"about {steps_to_steady(kept_steps(run.info))} timed steps would pin it: profile with --steps "
+                     f"{steps_to_steady(kept_steps(run.info))} (and give the script the iterations that needs)")
     slow = (iteration_note(summary.profiled_iteration)  # every rank's: a wait spans them all
             or slow_iteration_note(host["gpu_busy_ms"], host["step_ms"]))  # the busy time host_summary measured
     if slow:

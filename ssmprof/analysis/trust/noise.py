@@ -29,6 +29,7 @@ trace describe a slower iteration than the timed ones, and the check says so.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,6 +111,15 @@ def steady(times_ms) -> bool:
     interval = step_interval(times_ms)
     reach = max(interval.value - interval.low, interval.high - interval.value)
     return bool(interval.samples > 2 and reach <= STEADY_PCT / 100 * interval.value)
+
+
+def steps_to_steady(times_ms) -> int:
+    """About how many steps would pin the median down (`steady`), from these: a median's interval narrows as one
+    over the square root of the steps, so n steps whose interval reaches r % of the median need n (r / STEADY_PCT)^2.
+    A script's timed steps are what its own loop gives (`--script` cannot add rounds as the harness does)."""
+    interval = step_interval(times_ms)
+    reach = max(interval.value - interval.low, interval.high - interval.value) / interval.value * 100
+    return max(interval.samples, math.ceil(interval.samples * (reach / STEADY_PCT) ** 2))
 
 
 def ratio_interval(times_a, times_b) -> Interval:
