@@ -76,6 +76,13 @@ def config_label(row: Any) -> str:
             f"block {row['block_x']}x{row['block_y']}x{row['block_z']}")
 
 
+def duration_words(seconds: float) -> str:
+    """A wait in words, one format for the cost a profile prints before its counter passes and the page that
+    reports it after: "45 s", "2 min 10 s" (whole seconds)."""
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
 KERNEL_COLUMNS: dict[str, Column] = {
     "launch_idx": Column("int64", "", "order of the launch within the profiled iteration, from 0"),
     "kernel_name": Column("string", "", "short demangled name: no namespace, template arguments or parameters"),

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ssmprof.schema import duration_words
+
 # Median replay passes per profiled launch of each metric group on the H100, as every pass of the training runs
 # recorded (`pass_replay` passes_median): 7 for the counter set, 8 for the warp-stall set. The bundled H100 and
 # H200 runs with the same sets record the same.
@@ -158,13 +160,6 @@ def predict_plan(passes: list[PlannedPass], peak_gib: float, gpu_memory_gib: flo
             waited.append(max(started + walls[-1], waited[-1] if waited else 0.0))
         total = waited[-1] if waited else 0.0
     return PlanCost(passes, walls, total, any(cost.through_host for cost in costs))
-
-
-def duration_words(seconds: float) -> str:
-    """`seconds` as a person reads a wait: "45 s", "2 min 10 s" (whole seconds)."""
-    whole = round(seconds)
-    minutes, rest = divmod(whole, 60)
-    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
 def plan_message(cost: PlanCost) -> str:

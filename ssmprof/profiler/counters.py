@@ -346,9 +346,9 @@ def is_nccl(names: pd.Series) -> pd.Series:
 # A family: the launch configurations of one kernel instantiation (its signature) and tile (block, shared memory)
 # that differ only in grid. Where the grid follows the data (a mixture of experts sizes each expert's GEMMs and
 # elementwise kernels by the tokens routed to it), every expert is a configuration of its own: hf:granite-4.0-hybrid
-# small has 1,207 configurations in 180 families, 19 of them holding 1,020. A family with more configurations than
-# FAMILY_BINS is not profiled configuration by configuration but at FAMILY_BINS grids spanning it (its smallest,
-# its largest, and the bins of log-grid between), and lends to the rest with the work scaled by grid
+# small has 1,207 configurations in 180 families, 19 of them holding 1,020. The families of a function worth it
+# (`_worth_binning`) are not profiled configuration by configuration but at FAMILY_BINS grids spanning each (its
+# smallest, its largest, and the bins of log-grid between), and lend to the rest with the work scaled by grid
 # (`FAMILY_SCALED_UNITS`). Three: the smallest and the largest bound every lent launch (the lending interpolates,
 # never extrapolates), and the one between is the held-out check of the lending (`family_errors`).
 FAMILY_BINS = 3
@@ -458,8 +458,9 @@ def _worth_binning(timeline: pd.DataFrame, config: pd.Series, family: pd.Series,
     if bins is None:
         return []
     per_family = config.groupby(family).nunique()
-    needed = per_family.clip(upper=bins).groupby(timeline.groupby(family)["kernel_name"].first()).sum()
-    configurations = per_family.groupby(timeline.groupby(family)["kernel_name"].first()).sum()
+    function = timeline.groupby(family)["kernel_name"].first()
+    needed = per_family.clip(upper=bins).groupby(function).sum()
+    configurations = per_family.groupby(function).sum()
     return sorted(needed.index[2 * needed <= configurations])
 
 
@@ -715,8 +716,7 @@ def family_errors(joined: pd.DataFrame, plan: SamplingPlan, measured: dict) -> l
         rows.append({"family": name, "kernel_name": members["kernel_name"].iloc[0],
                      "configurations": int(members[CONFIG_KEY].drop_duplicates().shape[0]),
                      "launches": len(members), "time_fraction": float(members["duration_ns"].sum() / total),
-                     "measured": len(mine), "lent": int((members["counter_status"] == "lent").sum()
-                                                        if "counter_status" in members else 0),
+                     "measured": len(mine), "lent": int((members["counter_status"] == "lent").sum()),
                      "held_out": len(held),
                      **{label: (100 * float(np.median(values)) if values else None)
                         for label, values in errors.items()}})

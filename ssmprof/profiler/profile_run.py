@@ -33,7 +33,7 @@ from ssmprof import schema
 from ssmprof.errors import InvalidConfig, NoGpu
 from ssmprof.kernels import is_fused_kernel
 from ssmprof.profiler import autotune
-from ssmprof.profiler.counter_cost import PlanCost, PlannedPass, duration_words, plan_message, predict_plan
+from ssmprof.profiler.counter_cost import PlanCost, PlannedPass, plan_message, predict_plan
 from ssmprof.profiler.counters import (
     FAMILY_BINS,
     PASS_1_MIN_SHARE,
@@ -66,6 +66,7 @@ from ssmprof.profiler.ncu_argv import (
 )
 from ssmprof.profiler.ncu_extract import read_report
 from ssmprof.profiler.timeline import TimelineCapture
+from ssmprof.schema import duration_words
 
 COUNTER_MODES = ("sampled", "all", "focus", "none")  # what each takes: the module docstring
 NAME_MAX = 255  # bytes of one file or folder name on Linux file systems (ext4, xfs, NFS)
@@ -105,7 +106,7 @@ class ProfileSettings:
         check_counters_mode(self.counters)
         if self.budget_s is not None and self.counters == "none":
             raise InvalidConfig("--budget bounds the counter passes' time: it needs --counters sampled, all or focus")
-        smallest = predict_plan([PlannedPass("counters", 1)], 0.0, 1.0).total_s
+        smallest = predict_plan([PlannedPass("counters", 1)], 0.0, 1.0).total_s if self.budget_s is not None else 0
         if self.budget_s is not None and self.budget_s < smallest:
             raise InvalidConfig(f"--budget {self.budget_s:g} s is too small for any counter plan: the smallest (one "
                                 f"pass profiling one launch) costs about {duration_words(smallest)}")
@@ -310,27 +311,28 @@ def choose_plan(kernels: pd.DataFrame, counters: str, held_bytes: float, gpu_mem
     if budget_s is None or cost.total_s <= budget_s or counters == "all":
         return CounterPlan(plan, passes, cost)
     total = max(kernels["duration_ns"].sum(), 1)
-    smallest = SamplingPlan.of(kernels, function_share=BUDGET_FUNCTION_SHARES[-1], only=focus,
-                               bins=BUDGET_CHOICES[-1][0])
-    cost = _predict(kernels, smallest, _counter_passes(kernels, counters, smallest, False), held_gib, gpu_gib, lanes)
-    if cost.total_s > budget_s:
+
+    def reduced(share: float, bins: int, with_stalls: bool) -> CounterPlan:
+        """The plan at function share `share`, `bins` grid bins, with the stall pass or not, saying what it gave up."""
+        plan = SamplingPlan.of(kernels, function_share=share, only=focus, bins=bins)
+        passes = _counter_passes(kernels, counters, plan, with_stalls and stalls)
+        dropped = kernels.loc[plan.minor.to_numpy(), "duration_ns"].sum() / total
+        given_up = [what for what, gone in (
+            ("the warp-stall pass", stalls and not with_stalls),
+            ("the held-out grid of each family (its lending unchecked)", bins < FAMILY_BINS),
+            (f"the functions under {100 * share:g} % of the kernel time each ({100 * dropped:.1f} % of it)",
+             share > PASS_1_MIN_SHARE)) if gone]
+        return CounterPlan(plan, passes, _predict(kernels, plan, passes, held_gib, gpu_gib, lanes), "; ".join(given_up))
+
+    # richest first; the last is the smallest, tried first so that a hopeless budget costs one plan, not them all
+    choices = [(share, bins, with_stalls) for share in BUDGET_FUNCTION_SHARES for bins, with_stalls in BUDGET_CHOICES]
+    smallest = reduced(*choices[-1])
+    if smallest.cost.total_s > budget_s:
         raise InvalidConfig(f"--budget {budget_s:g} s is too small for any counter plan of this run: the smallest "
-                            f"costs about {duration_words(cost.total_s)} ({plan_message(cost)}); raise it, or use "
-                            "--counters focus or none")
-    for share in BUDGET_FUNCTION_SHARES:
-        for bins, with_stalls in BUDGET_CHOICES:
-            plan = SamplingPlan.of(kernels, function_share=share, only=focus, bins=bins)
-            passes = _counter_passes(kernels, counters, plan, with_stalls and stalls)
-            cost = _predict(kernels, plan, passes, held_gib, gpu_gib, lanes)
-            if cost.total_s <= budget_s:
-                dropped = kernels.loc[plan.minor.to_numpy(), "duration_ns"].sum() / total
-                given_up = [what for what, gone in (
-                    ("the warp-stall pass", stalls and not with_stalls),
-                    ("the held-out grid of each family (its lending unchecked)", bins < FAMILY_BINS),
-                    (f"the functions under {100 * share:g} % of the kernel time each ({100 * dropped:.1f} % of it)",
-                     share > PASS_1_MIN_SHARE)) if gone]
-                return CounterPlan(plan, passes, cost, "; ".join(given_up))
-    raise AssertionError("the smallest plan fits the budget")  # checked above: the last choice is the smallest
+                            f"costs about {duration_words(smallest.cost.total_s)} ({plan_message(smallest.cost)}); "
+                            "raise it, or use --counters focus or none")
+    tried = (reduced(*choice) for choice in choices[:-1])
+    return next((chosen for chosen in tried if chosen.cost.total_s <= budget_s), smallest)
 
 
 def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, start_pass: StartPass,

@@ -30,6 +30,7 @@ from ssmprof.schema import (
     CollectorsSection,
     CountersCollector,
     RunInfo,
+    duration_words,
 )
 
 NO_COUNTERS = "No counters in this run"  # how a run's counters finding opens where it has none (--counters none)
@@ -429,20 +430,12 @@ def _plan_cost(counters: CountersCollector) -> str:
     text = ""
     if counters.predicted_s is not None and counters.wall_s:
         error = 100 * (counters.predicted_s / counters.wall_s - 1)
-        text = (f"; counters took {_duration_words(counters.wall_s)}, predicted "
-                f"{_duration_words(counters.predicted_s)} ({error:+.0f} %)")
+        text = (f"; counters took {duration_words(counters.wall_s)}, predicted "
+                f"{duration_words(counters.predicted_s)} ({error:+.0f} %)")
     if counters.left_out:
         within = f"within the {counters.budget_s:.0f} s budget " if counters.budget_s is not None else ""
         text += f"; {within}it left out {counters.left_out}"
     return text
-
-
-def _duration_words(seconds: float) -> str:
-    """`seconds` as a person reads a wait, "47 s", "4 min 47 s": the words the profile printed its prediction in
-    before the passes (`profiler.counter_cost.duration_words`, which analyses do not import: the profiler package
-    sets up Triton's cache on import)."""
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
 def _gemm_work(work: pd.DataFrame | None) -> str:
