@@ -1,5 +1,5 @@
 """The work an op's recorded input shapes say it does (torch.profiler's `launch_shapes`): a GEMM's M, N, K, or the
-elements of its largest input. Read by the counter self-checks (2MNK against measured tensor work) and by the
+elements its inputs broadcast to. Read by the counter self-checks (2MNK against measured tensor work) and by the
 counter join (a problem lent another problem's counters, scaled by their work)."""
 
 from __future__ import annotations
@@ -40,16 +40,18 @@ def gemm_flops(launch_op: str, launch_shapes: str) -> float:
 
 
 def problem_work(launch_op: str, launch_shapes: str) -> float:
-    """A measure proportional to an op's work: 2MNK (x batch) for a GEMM, else the elements of its largest input
-    (an elementwise, indexing or copy kernel touches each once or a fixed number of times); NaN where the shapes
-    say nothing."""
+    """A measure proportional to an op's work where its recorded shapes give one: 2MNK (x batch) for a GEMM, else the
+    elements of the shape its inputs broadcast to (an elementwise kernel touches each output element once: graph-mamba's
+    add of [128, 1] and [128, 223] does 128 x 223, where its largest input said 223 and lent its counters x128).
+    NaN where the shapes say nothing or do not broadcast: a convolution, an index_put or a sort, whose kernels (cuDNN's
+    layout transforms, CUB's radix sort) do work their inputs' sizes do not give."""
     flops = gemm_flops(launch_op, launch_shapes)
     if not math.isnan(flops):
         return flops
     try:
         shapes = json.loads(launch_shapes) if launch_shapes else []
-    except ValueError:
+        tensors = [tuple(shape) for shape in shapes if isinstance(shape, list) and shape
+                   and all(isinstance(n, int) for n in shape)]
+        return float(np.prod(np.broadcast_shapes(*tensors))) if tensors else float("nan")
+    except ValueError:  # unreadable shapes, or shapes that do not broadcast
         return float("nan")
-    sizes = [float(np.prod(shape)) for shape in shapes if isinstance(shape, list) and shape
-             and all(isinstance(n, int) for n in shape)]
-    return max(sizes) if sizes else float("nan")

@@ -96,9 +96,10 @@ def test_a_budget_gives_up_the_stalls_the_held_out_grid_then_the_least_time(gran
     kernels = granite.kernels.reset_index(drop=True)
     held = granite.info.harness.peak_memory_bytes
     whole = choose_plan(kernels, "sampled", held, H100_BYTES)
-    assert whole.left_out == "" and round(whole.cost.total_s) == 151
-    within = choose_plan(kernels, "sampled", held, H100_BYTES, budget_s=100)
-    assert within.cost.total_s <= 100 and "the warp-stall pass" in within.left_out
+    # 218.1 s measured; 151 s before the cost of the iteration's 5,414 launches was a term (counter_cost)
+    assert whole.left_out == "" and round(whole.cost.total_s) == 226
+    within = choose_plan(kernels, "sampled", held, H100_BYTES, budget_s=150)
+    assert within.cost.total_s <= 150 and "the warp-stall pass" in within.left_out
     assert all(group == "counters" for group, *_ in within.passes)
     with pytest.raises(InvalidConfig, match=r"--budget 20 s is too small for any counter plan of this run: the "
                                             r"smallest costs about"):

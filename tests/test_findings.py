@@ -34,29 +34,31 @@ def suite(bundled_suites):
     [
         ("mamba2-lm", "where the time goes", r"GEMM 51 %, SSM scan 19 %"),
         ("mamba2-lm", "SSM kernels", r"SSM kernels take 19 % of kernel time .* memory-bound"),
-        ("mamba2-lm", "host", r"^GPU-bound: kernels keep the GPU busy 98 % of the 214.7 ms step"),
-        ("mamba2-lm", "counters", r"\(lent 83\.1 %, measured 16\.4 %; .*\) and passed the self-checks; .*\. GEMM "
+        ("mamba2-lm", "host", r"^GPU-bound: kernels keep the GPU busy 98 % of the 218.5 ms step"),
+        ("mamba2-lm", "counters", r"\(lent 83\.1 %, measured 16\.2 %; .*\) and passed the self-checks; .*\. GEMM "
                                   r"tensor work measured 1.005-1.014x 2MNK and 1.002-1.007x what whole tiles issue "
                                   r"\(forward and backward\)\.$"),
         ("graph-mamba", "counters", r"GEMM tensor work measured 1.346-1.350x 2MNK and 1.001-1.005x what whole tiles "
                                     r"issue \(forward and backward\): up to 26 % of it is tile padding of skinny "
                                     r"shapes\.$"),
         ("mamba2-lm", "headroom", r"most of it in SSM scan"),
-        ("mamba-vision", "counters", r"the checks removed the counters of 2 launches .*Kernel "
+        ("mamba-vision", "counters", r"the checks removed the counters of 3 launches .*Kernel "
                                      r"\[aten::convolution_backward\] \(backward, duration\)"),
-        ("transformer", "counters", r"removed the counters of 1 launch \(0.1 % .*aten::fill_.* \(backward, hit rate\)"),
-        ("hybrid", "counters", r"removed the counters of 19 launches \(0.1 % .*vectorized_elementwise_kernel .*"
+        ("transformer", "counters", r"removed the counters of 2 launches \(0.4 % .*aten::fill_.* \(backward, "
+                                    r"hit rate\)"),
+        ("hybrid", "counters", r"removed the counters of 19 launches \(0.3 % .*vectorized_elementwise_kernel .*"
                                r"\(backward, hit rate\)"),
         ("mamba2-lm", "top kernels", r"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NTT \(backward, GEMM, 15 % over 28"),
         ("transformer", "SSM kernels", r"^No SSM kernels in this run\.$"),
-        ("graph-mamba", "host", r"^Host-bound: the GPU runs kernels 20 % of the 70.4 ms step"),
+        ("graph-mamba", "host", r"^Host-bound: the GPU runs kernels 19 % of the 77.1 ms step"),
     ],
 )
 def test_findings_of_the_bundled_runs(suite, workload, kind, pattern):
     analyzed_runs, _ = suite
     summary = next(run.summary for run in analyzed_runs if run.info.workload.name == workload)
     found = summary.findings.set_index("kind")
-    assert re.search(pattern, found.loc[kind, "finding"]), found.loc[kind, "finding"]
+    # a kind may hold several findings (graph-mamba's host: its busy share, then where the step synchronizes)
+    assert any(re.search(pattern, finding) for finding in found.loc[[kind], "finding"]), found.loc[[kind], "finding"]
     assert set(found["anchor"]) <= set(summary.frames())  # every finding points at a table of the report
 
 
@@ -115,8 +117,9 @@ def test_suite_opens_with_findings_and_provenance(suite):
     analyzed_runs, overview = suite
     assert list(overview.findings["kind"]) == ["where the time goes", "SSM kernels", "host", "counters"]
     assert overview.findings.iloc[3]["finding"] == "Counters checked in all 7 runs. The self-checks removed " \
-        "counters in mamba2-lm, hybrid, mamba-vision, graph-mamba, transformer, mamba3-lm (see each run's findings)."
-    assert "Host-bound: graph-mamba" in overview.findings.iloc[2]["finding"]
+        "counters in mamba2-lm, hybrid, mamba-vision, graph-mamba, transformer, mamba1-lm, mamba3-lm (see each run's " \
+        "findings)."
+    assert "Host-bound: mamba-vision, graph-mamba" in overview.findings.iloc[2]["finding"]
     page = reporting.render_html(analyzed_runs, overview)
     assert page.index('class="findings"') < page.index("Plotly.newPlot(")
     assert "bundled reference run (h100-sxm/mamba2-lm)" in page
@@ -181,10 +184,10 @@ def test_bundled_compare_never_divides_totals_across_launch_counts():
     row = next(line for line in text.splitlines() if line.startswith(gemm))
     cells = [c.strip() for c in row.split("|")]
     assert "launch count differs" in cells and "28" in cells and "14" in cells
-    assert "1.39x" not in row and "0.69x" in row  # per launch: the H200 is slower on what is left
+    assert "1.41x" not in row and "0.70x" in row  # per launch: the H200 is slower on what is left
     assert "-> nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN" in row
     assert "unchecked" not in text  # both runs' counters passed the self-checks
-    assert "## Step time: GPU busy and host wait" in text and "| A | NVIDIA H100 80GB HBM3 | 214.74 ms" in text
+    assert "## Step time: GPU busy and host wait" in text and "| A | NVIDIA H100 80GB HBM3 | 218.52 ms" in text
 
 
 @pytest.mark.parametrize(("statuses_a", "statuses_b", "note"), [
@@ -286,12 +289,13 @@ def test_trace_of_a_run_without_counters_has_no_verdicts():
 @pytest.mark.parametrize(
     ("gpu", "workload", "cost"),
     [
-        ("h100-sxm", "hybrid", "harness 2 s, Nsight Compute 97 s in 3 passes: 53 s (70 launches x 7 replays, "
-                               "33.7 GiB restored per replay); 24 s (42 launches x 7 replays, 30.0 GiB restored "
-                               "per replay); 20 s (33 launches x 8 replays, 34.0 GiB restored per replay); outside the "
-                               "replayed iterations: start-up 6 s, planning 6 s, build and warm-up 17 s, exit 1 s; "
-                               "2 passes started ahead, 77 s of start-up, imports and waiting overlapped with the pass "
-                               "before; host 9.5 us per tiny launch"),
+        ("h100-sxm", "hybrid", "harness 6 s, Nsight Compute 103 s in 4 passes: 53 s (63 launches x 7 replays, "
+                               "33.7 GiB restored per replay); 15 s (15 launches x 7 replays, 29.6 GiB restored "
+                               "per replay); 13 s (12 launches x 7 replays, 31.1 GiB restored per replay); 22 s (32 "
+                               "launches x 8 replays, 33.9 GiB restored per replay); outside the replayed iterations: "
+                               "start-up 7 s, planning 8 s, build and warm-up 22 s, exit 2 s; 3 passes started ahead, "
+                               "82 s of start-up, imports and waiting overlapped with the pass before; host 15.0 us "
+                               "per tiny launch"),
         ("h200", "hybrid", "harness 13 s, Nsight Compute 82 s in 3 passes: 44 s (71 launches x 7 replays, 33.7 GiB "
                            "restored per replay); 20 s (35 launches x 7 replays, 30.2 GiB restored per replay); 18 s "
                            "(33 launches x 8 replays, 33.7 GiB restored per replay); outside the replayed iterations: "

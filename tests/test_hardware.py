@@ -5,10 +5,13 @@ from pathlib import Path
 
 import pytest
 
+import ssmprof
 from ssmprof import bundled, schema
+from ssmprof.analysis.summaries.run import warnings_for
 from ssmprof.hardware import (
     DATASHEET,
     DEVICE_PROFILE,
+    PRE_PROBE_NOTE,
     SPECS,
     Ceilings,
     identity_note,
@@ -67,12 +70,13 @@ def place_profile(folder: Path, gpu: str) -> None:
         (H100_NAME, "parent", None, "h100-sxm", "device profile beside the run", 0),
         # nothing beside the run: the bundled profile of its GPU model
         (H100_NAME, None, None, "h100-sxm", f"bundled device profile of the {H100_NAME}", 0),
-        (H200_NAME, None, None, "h200", f"bundled device profile of the {H200_NAME}", 0),
+        # (the bundled H200 profile predates the ceiling probes: one note more, PRE_PROBE_NOTE)
+        (H200_NAME, None, None, "h200", f"bundled device profile of the {H200_NAME}", 1),
         # an explicit profile of the same GPU wins over the one beside the run
         (H100_NAME, "parent", "h100-sxm", "h100-sxm", "given with --device-profile", 0),
         # a profile of another GPU is never applied, given or beside the run, and a note says so
-        (H200_NAME, "parent", None, "h200", f"bundled device profile of the {H200_NAME}", 1),
-        (H200_NAME, None, "h100-sxm", "h200", f"bundled device profile of the {H200_NAME}", 1),
+        (H200_NAME, "parent", None, "h200", f"bundled device profile of the {H200_NAME}", 2),
+        (H200_NAME, None, "h100-sxm", "h200", f"bundled device profile of the {H200_NAME}", 2),
         (H100_NAME, "parent", "h200", "h100-sxm", "device profile beside the run", 1),
         # a GPU without a bundled profile: its datasheet row
         ("NVIDIA A100-SXM4-80GB", None, None, "a100-80gb", DATASHEET, 0),
@@ -93,7 +97,7 @@ def test_a_run_stands_on_its_own_gpus_ceilings(tmp_path, gpu_name, beside, given
         assert (ceilings.dram_gb_s, ceilings.l2_gb_s, ceilings.bf16_tensor_tflops) == (
             measured.dram_gb_s, measured.l2_gb_s, measured.bf16_tensor_tflops)
         assert ceilings.source == f"{MEASURED}, {where}"
-    assert len(said) == notes and all("not applied" in note for note in said)
+    assert len(said) == notes and all("not applied" in note or note == PRE_PROBE_NOTE for note in said)
 
 
 def test_a_gpu_without_profile_or_datasheet_row_has_no_roofline():
@@ -109,14 +113,15 @@ def test_bundled_runs_find_their_gpus_profile_beside_them():
     shipped models): one set of ceilings per GPU on every reference page."""
     kept = 0
     for gpu in bundled.GPUS:
-        measured = read_device_profile(bundled.device_profile(gpu)).measured
+        profile = read_device_profile(bundled.device_profile(gpu))
+        measured, expected_notes = profile.measured, [] if profile.set_by else [PRE_PROBE_NOTE]
         paths = bundled.runs(gpu) + bundled.parallel_runs(gpu) + bundled.shipped_models(gpu)
         paths += [point.parent for folder in bundled.sweeps(gpu) for point in folder.glob("*/run.json")]
         for path in paths:
             info = schema.read_run(path).info
             ceilings, said = run_ceilings(info.gpu.name, path)
             assert ((ceilings.dram_gb_s, ceilings.bf16_tensor_tflops, ceilings.l1_gb_s), said) == (
-                (measured.dram_gb_s, measured.bf16_tensor_tflops, measured.l1_gb_s), []), path
+                (measured.dram_gb_s, measured.bf16_tensor_tflops, measured.l1_gb_s), expected_notes), path
             kept += (path / DEVICE_PROFILE).is_file()
     assert kept == 3  # H100: mamba3-lm, hf-bamba, hf-nemotron-h
 
@@ -143,3 +148,18 @@ def test_a_gpu_whose_memory_is_not_its_datasheet_rows_is_named(gpu, named_as, mi
     assert (note is not None) == mismatch
     if mismatch:
         assert "the host's GPU is not the part its name matched" in note
+
+
+def test_ceilings_calibrated_before_the_probes_are_said_to_be_on_every_page_of_their_gpu():
+    """The bundled H200 profile predates the ceiling probes (no `set_by`) and no H200 could be had to measure it again:
+    each H200 run says so above its tables, with the launches above the roof counted; the H100's, probed, says
+    nothing."""
+    h200 = ssmprof.load(bundled.REFERENCE / "h200" / "mamba2-lm")
+    ceilings, notes = run_ceilings(h200.info.gpu.name, h200.path)
+    assert PRE_PROBE_NOTE in notes and ceilings is not None
+    roof = h200.summary.roofline["pct_of_roof"]
+    assert (roof > 100).sum() == 88 and roof.max() == pytest.approx(106.3, abs=0.05)
+    assert h200.summary.calibration_defects["launches"].sum() == 5
+    assert PRE_PROBE_NOTE in warnings_for(h200, h200.summary, notes)
+    h100 = ssmprof.load(bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
+    assert PRE_PROBE_NOTE not in run_ceilings(h100.info.gpu.name, h100.path)[1]

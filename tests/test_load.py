@@ -21,7 +21,7 @@ def test_load_imports_no_torch_and_prints_the_summary():
     code = ("import sys, ssmprof; r = ssmprof.load('ssmprof/reference/h100-sxm/mamba2-lm'); print(r.summary); "
             "print(sorted(m for m in ('torch', 'plotly', 'ssmprof.profiler', 'ssmprof.reports') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert out.startswith("Summary of 29 sections\n  breakdown: 16 rows x 5 columns\n")
+    assert out.startswith("Summary of 33 sections\n  breakdown: 16 rows x 5 columns\n")
     assert "  findings: 7 rows x 6 columns\n" in out and out.rstrip().endswith("[]")
 
 

@@ -66,8 +66,8 @@ def test_the_late_rank_is_rank_1_and_the_hosts_pace_the_step(tp4):
 
 
 @pytest.mark.parametrize(("run", "paced", "over_ms"), [
-    ("h100-sxm/mamba2-lm-tp4", True, 38.5), ("h100-sxm/hybrid-tp4", False, -0.6),
-    ("h100-sxm/mamba1-lm-tp4", False, 0.9), ("h200/mamba2-lm-tp2", False, -1.8),
+    ("h100-sxm/mamba2-lm-tp4", True, 59.3), ("h100-sxm/mamba2-lm-tp4-cuda-graphs", True, 26.7),
+    ("h100-sxm/hybrid-tp4", False, -0.5), ("h100-sxm/mamba1-lm-tp4", False, 0.8), ("h200/mamba2-lm-tp2", False, -1.8),
     ("h200/mamba2-lm-tp2-no-sp", False, 3.5), ("h200/mamba1-lm-tp2", False, -0.1),
     ("h200/mamba1-lm-tp2-no-sp", False, 0.6), ("h200/hybrid-tp2", False, -1.9),
     ("planted", True, 141.1), ("cpu/tp2-cpu-gloo-mamba2-lm-sp", False, 52.8),
@@ -185,11 +185,12 @@ H100_PLANTED_MS = 14 * 5.0  # SSMPROF_PLANT_DELAY=1:5 on the paper preset's 14 l
 
 
 def test_a_straggler_planted_on_four_h100s_is_found_with_its_size():
-    """On a fresh 4 x H100 host rank 1 was late by itself (its host's launch gaps, as on the shared TP=4 run);
-    planting 5 ms before each of its 14 layers' forward on the same host adds the planted 70 ms to its cost. The
-    cost of one iteration moves with the host between iterations (the unplanted run's steps spread 105-222 ms), so
-    the size is checked to within the larger of the two runs' cost noise and 10 % of what was planted."""
-    natural_run = load_run(bundled.REFERENCE / "h100-sxm" / bundled.PARALLEL / "mamba2-lm-tp4")
+    """On a fresh 4 x H100 host rank 1 was late by itself (its host's launch gaps, as on the shared TP=4 run; the
+    mamba2-lm TP=4 run bundled until 2026-11-27, kept in tests/data/tp4-h100-bundled-2026-11-26); planting 5 ms
+    before each of its 14 layers' forward on the same host adds the planted 70 ms to its cost. The cost of one
+    iteration moves with the host between iterations (the unplanted run's steps spread 105-222 ms), so the size is
+    checked to within the larger of the two runs' cost noise and 10 % of what was planted."""
+    natural_run = load_run(DATA / "tp4-h100-bundled-2026-11-26" / "mamba2-lm-tp4")  # as bundled then
     planted_run = load_run(PLANTED)
     natural = late_rank(natural_run.kernels, natural_run.info).iloc[0]
     planted = late_rank(planted_run.kernels, planted_run.info).iloc[0]

@@ -202,9 +202,9 @@ def test_the_bundled_h100_mamba2_run_names_its_ssd_kernels_on_mma_sync():
     (run,), _ = analyze_runs([REFERENCE / "h100-sxm" / "mamba2-lm"])
     families = run.summary.tensor_instructions.set_index(["category", "tensor_instruction"])
     assert set(families.loc[("SSM scan", "mma.sync"), "names"].split(", ")) == {
-        "_chunk_scan_fwd_kernel", "_chunk_scan_chunk_state_bwd_dx_kernel", "_chunk_scan_bwd_dcb_kernel"}
+        "_chunk_scan_fwd_kernel", "_chunk_scan_chunk_state_bwd_dx_kernel", "_bmm_chunk_bwd_kernel"}
     assert families.loc[("GEMM", "wgmma"), "kernels"] == 7 and ("GEMM", "mma.sync") not in families.index
     finding = run.summary.findings.set_index("kind").loc["tensor instructions"]
-    assert finding["value"] == "12 % mma.sync" and "_chunk_scan_fwd_kernel" in finding["finding"]
-    assert "tiles of fewer than 64 rows (a wgmma's rows per warpgroup) for _chunk_scan_bwd_dcb_kernel (32), " \
+    assert finding["value"] == "11 % mma.sync" and "_chunk_scan_fwd_kernel" in finding["finding"]
+    assert "tiles of fewer than 64 rows (a wgmma's rows per warpgroup) for _bmm_chunk_bwd_kernel (32), " \
            "_chunk_scan_chunk_state_bwd_dx_kernel (32), _chunk_scan_fwd_kernel (32)." in finding["finding"]

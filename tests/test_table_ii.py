@@ -24,9 +24,9 @@ def h100_mamba2():
 
 
 # row -> (kernels, TensorOnly, Tensor+Vector, VectorOnly) at today's 1 % tolerance, FLOP classes
-H100_TABLE_II = {"forward": (5, "1 kernel, 6.45 %", "2 kernels, 81.58 %", "2 kernels, 11.97 %"),
-                 "backward": (9, "2 kernels, 11.08 %", "5 kernels, 81.21 %", "2 kernels, 7.71 %"),
-                 "recomputed in backward": (4, "1 kernel, 15.16 %", "1 kernel, 48.65 %", "2 kernels, 36.19 %")}
+H100_TABLE_II = {"forward": (5, "1 kernel, 6.25 %", "2 kernels, 81.87 %", "2 kernels, 11.88 %"),
+                 "backward": (9, "2 kernels, 11.44 %", "5 kernels, 80.52 %", "2 kernels, 8.03 %"),
+                 "recomputed in backward": (4, "1 kernel, 15.37 %", "1 kernel, 48.71 %", "2 kernels, 35.92 %")}
 
 
 def test_table_ii_keeps_recomputed_kernels_apart(h100_mamba2):
@@ -36,15 +36,15 @@ def test_table_ii_keeps_recomputed_kernels_apart(h100_mamba2):
     assert (table["NoFLOPs"] == "0 kernels, 0.00 %").all()
     assert table.loc["backward", "share_of_phase"] + table.loc["recomputed in backward", "share_of_phase"] == \
         pytest.approx(1.0)
-    assert table.loc["recomputed in backward", "share_of_phase"] == pytest.approx(0.1288, abs=1e-4)
+    assert table.loc["recomputed in backward", "share_of_phase"] == pytest.approx(0.1279, abs=1e-4)
 
 
 @pytest.mark.parametrize(("kernel", "row", "changes_at_pct", "other_side"), [
     ("_bmm_chunk_bwd_kernel", "backward", 0.195, "Tensor+Vector"),
-    ("_chunk_scan_bwd_dstates_kernel", "backward", 0.645, "Tensor+Vector"),
+    ("_chunk_scan_bwd_dstates_kernel", "backward", 0.651, "Tensor+Vector"),
     ("_chunk_state_fwd_kernel", "forward", 1.090, "TensorOnly"),
     ("_chunk_scan_fwd_kernel", "forward", 2.245, "TensorOnly"),
-    ("_chunk_scan_bwd_ddAcs_stable_kernel", "backward", 7.556, "TensorOnly"),
+    ("_chunk_scan_bwd_ddAcs_stable_kernel", "backward", 7.574, "TensorOnly"),
     ("_bmm_chunk_fwd_kernel", "forward", 0.0, ""),  # pure tensor: never changes
     ("_state_passing_bwd_kernel", "backward", 0.0, ""),
 ])
@@ -77,7 +77,7 @@ def test_table_ii_sits_beside_the_studys_in_its_order(h100_mamba2):
     assert study.loc["backward", ["TensorOnly", "VectorOnly", "Tensor+Vector"]].tolist() == [
         "1 kernel, 1.26 %", "2 kernels, 6.86 %", "6 kernels, 91.87 %"]
     ours = table[table["source"] == "ssmprof"].set_index("row")
-    assert ours.loc["forward", "TensorOnly"] == "1 kernel, 6.45 %"
+    assert ours.loc["forward", "TensorOnly"] == "1 kernel, 6.25 %"
 
 
 def test_the_causes_of_the_difference_carry_their_numbers():
@@ -90,10 +90,10 @@ def test_the_causes_of_the_difference_carry_their_numbers():
 
 
 def test_the_ssm_dram_use_sits_beside_the_studys_with_its_ceiling():
-    """47.2 % time-weighted of Nsight Compute's peak and of the datasheet's 3350 GB/s, 48.2 % of the measured
-    ceiling, 53.5 % unweighted over launches, beside the study's 57.5 % (of 3350 GB/s)."""
+    """46.6 % time-weighted of Nsight Compute's peak and of the datasheet's 3350 GB/s, 47.7 % of the measured
+    ceiling, 52.1 % unweighted over launches, beside the study's 57.5 % (of 3350 GB/s)."""
     run = load_run(bundled.REFERENCE / "h100-sxm" / "mamba2-lm")
     ceilings, _ = run_ceilings(run.info.gpu.name, run.path)
     table = dram_beside_study(run.kernels[run.kernels["category"] == "SSM scan"], ceilings)
-    assert table["dram_pct"].round(1).tolist() == [47.2, 48.2, 47.2, 53.5, 57.5]
+    assert table["dram_pct"].round(1).tolist() == [46.6, 47.7, 46.6, 52.1, 57.5]
     assert table["ceiling_gb_s"].round().tolist()[1:] == [3275, 3350, 3350, 3350]

@@ -1,5 +1,7 @@
 """Timeline collector: kernel names, phase attribution by time, and the run directory it feeds."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import torch
@@ -18,7 +20,7 @@ from ssmprof.profiler.timeline import (
     short_kernel_name,
     timed_table,
 )
-from ssmprof.schema import KERNEL_COLUMNS, conform_kernels
+from ssmprof.schema import KERNEL_COLUMNS, conform_kernels, read_frame
 from ssmprof.workloads.registry import get_workload
 
 
@@ -76,6 +78,15 @@ def test_cpu_trace_has_no_kernels_and_still_fits_the_contract(cpu_trace):
     assert table.empty and list(table.columns)[: len(KERNEL_COLUMNS)] == list(KERNEL_COLUMNS)
     assert coverage(table) == {"launches": 0, "kernel_time_ns": 0, "phase_time_fraction": 0.0,
                                "counter_time_fraction": 0.0}
+
+
+def test_a_parallel_runs_counter_share_leaves_its_collectives_out():
+    """The TP=4 straggler's rank 0 (Nsight Compute on it, NCCL kernels never replayed): 74 % of its kernel time is
+    collectives waiting for rank 1; its compute kernels are 98 % checked, and that is the share coverage states."""
+    kernels = read_frame(Path(__file__).parent / "data" / "tp4-h100-mamba2-lm-paper-straggler" / "kernels.parquet")
+    rank0 = conform_kernels(kernels[kernels["rank"] == 0])
+    assert coverage(rank0)["counter_time_fraction"] == pytest.approx(0.983, abs=0.001)
+    assert coverage(rank0)["kernel_time_ns"] == rank0["duration_ns"].sum()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")

@@ -251,13 +251,25 @@ def results(readme: Path | None = None) -> str:
         suite.gpu_pair(paired[first], paired[second], infos[first], infos[second]),
         suite.projection_errors(paired[first], paired[second], ceilings[first], ceilings[second]),
         suite.beside_study(loaded[first][STUDY_WORKLOAD].kernels, loaded[first][STUDY_WORKLOAD].info,
-                           measured[STUDY_WORKLOAD]))
+                           measured[STUDY_WORKLOAD]),
+        study_memory(first))
     extra = sweep_headlines() + parallel_results()
     if extra:
         text = text.replace(RESULTS_END, extra + RESULTS_END)
     if readme is not None:
         write_text(readme, splice_results(current, text, readme))
     return text
+
+
+def study_memory(gpu: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The SSM kernels' memory use under the study's definitions measured on `gpu` (`bundled.study_memory`): the
+    table by definition and the longest kernels (`suite.ssm_memory_table`, `ssm_memory_longest`); None where not
+    measured there."""
+    path = bundled.study_memory(gpu)
+    if path is None:
+        return None
+    measured = pd.read_csv(path)
+    return suite.ssm_memory_table(measured), suite.ssm_memory_longest(measured)
 
 
 def _results_target(readme: Path | None) -> str:

@@ -652,9 +652,11 @@ def _lenders(timeline: pd.DataFrame, plan: SamplingPlan, measured: dict) -> tupl
 def _scaled_lenders(timeline: pd.DataFrame, plan: SamplingPlan, own: pd.Series, lender: pd.Series) -> pd.Series:
     """Fill `lender` (in place) for the launches that found no measured launch of their configuration and problem:
     first the measured launch of the same configuration and kernel whose recorded work (`op_work.problem_work`:
-    2MNK of a GEMM, else its largest input) is nearest, then, in a binned family, the measured launch nearest in
-    grid; each nearest in log scale, the larger on a tie. Returns each launch's `counter_scale`: its work or grid
-    over its lender's for those, 1 for every other launch."""
+    2MNK of a GEMM, else the elements its inputs broadcast to) is nearest; a launch whose shapes give no work (a
+    convolution's layout transform, a sort) the first measured launch of its configuration, unscaled (the
+    configuration fixes its grid, which such a kernel's work follows); then, in a binned family, the measured launch
+    nearest in grid; each nearest in log scale, the larger on a tie. Returns each launch's `counter_scale`: its work
+    or grid over its lender's for those, 1 for every other launch."""
     scale = pd.Series(1.0, index=timeline.index)
     pairs = list(zip(timeline["launch_op"].fillna(""), timeline["launch_shapes"].fillna(""), strict=True))
     works = {pair: problem_work(*pair) for pair in set(pairs)}
@@ -662,6 +664,7 @@ def _scaled_lenders(timeline: pd.DataFrame, plan: SamplingPlan, own: pd.Series, 
     known = np.isfinite(work) & (work > -600)
     config = (_joined(timeline, CONFIG_KEY) + " " + plan.signatures).to_numpy()
     _lend_nearest(config, work, own.to_numpy() & known, lender.isna().to_numpy() & known, lender, scale)
+    _lend_nearest(config, np.zeros(len(config)), own.to_numpy(), lender.isna().to_numpy() & ~known, lender, scale)
     binned = timeline["kernel_name"].isin(plan.binned).to_numpy()
     blocks = np.log(plan.blocks.to_numpy(dtype=float))
     _lend_nearest(plan.family.to_numpy(), blocks, own.to_numpy() & binned, lender.isna().to_numpy() & binned,

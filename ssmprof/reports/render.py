@@ -21,6 +21,7 @@ from ssmprof.analysis.findings.phrases import shown_pct
 from ssmprof.analysis.findings.run import on_cpu, workload_words
 from ssmprof.analysis.limits.tensor_vector import (
     CLASS_RULE,
+    STUDY_SSM_DRAM_PCT,
     TENSOR_ONLY,
     TENSOR_ONLY_SHARE,
     VECTOR_ONLY,
@@ -596,12 +597,42 @@ def write_csv(tables: dict[str, pd.DataFrame], folder: Path, prefix: str) -> lis
 RESULTS_START, RESULTS_END = "<!-- results:start -->", "<!-- results:end -->"
 
 
+def _study_memory_lines(gpu: str, table: pd.DataFrame, longest: pd.DataFrame) -> list[str]:
+    """The study's 57.5 % under each definition and cache setting measured (`suite.ssm_memory_table`), and why the
+    numbers part: a paragraph whose every number is read from the two tables."""
+    def value(caches: str, definition: str, column: str = "mean_over_configurations_pct") -> str:
+        row = table[(table["caches"] == caches) & (table["definition"] == definition)].iloc[0]
+        return f"{row[column]:.1f} %"
+
+    dram, sol = "DRAM throughput", "SpeedOfLight Memory Throughput"
+    first = longest.iloc[0]
+    scans = ", ".join(longest["kernel_name"])
+    why = (f"Why ours differs: the study gives {STUDY_SSM_DRAM_PCT} % without its definition. Averaged over the SSM "
+           f"kernels' launch configurations, as a mean over \"the kernels\" would be, DRAM alone reads "
+           f"{value('flush', dram)} with the caches flushed before each replay (Nsight Compute's default and ours) "
+           f"and {value('keep', dram)} with them kept, and the SpeedOfLight Memory Throughput (the busiest memory "
+           f"unit, not DRAM alone) {value('flush', sol)} and {value('keep', sol)}: the study's number lies between "
+           f"the two definitions. Weighted by time, as ssmprof's headline is, DRAM falls to "
+           f"{value('flush', dram, 'time_weighted_pct')}: the longest kernels ({scans}: "
+           f"{longest['time_share_pct'].sum():.0f} % of the SSM time) are held by {first['busiest_unit']} "
+           f"({first['kernel_name']}: DRAM {first['dram_throughput_pct']:.1f} %, its busiest unit "
+           f"{first['memory_throughput_pct']:.1f} %), not by DRAM. Nsight Compute's default clock control (locked "
+           "base clocks) is not measured: these hosts do not permit changing clocks, so every row ran at the clocks "
+           "the GPU chose.")
+    return ["", f"**The study's 57.5 % under each definition** (mamba2-lm paper on the {gpu}, the 8B Mamba-2 block "
+            "shapes the study cites; `scripts/study_dram.py`, one launch of each SSM launch configuration, "
+            "bundled beside the runs as `study-ssm-memory.csv`):", "", markdown_table(table.round(1)), "", why]
+
+
 def render_results(labels: tuple[str, str], step_times: pd.DataFrame, cost: pd.DataFrame, shares: pd.DataFrame,
                    ssm: pd.DataFrame, pair: pd.DataFrame, errors: pd.DataFrame,
-                   study: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> str:
+                   study: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame],
+                   study_memory: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
     """The Results section of docs/results.md (markdown between RESULTS_START and RESULTS_END), from the bundled
     runs; `study`: the first GPU's mamba2-lm Table II beside the study's, its causes and its SSM DRAM use beside
-    the study's (`tensor_vector.table_ii_beside_study`, `table_ii_causes`, `suite.dram_beside_study`)."""
+    the study's (`tensor_vector.table_ii_beside_study`, `table_ii_causes`, `suite.dram_beside_study`);
+    `study_memory`: the SSM kernels' memory use under the study's definitions and its longest kernels
+    (`suite.ssm_memory_table`, `ssm_memory_longest`), where measured."""
     table_ii, causes, dram = study
     a, b = labels
     steps = step_times.astype({"throughput": "int64"}).assign(  # the coverage as every page shows it
@@ -632,6 +663,7 @@ def render_results(labels: tuple[str, str], step_times: pd.DataFrame, cost: pd.D
         "", "Why the two differ, each cause with its number:", "", markdown_table(causes),
         "", f"**SSM DRAM use beside the study's** (mamba2-lm on the {a}), each against the ceiling it is taken of:",
         "", markdown_table(dram.round(1)),
+        *(_study_memory_lines(a, *study_memory) if study_memory is not None else []),
         "", f"**{a} vs {b}** (A = {a}, B = {b}): speedup = A's time over B's; `slow_iteration`: a run whose profiled "
         "iteration kept the GPU busy longer than its median step, by how much (its kernel times describe a slower "
         "step than the timed ones).", "", markdown_table(rounded["pair"]),

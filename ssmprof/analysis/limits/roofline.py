@@ -43,8 +43,8 @@ so a configuration whose launches fall on both sides of a ridge gives two points
 Headroom (`headroom`): the step time a kernel would give back if it ran at its roof, or at a reachable share of
 it. Per launch with counters, the time at the roof is its FLOPs over the roof at its intensity (`roofline`), or,
 for data movement (no FLOPs), its DRAM bytes at DRAM bandwidth. A roof is not reachable in practice: in
-the bundled H100 LM runs with checked counters the fastest GEMM launch reaches 82-83 % of the dense bf16
-datasheet peak and the fastest memory-bound launch 97 % of DRAM bandwidth (run.json
+the bundled H100 LM runs with checked counters the fastest GEMM launch reaches 82 % of the dense bf16
+datasheet peak and the fastest memory-bound launch 91-92 % of DRAM bandwidth (run.json
 `counter_checks.max_fraction_of_peak`), so REACHABLE = 80 % of the roof is what a tuned kernel gets:
 `saved_reachable_ms` is what an optimization effort could expect, `saved_at_roof_ms` its upper bound.
 Launches without counters have no roof and count as no headroom (their time is shown).

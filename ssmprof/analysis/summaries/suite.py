@@ -243,6 +243,62 @@ def dram_beside_study(ssm: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["measure", "ceiling", "ceiling_gb_s", "dram_pct"])
 
 
+# The metrics `scripts/study_dram.py` reads for the SSM kernels under the study's definitions (Nsight Compute's
+# names): DRAM alone, the SpeedOfLight section's "Memory Throughput" (the busiest of the memory units: DRAM, L2, L1,
+# shared memory) and the units beside it, the launch's duration and the SM clock it ran at.
+SSM_MEMORY_METRICS = {"duration_ns": "gpu__time_duration.sum", "dram_bytes": "dram__bytes.sum",
+                      "dram_throughput_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                      "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                      "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+                      "l1_throughput_pct": "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+                      "sm_clock_hz": "gpc__cycles_elapsed.avg.per_second"}
+# definition -> (what it is, how it is read from a launch of `scripts/study_dram.py`'s table)
+SSM_MEMORY_DEFINITIONS = {
+    "DRAM throughput": ("% of Nsight Compute's DRAM peak (dram__throughput)", lambda t: t["dram_throughput_pct"]),
+    "DRAM bytes over duration": (f"% of the datasheet's {STUDY_DRAM_GB_S:,.0f} GB/s (the study's ceiling)",
+                                 lambda t: 100 * t["dram_bytes"] / t["duration_ns"] / STUDY_DRAM_GB_S),
+    "SpeedOfLight Memory Throughput": ("% of the busiest memory unit's peak (gpu__compute_memory_throughput: DRAM, "
+                                       "L2, L1 or shared memory)", lambda t: t["memory_throughput_pct"]),
+}
+# the units gpu__compute_memory_throughput takes the largest of, as `ssm_memory_longest` names them
+MEMORY_UNITS = {"dram_throughput_pct": "DRAM", "l2_throughput_pct": "L2", "l1_throughput_pct": "L1 / shared memory"}
+
+
+def ssm_memory_table(measured: pd.DataFrame) -> pd.DataFrame:
+    """The SSM kernels' memory use under each cache setting and definition (`SSM_MEMORY_DEFINITIONS`) of
+    `scripts/study_dram.py`'s launches (`measured`: one row per setting and launch configuration, with the run's
+    `launches` of it), three ways to average: over launch configurations (each kernel configuration once, as a
+    study averaging "the kernels" would), over launches, and weighted by time (duration x launches: what the
+    iteration spends). The study's 57.5 % is one number without its definition: the rows say which come near it."""
+    rows = []
+    for cache, launches in measured.groupby("cache", sort=False):
+        time = launches["duration_ns"] * launches["launches"]
+        for definition, (what, read) in SSM_MEMORY_DEFINITIONS.items():
+            values = read(launches)
+            rows.append({"caches": cache, "definition": definition, "of": what, "configurations": len(launches),
+                         "mean_over_configurations_pct": float(values.mean()),
+                         "mean_over_launches_pct": time_weighted(values, launches["launches"]),
+                         "time_weighted_pct": time_weighted(values, time)})
+    rows.append({"caches": "not stated", "definition": STUDY, "of": "mean DRAM bandwidth of the SSM kernels, % of "
+                 f"{STUDY_DRAM_GB_S:,.0f} GB/s", "configurations": None,
+                 "mean_over_configurations_pct": STUDY_SSM_DRAM_PCT, "mean_over_launches_pct": float("nan"),
+                 "time_weighted_pct": float("nan")})
+    return pd.DataFrame(rows)
+
+
+def ssm_memory_longest(measured: pd.DataFrame, cache: str = FLUSHED, top: int = 3) -> pd.DataFrame:
+    """The `top` SSM kernels of `scripts/study_dram.py`'s launches that take the most time with the caches `cache`:
+    share of the SSM kernels' time, DRAM throughput, the SpeedOfLight Memory Throughput and the unit that sets it
+    (`MEMORY_UNITS`): why weighting by time moves DRAM use away from the mean over kernels."""
+    launches = measured[measured["cache"] == cache]
+    time = launches["duration_ns"] * launches["launches"]
+    busiest = launches[list(MEMORY_UNITS)].idxmax(axis=1).map(MEMORY_UNITS)
+    table = pd.DataFrame({"kernel_name": launches["kernel_name"], "time_share_pct": 100 * time / time.sum(),
+                          "dram_throughput_pct": launches["dram_throughput_pct"],
+                          "memory_throughput_pct": launches["memory_throughput_pct"], "busiest_unit": busiest})
+    return table.sort_values("time_share_pct", ascending=False, ignore_index=True).head(top)
+
+
 def beside_study(kernels: pd.DataFrame, info: RunInfo, ceilings: Ceilings) -> tuple[pd.DataFrame, ...]:
     """A run of the study's model beside the study: its Table II and the study's (`table_ii_beside_study`), why
     they differ (`table_ii_causes`) and its SSM DRAM use beside the study's (`dram_beside_study`)."""

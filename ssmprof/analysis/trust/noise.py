@@ -43,8 +43,9 @@ LAUNCH_RESAMPLES = 2_000  # per kernel configuration; a run has hundreds of them
 SEED = 0
 # How much one configuration's step time varied between runs on one GPU: mamba2-lm at the paper shape (8,192 tokens
 # a step), measured in the bundled suite, the d_state x chunk_size sweep and the seq_len sweep: 214.7, 218.3 and
-# 219.2 ms on the H100 (2.1 %), 203.5, 209.2 and 207.7 ms on the H200 (2.8 %; the suite run measured again later,
-# 207.2 ms, is the one bundled now). A difference of two runs smaller than this is within noise.
+# 219.2 ms on the H100 (2.1 %; the suite run measured again 2026-11-27, 218.5 ms, is the one bundled now),
+# 203.5, 209.2 and 207.7 ms on the H200 (2.8 %; the suite run measured again later, 207.2 ms, is the one bundled
+# now). A difference of two runs smaller than this is within noise.
 RERUN_SPREAD_PCT = 2.8
 FASTER, SLOWER, WITHIN_NOISE, NO_INTERVAL = "faster", "slower", "within noise", "no interval (one sample)"
 STEPS, LAUNCHES = "steps", "launches"
