@@ -131,3 +131,26 @@ def test_cpu_fallback_line_names_the_real_cause_not_a_missing_package():
     assert fallback, lines
     for line in fallback:
         assert "is not installed. This is correct" not in line and "CPU run" in line, line
+
+
+def test_jambas_scan_norms_give_the_scan_its_inputs_dtype_under_mixed_precision():
+    """Jamba's time-step, B and C RMSNorms keep an fp32 weight (mixed precision) and so turn bf16 into fp32 under
+    autocast, which mamba-ssm's selective scan refuses (B must be its input's dtype): their outputs are cast to the
+    autocast dtype; the other norms, and everything outside autocast, are left as transformers computes them."""
+    import torch
+
+    workload = get_workload("hf:jamba")
+    cfg = workload.config("tiny")
+    model = workload.build(cfg, plan_kernels(workload.ops, "cpu"))
+    seen: dict[str, torch.dtype] = {}
+    for name, module in model.named_modules():
+        if name.endswith("layernorm"):
+            module.register_forward_hook(lambda m, i, o, name=name: seen.__setitem__(name, o.dtype))
+    tokens = torch.randint(0, cfg.vocab_size, (1, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model(input_ids=tokens, use_cache=False)
+    scan = {name: dtype for name, dtype in seen.items() if name.rsplit(".", 1)[-1] in hf.JAMBA_SCAN_NORMS}
+    assert scan and set(scan.values()) == {torch.bfloat16}
+    assert {dtype for name, dtype in seen.items() if name not in scan} == {torch.float32}  # e.g. input_layernorm
+    model(input_ids=tokens, use_cache=False)
+    assert set(seen.values()) == {torch.float32}

@@ -191,6 +191,25 @@ def _jamba_kwargs(cfg: HFConfig) -> dict:
                 expert_layer_offset=JAMBA_EXPERTS[1], mamba_d_state=cfg.d_state, mamba_d_conv=4, mamba_expand=2)
 
 
+# transformers' Jamba normalizes its Mamba mixer's time step, B and C with RMSNorms whose fp32 weight (mixed precision
+# keeps parameters fp32) turns their bf16 input into fp32 under autocast; mamba-ssm's selective scan then refuses B in
+# another dtype than its input ("Expected B.scalar_type() == ... input_type", hf:jamba small on an H100, 2026-11-27).
+# A model trained in bf16 computes those norms in bf16: their outputs are cast to the autocast dtype.
+JAMBA_SCAN_NORMS = ("dt_layernorm", "b_layernorm", "c_layernorm")
+
+
+def _scan_norms_in_compute_dtype(model: nn.Module) -> None:
+    """Cast the outputs of Jamba's scan norms (JAMBA_SCAN_NORMS) to the autocast dtype, where autocast is on."""
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] in JAMBA_SCAN_NORMS:
+            module.register_forward_hook(_to_autocast_dtype)
+
+
+def _to_autocast_dtype(module: nn.Module, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
+    device = output.device.type
+    return output.to(torch.get_autocast_dtype(device)) if torch.is_autocast_enabled(device) else output
+
+
 # Qwen/Qwen3-Next-80B-A3B-Instruct config.json: 48 layers, full attention every 4th ("full_attention_interval"),
 # Gated DeltaNet elsewhere, a mixture of experts after every mixer.
 QWEN3_NEXT_PATTERN = "LLLA"
@@ -339,7 +358,10 @@ class HFWorkload(Workload):
         module = modeling_module(self.arch, plan if fused else None)
         config = self.transformers_config(cfg, module)
         record_kernels(plan, module, self.arch, cfg)
-        return getattr(module, self.arch.model_class)(config)
+        model = getattr(module, self.arch.model_class)(config)
+        if self.arch.name == "jamba":
+            _scan_norms_in_compute_dtype(model)
+        return model
 
     def transformers_config(self, cfg: HFConfig, module):
         """The transformers config of these sizes: no generation cache (training), SDPA attention, and each
