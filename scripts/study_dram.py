@@ -11,7 +11,7 @@ GPU runs them (`--clock-control none`): Nsight Compute's default locks them to b
 permit (a figure for that setting cannot be measured here and is labelled so). Writes under OUT_DIR:
 
     ssm-memory.csv   one row per setting and profiled launch: kernel, grid, block, the run's launches of that
-                     configuration, duration and the metrics (`analysis.summaries.suite.SSM_MEMORY_COLUMNS`)
+                     configuration, duration and the metrics (`SSM_MEMORY_METRICS`)
     ncu-<setting>.log    Nsight Compute's output
 
     .venv/bin/python scripts/study_dram.py OUT_DIR [--run RUN_DIR]
@@ -32,13 +32,22 @@ import pandas as pd
 
 from ssmprof import bundled, schema
 from ssmprof.analysis.launches.categories import SSM
-from ssmprof.analysis.summaries.suite import SSM_MEMORY_METRICS, ssm_memory_table
+from ssmprof.analysis.summaries.suite import ssm_memory_table
 from ssmprof.errors import SsmprofError
 from ssmprof.pipeline.loading import load_run
 from ssmprof.profiler.counters import PROFILED_CHILD_ENV, child_command
 from ssmprof.profiler.ncu_argv import CACHE_CONTROL, only_named
 
 PROFILE_TIMEOUT_S = 300
+# The metrics read for the SSM kernels under the study's definitions (Nsight Compute's names): DRAM alone, the
+# SpeedOfLight section's "Memory Throughput" (the busiest of the memory units: DRAM, L2, L1, shared memory) and the
+# units beside it, the launch's duration and the SM clock it ran at.
+SSM_MEMORY_METRICS = {"duration_ns": "gpu__time_duration.sum", "dram_bytes": "dram__bytes.sum",
+                      "dram_throughput_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                      "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                      "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+                      "l1_throughput_pct": "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+                      "sm_clock_hz": "gpc__cycles_elapsed.avg.per_second"}
 GRID = ["grid_x", "grid_y", "grid_z"]
 BLOCK = ["block_x", "block_y", "block_z"]
 

@@ -653,6 +653,13 @@ class Run:
 RETIRED_COLUMNS = frozenset({"sm_throughput_pct"})
 
 
+def countable(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The launches whose time counters can describe: all but a parallel run's collectives, which Nsight Compute
+    never replays (a replayed NCCL kernel deadlocks) and whose time on a waiting rank is the other ranks' lateness,
+    not work. Read alike by run.json's coverage and the counter-status table, so the share is one answer."""
+    return kernels[kernels["collective"].fillna("") == ""] if "collective" in kernels else kernels
+
+
 def conform_kernels(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame with every contract column, in contract order and dtypes (counters default to NaN)."""
     missing = [name for name in KERNEL_COLUMNS if name not in frame.columns]

@@ -146,12 +146,11 @@ class ProfileSettings:
 
 def coverage(kernels: pd.DataFrame) -> dict:
     """How much of the iteration's kernel time the collectors account for. The counters' share is of the kernel
-    time counters can describe: a parallel run's collectives are left out of it, since Nsight Compute never replays
-    them (a replayed NCCL kernel deadlocks) and a waiting rank's collective time is the other ranks' lateness, not
-    work (the TP=4 straggler's rank 0: 74 % of its kernel time in collectives, its compute 98 % checked)."""
+    time counters can describe (`schema.countable`: the TP=4 straggler's rank 0 has 74 % of its kernel time in
+    collectives, its compute 98 % checked)."""
     total = kernels["duration_ns"].sum()
     phased = kernels.loc[kernels["phase"] != "other", "duration_ns"].sum()
-    work = kernels[kernels["collective"].fillna("") == ""] if "collective" in kernels else kernels
+    work = schema.countable(kernels)
     countable = work["duration_ns"].sum()
     countered = work.loc[work["ncu_duration_ns"].notna(), "duration_ns"].sum()
     return {

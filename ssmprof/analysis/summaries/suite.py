@@ -243,15 +243,6 @@ def dram_beside_study(ssm: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["measure", "ceiling", "ceiling_gb_s", "dram_pct"])
 
 
-# The metrics `scripts/study_dram.py` reads for the SSM kernels under the study's definitions (Nsight Compute's
-# names): DRAM alone, the SpeedOfLight section's "Memory Throughput" (the busiest of the memory units: DRAM, L2, L1,
-# shared memory) and the units beside it, the launch's duration and the SM clock it ran at.
-SSM_MEMORY_METRICS = {"duration_ns": "gpu__time_duration.sum", "dram_bytes": "dram__bytes.sum",
-                      "dram_throughput_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                      "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-                      "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
-                      "l1_throughput_pct": "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
-                      "sm_clock_hz": "gpc__cycles_elapsed.avg.per_second"}
 # definition -> (what it is, how it is read from a launch of `scripts/study_dram.py`'s table)
 SSM_MEMORY_DEFINITIONS = {
     "DRAM throughput": ("% of Nsight Compute's DRAM peak (dram__throughput)", lambda t: t["dram_throughput_pct"]),

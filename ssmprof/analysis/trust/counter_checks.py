@@ -70,7 +70,15 @@ from ssmprof.analysis.launches.derived import derive, tensor_flops
 from ssmprof.analysis.launches.distinct import per_distinct
 from ssmprof.hardware import Peaks
 from ssmprof.op_work import gemm_flops, gemm_problem
-from ssmprof.schema import CHECKED_STATUSES, COUNTER_COLUMNS, PHASES, STALL_COLUMNS, STALL_REASONS, RejectedGroup
+from ssmprof.schema import (
+    CHECKED_STATUSES,
+    COUNTER_COLUMNS,
+    PHASES,
+    STALL_COLUMNS,
+    STALL_REASONS,
+    RejectedGroup,
+    countable,
+)
 
 DURATION_FLOOR_NS = 4000
 DURATION_RATIO = 1.5
@@ -308,12 +316,9 @@ def _number(value: float) -> float | None:
 
 
 def status_table(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per counter status (measured, lent, rejected: <check>, unmatched, ...): launches and share of kernel time,
-    of the kernel time counters can describe: a parallel run's collectives are left out, as run.json's coverage
-    leaves them out (`profile_run.coverage`: Nsight Compute never replays them), so that the share reads alike in
-    the suite table and the run's finding."""
-    if "collective" in kernels:
-        kernels = kernels[kernels["collective"].fillna("") == ""]
+    """Per counter status (measured, lent, rejected: <check>, unmatched, ...): launches and share of the kernel time
+    counters can describe (`schema.countable`, as run.json's coverage)."""
+    kernels = countable(kernels)
     total = kernels["duration_ns"].sum()
     table = (kernels.groupby("counter_status", as_index=False)
              .agg(launches=("launch_idx", "size"), time_ns=("duration_ns", "sum")))
