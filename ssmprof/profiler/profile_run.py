@@ -287,10 +287,10 @@ def _counter_passes(kernels: pd.DataFrame, counters: str, plan: SamplingPlan, st
 
 
 def _predict(kernels: pd.DataFrame, plan: SamplingPlan, passes: list[PassSpec], held_gib: float,
-             gpu_gib: float, lanes: int) -> PlanCost:
+             gpu_gib: float, lanes: int, parallel_job: bool) -> PlanCost:
     planned = [PlannedPass(group, len(plan.expected(kernels, mode, targets, names if group == "counters" else None)))
                for group, mode, targets, names in passes]
-    return predict_plan(planned, held_gib, gpu_gib, lanes, len(kernels))
+    return predict_plan(planned, held_gib, gpu_gib, lanes, len(kernels), parallel_job)
 
 
 # What a budget gives up, in order, until the plan fits: the warp-stall pass, then the held-out grid of each binned
@@ -301,17 +301,18 @@ BUDGET_CHOICES = ((FAMILY_BINS, True), (FAMILY_BINS, False), (2, False))  # (gri
 
 
 def choose_plan(kernels: pd.DataFrame, counters: str, held_bytes: float, gpu_memory_bytes: float, lanes: int = 1,
-                budget_s: float | None = None) -> CounterPlan:
+                budget_s: float | None = None, parallel_job: bool = False) -> CounterPlan:
     """The counter plan of mode `counters` for the timeline `kernels`, and its predicted cost
-    (`counter_cost.predict_plan`). With `budget_s`: the plan that checks the most kernel time within it, giving up
-    first the warp stalls, then each family's held-out grid, then the functions of least time
-    (BUDGET_FUNCTION_SHARES); none fitting is one line (InvalidConfig) naming the smallest plan's cost."""
+    (`counter_cost.predict_plan`; `parallel_job`: each pass launches a parallel run's whole job). With `budget_s`:
+    the plan that checks the most kernel time within it, giving up first the warp stalls, then each family's
+    held-out grid, then the functions of least time (BUDGET_FUNCTION_SHARES); none fitting is one line
+    (InvalidConfig) naming the smallest plan's cost."""
     focus = focus_kernels(kernels) if counters == "focus" else None
     held_gib, gpu_gib = held_bytes / 2**30, gpu_memory_bytes / 2**30
     stalls = counters != "focus"
     plan = SamplingPlan.of(kernels, only=focus)
     passes = _counter_passes(kernels, counters, plan, stalls)
-    cost = _predict(kernels, plan, passes, held_gib, gpu_gib, lanes)
+    cost = _predict(kernels, plan, passes, held_gib, gpu_gib, lanes, parallel_job)
     if budget_s is None or cost.total_s <= budget_s or counters == "all":
         return CounterPlan(plan, passes, cost)
     total = max(kernels["duration_ns"].sum(), 1)
@@ -326,7 +327,8 @@ def choose_plan(kernels: pd.DataFrame, counters: str, held_bytes: float, gpu_mem
             ("the held-out grid of each family (its lending unchecked)", bins < FAMILY_BINS),
             (f"the functions under {100 * share:g} % of the kernel time each ({100 * dropped:.1f} % of it)",
              share > PASS_1_MIN_SHARE)) if gone]
-        return CounterPlan(plan, passes, _predict(kernels, plan, passes, held_gib, gpu_gib, lanes), "; ".join(given_up))
+        return CounterPlan(plan, passes, _predict(kernels, plan, passes, held_gib, gpu_gib, lanes, parallel_job),
+                           "; ".join(given_up))
 
     # richest first; the last is the smallest, tried first so that a hopeless budget costs one plan, not them all
     choices = [(share, bins, with_stalls) for share in BUDGET_FUNCTION_SHARES for bins, with_stalls in BUDGET_CHOICES]
@@ -341,8 +343,8 @@ def choose_plan(kernels: pd.DataFrame, counters: str, held_bytes: float, gpu_mem
 
 def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: Path, start_pass: StartPass,
                      check: CounterCheck, tell: Callable[[str, int, int], None], held_bytes: float,
-                     lanes: int = 1, replay: str = "kernel",
-                     budget_s: float | None = None) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
+                     lanes: int = 1, replay: str = "kernel", budget_s: float | None = None,
+                     parallel_job: bool = False) -> tuple[pd.DataFrame, dict, dict, list[Path]]:
     """Counters for the timeline `kernels` in mode `counters` (sampled, all, focus): the passes (`choose_plan`,
     within `budget_s` where given), the join, the self-checks. Returns (the joined, checked table; run.json's
     counter collector notes, with the plan's predicted cost beside the measured; its `checks`; the pass reports,
@@ -350,11 +352,13 @@ def collect_counters(kernels: pd.DataFrame, counters: str, gpu: dict, scratch: P
     pass after the first is started while the one before it replays (`counters.NcuPass`); with `lanes` identical
     GPUs, that many passes replay at once (`start_pass` puts each on its GPU). `held_bytes`: the peak of live
     tensors in the iteration; where replay will save it through the host, each pass's progress says so.
-    `replay`: the replay `start_pass` gives its passes (`counters.replay_mode`)."""
+    `replay`: the replay `start_pass` gives its passes (`counters.replay_mode`). `parallel_job`: the passes are a
+    parallel run's (`distributed.RankPasses`), each launching the whole job at its turn, never ahead: predicted so
+    (`counter_cost.predict_plan`)."""
     chip = chip_for(gpu["compute_capability"])
     metrics = {group: counter_metrics(chip, group) for group in METRIC_GROUPS}
     check_metrics([m for group in metrics.values() for m in group], available_metrics(chip), chip)
-    chosen = choose_plan(kernels, counters, held_bytes, gpu["memory_bytes"], lanes, budget_s)
+    chosen = choose_plan(kernels, counters, held_bytes, gpu["memory_bytes"], lanes, budget_s, parallel_job)
     plan = chosen.plan
     focus = plan.functions if counters == "focus" else None
     planned = [(group, mode, targets, names if group == "counters" else None, scratch / f"{group}-{number}.ncu-rep")
