@@ -1129,6 +1129,7 @@ class RankResult(_Versioned):
     triton_autotune: dict[str, Any] = {}
     timing: TimingPass | None = None  # timeline mode on the GPU: the rank's timing pass (`timeline.timed_table`)
     error: str | None = None
+    failed_at: float | None = None  # when it failed (seconds since the epoch): the first rank to fail is the cause
 
 
 class ScriptJob(_Versioned):

@@ -4,6 +4,7 @@ numerics against the single-process model, refusals before any work, and one liv
 The communication analyses are tested on committed two-rank CPU runs in tests/data (`tp2-cpu-gloo-*`, see
 `test_communication.py`); this file records one more, live, to test the launcher and the merge."""
 
+import os
 import re
 import sys
 import time
@@ -12,6 +13,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+import ssmprof
 from ssmprof import schema
 from ssmprof.analysis.step.communication import collective_counts
 from ssmprof.cli import app
@@ -233,6 +235,97 @@ def test_two_rank_profile_merges_into_one_run(tmp_path):
     counts = collective_counts(run.kernels, parallel.sequence_parallel)
     assert counts["matches"].all(), counts
     assert not list(tmp_path.glob(".*partial*"))
+
+
+# Planted in every rank's interpreter (a sitecustomize on PYTHONPATH): the chosen rank exits the moment the host
+# sampler's thread runs in it, as a rank killed by its host (or by a defect of the sampler) would
+DIE_WHEN_SAMPLED = """
+import os, threading, time
+if os.environ.get("RANK") is not None and os.environ.get("RANK") == os.environ.get("PLANTED_DEATH_RANK"):
+    def _watch():
+        while not any(thread.name == "ssmprof-host-sampler" for thread in threading.enumerate()):
+            time.sleep(0.002)
+        os._exit(7)
+    threading.Thread(target=_watch, daemon=True).start()
+"""
+
+
+TORCHRUN_SUMMARY = """ssmprof.profiler.distributed FAILED
+Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 5327)  (SIGTERM)
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : {ended}
+  error_file: <N/A>
+============================================================"""
+
+
+@pytest.mark.parametrize(("ended", "cause"), [
+    ("7 (pid: 5328) ", (1, "ended with exit code 7")),  # os._exit(7)
+    ("-9 (pid: 5328)  (SIGKILL)", (1, "was killed by SIGKILL")),  # the kernel's OOM killer, kill -9
+])
+def test_torchruns_root_cause_names_the_rank_that_died_first(ended, cause):
+    """The rank torchrun saw end first is the cause, not the ranks it then stopped (SIGTERM above)."""
+    assert distributed._root_cause(TORCHRUN_SUMMARY.format(ended=ended).splitlines()) == cause
+    assert distributed._root_cause(["no summary"]) == (None, "")
+
+
+def test_a_rank_that_dies_while_sampled_costs_the_host_section_alone(tmp_path, monkeypatch):
+    """Rank 1 dies as soon as its host is sampled: the run is still written with both ranks' timelines, and its
+    host section (run.json and every rank's) is marked missing with the line the sampled job failed with."""
+    plant = tmp_path / "plant"
+    plant.mkdir()
+    (plant / "sitecustomize.py").write_text(DIE_WHEN_SAMPLED)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plant), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("PLANTED_DEATH_RANK", "1")
+    settings = measure.ProfileSettings(tmp_path / "runs", steps=1, counters="none")
+    path = measure.profile(measure.ProfileRequest(measure.WorkloadOptions("mamba2-lm", "tiny", tp=2), settings,
+                                                  device="cpu"))
+    run = read_run(path)
+    assert sorted(run.kernels["rank"].unique()) == [0, 1]
+    missing = run.info.harness.host_time.missing
+    assert missing == "the sampled steps' job failed (rank 1 ended with exit code 7 before writing its result)"
+    assert [rank["host_time"] for rank in run.info.parallel.ranks] == [{"missing": missing}] * 2
+    host = ssmprof.load(path).summary.findings.set_index("kind").loc["host", "finding"]
+    assert f"The host's time is not attributed: {missing}." in host
+
+
+RAISE_WHEN_SAMPLED = """
+import os
+if os.environ.get("RANK") == "1":
+    import ssmprof.profiler.harness as harness
+    def planted(*args, **kwargs):
+        raise RuntimeError("planted failure in the sampled steps")
+    harness.sampled_steps = planted
+"""
+
+
+def test_a_failed_job_names_the_first_rank_to_fail_not_its_echo(tmp_path, monkeypatch):
+    """Rank 1 raises; rank 0's collective then loses its peer and fails too, a moment later: the job's one line
+    is rank 1's."""
+    plant = tmp_path / "plant"
+    plant.mkdir()
+    (plant / "sitecustomize.py").write_text(RAISE_WHEN_SAMPLED)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plant), os.environ.get("PYTHONPATH")])))
+    job = make_document(RankJob, workload="mamba2-lm", preset="tiny", overrides={}, warmup=0, steps=1, tp=2, dp=1,
+                        sequence_parallel=True, device="cpu", mode="host", scratch=str(tmp_path))
+    with pytest.raises(RankFailed, match=r"^rank 1 failed: .*planted failure in the sampled steps"):
+        distributed.launch(job, "host", timeout_s=300)
+
+
+def test_ranks_sampled_in_a_job_of_their_own_keep_their_host_time(tmp_path):
+    """Without a planted death the sampled job's host time is each rank's own, sampled and unsampled steps in turn."""
+    settings = measure.ProfileSettings(tmp_path, steps=2, counters="none")
+    path = measure.profile(measure.ProfileRequest(measure.WorkloadOptions("mamba2-lm", "tiny", tp=2), settings,
+                                                  device="cpu"))
+    run = read_run(path)
+    for rank in run.info.parallel.ranks:
+        sampled = rank["host_time"]
+        assert sampled.get("missing") is None and sampled["readings"] > 0, sampled
+        assert len(sampled["sampled_steps_ms"]) == len(sampled["unsampled_steps_ms"]) == 2
 
 
 def test_data_parallel_alone_runs_no_collective_inside_a_layer(tmp_path):

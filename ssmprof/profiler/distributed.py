@@ -5,17 +5,19 @@
 A rank reads its job (`schema.RankJob`), takes RANK, LOCAL_RANK and WORLD_SIZE from the environment torchrun
 gives it, joins the process group through `env://` (NCCL on GPUs, gloo on the CPU), builds its part of the
 model (`workloads.parallel`) and runs the harness: `train` (timed steps), `timeline` (and the profiled
-iteration under torch.profiler, its table written as `<job>.rank-<r>.parquet`), `counters` (one step: the
-iteration Nsight Compute profiles) or `numerics`. A rank named in the job's `ncu_ranks` starts itself again
-under Nsight Compute (the pass `ncu_pass`) and waits: the other ranks run plain. Every file a rank writes goes
-to the job's folder (`scratch`), which must be shared by every node; the ranks wait for each other before they
-exit, so that once any node's agent returns, every rank's files are there.
+iteration under torch.profiler, its table written as `<job>.rank-<r>.parquet`), `host` (and the steps the host
+sampler reads: `harness.sampled_steps`), `counters` (one step: the iteration Nsight Compute profiles) or
+`numerics`. A rank named in the job's `ncu_ranks` starts itself again under Nsight Compute (the pass `ncu_pass`)
+and waits: the other ranks run plain. Every file a rank writes goes to the job's folder (`scratch`), which must be
+shared by every node; the ranks wait for each other before they exit, so that once any node's agent returns, every
+rank's files are there. A failed job is one line naming the first rank to fail (`launch`).
 
 One torchrun agent runs per node (`Launch`): on one host a single agent with a free local port; on several
 (or under `srun`), one per node, all naming node 0's rendezvous endpoint. The same `ssmprof profile` command
 runs on every node; node 0 merges the ranks' tables into the run directory.
 
-`profile_parallel` is one profiled run over all ranks: every rank's timeline, then Nsight Compute on each
+`profile_parallel` is one profiled run over all ranks: every rank's timeline, then the sampled steps in a job of
+their own (a rank that dies while sampled costs the host section alone, `sampled_hosts`), then Nsight Compute on each
 chosen rank in turn (`ncu_ranks`) while the others run without it: Nsight Compute hangs replaying NCCL
 kernels, so it profiles every kernel but those (`ncu_argv.NOT_NCCL`), and NCCL kernels keep timeline-only rows. The
 ranks' tables are merged into one run directory with a `rank` column; run.json `parallel` records the world
@@ -27,8 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import os
 import platform
+import re
 import shutil
 import socket
 import statistics
@@ -55,7 +59,7 @@ from ssmprof.schema import RankJob, RankResult, RankRun
 if TYPE_CHECKING:  # collect is imported where it is used: a rank process never needs it
     from ssmprof.profiler.profile_run import ProfileSettings
 
-MODES = ("train", "timeline", "counters", "numerics")
+MODES = ("train", "timeline", "host", "counters", "numerics")
 # The modes whose ranks also time their step as one CUDA graph where the job asks (`RankJob.cuda_graphs`): a counter
 # pass replays one eager step under Nsight Compute, and a numerics check compares one forward and backward.
 GRAPHED_MODES = ("train", "timeline")
@@ -126,7 +130,8 @@ def rank_main(argv: list[str]) -> int:
     try:
         written = _run_rank(job, path.stem, rank)
     except SsmprofError as exc:
-        written = schema.make_document(RankResult, rank=rank, node=platform.node(), error=str(exc))
+        written = schema.make_document(RankResult, rank=rank, node=platform.node(), error=str(exc),
+                                       failed_at=time.time())
     schema.write_document(written, result_file(Path(job.scratch), path.stem, rank))
     return 0 if written.error is None else 1
 
@@ -167,7 +172,7 @@ def _run_rank(job: RankJob, name: str, rank: int) -> RankResult:
                               progress=lambda stage, done, total: _mark_stage(out, rank, stage, done),
                               capture=capture, groups=groups,
                               timing=capture.record_timing if capture is not None and cuda else None,
-                              find_syncs=capture is not None, sample_host=capture is not None,
+                              find_syncs=job.mode in ("timeline", "host"), sample_host=job.mode == "host",
                               cuda_graphs=job.cuda_graphs and job.mode in GRAPHED_MODES)
         timing = None
         if capture is not None:
@@ -264,10 +269,15 @@ def launch(job: RankJob, name: str, timeout_s: float, where: Launch = Launch()) 
             agent.wait()
     reader.join(timeout=10)
     results = _results(job, name, wait_s=OTHER_NODES_WAIT_S if code == 0 and where.nnodes > 1 else 0)
-    failed = [(rank, r.error) for rank, r in results.items() if r is not None and r.error]
-    if failed:
-        raise RankFailed(f"rank {failed[0][0]} failed: {failed[0][1]}")
+    # the first rank to fail is the cause: the others' errors are often its echo (a collective that lost its peer)
     missing = [rank for rank, r in results.items() if r is None]
+    first, ended = _root_cause(tail)
+    if first in missing:
+        raise RankFailed(f"rank {first} {ended} before writing its result")
+    failed = [r for r in results.values() if r is not None and r.error]
+    if failed:
+        first_failed = min(failed, key=lambda r: (r.failed_at or math.inf, r.rank))
+        raise RankFailed(f"rank {first_failed.rank} failed: {first_failed.error}")
     if code != 0 or missing:
         raise RankFailed(f"rank {missing[0] if missing else '?'} wrote no result: {_last_line(tail)}")
     return [result for rank in range(job.world_size) if (result := results[rank]) is not None]
@@ -310,6 +320,20 @@ def _results(job: RankJob, name: str, wait_s: float) -> dict[int, RankResult | N
 def _result(job: RankJob, name: str, rank: int) -> RankResult | None:
     path = result_file(Path(job.scratch), name, rank)
     return schema.read_document(RankResult, path) if path.is_file() else None
+
+
+def _root_cause(lines) -> tuple[int | None, str]:
+    """The rank torchrun's failure summary names as the first to fail and how it ended ("ended with exit code 7",
+    "was killed by SIGKILL"); (None, "") where the output has no summary. Why: a rank that dies (a signal,
+    `os._exit`) writes nothing itself, and the ranks that fail after it (torchrun stops them, or their collectives
+    lose it) are not the cause."""
+    text = "\n".join(lines)
+    cause = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)[^\n]*?\(?(SIG[A-Z]+)?\)?\s*$", text,
+                      re.DOTALL | re.MULTILINE)
+    if cause is None:
+        return None, ""
+    rank, code, signal = cause.groups()
+    return int(rank), f"was killed by {signal}" if int(code) < 0 and signal else f"ended with exit code {code}"
 
 
 def _last_line(lines) -> str:
@@ -439,6 +463,21 @@ def check_numerics(job: RankJob, timeout_s: float = 1800) -> list[dict]:
     return [{**(r.numerics or {}), "rank": r.rank} for r in results]
 
 
+def sampled_hosts(job: RankJob, results: list[RankResult], timeout_s: float, where: Launch) -> list[RankResult]:
+    """`results` with each rank's `host_time` taken from a job of its own (mode "host": warm-up, the timed steps, one
+    step that finds the syncs, then `harness.sampled_steps`). Why a job of its own: a rank that dies while sampled
+    (the sampler in its process, or anything else) makes torchrun end every rank, and in the timeline's job that
+    would take the run with it; here it costs only the host section, which every rank then marks missing with the
+    line the job failed with, and the run keeps its timeline and counters."""
+    try:
+        sampled = launch(job.model_copy(update={"mode": "host"}), "host", timeout_s, where)
+        hosts = [harness_of(result).host_time for result in sampled]
+    except RankFailed as exc:
+        hosts = [{"missing": f"the sampled steps' job failed ({exc})"}] * len(results)
+    return [result.model_copy(update={"result": harness_of(result).model_copy(update={"host_time": host})})
+            for result, host in zip(results, hosts, strict=True)]
+
+
 @dataclasses.dataclass
 class RankPass:
     """A counter pass of a parallel run (`profile_run.StartPass`): at its turn, the whole job launched once more in
@@ -502,7 +541,7 @@ def rank_counters(job: RankJob, where: Launch, tables: dict[int, pd.DataFrame], 
         tables[rank], found, checked, written = collect_counters(
             schema.conform_kernels(tables[rank]), settings.counters, harness_of(results[rank]).gpu, folder,
             passes.start, check, lambda stage, done, total: None, harness_of(results[rank]).peak_memory_bytes or 0.0,
-            budget_s=settings.budget_s)
+            budget_s=settings.budget_s, parallel_job=True)
         notes = notes or {**found, "rank": rank, "ranks": ncu_ranks}
         checks = checks or checked
         reports.update({f"rank{rank}-{path.name}": path for path in written})
@@ -531,6 +570,7 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
         results = launch(job.model_copy(update={"mode": "timeline", "keep_trace": keep_report}), "timeline",
                          timeout_s, where)
         check_same_gpus(results)
+        results = sampled_hosts(job, results, timeout_s, where)
         tables = {rank: schema.read_frame(table_file(scratch, "timeline", rank)) for rank in range(job.world_size)}
         result = merged_result(results)
         collectors: dict[str, dict[str, Any]] = {"harness": {"wall_s": time.perf_counter() - started},

@@ -156,7 +156,7 @@ def _headroom(summary: Summary) -> list[Finding]:
 def _host(summary: Summary, info: RunInfo | None = None) -> list[Finding]:
     host = summary.host.iloc[0]
     if "iteration_ms" in host:  # a multi-rank run: per rank, of its profiled iteration (`ranks.rank_host`)
-        return _rank_host(host, on_cpu(info))
+        return _rank_host(host, on_cpu(info), _host_time_missing(info))
     if on_cpu(info):  # the host is the device: its ops and the Python between them share the one CPU
         text = f"On the CPU, ops run {_busy(host['gpu_busy_pct'])} of the {host['step_ms']:.1f} ms step " \
                f"({host['launches']:,} ops); the rest is Python and framework time between them on the same CPU."
@@ -235,14 +235,15 @@ def _syncs(info: RunInfo, host_categories: pd.DataFrame | None = None) -> list[F
     return [Finding("host", "synchronizes", f"{total} sync{'s' if total > 1 else ''} a step", text, "host")]
 
 
-def _rank_host(host: pd.Series, cpu: bool = False) -> list[Finding]:
+def _rank_host(host: pd.Series, cpu: bool = False, missing: str = "") -> list[Finding]:
     """The host finding of a multi-rank run: busy per rank, of the rank's profiled iteration, NCCL waiting
-    excluded; the verdict names the rank it waits for where one is late (`ranks.rank_host`). On the CPU (gloo
-    ranks) the ops keep the rank's CPU busy, not a GPU."""
+    excluded; the verdict names the rank it waits for where one is late (`ranks.rank_host`), and `missing` says
+    why the hosts were not sampled where they were not. On the CPU (gloo ranks) the ops keep the rank's CPU busy,
+    not a GPU."""
     busy = "ops keep the rank's CPU busy" if cpu else "kernels keep the GPU busy"
     text = f"Per rank, {busy} {host['gpu_busy_pct']:.0f} % of the profiled iteration " \
            f"({host['gpu_busy_ms']:.1f} of {host['iteration_ms']:.1f} ms; collectives' waiting excluded): " \
-           f"{host['verdict']}; {host['host_cost'].removeprefix('per rank, ')}."
+           f"{host['verdict']}; {host['host_cost'].removeprefix('per rank, ')}.{missing}"
     return [Finding("host", host["verdict"], f"{host['gpu_busy_pct']:.0f} % busy per rank", text, "host",
                     max(float(host["gpu_idle_ms"]), 0.0))]
 
