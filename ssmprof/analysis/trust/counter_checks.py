@@ -14,7 +14,11 @@ counters (`measured` or `lent`):
   peak; L2 throughput at most 100 % of ncu's peak. A rate past the hardware means the counters and the
   duration describe different work.
 - hit rates within 0-100 %: ncu's sector accounting reads up to ~0.2 % over 100 on tiny kernels
-  (gpu-facts); values up to HIT_RATE_SLACK over are clipped to 100, beyond that the launch fails.
+  (gpu-facts); values up to HIT_RATE_SLACK over are clipped to 100, beyond that the launch fails. A kernel that
+  only stores (DRAM reads under STORE_ONLY_READ_SHARE of its L2 bytes: fills, `arange`) is allowed
+  STORE_HIT_RATE_SLACK: under the counter set's replay passes its L2 hit rate reads up to 105.3 % on an H100 (48
+  fills of 128 to 411 M elements, fp32 and bf16; 95-103 % with a dozen metrics; tests/data/ncu-fill-hit-rate-h100),
+  and the 1 % slack had removed every such kernel's counters: 4-5 % of hf:granite-4.0-hybrid's kernel time.
 - GEMMs: tensor FLOPs against 2*M*N*K (times the batch) from the launching op's input shapes. A launch
   passes from GEMM_RATIO_BAND[0] x 2MNK up to GEMM_RATIO_BAND[1] x the work with M, N and K padded to the
   kernel's tile (`padded_gemm_flops`). Why padded: a tensor-core GEMM computes whole CTA tiles, and every
@@ -83,6 +87,8 @@ from ssmprof.schema import (
 DURATION_FLOOR_NS = 4000
 DURATION_RATIO = 1.5
 HIT_RATE_SLACK = 1.0
+STORE_HIT_RATE_SLACK = 6.0
+STORE_ONLY_READ_SHARE = 0.01
 # Tensor FLOPs of a GEMM launch: at least [0] x 2MNK, at most [1] x the work padded to the kernel's tile.
 GEMM_RATIO_BAND = (0.8, 1.25)
 STALL_SUM_TOLERANCE = 0.1
@@ -160,7 +166,9 @@ def check_counters(kernels: pd.DataFrame, peaks: Peaks | None) -> tuple[pd.DataF
     fractions = _fractions_of_peak(frame, peaks)
     rate_ok = ~(fractions > 1).any(axis=1)
     hit = kernels[["l1_hit_rate_pct", "l2_hit_rate_pct"]]
-    hit_ok = ~((hit < 0) | (hit > 100 + HIT_RATE_SLACK)).any(axis=1)
+    stores_only = kernels["dram_read_bytes"] < STORE_ONLY_READ_SHARE * kernels["l2_bytes"]
+    slack = np.where(stores_only, STORE_HIT_RATE_SLACK, HIT_RATE_SLACK)
+    hit_ok = ~((hit < 0) | hit.gt(100 + slack, axis=0)).any(axis=1)
     analytic = pd.Series([gemm_flops(op, shapes) for op, shapes in zip(kernels["launch_op"], kernels["launch_shapes"],
                                                                        strict=True)], index=kernels.index)
     names = _tile_names(kernels)
