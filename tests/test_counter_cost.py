@@ -24,13 +24,22 @@ def counters_of(path: Path) -> dict:
 
 
 def held_out_runs() -> list[Path]:
-    """Every run with pass records and kernel replay bookkeeping (`pass_replay`) but the fitted ones; runs of
-    application replay, which the model leaves out, are not among them."""
+    """Every run with pass records and kernel replay bookkeeping (`pass_replay`) of passes on one GPU but the fitted
+    ones; runs of application replay, which the model leaves out, are not among them, nor those whose passes were
+    spread over GPUs (`spread_runs`: a pass's recorded wall time there runs to when it was waited for)."""
+    return sorted(path for path in pass_runs() if not path.is_relative_to(TRAINING)
+                  and not path.is_relative_to(CALIBRATION) and (counters_of(path).get("pass_gpus") or 1) == 1)
+
+
+def pass_runs() -> list[Path]:
+    """Every run with pass records and kernel replay bookkeeping."""
     found = [*ROOT.glob("ssmprof/reference/**/run.json"), *ROOT.glob("tests/data/**/*run.json")]
-    return sorted(path for path in found
-                  if not path.is_relative_to(TRAINING) and not path.is_relative_to(CALIBRATION)
-                  and "pass_replay" in (counters := counters_of(path)) and "pass_seconds" in counters
-                  and counters.get("replay_mode", "kernel") == "kernel")
+    return sorted(path for path in found if "pass_replay" in (counters := counters_of(path))
+                  and "pass_seconds" in counters and counters.get("replay_mode", "kernel") == "kernel")
+
+
+def spread_runs() -> list[Path]:
+    return [path for path in pass_runs() if (counters_of(path).get("pass_gpus") or 1) > 1]
 
 
 def plan_of(run: dict) -> list[PlannedPass]:
@@ -71,7 +80,7 @@ BOUNDS = [
     # transformer's points of 5-12 launches on a host that starts faster than the training host)
     ("ssmprof/reference/*/sweeps/*/*/run.json", 0.50, 0.50),
     # other runs under tests/data: the MoE hybrids of many launches, granite +4 % (the iteration-launch term's fit),
-    # qwen3-next +10 % held out; the small preset (cache-modes, hybrid-mamba3-small, own-model,
+    # qwen3-next +10 % and jamba -27 % held out; the small preset (cache-modes, hybrid-mamba3-small, own-model,
     # instruction-bounds) builds and replays faster than the paper preset fitted, +25..+48 %; the older
     # 14-pass graph-mamba -27 %, the H200 suite before passes were started ahead +17..+35 %
     ("tests/data/**/*run.json", 0.50, 0.76),
@@ -96,6 +105,29 @@ def test_the_bundled_paper_suites_meet_the_goal_of_25_percent():
     assert len(errors) == 16
     assert max(map(abs, errors)) < 0.25
     assert statistics.median(map(abs, errors)) < 0.10
+
+
+# Runs whose passes were spread over the GPUs of one host (`--pass-gpus`), each total's error (predicted span
+# against the measured counter wall time): mamba2-lm paper over 4 H100s (2026-11-27), the MoE hybrids small over
+# 2 H100s (2026-11-28). Two passes at once share the host: jamba's took 71-76 s where one GPU's took 50-76 s.
+SPREAD_ERRORS = {
+    "ssmprof/reference/h100-sxm/parallel/mamba2-lm-single/run.json": (4, -0.152),
+    "tests/data/counter-cost-moe-h100/granite-small-2gpu/run.json": (2, -0.019),
+    "tests/data/counter-cost-moe-h100/jamba-small-2gpu/run.json": (2, -0.227),
+}
+
+
+def test_passes_spread_over_gpus_within_25_percent():
+    assert sorted(ROOT / run for run in SPREAD_ERRORS) == spread_runs()
+    for run, (lanes, expected) in SPREAD_ERRORS.items():
+        recorded = json.loads((ROOT / run).read_text())
+        counters = recorded["collectors"]["counters"]
+        peak_gib, gpu_gib = recorded["harness"]["peak_memory_bytes"] / 2**30, recorded["gpu"]["memory_bytes"] / 2**30
+        cost = predict_plan(plan_of(recorded), peak_gib, gpu_gib, lanes, recorded["coverage"]["launches"])
+        assert counters["pass_gpus"] == lanes
+        error = relative_error(cost.total_s, counters["wall_s"])
+        assert error == pytest.approx(expected, abs=0.005), run
+        assert abs(error) < 0.25
 
 
 def training_passes() -> list[tuple[dict, dict, float]]:
@@ -236,6 +268,8 @@ PARALLEL_ERRORS = [
     # held out, TP=2 on 2 x H200 before the torchrun launcher (its ranks plain processes, a host that starts
     # faster): 99.0 s measured
     ("ssmprof/reference/h200/parallel/mamba2-lm-tp2/run.json", 0.236, 0.34),
+    # held out, TP=2 on 2 x H100 with the torchrun launcher (2026-11-28, the small preset): 130.5 s measured
+    ("tests/data/rank-died-while-sampled-h100/mamba2-lm-small-tp2/run.json", -0.093, 0.15),
 ]
 
 

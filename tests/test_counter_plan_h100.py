@@ -68,6 +68,29 @@ def test_a_profiled_row_placed_nowhere_is_named_with_its_cause():
     assert all(counters_of(name)["profiled_not_placed"] == [] for name in ("mamba2-lm-paper", "graph-mamba-paper"))
 
 
+MOE = DATA.parent / "counter-cost-moe-h100"
+
+
+@pytest.mark.parametrize(("run", "gpus", "measured_s", "predicted_s", "checked"), [
+    ("jamba-small", 1, 214.3, 156.3, 0.9565),
+    ("jamba-small-2gpu", 2, 181.9, 140.6, 0.9682),
+    ("granite-small-2gpu", 2, 180.3, 176.9, 0.8977),
+    ("qwen3-next-small", 1, 327.5, 160.9, 0.862),
+])
+def test_the_mixture_of_experts_hybrids_run_their_passes_as_traced(run, gpus, measured_s, predicted_s, checked):
+    """hf:jamba, hf:granite-4.0-hybrid and hf:qwen3-next small on H100s (counter-cost-moe-h100/README.md): every
+    pass routed as the traced iteration (grid match 100 %), every profiled row placed, the lent-vs-measured error
+    of each family with a held-out launch recorded."""
+    recorded = json.loads((MOE / run / "run.json").read_text())
+    counters = recorded["collectors"]["counters"]
+    assert (counters["pass_gpus"], counters["wall_s"], counters["predicted_s"]) == \
+        pytest.approx((gpus, measured_s, predicted_s), abs=0.05)
+    assert recorded["coverage"]["counter_time_fraction"] == pytest.approx(checked, abs=5e-4)
+    assert counters["traced_weights"] and counters["grid_match_pct"] == 100.0 and counters["profiled_not_placed"] == []
+    held_out = [family for family in counters["families"] if family["held_out"]]
+    assert held_out and all(family["dram_error_pct"] is not None for family in held_out)
+
+
 @pytest.fixture(scope="module")
 def granite():
     return load(DATA / "granite-small")

@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -314,6 +315,19 @@ def test_a_failed_job_names_the_first_rank_to_fail_not_its_echo(tmp_path, monkey
                         sequence_parallel=True, device="cpu", mode="host", scratch=str(tmp_path))
     with pytest.raises(RankFailed, match=r"^rank 1 failed: .*planted failure in the sampled steps"):
         distributed.launch(job, "host", timeout_s=300)
+
+
+def test_a_rank_that_died_while_sampled_on_two_h100s_left_its_run():
+    """The same plant on 2 x H100 (tests/data/rank-died-while-sampled-h100): timeline and rank 0's counters written,
+    the host section missing with the line that says which rank ended how."""
+    run = ssmprof.load(Path(__file__).parent / "data" / "rank-died-while-sampled-h100" / "mamba2-lm-small-tp2")
+    missing = "the sampled steps' job failed (rank 1 ended with exit code 7 before writing its result)"
+    assert run.info.harness.host_time.missing == missing
+    assert [rank["host_time"] for rank in run.info.parallel.ranks] == [{"missing": missing}] * 2
+    assert sorted(run.kernels["rank"].unique()) == [0, 1] and run.info.gpu.name == "NVIDIA H100 80GB HBM3"
+    assert run.info.coverage.counter_time_fraction == pytest.approx(0.938, abs=5e-4)
+    host = run.summary.findings.set_index("kind").loc["host", "finding"]
+    assert host.endswith(f"The host's time is not attributed: {missing}.")
 
 
 def test_ranks_sampled_in_a_job_of_their_own_keep_their_host_time(tmp_path):
