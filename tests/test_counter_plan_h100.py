@@ -10,13 +10,16 @@ import json
 import weakref
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from ssmprof import load
+from ssmprof.analysis.trust.counter_checks import DURATION_FLOOR_NS, DURATION_RATIO
 from ssmprof.cli import app
 from ssmprof.errors import InvalidConfig
-from ssmprof.profiler.counters import SamplingPlan
+from ssmprof.profiler.counters import SHORT_LENDER_NS, SamplingPlan, lent_ncu_duration
 from ssmprof.profiler.profile_run import ProfileSettings, choose_plan
 
 DATA = Path(__file__).resolve().parent / "data" / "counter-plan-h100"
@@ -89,6 +92,30 @@ def test_the_mixture_of_experts_hybrids_run_their_passes_as_traced(run, gpus, me
     assert counters["traced_weights"] and counters["grid_match_pct"] == 100.0 and counters["profiled_not_placed"] == []
     held_out = [family for family in counters["families"] if family["held_out"]]
     assert held_out and all(family["dram_error_pct"] is not None for family in held_out)
+
+
+def test_expert_copies_lent_from_a_short_launch_keep_its_overhead_not_its_ratio():
+    """granite's expert copies on 2 H100s, lent by grid from a 3.0 us copy measured 5.2 us under ncu: by the
+    lender's ratio (x1.76) every one of the 108 sat 4.8-8 us over its timeline duration and failed the duration
+    check; with the lender's excess kept, all are within the check's 4 us floor."""
+    kernels = pd.read_parquet(MOE / "granite-small-2gpu" / "kernels.parquet")
+    copies = kernels[(kernels["counter_status"] == "rejected: duration") & (kernels["launch_op"] == "aten::copy_")]
+    lenders = kernels.set_index("launch_idx").loc[copies["counter_lender"]]
+    lender_ncu, lender_ns = lenders["ncu_duration_ns"].to_numpy(), lenders["duration_ns"].to_numpy(dtype=float)
+    taker_ns = copies["duration_ns"].to_numpy(dtype=float)
+    assert len(copies) == 108 and (lenders["counter_status"] == "measured").all()
+    assert (lender_ns < SHORT_LENDER_NS).all()
+    by_ratio = lender_ncu * taker_ns / lender_ns
+    assert (by_ratio - taker_ns).min() > DURATION_FLOOR_NS and (by_ratio / taker_ns).min() > DURATION_RATIO
+    assert (np.abs(lent_ncu_duration(lender_ncu, lender_ns, taker_ns) - taker_ns) <= DURATION_FLOOR_NS).all()
+
+
+@pytest.mark.parametrize(("lender_ncu", "lender", "taker", "lent"), [
+    (5_200.0, 3_000.0, 7_000.0, 9_200.0),  # a short lender: its 2.2 us excess, ncu's overhead
+    (60_000.0, 50_000.0, 100_000.0, 120_000.0),  # a long one: its ratio
+])
+def test_a_lent_ncu_duration_keeps_a_short_lenders_excess_and_a_long_ones_ratio(lender_ncu, lender, taker, lent):
+    assert lent_ncu_duration(np.array([lender_ncu]), np.array([lender]), np.array([taker]))[0] == pytest.approx(lent)
 
 
 @pytest.fixture(scope="module")
