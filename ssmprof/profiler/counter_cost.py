@@ -80,9 +80,9 @@ SECONDS_PER_GIB_RESTORED = 4.9e-4
 # passes a median 10.8 s more than the model without it (tests/data/counter-plan-h100/granite-small), 2.4 ms a
 # launch, fitted there (226.4 s predicted for its 218.1 s, +4 %; -31 % without the term); held out, hf:qwen3-next
 # small's 11,256 launches are then predicted 359.2 s for their 327.5 s (+10 %; -51 % without the term;
-# tests/test_counter_cost.py). hf:jamba small, held out too, is predicted 27 % short (156.3 s for 214.3 s; its 1,497
-# launches pay 0.46-0.52 s each in replay where the model gives 0.35: the per-launch cost varies 0.30-0.50 s over
-# the bundled runs, which launches, restored bytes and the iteration's size do not explain).
+# tests/test_counter_cost.py). hf:jamba small, held out too, is predicted 26 % short (153.4 s for 206.4 s; its
+# profiled launches pay 0.44-0.52 s each in replay where the model gives 0.35: the per-launch cost varies 0.30-0.50 s
+# over the bundled runs, which launches, restored bytes and the iteration's size do not explain).
 FIT_ITERATION_LAUNCHES = 930
 SECONDS_PER_ITERATION_LAUNCH = 2.4e-3
 
