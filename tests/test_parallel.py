@@ -274,13 +274,19 @@ def test_torchruns_root_cause_names_the_rank_that_died_first(ended, cause):
     assert distributed._root_cause(["no summary"]) == (None, "")
 
 
+def plant_in_every_rank(tmp_path, monkeypatch, source: str) -> None:
+    """`source` run at the start of every Python process the test starts, the ranks among them: a sitecustomize
+    module first on PYTHONPATH."""
+    plant = tmp_path / "plant"
+    plant.mkdir()
+    (plant / "sitecustomize.py").write_text(source)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plant), os.environ.get("PYTHONPATH")])))
+
+
 def test_a_rank_that_dies_while_sampled_costs_the_host_section_alone(tmp_path, monkeypatch):
     """Rank 1 dies as soon as its host is sampled: the run is still written with both ranks' timelines, and its
     host section (run.json and every rank's) is marked missing with the line the sampled job failed with."""
-    plant = tmp_path / "plant"
-    plant.mkdir()
-    (plant / "sitecustomize.py").write_text(DIE_WHEN_SAMPLED)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plant), os.environ.get("PYTHONPATH")])))
+    plant_in_every_rank(tmp_path, monkeypatch, DIE_WHEN_SAMPLED)
     monkeypatch.setenv("PLANTED_DEATH_RANK", "1")
     settings = measure.ProfileSettings(tmp_path / "runs", steps=1, counters="none")
     path = measure.profile(measure.ProfileRequest(measure.WorkloadOptions("mamba2-lm", "tiny", tp=2), settings,
@@ -307,10 +313,7 @@ if os.environ.get("RANK") == "1":
 def test_a_failed_job_names_the_first_rank_to_fail_not_its_echo(tmp_path, monkeypatch):
     """Rank 1 raises; rank 0's collective then loses its peer and fails too, a moment later: the job's one line
     is rank 1's."""
-    plant = tmp_path / "plant"
-    plant.mkdir()
-    (plant / "sitecustomize.py").write_text(RAISE_WHEN_SAMPLED)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plant), os.environ.get("PYTHONPATH")])))
+    plant_in_every_rank(tmp_path, monkeypatch, RAISE_WHEN_SAMPLED)
     job = make_document(RankJob, workload="mamba2-lm", preset="tiny", overrides={}, warmup=0, steps=1, tp=2, dp=1,
                         sequence_parallel=True, device="cpu", mode="host", scratch=str(tmp_path))
     with pytest.raises(RankFailed, match=r"^rank 1 failed: .*planted failure in the sampled steps"):
