@@ -68,31 +68,29 @@ def test_instruction_roofline_coordinates():
 BEFORE_COUNTERS = Path(__file__).parent / "data" / "h100-suite-before-timing-pass"
 
 
-@pytest.mark.parametrize(("workload", "kernel", "phase", "bound", "pct", "pipe"), [
-    # recorded before the issue and shared-memory counters: bound by the issue-active share and the pipes
+# recorded before the issue and shared-memory counters: bound by the issue-active share and the pipes
+BEFORE = [
     ("mamba1-lm", "selective_scan_fwd_kernel", "forward", "issue slots", 59.6, "ALU pipe"),
     ("mamba1-lm", "selective_scan_bwd_kernel", "backward", "issue slots", 42.6, "load/store pipe"),
     ("mamba-vision", "selective_scan_fwd_kernel", "forward", "issue slots", 67.5, "load/store pipe"),
     ("mamba2-lm", "_chunk_scan_fwd_kernel", "forward", "issue slots", 48.8, "ALU pipe"),
-])
-def test_h100_selective_scan_and_ssd_bounds_before_the_counters(workload, kernel, phase, bound, pct, pipe):
-    run = load_run(BEFORE_COUNTERS / workload)
-    table = instruction_bounds(run.kernels, run.info.gpu.model_dump())
-    row = table[(table["kernel_name"] == kernel) & (table["phase"] == phase)].iloc[0]
-    assert (row["bound"], round(row["bound_pct"], 1), row["busiest_pipe"]) == (bound, pct, pipe)
-    assert row["missing"] == "shared memory, instructions executed"
-
-
-@pytest.mark.parametrize(("workload", "kernel", "phase", "bound", "pct", "pipe"), [
-    # recorded with them (2026-11-27): the issue slots by the instructions executed, shared memory among the units
+]
+# recorded with them (2026-11-27): the issue slots by the instructions executed, shared memory among the units
+BUNDLED = [
     ("mamba1-lm", "selective_scan_fwd_kernel", "forward", "issue slots", 59.8, "ALU pipe"),
     ("mamba1-lm", "selective_scan_bwd_kernel", "backward", "issue slots", 42.8, "load/store pipe"),
     ("mamba-vision", "selective_scan_fwd_kernel", "forward", "issue slots", 67.6, "load/store pipe"),
     ("mamba2-lm", "_chunk_scan_fwd_kernel", "forward", "shared memory", 64.4, "ALU pipe"),
+]
+
+
+@pytest.mark.parametrize(("folder", "missing", "workload", "kernel", "phase", "bound", "pct", "pipe"), [
+    *[(BEFORE_COUNTERS, "shared memory, instructions executed", *row) for row in BEFORE],
+    *[(REFERENCE, "", *row) for row in BUNDLED],
 ])
-def test_bundled_h100_selective_scan_and_ssd_bounds(workload, kernel, phase, bound, pct, pipe):
-    run = load_run(REFERENCE / workload)
+def test_h100_selective_scan_and_ssd_bounds(folder, missing, workload, kernel, phase, bound, pct, pipe):
+    run = load_run(folder / workload)
     table = instruction_bounds(run.kernels, run.info.gpu.model_dump())
     row = table[(table["kernel_name"] == kernel) & (table["phase"] == phase)].iloc[0]
     assert (row["bound"], round(row["bound_pct"], 1), row["busiest_pipe"]) == (bound, pct, pipe)
-    assert row["missing"] == ""
+    assert row["missing"] == missing
