@@ -401,6 +401,8 @@ class HarnessSection(_RunSection):
 
 class HarnessCollector(_RunSection):
     wall_s: float = float("nan")
+    # a parallel run: the part of `wall_s` its sampled steps' own job took (`distributed.sampled_hosts`)
+    sampled_job_s: float | None = None
     host_launch_us: float | None = None  # the host's cost of a tiny launch (`profiler.harness`)
     autotune_from: str | None = None  # the run whose Triton autotuning choices this one pinned (--autotune-from)
 

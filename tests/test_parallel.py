@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 import ssmprof
 from ssmprof import schema
+from ssmprof.analysis.findings.run import provenance
 from ssmprof.analysis.step.communication import collective_counts
 from ssmprof.cli import app
 from ssmprof.errors import InvalidConfig, NoGpu
@@ -339,6 +340,10 @@ def test_ranks_sampled_in_a_job_of_their_own_keep_their_host_time(tmp_path):
     path = measure.profile(measure.ProfileRequest(measure.WorkloadOptions("mamba2-lm", "tiny", tp=2), settings,
                                                   device="cpu"))
     run = read_run(path)
+    harness = run.info.collectors.harness
+    assert 0 < harness.sampled_job_s < harness.wall_s
+    cost = provenance(run.info, "measured").set_index("item").loc["profiling cost", "value"]
+    assert f"harness {harness.wall_s:.0f} s (of which the sampled steps' own job {harness.sampled_job_s:.0f} s)" in cost
     for rank in run.info.parallel.ranks:
         sampled = rank["host_time"]
         assert sampled.get("missing") is None and sampled["readings"] > 0, sampled

@@ -570,10 +570,13 @@ def profile_parallel(job: RankJob, settings: ProfileSettings,
         results = launch(job.model_copy(update={"mode": "timeline", "keep_trace": keep_report}), "timeline",
                          timeout_s, where)
         check_same_gpus(results)
+        sampling = time.perf_counter()
         results = sampled_hosts(job, results, timeout_s, where)
+        sampled_job_s = time.perf_counter() - sampling
         tables = {rank: schema.read_frame(table_file(scratch, "timeline", rank)) for rank in range(job.world_size)}
         result = merged_result(results)
-        collectors: dict[str, dict[str, Any]] = {"harness": {"wall_s": time.perf_counter() - started},
+        collectors: dict[str, dict[str, Any]] = {"harness": {"wall_s": time.perf_counter() - started,
+                                                             "sampled_job_s": sampled_job_s},
                       # every rank kept the same timing iteration (`agreed_iteration`): rank 0's record stands for all
                       "timeline": {"tool": "torch.profiler", "ranks": job.world_size,
                                    "timing": results[0].timing.model_dump() if results[0].timing else None},

@@ -534,9 +534,11 @@ def _known(value) -> str:
 def _cost(collectors: CollectorsSection) -> str:
     """What profiling the run cost: the harness, each Nsight Compute pass (wall time, launches profiled x replay
     passes each, GiB restored per replay where recorded), what the passes spent outside the replayed iterations
-    (where stamped) and the host's cost of a tiny launch."""
+    (where stamped), the host's cost of a tiny launch, and a parallel run's sampled steps' job."""
     harness, counters = collectors.harness, collectors.counters
     text = f"harness {harness.wall_s:.0f} s"
+    if harness.sampled_job_s is not None:
+        text += f" (of which the sampled steps' own job {harness.sampled_job_s:.0f} s)"
     walls = counters.pass_wall_s
     if walls:
         replays = counters.pass_replay or [None] * len(walls)
