@@ -505,3 +505,15 @@ def test_ranks_on_different_gpu_models_are_refused_naming_the_rank():
     with pytest.raises(RankFailed, match="^rank 2 ran on NVIDIA A100-SXM4-80GB, rank 0 on NVIDIA H100"):
         distributed.check_same_gpus(results)
     distributed.check_same_gpus(results[:2])
+
+
+def test_the_sampled_steps_own_job_on_two_h100s_is_mostly_its_start_up():
+    """2 x H100 (tests/data/sampled-job-h100): the sampled steps' job took 27 s of the harness's 66 s, of which its 20
+    sampled and unsampled steps 1 s: a parallel profile pays one more job's start-up (torchrun, imports, the model's
+    build and warm-up) for a rank's death not to lose the run, and its provenance says so."""
+    run = ssmprof.load(Path(__file__).parent / "data" / "sampled-job-h100" / "mamba2-lm-small-tp2")
+    harness, host_time = run.info.collectors.harness, run.info.harness.host_time
+    steps_s = (sum(host_time.sampled_steps_ms) + sum(host_time.unsampled_steps_ms)) / 1000
+    assert (harness.wall_s, harness.sampled_job_s, steps_s) == pytest.approx((66.4, 27.4, 0.98), abs=0.05)
+    cost = provenance(run.info, "measured").set_index("item").loc["profiling cost", "value"]
+    assert cost.startswith("harness 66 s (of which the sampled steps' own job 27 s)")
