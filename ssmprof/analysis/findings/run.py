@@ -21,6 +21,7 @@ from ssmprof.analysis.limits.tensor_vector import WGMMA_ROWS, autotuned_rows
 from ssmprof.analysis.step.communication import described_rank
 from ssmprof.analysis.step.profiled_iteration import iteration_note
 from ssmprof.analysis.trust.counter_checks import describe_removed
+from ssmprof.analysis.trust.lent_by_grid import LENT_DRAM_ERROR_WARN_PCT
 from ssmprof.analysis.trust.noise import CONFIDENCE
 from ssmprof.schema import (
     CHECKED_STATUSES,
@@ -400,8 +401,9 @@ def _not_placed(counters: CountersCollector) -> str:
 def _lent_by_grid(families: pd.DataFrame | None) -> str:
     """The families profiled at grid bins (`trust.lent_by_grid.lent_families`) and what their held-out check says
     of the lent DRAM bytes, the counter the roofline and the cache views stand on most: the median over the
-    families checked and the worst family, so that a reader weighs the lent launches' numbers by it. Nothing for a
-    run without families; the error clause only where a family held a launch out."""
+    families checked, the worst family and its share of kernel time, and the share of kernel time in families off
+    by more than LENT_DRAM_ERROR_WARN_PCT, so that a reader weighs the lent launches' numbers by it. Nothing for a
+    run without families; the error clauses only where a family held a launch out."""
     if families is None:
         return ""
     text = (f"; {len(families)} famil{'ies' if len(families) != 1 else 'y'} "
@@ -411,9 +413,16 @@ def _lent_by_grid(families: pd.DataFrame | None) -> str:
     if checked.empty:
         return text
     worst = checked.loc[checked["dram_error_pct"].idxmax()]
-    return (text + f"; held-out error of lent DRAM bytes: median {checked['dram_error_pct'].median():.1f} % over "
-            f"{len(checked)} famil{'ies' if len(checked) != 1 else 'y'} (worst family {worst['dram_error_pct']:,.0f} "
-            f"%, {worst['kernel_name']})")
+    text += (f"; held-out error of lent DRAM bytes: median {checked['dram_error_pct'].median():.1f} % over "
+             f"{len(checked)} famil{'ies' if len(checked) != 1 else 'y'} (worst family "
+             f"{worst['dram_error_pct']:,.0f} %, {worst['kernel_name']}, {pct_text(100 * worst['time_share'])} of "
+             f"kernel time)")
+    off = checked[checked["dram_error_pct"] > LENT_DRAM_ERROR_WARN_PCT]
+    if off.empty:
+        return text
+    return (text + f"; families of {pct_text(100 * off['time_share'].sum())} of kernel time lent DRAM bytes off by "
+            f"more than {LENT_DRAM_ERROR_WARN_PCT:.0f} % on their held-out launch: read their launches' DRAM "
+            f"bytes and arithmetic intensity as estimates")
 
 
 def _grid_match(counters: CountersCollector) -> str:

@@ -24,6 +24,12 @@ HELD_OUT_ERRORS = ("dram_error_pct", "l2_error_pct", "inst_error_pct")
 LENT_FAMILY_COLUMNS = ["kernel_name", "family", "configurations", "launches", "time_share", "measured_launches",
                        "lent_launches", "held_out_launches", *HELD_OUT_ERRORS]
 ALL_PASSES = "all"  # the `counter_pass` of the row that sums the passes
+# A family whose held-out launch had its lent DRAM bytes off by more than this (|lent / measured - 1|: under half
+# or over 1.5x the measured bytes) is one a reader should not lean on: the same error in arithmetic intensity can
+# move a kernel across a roof's ridge. Seen on an H100 (tests/data/counter-cost-moe-h100/qwen3-next-small): a
+# 1,024-block fill stayed in L2 under Nsight Compute (0 DRAM bytes written) and lent those 0 bytes to fills of
+# 8,192-16,384 blocks; its family's held-out error was 100,903 %.
+LENT_DRAM_ERROR_WARN_PCT = 50.0
 
 
 def lent_families(counters: CountersCollector) -> pd.DataFrame | None:
