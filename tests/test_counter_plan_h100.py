@@ -72,7 +72,6 @@ def test_a_profiled_row_placed_nowhere_is_named_with_its_cause():
 
 
 MOE = DATA.parent / "counter-cost-moe-h100"
-FILLS = DATA.parent / "ncu-fill-hit-rate-h100"
 
 
 @pytest.mark.parametrize(("run", "gpus", "measured_s", "predicted_s", "checked"), [
@@ -104,42 +103,6 @@ def test_the_mixture_of_experts_hybrids_check_95_percent_of_their_kernel_time():
     assert sorted(run.name for run in fixed) == ["granite-small", "granite-small-2gpu", "jamba-small",
                                                  "jamba-small-2gpu", "qwen3-next-small"]
     assert all(json.loads((run / "run.json").read_text())["coverage"]["counter_time_fraction"] >= 0.95 for run in fixed)
-
-
-# What the L2 of an H100 keeps of a kernel's stores under Nsight Compute (bytes): fitted on the fill probe below.
-L2_KEPT_STORES = (22.6e6, 23.5e6)
-
-
-def stored_and_written(kernels: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """(bytes a fill stores, DRAM bytes it wrote): PyTorch's fills store 1,024 elements a block, 4 bytes in fp32,
-    2 in bf16."""
-    blocks = kernels["Grid Size"].str.strip("()").str.split(",").str[0].astype(int)
-    element = np.where(kernels["Kernel Name"].str.contains("FillFunctor<float>"), 4, 2)
-    return blocks * 1024 * element, kernels["dram__bytes_write.sum"]
-
-
-def test_a_fill_writes_to_dram_what_it_stores_beyond_what_the_l2_keeps():
-    """On an H100 under ncu a kernel that only stores writes to DRAM what it stores less about 23 MB, which the L2
-    keeps at the kernel's end (tests/data/ncu-fill-hit-rate-h100, three metric sets, caches flushed or kept): each of
-    the 24 fills of 30 MB or more in a set keeps 22.6-23.4 MB, those of 17 MB or less write under 0.2 MB. Held out,
-    granite's measured fp32 fills of 33.6 MB and 1.65 GB keep 22.7 and 22.5 MB. Scaling DRAM bytes by grid assumes
-    none is kept: qwen3-next's fills of 8,192 and 16,384 blocks borrowed 0 bytes from a 1,024-block fill the L2
-    held whole, where they wrote about 10.7 and 44 MB (its family's held-out error 100,903 %; the counters finding
-    names such families' time, `LENT_DRAM_ERROR_WARN_PCT`)."""
-    for csv in ("counter-set.csv", "few-metrics-flush.csv", "few-metrics-keep.csv"):
-        stored, written = stored_and_written(pd.read_csv(FILLS / csv, thousands=","))
-        kept = (stored - written)[stored >= 30e6]
-        assert len(kept) == 24 and L2_KEPT_STORES[0] <= kept.min() and kept.max() <= L2_KEPT_STORES[1]
-        assert written[stored <= 17e6].max() < 0.2e6
-    granite = pd.read_parquet(MOE / "granite-small" / "kernels.parquet")
-    fills = granite[(granite["counter_status"] == "measured") & (granite["grid_x"] >= 8192)
-                    & granite["kernel_name_full"].str.contains("FillFunctor<float>")]
-    kept = fills["grid_x"] * 1024 * 4 - fills["dram_write_bytes"]
-    assert kept.round(-5).tolist() == [22.7e6, 22.5e6]
-    qwen = pd.read_parquet(MOE / "qwen3-next-small" / "kernels.parquet")
-    lent = qwen[(qwen["counter_status"] == "lent") & qwen["grid_x"].isin([8192, 16384])
-                & qwen["kernel_name_full"].str.contains("FillFunctor<float>")]
-    assert len(lent) == 676 and (lent["dram_write_bytes"] == 0).all()
 
 
 def test_expert_copies_lent_from_a_short_launch_keep_its_overhead_not_its_ratio():
